@@ -1,0 +1,46 @@
+"""The ``trainsweep`` command line (typer + rich).
+
+Each command group lives in its own module with a ``register(app)`` function. Modules here import only
+the standard library, typer and rich at import time; everything heavy (pandas, boto3, moto, torch,
+matplotlib) is imported inside the command, so ``trainsweep --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import typer
+
+app = typer.Typer(
+    name="trainsweep",
+    help="Find the instance type and batch size that train your model fastest and cheapest.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Command groups, in the order they appear in --help.
+COMMAND_MODULES = (
+    "trainsweep.cli.sweep",  # plan, run, status, download, doctor
+    "trainsweep.cli.analyse",  # parse, summary, import
+    "trainsweep.cli.report",  # report, prices
+    "trainsweep.cli.predict",  # predict-eval
+)
+
+for _module in COMMAND_MODULES:
+    importlib.import_module(_module).register(app)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
+) -> None:
+    if version:
+        from trainsweep import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,132 @@
+"""SageMaker training instance types: accelerator counts and the seeds' short VMTYPE names.
+
+VMTYPE is the directory name of the seed layout (``execution-times/<VMTYPE>/...``): family plus GPU
+count (``p3-1`` = ml.p3.2xlarge). Where a family has several sizes with the same GPU count, the size is
+folded into the family part (``g4dn2x-1`` = ml.g4dn.2xlarge); CPU types end in ``-0`` (``c5x-0``).
+Prices live in :mod:`trainsweep.cost`; this module only knows hardware.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+LOCAL_CPU = "local"
+LOCAL_GPU = "local_gpu"
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str  # ml.p3.2xlarge
+    gpus: int
+    gpu_model: str | None
+    vcpus: int
+    memory_gib: float
+
+    @property
+    def is_local(self) -> bool:
+        return self.name in (LOCAL_CPU, LOCAL_GPU)
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".")[1] if self.name.startswith("ml.") else self.name
+
+    @property
+    def size(self) -> str:
+        return self.name.split(".")[2] if self.name.startswith("ml.") else ""
+
+
+def _t(name: str, gpus: int, gpu_model: str | None, vcpus: int, mem: float) -> InstanceType:
+    return InstanceType(name, gpus, gpu_model, vcpus, mem)
+
+
+CATALOGUE: dict[str, InstanceType] = {
+    t.name: t
+    for t in [
+        _t("ml.p2.xlarge", 1, "K80", 4, 61),
+        _t("ml.p2.8xlarge", 8, "K80", 32, 488),
+        _t("ml.p2.16xlarge", 16, "K80", 64, 732),
+        _t("ml.p3.2xlarge", 1, "V100", 8, 61),
+        _t("ml.p3.8xlarge", 4, "V100", 32, 244),
+        _t("ml.p3.16xlarge", 8, "V100", 64, 488),
+        _t("ml.p3dn.24xlarge", 8, "V100", 96, 768),
+        _t("ml.p4d.24xlarge", 8, "A100", 96, 1152),
+        _t("ml.p5.48xlarge", 8, "H100", 192, 2048),
+        _t("ml.g4dn.xlarge", 1, "T4", 4, 16),
+        _t("ml.g4dn.2xlarge", 1, "T4", 8, 32),
+        _t("ml.g4dn.4xlarge", 1, "T4", 16, 64),
+        _t("ml.g4dn.8xlarge", 1, "T4", 32, 128),
+        _t("ml.g4dn.12xlarge", 4, "T4", 48, 192),
+        _t("ml.g4dn.16xlarge", 1, "T4", 64, 256),
+        _t("ml.g5.xlarge", 1, "A10G", 4, 16),
+        _t("ml.g5.2xlarge", 1, "A10G", 8, 32),
+        _t("ml.g5.4xlarge", 1, "A10G", 16, 64),
+        _t("ml.g5.8xlarge", 1, "A10G", 32, 128),
+        _t("ml.g5.12xlarge", 4, "A10G", 48, 192),
+        _t("ml.g5.16xlarge", 1, "A10G", 64, 256),
+        _t("ml.g5.24xlarge", 4, "A10G", 96, 384),
+        _t("ml.g5.48xlarge", 8, "A10G", 192, 768),
+        _t("ml.g6.xlarge", 1, "L4", 4, 16),
+        _t("ml.g6.2xlarge", 1, "L4", 8, 32),
+        _t("ml.g6.12xlarge", 4, "L4", 48, 192),
+        _t("ml.g6.48xlarge", 8, "L4", 192, 768),
+        _t("ml.c4.xlarge", 0, None, 4, 7.5),
+        _t("ml.c4.2xlarge", 0, None, 8, 15),
+        _t("ml.c5.xlarge", 0, None, 4, 8),
+        _t("ml.c5.2xlarge", 0, None, 8, 16),
+        _t("ml.c5.4xlarge", 0, None, 16, 32),
+        _t("ml.m5.large", 0, None, 2, 8),
+        _t("ml.m5.xlarge", 0, None, 4, 16),
+        _t("ml.m5.2xlarge", 0, None, 8, 32),
+        _t("ml.m5.4xlarge", 0, None, 16, 64),
+        _t(LOCAL_CPU, 0, None, 0, 0),
+        _t(LOCAL_GPU, 1, None, 0, 0),
+    ]
+}
+
+# Names the seed projects used for the same machines.
+SEED_ALIASES = {"p3-2": "ml.p3.2xlarge", "c4x": "ml.c4.xlarge", "c5x": "ml.c5.xlarge"}
+
+_SIZE_ABBR = re.compile(r"^(\d*)(x?)large$")
+
+
+def _size_abbr(size: str) -> str:
+    m = _SIZE_ABBR.match(size)
+    if not m:
+        return size
+    n, x = m.groups()
+    return f"{n}x" if x else f"{n}l"
+
+
+def lookup(name: str) -> InstanceType:
+    """Return the catalogue entry for an instance type name; raises KeyError with the known names."""
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"unknown instance type {name!r}; known: {', '.join(sorted(CATALOGUE))}") from None
+
+
+def vmtype(name: str) -> str:
+    """The seed-layout directory name of an instance type (``ml.p3.2xlarge`` -> ``p3-1``)."""
+    if name == LOCAL_CPU:
+        return "local-cpu"
+    if name == LOCAL_GPU:
+        return "local-gpu"
+    t = lookup(name)
+    same_count = sorted(
+        (o for o in CATALOGUE.values() if o.family == t.family and o.gpus == t.gpus and not o.is_local),
+        key=lambda o: o.vcpus,
+    )
+    if t.gpus and same_count and same_count[0].name == t.name:
+        return f"{t.family}-{t.gpus}"
+    return f"{t.family}{_size_abbr(t.size)}-{t.gpus}"
+
+
+def from_vmtype(short: str) -> InstanceType | None:
+    """Inverse of :func:`vmtype`, also accepting the seeds' older names (``p3-2``, ``c5x``)."""
+    if short in SEED_ALIASES:
+        return CATALOGUE[SEED_ALIASES[short]]
+    for t in CATALOGUE.values():
+        if vmtype(t.name) == short:
+            return t
+    return None

@@ -1,0 +1,152 @@
+"""The S3 key layout and file names: the single source of truth for every path.
+
+Every part (container, Lambdas, CLI, local mode) builds and reads keys through this module.
+A *results root* is ``sweeps/<sweep-id>/results/`` in S3 and the ``--out`` folder of
+``trainsweep import`` on disk; everything below it has the same relative layout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote_plus
+
+SWEEPS_PREFIX = "sweeps/"
+IMPORTS_PREFIX = "imports/"
+LOGS_DIR = "logs"
+RESULTS_DIR = "results"
+
+# Prefixes that trigger processing (S3 ObjectCreated -> ParseLog). Outputs never go below them.
+TRIGGER_SUFFIX_LOG = ".log"
+
+# Relative names below a results root.
+EXECUTION_TIMES_DIR = "execution-times"
+RUNS_DIR = "runs"
+PLOTS_DIR = "plots"
+SWEEP_CSV = "sweep.csv"
+SWEEP_JSON = "sweep.json"
+REPORT_HTML = "report.html"
+QUALITY_JSON = "quality.json"
+SPEC_JSON = "spec.json"
+JOBS_JSON = "jobs.json"
+
+# `result-<VMTYPE>-<BS>-e<N>` as the seed scripts named logs (VMTYPE is family-GPUs, e.g. p3-1),
+# also the older EC2 form `result-<GPUS>-<BS>-e<N>` (VMTYPE then comes from the folder name).
+SEED_LOG_NAME = re.compile(
+    r"^result-(?:(?P<vmtype>[A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)?)-)?(?P<bs>\d+)-e(?P<run>\d+)(?:\.(?:txt|out|log))?$"
+)
+# trainsweep job names end with `-<VMTYPE>-<BS>-e<N>` (or `-<VMTYPE>-packed-e<N>` for packed jobs).
+JOB_NAME_TAIL = re.compile(r"-(?P<vmtype>[a-z0-9]+-[a-z0-9]+)-(?P<bs>\d+|packed)-e(?P<run>\d+)$")
+
+
+@dataclass(frozen=True)
+class CellName:
+    """What a log's name says about its run: VMTYPE, batch size and repetition index."""
+
+    vmtype: str | None
+    batch_size: int | None
+    run: int | None
+
+
+def parse_seed_log_name(name: str) -> CellName | None:
+    """Read VMTYPE/BS/N from a ``result-VMTYPE-BS-eN.txt`` file name (basename only)."""
+    m = SEED_LOG_NAME.match(name)
+    if not m:
+        return None
+    return CellName(m.group("vmtype"), int(m.group("bs")), int(m.group("run")))
+
+
+def parse_job_name(job_name: str) -> CellName | None:
+    """Read VMTYPE/BS/N from a trainsweep job name; BS is None for packed jobs."""
+    m = JOB_NAME_TAIL.search(job_name)
+    if not m:
+        return None
+    bs = m.group("bs")
+    return CellName(m.group("vmtype"), None if bs == "packed" else int(bs), int(m.group("run")))
+
+
+# ---- sweep keys ---------------------------------------------------------------------------------
+
+
+def sweep_prefix(sweep_id: str) -> str:
+    return f"{SWEEPS_PREFIX}{sweep_id}/"
+
+
+def spec_key(sweep_id: str) -> str:
+    return f"{sweep_prefix(sweep_id)}{SPEC_JSON}"
+
+
+def jobs_key(sweep_id: str) -> str:
+    """The planned job list (job name -> cell), written by PlanSweep, read by ParseLog/Aggregate."""
+    return f"{sweep_prefix(sweep_id)}{JOBS_JSON}"
+
+
+def logs_prefix(sweep_id: str) -> str:
+    return f"{sweep_prefix(sweep_id)}{LOGS_DIR}/"
+
+
+def log_key(sweep_id: str, job_name: str) -> str:
+    return f"{logs_prefix(sweep_id)}{job_name}{TRIGGER_SUFFIX_LOG}"
+
+
+def results_prefix(sweep_id: str) -> str:
+    return f"{sweep_prefix(sweep_id)}{RESULTS_DIR}/"
+
+
+def checkpoint_prefix(sweep_id: str, job_name: str) -> str:
+    """Managed-spot checkpoints; not a trigger prefix."""
+    return f"{sweep_prefix(sweep_id)}checkpoints/{job_name}/"
+
+
+def import_results_sweep_id(import_name: str) -> str:
+    """Logs uploaded under ``imports/<name>/`` are analysed as the sweep ``import-<name>``."""
+    return f"import-{import_name}"
+
+
+# ---- paths relative to a results root ------------------------------------------------------------
+
+
+def execution_times_path(vmtype: str, batch_size: int | str, run: int, ext: str) -> str:
+    """``execution-times/<VMTYPE>/<BS>/e<N>.<ext>`` (ext: json, summary, png)."""
+    return f"{EXECUTION_TIMES_DIR}/{vmtype}/{batch_size}/e{run}.{ext}"
+
+
+def run_record_path(run_name: str) -> str:
+    return f"{RUNS_DIR}/{run_name}.json"
+
+
+def plot_path(name: str) -> str:
+    return f"{PLOTS_DIR}/{name}.png"
+
+
+def results_key(sweep_id: str, relative_path: str) -> str:
+    return f"{results_prefix(sweep_id)}{relative_path}"
+
+
+# ---- classifying incoming keys -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogLocation:
+    """Where a raw log sits: which sweep it belongs to and the run's name."""
+
+    sweep_id: str
+    run_name: str
+    is_import: bool
+
+
+def classify_log_key(key: str) -> LogLocation | None:
+    """Map a (possibly URL-encoded) S3 key of a raw log to its sweep and run; None if not a log key.
+
+    ``sweeps/<id>/logs/<job>.log`` -> (id, job); ``imports/<name>/.../<file>`` -> (import-<name>, file stem).
+    """
+    key = unquote_plus(key)
+    parts = key.split("/")
+    if key.startswith(SWEEPS_PREFIX) and len(parts) == 4 and parts[2] == LOGS_DIR and parts[3]:
+        name = parts[3]
+        stem = name[: -len(TRIGGER_SUFFIX_LOG)] if name.endswith(TRIGGER_SUFFIX_LOG) else name
+        return LogLocation(parts[1], stem, False)
+    if key.startswith(IMPORTS_PREFIX) and len(parts) >= 3 and parts[1] and parts[-1]:
+        stem = parts[-1].rsplit(".", 1)[0] if "." in parts[-1] else parts[-1]
+        return LogLocation(import_results_sweep_id(parts[1]), stem, True)
+    return None

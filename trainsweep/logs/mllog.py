@@ -1,0 +1,85 @@
+"""The ``:::MLLOG`` line format: one token and one set of key names shared by writer and parser.
+
+A line is ``:::MLLOG {json}`` with the fields of the ``mlperf-logging`` package: ``namespace``,
+``time_ms``, ``event_type`` (``POINT_IN_TIME``, ``INTERVAL_START``, ``INTERVAL_END``), ``key``,
+``value`` and ``metadata`` (``file``, ``lineno``, plus ``epoch_num``, ``step_num``, ``rank`` ...).
+Keys the MLPerf vocabulary has are used as they are; trainsweep's own keys start with ``trainsweep.``.
+The training container writes these next to the seeds' human-readable lines.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+TOKEN = ":::MLLOG"
+
+POINT = "POINT_IN_TIME"
+START = "INTERVAL_START"
+END = "INTERVAL_END"
+
+# mlperf-logging constants (same spelling as mlperf_logging.mllog.constants)
+INIT_START = "init_start"
+INIT_STOP = "init_stop"
+RUN_START = "run_start"
+RUN_STOP = "run_stop"
+EPOCH_START = "epoch_start"
+EPOCH_STOP = "epoch_stop"
+EVAL_START = "eval_start"
+EVAL_STOP = "eval_stop"
+EVAL_ACCURACY = "eval_accuracy"
+GLOBAL_BATCH_SIZE = "global_batch_size"
+TRAIN_SAMPLES = "train_samples"
+EVAL_SAMPLES = "eval_samples"
+EPOCH_COUNT = "epoch_count"
+SUBMISSION_PLATFORM = "submission_platform"
+SEED = "seed"
+
+# trainsweep's own keys
+NS = "trainsweep."
+STEP = NS + "step"
+"""value: {"step": n, "step_s": s, "data_wait_s": s, "compute_s": s}; metadata: epoch_num, rank."""
+WORKLOAD = NS + "workload"
+INSTANCE_TYPE = NS + "instance_type"
+GPUS = NS + "gpus"
+WORLD_SIZE = NS + "world_size"
+COMMAND_LINE = NS + "command_line"
+INIT_TIME = NS + "init_s"
+FIT_TIME = NS + "fit_s"
+TOTAL_TIME = NS + "total_s"
+MODEL_SAVE_TIME = NS + "model_save_s"
+EPOCH_TIME = NS + "epoch_s"
+VALIDATION_TIME = NS + "validation_s"
+PREDICTION = NS + "prediction"
+"""value: the early-stop prediction dict written by trainsweep.predict."""
+FAILURE = NS + "failure"
+"""value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
+
+
+def format_line(
+    key: str,
+    value: Any = None,
+    *,
+    event_type: str = POINT,
+    metadata: dict[str, Any] | None = None,
+    time_ms: float | None = None,
+) -> str:
+    """One ``:::MLLOG`` line (no trailing newline)."""
+    rec = {
+        "namespace": "",
+        "time_ms": int(time.time() * 1000) if time_ms is None else int(time_ms),
+        "event_type": event_type,
+        "key": key,
+        "value": value,
+        "metadata": metadata or {},
+    }
+    return f"{TOKEN} {json.dumps(rec, separators=(', ', ': '), allow_nan=False)}"
+
+
+def parse_payload(text: str) -> dict[str, Any]:
+    """Decode what follows the token; raises ValueError on malformed JSON or a missing key."""
+    rec = json.loads(text)
+    if not isinstance(rec, dict) or "key" not in rec:
+        raise ValueError("MLLOG record without a key")
+    return rec

@@ -1,0 +1,254 @@
+"""The typed model of one training run, as read from its log: the contract every part shares.
+
+Parsers produce a :class:`RunTimings`; summaries, predictions, cost analysis, the Lambdas and the
+report consume it. Step times are kept in ``array('d')`` (8 bytes a step) so that a long log costs
+little memory. :meth:`RunTimings.to_record` / :meth:`RunTimings.from_record` give the schema-versioned
+JSON run record (``runs/<name>.json``); the reader rejects versions it does not know.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+RECORD_KIND = "trainsweep.run"
+
+Severity = Literal["error", "warning"]
+Status = Literal["complete", "partial", "failed", "empty", "unreadable"]
+
+
+class RecordVersionError(ValueError):
+    """A run record was written by an unknown schema version."""
+
+
+@dataclass
+class Problem:
+    """Something wrong with a log or a run; never fatal. ``line`` is 1-based, None for whole-file issues."""
+
+    code: str
+    message: str
+    line: int | None = None
+    severity: Severity = "warning"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "line": self.line, "severity": self.severity}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Problem:
+        return cls(d["code"], d["message"], d.get("line"), d.get("severity", "warning"))
+
+
+@dataclass
+class Epoch:
+    """One epoch of one rank. ``index`` is 1-based as in the seed layout."""
+
+    index: int
+    step_s: array = field(default_factory=lambda: array("d"))
+    """Duration of each training step, in log order (seconds)."""
+    step_numbers: array = field(default_factory=lambda: array("l"))
+    """Step number as logged (restarts at 1 each epoch); same length as ``step_s``."""
+    data_wait_s: array | None = None
+    """Per step: time waiting for the next batch (new logs only), aligned with ``step_s``."""
+    compute_s: array | None = None
+    """Per step: forward/backward/optimizer time (new logs only), aligned with ``step_s``."""
+    validation_s: float | None = None
+    validation_accuracy: float | None = None
+    epoch_s: float | None = None
+    real_time: list[float] = field(default_factory=list)
+    """Wall-clock stamps (Unix seconds) seen during the epoch, e.g. the seeds' ``Real time:`` lines."""
+    start_time: float | None = None
+    end_time: float | None = None
+
+    @property
+    def steps(self) -> int:
+        return len(self.step_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "index": self.index,
+            "step_s": list(self.step_s),
+            "step_numbers": list(self.step_numbers),
+            "validation_s": self.validation_s,
+            "validation_accuracy": self.validation_accuracy,
+            "epoch_s": self.epoch_s,
+            "real_time": list(self.real_time),
+            "start_time": self.start_time,
+            "end_time": self.end_time,
+        }
+        if self.data_wait_s is not None:
+            d["data_wait_s"] = list(self.data_wait_s)
+        if self.compute_s is not None:
+            d["compute_s"] = list(self.compute_s)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Epoch:
+        return cls(
+            index=d["index"],
+            step_s=array("d", d.get("step_s", [])),
+            step_numbers=array("l", d.get("step_numbers", [])),
+            data_wait_s=array("d", d["data_wait_s"]) if d.get("data_wait_s") is not None else None,
+            compute_s=array("d", d["compute_s"]) if d.get("compute_s") is not None else None,
+            validation_s=d.get("validation_s"),
+            validation_accuracy=d.get("validation_accuracy"),
+            epoch_s=d.get("epoch_s"),
+            real_time=list(d.get("real_time", [])),
+            start_time=d.get("start_time"),
+            end_time=d.get("end_time"),
+        )
+
+
+@dataclass
+class RunHeader:
+    """What the log says about its own run (command line, banner, MLLOG metadata). None = not stated."""
+
+    instance_type: str | None = None
+    gpus: int | None = None
+    batch_size: int | None = None
+    epochs: int | None = None
+    train_samples: int | None = None
+    eval_samples: int | None = None
+    workload: str | None = None
+    command_line: str | None = None
+    host: str | None = None
+    world_size: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunHeader:
+        known = {k: d.get(k) for k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+@dataclass
+class RunTimings:
+    """Everything a log tells about one run (one instance type x batch size x repetition)."""
+
+    name: str
+    dialect: str = "unknown"
+    computing_system: str | None = None
+    """Seed VMTYPE (``p3-1``), from the file/job name or given by the caller."""
+    batch_size: int | None = None
+    run_index: int | None = None
+    header: RunHeader = field(default_factory=RunHeader)
+    init_s: float | None = None
+    fit_s: float | None = None
+    total_s: float | None = None
+    model_save_s: float | None = None
+    real_time: list[float] = field(default_factory=list)
+    """All wall-clock stamps in log order; the seeds' largest_real_time_delta is last - first."""
+    epochs: list[Epoch] = field(default_factory=list)
+    """Epochs of the primary rank (rank 0, or the only rank the log shows)."""
+    ranks: dict[int, list[Epoch]] = field(default_factory=dict)
+    """Epochs of every rank when the log has per-rank data (includes the primary rank)."""
+    status: Status = "complete"
+    failure_reason: str | None = None
+    prediction: dict[str, Any] | None = None
+    """The early-stop prediction the training container wrote into the log, if any."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Namespaced values the parser found but the model has no field for."""
+    problems: list[Problem] = field(default_factory=list)
+    bytes_read: int = 0
+    lines_read: int = 0
+    sha256: str | None = None
+
+    # ---- derived values ----------------------------------------------------------------------
+
+    @property
+    def steps_total(self) -> int:
+        return sum(e.steps for e in self.epochs)
+
+    @property
+    def largest_real_time_delta(self) -> float | None:
+        if len(self.real_time) < 1:
+            return None
+        return self.real_time[-1] - self.real_time[0]
+
+    def flat_steps(self) -> array:
+        """All step times of the primary rank, epoch after epoch."""
+        out = array("d")
+        for e in self.epochs:
+            out.extend(e.step_s)
+        return out
+
+    def add_problem(self, code: str, message: str, line: int | None = None, severity: Severity = "warning"):
+        self.problems.append(Problem(code, message, line, severity))
+
+    # ---- the run record ----------------------------------------------------------------------
+
+    def to_record(self) -> dict[str, Any]:
+        """The schema-versioned JSON-able run record (``runs/<name>.json``)."""
+        return {
+            "kind": RECORD_KIND,
+            "schema_version": SCHEMA_VERSION,
+            "name": self.name,
+            "dialect": self.dialect,
+            "computing_system": self.computing_system,
+            "batch_size": self.batch_size,
+            "run_index": self.run_index,
+            "header": self.header.to_dict(),
+            "init_s": _finite_or_none(self.init_s),
+            "fit_s": _finite_or_none(self.fit_s),
+            "total_s": _finite_or_none(self.total_s),
+            "model_save_s": _finite_or_none(self.model_save_s),
+            "real_time": list(self.real_time),
+            "epochs": [e.to_dict() for e in self.epochs],
+            "ranks": {
+                str(r): [e.to_dict() for e in eps] for r, eps in self.ranks.items() if eps is not self.epochs
+            },
+            "status": self.status,
+            "failure_reason": self.failure_reason,
+            "prediction": self.prediction,
+            "extra": self.extra,
+            "problems": [p.to_dict() for p in self.problems],
+            "bytes_read": self.bytes_read,
+            "lines_read": self.lines_read,
+            "sha256": self.sha256,
+        }
+
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> RunTimings:
+        """Read a run record; raises :class:`RecordVersionError` for an unknown schema version."""
+        if d.get("kind") != RECORD_KIND:
+            raise RecordVersionError(f"not a trainsweep run record (kind={d.get('kind')!r})")
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise RecordVersionError(
+                f"run record schema version {d.get('schema_version')!r} is not supported "
+                f"(this trainsweep reads version {SCHEMA_VERSION})"
+            )
+        epochs = [Epoch.from_dict(e) for e in d.get("epochs", [])]
+        ranks = {int(r): [Epoch.from_dict(e) for e in eps] for r, eps in d.get("ranks", {}).items()}
+        if ranks and 0 not in ranks:
+            ranks[0] = epochs
+        return cls(
+            name=d["name"],
+            dialect=d.get("dialect", "unknown"),
+            computing_system=d.get("computing_system"),
+            batch_size=d.get("batch_size"),
+            run_index=d.get("run_index"),
+            header=RunHeader.from_dict(d.get("header", {})),
+            init_s=d.get("init_s"),
+            fit_s=d.get("fit_s"),
+            total_s=d.get("total_s"),
+            model_save_s=d.get("model_save_s"),
+            real_time=list(d.get("real_time", [])),
+            epochs=epochs,
+            ranks=ranks,
+            status=d.get("status", "complete"),
+            failure_reason=d.get("failure_reason"),
+            prediction=d.get("prediction"),
+            extra=d.get("extra", {}),
+            problems=[Problem.from_dict(p) for p in d.get("problems", [])],
+            bytes_read=d.get("bytes_read", 0),
+            lines_read=d.get("lines_read", 0),
+            sha256=d.get("sha256"),
+        )
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
