@@ -21,7 +21,8 @@ app = typer.Typer(
 
 # Command groups, in the order they appear in --help.
 COMMAND_MODULES = (
-    "trainsweep.cli.sweep",  # plan, run, status, download, doctor
+    "trainsweep.cli.plan",  # plan, schema
+    "trainsweep.cli.sweep",  # run, status, download, doctor
     "trainsweep.cli.analyse",  # parse, summary, import
     "trainsweep.cli.report",  # report, prices
     "trainsweep.cli.predict",  # predict-eval
