@@ -1,0 +1,41 @@
+"""Instance catalogue and the seeds' VMTYPE names."""
+
+from __future__ import annotations
+
+import pytest
+
+from trainsweep import instances
+
+
+@pytest.mark.parametrize(
+    ("name", "short"),
+    [
+        ("ml.p2.xlarge", "p2-1"),
+        ("ml.p2.8xlarge", "p2-8"),
+        ("ml.p2.16xlarge", "p2-16"),
+        ("ml.p3.2xlarge", "p3-1"),
+        ("ml.p3.8xlarge", "p3-4"),
+        ("ml.p3.16xlarge", "p3-8"),
+        ("ml.g4dn.xlarge", "g4dn-1"),
+        ("ml.g4dn.12xlarge", "g4dn-4"),
+    ],
+)
+def test_seed_vmtype_names_are_family_and_gpu_count(name, short):
+    assert instances.vmtype(name) == short
+
+
+def test_every_catalogue_entry_has_a_distinct_vmtype_that_maps_back():
+    names = [t.name for t in instances.CATALOGUE.values()]
+    shorts = [instances.vmtype(n) for n in names]
+    assert len(set(shorts)) == len(shorts)
+    assert all(instances.from_vmtype(s).name == n for s, n in zip(shorts, names, strict=True))
+
+
+def test_the_seeds_older_names_are_understood():
+    assert instances.from_vmtype("p3-2").name == "ml.p3.2xlarge"
+    assert instances.from_vmtype("c5x").name == "ml.c5.xlarge"
+
+
+def test_an_unknown_instance_type_names_the_known_ones():
+    with pytest.raises(KeyError, match=r"ml\.p3\.2xlarge"):
+        instances.lookup("ml.x9.huge")
