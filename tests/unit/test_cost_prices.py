@@ -1,0 +1,124 @@
+"""The price catalogue: shipped figures, the user cache, and the refresh from the AWS Pricing API."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from trainsweep.cost import prices
+from trainsweep.instances import CATALOGUE
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSWEEP_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_every_sagemaker_type_has_a_us_east_1_price():
+    missing = [t for t in CATALOGUE if prices.hourly_usd(t) is None]
+    assert missing == []
+
+
+def test_shipped_catalogue_states_date_and_source():
+    doc = prices.shipped_catalogue()
+    assert doc["as_of"] and "aws.amazon.com/sagemaker/pricing" in doc["source"]
+
+
+def test_local_modes_cost_nothing():
+    assert prices.hourly_usd("local") == 0.0
+    assert prices.hourly_usd("local_gpu", "eu-west-1") == 0.0
+
+
+def test_p3_2xlarge_price_is_the_listed_one():
+    assert prices.hourly_usd("ml.p3.2xlarge") == pytest.approx(3.825)
+
+
+def test_unknown_type_or_region_has_no_price():
+    assert prices.hourly_usd("ml.x9.huge") is None
+    assert prices.hourly_usd("ml.p3.2xlarge", "mars-north-1") is None
+
+
+def test_cached_prices_override_shipped_ones(empty_cache):
+    prices.write_cache({"us-east-1": {"ml.p3.2xlarge": 3.0}, "eu-west-1": {"ml.p3.2xlarge": 4.1}})
+    assert prices.hourly_usd("ml.p3.2xlarge") == 3.0
+    assert prices.hourly_usd("ml.p3.2xlarge", "eu-west-1") == 4.1
+    assert prices.hourly_usd("ml.g4dn.xlarge") == pytest.approx(0.736)  # untouched entry stays shipped
+    assert "Pricing API" in prices.price_source("eu-west-1")
+
+
+def test_a_foreign_cache_file_is_rejected_with_advice(empty_cache):
+    empty_cache.mkdir(parents=True)
+    (empty_cache / prices.CACHE_FILE).write_text(json.dumps({"kind": "other"}))
+    with pytest.raises(prices.PriceCatalogueError, match="prices refresh"):
+        prices.hourly_usd("ml.p3.2xlarge")
+
+
+def _product(usagetype: str, instance: str, usd: str, component: str = "Training") -> str:
+    return json.dumps(
+        {
+            "product": {
+                "attributes": {
+                    "usagetype": usagetype,
+                    "instanceName": instance,
+                    "component": component,
+                    "regionCode": "us-east-1",
+                }
+            },
+            "terms": {
+                "OnDemand": {
+                    "SKU.T": {"priceDimensions": {"SKU.T.R": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}
+                }
+            },
+        }
+    )
+
+
+def _request(itype: str, region: str = "us-east-1") -> dict:
+    return {
+        "ServiceCode": "AmazonSageMaker",
+        "Filters": [
+            {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
+            {"Type": "TERM_MATCH", "Field": "instanceName", "Value": itype},
+        ],
+        "FormatVersion": "aws_v1",
+    }
+
+
+def test_refresh_reads_training_on_demand_prices_and_caches_them(empty_cache):
+    client = boto3.client("pricing", region_name="us-east-1")
+    with Stubber(client) as stub:
+        # Hosting and spot products of the same type come first and must be ignored.
+        stub.add_response(
+            "get_products",
+            {
+                "PriceList": [
+                    _product("USE1-Host:ml.p3.2xlarge", "ml.p3.2xlarge", "4.0", component="Hosting"),
+                    _product("USE1-Train:ml.p3.2xlarge-Spot", "ml.p3.2xlarge", "1.1"),
+                ],
+                "FormatVersion": "aws_v1",
+                "NextToken": "page2",
+            },
+            _request("ml.p3.2xlarge"),
+        )
+        stub.add_response(
+            "get_products",
+            {"PriceList": [_product("USE1-Train:ml.p3.2xlarge", "ml.p3.2xlarge", "3.9000000000")]},
+            {**_request("ml.p3.2xlarge"), "NextToken": "page2"},
+        )
+        stub.add_response("get_products", {"PriceList": []}, _request("ml.c5.xlarge"))
+        path, fetched, missing = prices.refresh(client, ["us-east-1"], ["ml.p3.2xlarge", "ml.c5.xlarge"])
+        stub.assert_no_pending_responses()
+    assert fetched == {"us-east-1": {"ml.p3.2xlarge": 3.9}}
+    assert missing == ["us-east-1/ml.c5.xlarge"]
+    assert path.parent == empty_cache
+    assert prices.hourly_usd("ml.p3.2xlarge") == 3.9
+
+
+def test_cache_file_records_when_it_was_written(empty_cache):
+    path = prices.write_cache({"us-east-1": {"ml.c5.xlarge": 0.2}}, now=datetime(2026, 1, 2, tzinfo=UTC))
+    assert json.loads(path.read_text())["as_of"] == "2026-01-02T00:00:00Z"
