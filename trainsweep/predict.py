@@ -1,0 +1,524 @@
+"""Early-stop rule and full-run prediction from the first steps of a training run.
+
+The training container feeds step times into :class:`SteadyState` as it trains and stops as soon as the
+steady-state step time is known to the stated precision (or at a cap); :func:`predict_run` turns that
+estimate plus a few timed validation batches into the predicted time per epoch and for the requested
+epochs, with a 90 % interval. :func:`replay` applies the same rule to a complete log (any dialect the
+parser reads) so that the rule can be checked against what the rest of the log shows.
+
+Method, in short:
+
+* **Warm-up** is found, not assumed: step 1 and the last step of every epoch (the hand-off to
+  validation) are never steady; beyond that, MSER (the marginal standard error rule of steady-state
+  simulation) picks the truncation point that minimises the standard error of the remaining mean.
+* **Outliers** (a GC pause, a checkpoint write) are kept out of the mean with a 4-MAD filter; they are
+  rare, and a mean that includes them predicts later epochs worse.
+* **Precision** is a batch-means confidence interval (ten consecutive blocks), so that correlated
+  neighbouring steps do not make the interval look narrower than it is.
+* **Interval** for an epoch combines the statistical uncertainty of the step mean with an
+  epoch-to-epoch jitter (default 1 % relative standard deviation) that no single epoch can show:
+  successive epochs of the same run differ by about that much on cloud GPUs.
+
+This module is pure Python (no numpy, no torch) so that the container and the Lambdas share it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainsweep.logs.model import Epoch, RunTimings
+
+PREDICTION_VERSION = 1
+BATCH_MEANS_BLOCKS = 10
+OUTLIER_MADS = 4.0
+# Seeds' estimator: mean of steps 2..11 of the flat step list ("2-11" in training-times-summary.py).
+BASELINE_FIRST, BASELINE_LAST = 1, 11
+REFERENCE_EPOCHS = 90  # "a 90-epoch training of the same configuration" when reporting the share watched
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When early-stop mode has seen enough.
+
+    Args:
+        precision: stop when the relative half-width of the ``confidence`` interval of the steady-state
+            step time is at most this.
+        confidence: confidence level of that interval.
+        min_steady_steps: never trust fewer steady steps than this.
+        max_steps: cap on training steps watched (None: no cap).
+        max_seconds: cap on training seconds watched (None: no cap).
+        epoch_jitter: relative standard deviation between epochs of one run, added to the interval.
+        interval: coverage of the prediction interval.
+        validation_batches: validation batches the container times (the first is warm-up).
+    """
+
+    precision: float = 0.02
+    confidence: float = 0.95
+    min_steady_steps: int = 30
+    max_steps: int | None = 2000
+    max_seconds: float | None = 900.0
+    epoch_jitter: float = 0.01
+    interval: float = 0.90
+    validation_batches: int = 6
+
+    def __post_init__(self) -> None:
+        if not 0 < self.precision < 1:
+            raise ValueError(f"precision must be in (0, 1), got {self.precision}")
+        if not 0 < self.confidence < 1 or not 0 < self.interval < 1:
+            raise ValueError("confidence and interval must be in (0, 1)")
+        if self.min_steady_steps < 2:
+            raise ValueError("min_steady_steps must be at least 2")
+
+
+# ---- statistics -----------------------------------------------------------------------------------
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Quantile of Student's t distribution (Hill 1970 / Cornish-Fisher expansion; exact enough for df>=3)."""
+    z = NormalDist().inv_cdf(p)
+    if df <= 0:
+        raise ValueError("df must be positive")
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def mser_truncation(x: Sequence[float]) -> int:
+    """Number of leading values to drop as warm-up (MSER; searched over the first half, O(n))."""
+    n = len(x)
+    if n < 4:
+        return 0
+    # suffix sums so that each candidate truncation point costs O(1)
+    s = [0.0] * (n + 1)
+    q = [0.0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        s[i] = s[i + 1] + x[i]
+        q[i] = q[i + 1] + x[i] * x[i]
+    best, best_d = math.inf, 0
+    for d in range(n // 2 + 1):
+        m = n - d
+        ss = q[d] - s[d] * s[d] / m  # sum of squared deviations of x[d:]
+        v = max(ss, 0.0) / (m * m)
+        if v < best:
+            best, best_d = v, d
+    return best_d
+
+
+def _median(x: Sequence[float]) -> float:
+    y = sorted(x)
+    n = len(y)
+    return y[n // 2] if n % 2 else 0.5 * (y[n // 2 - 1] + y[n // 2])
+
+
+def without_outliers(x: Sequence[float]) -> list[float]:
+    """The values within ``OUTLIER_MADS`` median absolute deviations of the median."""
+    if len(x) < 5:
+        return list(x)
+    med = _median(x)
+    mad = _median([abs(v - med) for v in x]) * 1.4826
+    if mad == 0:
+        return list(x)
+    return [v for v in x if abs(v - med) <= OUTLIER_MADS * mad]
+
+
+@dataclass(frozen=True)
+class SteadyEstimate:
+    """Steady-state time of one repeated operation (a training step, a validation batch)."""
+
+    mean_s: float
+    se_s: float
+    """Standard error of the mean (batch means)."""
+    half_width_rel: float
+    """Relative half-width of the rule's confidence interval."""
+    used: int
+    """Values in the mean."""
+    warmup: int
+    """Leading values dropped as warm-up."""
+    outliers: int
+    warmup_excess_s: float
+    """Time the warm-up values took beyond the steady mean (a one-off cost per run)."""
+
+
+def steady_estimate(
+    x: Sequence[float], *, confidence: float = 0.95, skip_first: int = 0
+) -> SteadyEstimate | None:
+    """Steady-state mean of ``x`` after warm-up detection and outlier removal; None if too few values."""
+    body = list(x[skip_first:])
+    if len(body) < 2:
+        return None
+    d = mser_truncation(body)
+    steady = body[d:]
+    kept = without_outliers(steady)
+    n = len(kept)
+    if n < 2:
+        return None
+    mean = sum(kept) / n
+    blocks = min(BATCH_MEANS_BLOCKS, n // 2) if n >= 4 else 0
+    if blocks >= 2:
+        size = n / blocks
+        means = []
+        for b in range(blocks):
+            chunk = kept[round(b * size) : round((b + 1) * size)]
+            means.append(sum(chunk) / len(chunk))
+        mm = sum(means) / blocks
+        se = math.sqrt(sum((v - mm) ** 2 for v in means) / (blocks - 1) / blocks)
+        df = blocks - 1
+    else:
+        se = math.sqrt(sum((v - mean) ** 2 for v in kept) / (n - 1) / n)
+        df = n - 1
+    t = t_quantile(0.5 + confidence / 2, df)
+    rel = t * se / mean if mean > 0 else math.inf
+    warm = list(x[:skip_first]) + body[:d]
+    excess = sum(warm) - len(warm) * mean
+    return SteadyEstimate(mean, se, rel, n, len(warm), len(steady) - n, excess)
+
+
+# ---- the online rule (training container) ---------------------------------------------------------
+
+
+class SteadyState:
+    """Online early-stop decision over training step times, in the order they were measured.
+
+    The first step of the run is always warm-up; ``epoch_boundary()`` marks the steps next to an epoch
+    boundary (the step before validation, the first step after it) as non-steady.
+    """
+
+    def __init__(self, rule: StopRule | None = None, *, check_every: int = 10):
+        self.rule = rule or StopRule()
+        self.check_every = max(1, check_every)
+        self.values: list[float] = []
+        self.excluded: list[float] = []  # boundary steps, kept out of the steady stream
+        self.seconds = 0.0
+        self._exclude_next = True  # step 1
+        self._since_check = 0
+        self._reason: str | None = None
+
+    def epoch_boundary(self) -> None:
+        """Call at an epoch end: the last step just added and the next one are not steady."""
+        if self.values:
+            self.excluded.append(self.values.pop())
+        self._exclude_next = True
+
+    def add(self, step_s: float) -> None:
+        self.seconds += step_s
+        if self._exclude_next:
+            self.excluded.append(step_s)
+            self._exclude_next = False
+        else:
+            self.values.append(step_s)
+        self._since_check += 1
+
+    @property
+    def steps(self) -> int:
+        return len(self.values) + len(self.excluded)
+
+    def estimate(self) -> SteadyEstimate | None:
+        est = steady_estimate(self.values, confidence=self.rule.confidence)
+        if est is None:
+            return None
+        boundary = sum(self.excluded) - len(self.excluded) * est.mean_s
+        return SteadyEstimate(
+            est.mean_s,
+            est.se_s,
+            est.half_width_rel,
+            est.used,
+            est.warmup + len(self.excluded),
+            est.outliers,
+            est.warmup_excess_s + boundary,
+        )
+
+    def stop_reason(self) -> str | None:
+        """ "precision", "max_steps" or "max_seconds" once the rule says stop, else None."""
+        if self._reason:
+            return self._reason
+        r = self.rule
+        if r.max_steps is not None and self.steps >= r.max_steps:
+            self._reason = "max_steps"
+        elif r.max_seconds is not None and self.seconds >= r.max_seconds:
+            self._reason = "max_seconds"
+        elif self._since_check >= self.check_every and len(self.values) >= r.min_steady_steps:
+            self._since_check = 0
+            est = self.estimate()
+            if est is not None and est.used >= r.min_steady_steps and est.half_width_rel <= r.precision:
+                self._reason = "precision"
+        return self._reason
+
+
+# ---- prediction -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Prediction:
+    """What early-stop mode predicts for the full run (written to the log and to ``<base>/output``)."""
+
+    epochs: int
+    steps_per_epoch: int
+    step_s: float
+    step_half_width_rel: float
+    train_epoch_s: float
+    validation_s: float
+    epoch_s: float
+    epoch_low_s: float
+    epoch_high_s: float
+    total_s: float
+    total_low_s: float
+    total_high_s: float
+    warmup_excess_s: float
+    steps_watched: int
+    stop_reason: str
+    interval: float
+    precision: float
+    validation_batches_per_epoch: int = 0
+    validation_batch_s: float | None = None
+    version: int = PREDICTION_VERSION
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def predict_run(
+    step: SteadyEstimate,
+    *,
+    steps_per_epoch: int,
+    epochs: int,
+    rule: StopRule | None = None,
+    validation: SteadyEstimate | None = None,
+    validation_batches_per_epoch: int = 0,
+    epoch_overhead_s: float = 0.0,
+    warmup_excess_s: float | None = None,
+    steps_watched: int = 0,
+    stop_reason: str = "precision",
+) -> Prediction:
+    """Predict the time per epoch and for ``epochs`` epochs from steady-state step (and validation) times.
+
+    Args:
+        step: steady-state training step estimate.
+        steps_per_epoch: training steps in one epoch (ceil(samples / global batch)).
+        epochs: epochs of the full run.
+        validation: steady-state time of one validation batch, if validation was timed.
+        validation_batches_per_epoch: validation batches in one epoch.
+        epoch_overhead_s: measured per-epoch time that is neither steps nor validation (hand-offs).
+        warmup_excess_s: one-off cost paid once per run (warm-up steps, first validation batch);
+            defaults to the step estimate's own.
+    """
+    rule = rule or StopRule()
+    notes: list[str] = []
+    train = steps_per_epoch * step.mean_s
+    val = 0.0
+    var_rel_num = (steps_per_epoch * step.se_s) ** 2
+    excess = step.warmup_excess_s if warmup_excess_s is None else warmup_excess_s
+    if validation is not None and validation_batches_per_epoch > 0:
+        val = validation_batches_per_epoch * validation.mean_s
+        var_rel_num += (validation_batches_per_epoch * validation.se_s) ** 2
+        if warmup_excess_s is None:
+            excess += validation.warmup_excess_s
+    elif validation_batches_per_epoch > 0:
+        notes.append("validation not timed: the epoch time leaves it out")
+    epoch = train + val + epoch_overhead_s
+    stat_rel = math.sqrt(var_rel_num) / epoch if epoch > 0 else 0.0
+    z = NormalDist().inv_cdf(0.5 + rule.interval / 2)
+    half = z * math.hypot(stat_rel, rule.epoch_jitter)
+    total = excess + epochs * epoch
+    return Prediction(
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        step_s=step.mean_s,
+        step_half_width_rel=step.half_width_rel,
+        train_epoch_s=train,
+        validation_s=val,
+        epoch_s=epoch,
+        epoch_low_s=epoch * (1 - half),
+        epoch_high_s=epoch * (1 + half),
+        total_s=total,
+        total_low_s=excess + epochs * epoch * (1 - half),
+        total_high_s=excess + epochs * epoch * (1 + half),
+        warmup_excess_s=excess,
+        steps_watched=steps_watched,
+        stop_reason=stop_reason,
+        interval=rule.interval,
+        precision=rule.precision,
+        validation_batches_per_epoch=validation_batches_per_epoch,
+        validation_batch_s=validation.mean_s if validation is not None else None,
+        notes=notes,
+    )
+
+
+# ---- replay on complete logs ----------------------------------------------------------------------
+
+
+@dataclass
+class ReplayResult:
+    """What the rule predicted from the steps it watched, against what the rest of the log shows."""
+
+    log: str
+    steps_total: int
+    steps_used: int
+    epochs_total: int
+    epochs_watched: int
+    steady_epoch: int | None
+    stop_reason: str
+    predicted_epoch_s: float | None = None
+    predicted_epoch_low_s: float | None = None
+    predicted_epoch_high_s: float | None = None
+    actual_epoch_s: float | None = None
+    predicted_total_s: float | None = None
+    actual_total_s: float | None = None
+    baseline_predicted_epoch_s: float | None = None
+    baseline_predicted_total_s: float | None = None
+    share_of_log_watched: float | None = None
+    share_of_90_epochs_watched: float | None = None
+    validation_steady: bool | None = None
+    computing_system: str | None = None
+    batch_size: int | None = None
+    workload: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> float | None:
+        """Relative error of the predicted epoch time against the unwatched epochs."""
+        if self.predicted_epoch_s is None or not self.actual_epoch_s:
+            return None
+        return self.predicted_epoch_s / self.actual_epoch_s - 1
+
+    @property
+    def baseline_error(self) -> float | None:
+        if self.baseline_predicted_epoch_s is None or not self.actual_epoch_s:
+            return None
+        return self.baseline_predicted_epoch_s / self.actual_epoch_s - 1
+
+    @property
+    def covered(self) -> bool | None:
+        if (
+            self.actual_epoch_s is None
+            or self.predicted_epoch_low_s is None
+            or self.predicted_epoch_high_s is None
+        ):
+            return None
+        return self.predicted_epoch_low_s <= self.actual_epoch_s <= self.predicted_epoch_high_s
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["error"] = self.error
+        d["baseline_error"] = self.baseline_error
+        d["covered"] = self.covered
+        return d
+
+
+def _epoch_time(e: Epoch) -> float | None:
+    if e.epoch_s is not None and e.epoch_s > 0:
+        return e.epoch_s
+    if e.steps:
+        return sum(e.step_s) + (e.validation_s or 0.0)
+    return None
+
+
+def baseline_step_s(run: RunTimings) -> float | None:
+    """The seeds' estimator: mean of steps 2..11 of the flat step list."""
+    flat = run.flat_steps()[BASELINE_FIRST:BASELINE_LAST]
+    return sum(flat) / len(flat) if len(flat) else None
+
+
+def replay(
+    run: RunTimings, rule: StopRule | None = None, *, max_epochs: int = 2, validation_tolerance: float = 0.10
+) -> ReplayResult:
+    """Apply the early-stop rule to a complete log and compare with the epochs it did not watch.
+
+    Epoch logs time validation once per epoch, after the epoch, and the first validation pass carries
+    one-off costs (graph building in TF/Keras): a validation time is steady when it is not the run's
+    first, and confirmed when it agrees with the previous one within ``validation_tolerance``. Epochs
+    are watched until one is steady in both its training steps (the rule's precision) and its
+    validation, at most ``max_epochs``; that epoch is the steady epoch the prediction is built on.
+    """
+    rule = rule or StopRule()
+    epochs = [e for e in run.epochs if e.steps > 0]
+    steps_total = sum(e.steps for e in epochs)
+    res = ReplayResult(
+        log=run.name,
+        steps_total=steps_total,
+        steps_used=0,
+        epochs_total=len(epochs),
+        epochs_watched=0,
+        steady_epoch=None,
+        stop_reason="no epochs",
+        computing_system=run.computing_system,
+        batch_size=run.batch_size,
+        workload=run.header.workload,
+    )
+    if not epochs:
+        res.notes.append("the log has no training steps")
+        return res
+
+    flat_base = baseline_step_s(run)
+    watched: list[Epoch] = []
+    steady: tuple[Epoch, SteadyEstimate] | None = None
+    reason = "cap"
+    prev_val: float | None = None
+    for i, e in enumerate(epochs):
+        if i >= max_epochs:
+            break
+        watched.append(e)
+        est = steady_estimate(
+            list(e.step_s[1:-1]) if e.steps > 3 else list(e.step_s), confidence=rule.confidence
+        )
+        val_ok = e.validation_s is None or i > 0
+        if e.validation_s is not None and prev_val is not None:
+            res.validation_steady = (
+                abs(e.validation_s / prev_val - 1) <= validation_tolerance if prev_val else None
+            )
+        prev_val = e.validation_s
+        if est is not None:
+            steady = (e, est)
+            if val_ok and est.half_width_rel <= rule.precision:
+                reason = "steady"
+                break
+    res.epochs_watched = len(watched)
+    res.steps_used = sum(e.steps for e in watched)
+    res.stop_reason = reason
+    res.share_of_log_watched = res.steps_used / steps_total if steps_total else None
+    typical_steps = max(e.steps for e in epochs)
+    res.share_of_90_epochs_watched = res.steps_used / (REFERENCE_EPOCHS * typical_steps)
+    if steady is None:
+        res.notes.append("too few steps to estimate a steady step time")
+        return res
+    se, est = steady
+    res.steady_epoch = se.index
+    if se is epochs[0] and se.validation_s is not None:
+        res.notes.append("only the first epoch was seen: its validation includes one-off costs")
+    n = se.steps
+    ep_s = _epoch_time(se) or 0.0
+    inner = list(se.step_s[1:-1]) if n > 3 else list(se.step_s)
+    # the steady epoch with its inner steps replaced by their steady mean: keeps its boundary steps,
+    # validation and hand-offs, drops its transients
+    overhead = ep_s - sum(inner)
+    if se is epochs[0] and n > 3:
+        # the run's first step is a one-off cost, not part of a typical epoch
+        overhead -= se.step_s[0] - est.mean_s
+    pred_epoch = len(inner) * est.mean_s + overhead
+    epoch_jitter = rule.epoch_jitter
+    stat_rel = len(inner) * est.se_s / pred_epoch if pred_epoch > 0 else 0.0
+    z = NormalDist().inv_cdf(0.5 + rule.interval / 2)
+    half = z * math.hypot(stat_rel, epoch_jitter)
+    res.predicted_epoch_s = pred_epoch
+    res.predicted_epoch_low_s = pred_epoch * (1 - half)
+    res.predicted_epoch_high_s = pred_epoch * (1 + half)
+
+    times = [_epoch_time(e) for e in epochs]
+    watched_s = sum(t or 0.0 for t in times[: len(watched)])
+    rest = [t for t in times[len(watched) :] if t is not None]
+    if rest:
+        res.actual_epoch_s = sum(rest) / len(rest)
+    if all(t is not None for t in times):
+        res.actual_total_s = sum(t for t in times if t is not None)
+    res.predicted_total_s = watched_s + (len(epochs) - len(watched)) * pred_epoch
+    if flat_base is not None:
+        res.baseline_predicted_epoch_s = flat_base * typical_steps
+        res.baseline_predicted_total_s = flat_base * steps_total
+    return res
