@@ -98,6 +98,11 @@ def checkpoint_prefix(sweep_id: str, job_name: str) -> str:
     return f"{sweep_prefix(sweep_id)}checkpoints/{job_name}/"
 
 
+def output_prefix(sweep_id: str) -> str:
+    """SageMaker's ``OutputDataConfig.S3OutputPath`` for a sweep's jobs; not a trigger prefix."""
+    return f"{sweep_prefix(sweep_id)}output/"
+
+
 def import_results_sweep_id(import_name: str) -> str:
     """Logs uploaded under ``imports/<name>/`` are analysed as the sweep ``import-<name>``."""
     return f"import-{import_name}"

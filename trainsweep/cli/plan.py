@@ -1,9 +1,156 @@
-"""CLI commands (see trainsweep/cli/__init__.py for the conventions)."""
+"""``trainsweep plan`` and ``trainsweep schema``: see a sweep's grid and worst case before spending money.
+
+No AWS call: the plan is pure, prices come from the shipped (or refreshed) catalogue.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from trainsweep.spec import SweepPlan
+
+EXIT_INVALID = 2
+EXIT_OVER_BUDGET = 3
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add ``plan`` and ``schema`` to the app."""
+    app.command("plan")(plan)
+    app.command("schema")(schema)
+
+
+def plan(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Sweep spec, YAML or JSON.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the plan as JSON (jobs, cost, time).")
+    ] = False,
+    region: Annotated[
+        str | None, typer.Option(help="Region to price in (default: the spec's region, else us-east-1).")
+    ] = None,
+    bucket: Annotated[str | None, typer.Option(help="Results bucket, to show the S3 URIs jobs get.")] = None,
+) -> None:
+    """Validate a sweep spec and show its grid, job names, worst-case cost and time. No AWS call."""
+    from rich.console import Console
+
+    from trainsweep.errors import BudgetExceededError, SpecError
+    from trainsweep.spec import check_budget, plan_sweep
+
+    out = Console(soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        sweep = plan_sweep(spec_path, region=region, bucket=bucket, enforce_budget=False)
+    except SpecError as e:
+        _print_spec_errors(err, str(spec_path), e)
+        raise typer.Exit(EXIT_INVALID) from None
+
+    if as_json:
+        typer.echo(json.dumps(sweep.to_dict(), indent=2))
+    else:
+        _print_plan(out, sweep)
+    try:
+        check_budget(sweep)
+    except BudgetExceededError as e:
+        err.print(f"[bold red]Refused:[/] {e}", highlight=False)
+        raise typer.Exit(EXIT_OVER_BUDGET) from None
+    except SpecError as e:
+        _print_spec_errors(err, str(spec_path), e)
+        raise typer.Exit(EXIT_INVALID) from None
+
+
+def schema(
+    out: Annotated[Path | None, typer.Option(help="Write the schema to this file instead of stdout.")] = None,
+) -> None:
+    """Print the JSON Schema of a sweep spec (for editors and validators)."""
+    from trainsweep.spec import schema_text
+
+    text = schema_text()
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {out}", err=True)
+
+
+def _print_spec_errors(console: Console, where: str, error: Any) -> None:
+    from rich.markup import escape
+
+    pairs = getattr(error, "errors", None) or [("(spec)", str(error))]
+    console.print(f"[bold red]Invalid sweep spec[/] {escape(where)}:", highlight=False)
+    for field, message in pairs:
+        console.print(f"  [bold]{escape(field)}[/]: {escape(message)}", highlight=False)
+    console.print("Fields and allowed values: `trainsweep schema`.", highlight=False)
+
+
+def format_duration(seconds: float) -> str:
+    """``3h 05m`` / ``12m 30s`` / ``45s``."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s}s"
+
+
+def _usd(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.2f} USD"
+
+
+def _print_plan(console: Console, sweep: SweepPlan) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    spec = sweep.spec
+    title = (
+        f"Sweep {sweep.sweep_id}: {spec.workload.model} ({spec.workload.epochs} epochs, {spec.mode}"
+        f"{', synthetic data' if spec.workload.synthetic else ''}) in {sweep.region}"
+    )
+    table = Table(title=escape(title), title_justify="left")
+    table.add_column("job name", overflow="fold")
+    table.add_column("instance type")
+    table.add_column("VMTYPE")
+    table.add_column("batch size", justify="right")
+    table.add_column("run", justify="right")
+    table.add_column("instances", justify="right")
+    table.add_column("max runtime", justify="right")
+    table.add_column("worst case", justify="right")
+    for job in sweep.jobs:
+        hourly = sweep.hourly_usd.get(job["instance_type"])
+        cost = None if hourly is None else job["instance_count"] * job["max_runtime_seconds"] / 3600 * hourly
+        table.add_row(
+            job["job_name"],
+            job["instance_type"],
+            job["vmtype"],
+            ",".join(map(str, job["batch_sizes"])),
+            f"e{job['repetition']}",
+            str(job["instance_count"]),
+            format_duration(job["max_runtime_seconds"]),
+            _usd(cost),
+        )
+    console.print(table)
+
+    waves = -(-sweep.job_count // spec.max_concurrency)
+    console.print(
+        f"{sweep.job_count} jobs ({sweep.run_count} runs: {len(spec.instance_types)} instance types × "
+        f"{len(spec.batch_sizes)} batch sizes × {spec.repetitions} repetitions, packing {spec.packing})",
+        highlight=False,
+    )
+    cost_line = f"Worst-case cost: [bold]{_usd(sweep.worst_case_cost_usd)}[/]"
+    if sweep.unpriced_instance_types:
+        cost_line += f" (no price for {', '.join(sweep.unpriced_instance_types)} in {sweep.region})"
+    if spec.budget_usd is not None:
+        cost_line += f"; budget {spec.budget_usd:,.2f} USD"
+    if spec.spot:
+        cost_line += " (on-demand prices; spot is cheaper)"
+    console.print(cost_line, highlight=False)
+    console.print(
+        f"Worst-case time: [bold]{format_duration(sweep.worst_case_seconds)}[/] "
+        f"({waves} wave{'s' if waves != 1 else ''} of up to {spec.max_concurrency} concurrent jobs)",
+        highlight=False,
+    )

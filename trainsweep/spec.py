@@ -1,0 +1,756 @@
+"""The sweep spec: model, validation, grid expansion, job names and worst-case cost.
+
+A spec (YAML or JSON) says what to train and over which grid (instance type × batch size ×
+repetition). :func:`load_spec` validates it against the shipped JSON Schema and the pydantic model and
+reports every problem as a (field path, message) pair; :func:`plan_sweep` expands it into the jobs the
+state machine's Map runs, names them, and prices the worst case (every job runs to its
+``max_runtime_seconds``), refusing a sweep whose worst case exceeds ``budget_usd``.
+
+This module is pure: no AWS call, no clock unless none is passed in.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from trainsweep import hyperparameters as hp
+from trainsweep import instances, layout
+from trainsweep.errors import BudgetExceededError, SpecError
+
+SPEC_SCHEMA_VERSION = 1
+JOBS_SCHEMA_VERSION = 1
+SCHEMA_FILE = "sweep-spec.schema.json"
+SCHEMA_ID = "https://trainsweep.dev/schemas/sweep-spec.schema.json"
+
+# SageMaker limits this module enforces up front, so a bad spec fails at plan time, not mid-sweep.
+SAGEMAKER_NAME_MAX = 63
+SAGEMAKER_MAX_RUNTIME_S = 28 * 24 * 3600
+SAGEMAKER_HYPERPARAMETER_VALUE_MAX = 2500
+SAGEMAKER_HYPERPARAMETERS_MAX = 100
+
+MODELS: dict[str, str] = {"mnist-cnn": "mnist", "resnet50-cifar10": "cifar10"}
+LOCAL_TYPES = (instances.LOCAL_CPU, instances.LOCAL_GPU)
+
+# Hyperparameters the planner writes itself; a spec may not set them by hand.
+MANAGED_HYPERPARAMETERS = frozenset(
+    {hp.WORKLOAD, hp.EPOCHS, hp.BATCH_SIZE, hp.BATCH_SIZES, hp.RUN_NAMES, hp.MODE, hp.SYNTHETIC}
+)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_SWEEP_ID = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?$")
+_SAGEMAKER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
+_DATA_URI = r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|file://.+)$"
+_NAME_MAX = 40  # sweep name part of a sweep id; leaves room for the timestamp and the job tail
+_SWEEP_ID_MAX = 80
+
+HyperparameterValue = str | int | float | bool
+
+
+class _FieldError(ValueError):
+    """A cross-field problem that belongs to one named field."""
+
+    def __init__(self, field_path: str, message: str):
+        super().__init__(f"{field_path}: {message}")
+        self.field_path = field_path
+        self.message = message
+
+
+def _no_duplicates(values: list[Any], what: str) -> None:
+    seen: set[Any] = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{what} {v!r} is listed twice")
+        seen.add(v)
+
+
+class Workload(BaseModel):
+    """What each job trains."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Literal["mnist-cnn", "resnet50-cifar10"] = Field(description="The training workload.")
+    dataset: str | None = Field(
+        None,
+        description="Dataset of the model (mnist for mnist-cnn, cifar10 for resnet50-cifar10); "
+        "defaults to the model's own.",
+    )
+    epochs: int = Field(5, ge=1, le=10_000, description="Epochs per run.")
+    hyperparameters: dict[str, HyperparameterValue] = Field(
+        default_factory=dict,
+        description="Extra hyperparameters passed to the container as strings "
+        "(e.g. learning-rate, max-steps-per-epoch, early-stop-precision).",
+    )
+    synthetic: bool = Field(
+        False, description="Train on random tensors of the dataset's shape (pure throughput, no download)."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Workload:
+        expected = MODELS[self.model]
+        if self.dataset is None:
+            self.dataset = expected
+        elif self.dataset != expected:
+            raise _FieldError(
+                "dataset", f"{self.dataset!r} does not fit model {self.model!r} (use {expected!r})"
+            )
+        for key in self.hyperparameters:
+            if not key or len(key) > 256:
+                raise _FieldError(f"hyperparameters.{key}", "a hyperparameter name has 1 to 256 characters")
+            if key in MANAGED_HYPERPARAMETERS or key.startswith(hp.RESERVED_PREFIX):
+                raise _FieldError(
+                    f"hyperparameters.{key}",
+                    "set by trainsweep from the spec's own fields; remove it (reserved: "
+                    f"{', '.join(sorted(MANAGED_HYPERPARAMETERS))} and {hp.RESERVED_PREFIX}*)",
+                )
+        return self
+
+
+class SweepSpec(BaseModel):
+    """A sweep: one workload over instance types × batch sizes × repetitions."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        populate_by_name=True,
+        title="trainsweep sweep spec",
+        json_schema_extra={"$id": SCHEMA_ID},
+    )
+
+    schema_ref: str | None = Field(
+        None, alias="$schema", description="Optional JSON Schema reference for editors; ignored."
+    )
+    name: str = Field(
+        min_length=1,
+        max_length=64,
+        pattern=_NAME.pattern,
+        description="Sweep name: letters, digits, '-', '_', '.'; the sweep id is <name>-<UTC time>.",
+    )
+    workload: Workload
+    instance_types: list[Annotated[str, Field(json_schema_extra={"enum": sorted(instances.CATALOGUE)})]] = (
+        Field(
+            min_length=1,
+            json_schema_extra={"uniqueItems": True},
+            description="SageMaker training instance types (ml.*), or local / local_gpu for local mode.",
+        )
+    )
+    batch_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
+        min_length=1, json_schema_extra={"uniqueItems": True}, description="Global batch sizes to try."
+    )
+    repetitions: int = Field(1, ge=1, le=100, description="Runs per (instance type, batch size) cell.")
+    instance_count: int = Field(1, ge=1, le=100, description="Instances per job (distributed training).")
+    mode: Literal["full", "early-stop"] = Field(
+        "full", description="full: train every epoch; early-stop: stop once the step time is known."
+    )
+    packing: Literal["per-cell", "per-instance"] = Field(
+        "per-cell",
+        description="per-cell: one job per cell; per-instance: one job per instance type and repetition "
+        "that scans all batch sizes in turn.",
+    )
+    max_runtime_seconds: int = Field(
+        3600,
+        ge=60,
+        le=SAGEMAKER_MAX_RUNTIME_S,
+        description="StoppingCondition of every job (a packed job runs all its batch sizes within it).",
+    )
+    max_concurrency: int = Field(4, ge=1, le=1000, description="Jobs running at the same time.")
+    budget_usd: float | None = Field(
+        None, gt=0, description="Refuse the sweep when its worst-case cost exceeds this (USD)."
+    )
+    spot: bool = Field(False, description="Managed spot training (checkpointed; may wait for capacity).")
+    max_wait_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=2 * SAGEMAKER_MAX_RUNTIME_S,
+        description="Spot only: runtime plus time waiting for capacity; default twice max_runtime_seconds.",
+    )
+    data: str | None = Field(
+        None,
+        pattern=_DATA_URI,
+        description="Data for the 'train' channel: s3://bucket/prefix, or file:///path in local mode.",
+    )
+    region: str | None = Field(
+        None, pattern=_REGION.pattern, description="AWS region to run in (default: the CLI's region)."
+    )
+
+    @field_validator("instance_types")
+    @classmethod
+    def _known_instance_types(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name not in instances.CATALOGUE:
+                raise ValueError(
+                    f"unknown instance type {name!r} (known: {', '.join(sorted(instances.CATALOGUE))})"
+                )
+        _no_duplicates(value, "instance type")
+        return value
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _unique_batch_sizes(cls, value: list[int]) -> list[int]:
+        _no_duplicates(value, "batch size")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SweepSpec:
+        local = [t for t in self.instance_types if t in LOCAL_TYPES]
+        if local and len(local) != len(self.instance_types):
+            raise _FieldError(
+                "instance_types",
+                "local types (local, local_gpu) run only in local mode: do not mix them with ml.*",
+            )
+        if local and self.instance_count != 1:
+            raise _FieldError(
+                "instance_count", "local mode runs one instance per job: set instance_count to 1"
+            )
+        if local and self.spot:
+            raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
+        if self.data and self.data.startswith("file://") and not local:
+            raise _FieldError("data", "a file:// URI is only readable in local mode; upload it and use s3://")
+        if self.max_wait_seconds is not None:
+            if not self.spot:
+                raise _FieldError("max_wait_seconds", "only meaningful with spot: true")
+            if self.max_wait_seconds < self.max_runtime_seconds:
+                raise _FieldError(
+                    "max_wait_seconds",
+                    f"must be at least max_runtime_seconds ({self.max_runtime_seconds}) (SageMaker rule)",
+                )
+        return self
+
+    @property
+    def is_local(self) -> bool:
+        return all(t in LOCAL_TYPES for t in self.instance_types)
+
+    @property
+    def spot_max_wait_seconds(self) -> int | None:
+        if not self.spot:
+            return None
+        return self.max_wait_seconds or min(2 * self.max_runtime_seconds, 2 * SAGEMAKER_MAX_RUNTIME_S)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as plain JSON types, defaults filled in (what ``sweeps/<id>/spec.json`` holds)."""
+        return self.model_dump(mode="json", exclude={"schema_ref"})
+
+
+# ---- JSON Schema ----------------------------------------------------------------------------------
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a sweep spec, generated from :class:`SweepSpec` (``trainsweep schema``)."""
+    schema = SweepSpec.model_json_schema(by_alias=True)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def schema_text() -> str:
+    """:func:`json_schema` as the exact text of the shipped file."""
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+@cache
+def shipped_schema() -> dict[str, Any]:
+    """The schema file shipped in ``trainsweep/data`` (editors and the state machine use this one)."""
+    text = resources.files("trainsweep").joinpath("data", SCHEMA_FILE).read_text(encoding="utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def _schema_errors(data: Mapping[str, Any]) -> list[tuple[str, str]]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(shipped_schema())
+    errors = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
+        path = _format_path(err.absolute_path)
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            for key in extra:
+                errors.append((_join(path, key), "unknown field (check the spelling; see trainsweep schema)"))
+            continue
+        if err.validator == "required":
+            missing = err.message.split("'")[1] if err.message.count("'") >= 2 else err.message
+            errors.append((_join(path, missing), "required field is missing"))
+            continue
+        errors.append((path or "(spec)", _schema_message(err)))
+    # One message per field: an empty name breaks both minLength and pattern, say it once.
+    first: dict[str, str] = {}
+    for path, message in errors:
+        first.setdefault(path, message)
+    return list(first.items())
+
+
+_PATTERN_HINTS = {
+    _NAME.pattern: "is not a valid name: letters, digits, '-', '_' and '.', starting with a letter or digit",
+    _REGION.pattern: "is not an AWS region name (like us-east-1)",
+    _DATA_URI: "is not a data URI: use s3://bucket/prefix (or file:///path in local mode)",
+}
+
+
+def _schema_message(err: Any) -> str:
+    if err.validator == "enum":
+        allowed = [str(v) for v in err.validator_value]
+        if len(allowed) <= 8:
+            return f"{err.instance!r} is not one of: {', '.join(allowed)}"
+        close = difflib.get_close_matches(str(err.instance), allowed, n=3)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else " (see `trainsweep schema`)"
+        return f"{err.instance!r} is not a known value{hint}"
+    if err.validator == "pattern" and err.validator_value in _PATTERN_HINTS:
+        return f"{err.instance!r} {_PATTERN_HINTS[err.validator_value]}"
+    if err.validator == "uniqueItems":
+        return "lists the same value twice"
+    if err.validator in ("anyOf", "oneOf") and err.context:
+        # A nullable field: report the non-null branch's complaint, not "not valid under any schema".
+        specific = [e for e in err.context if e.validator != "type"]
+        if specific:
+            return _schema_message(specific[0])
+        kinds = [e.validator_value for e in err.context if e.validator == "type"]
+        return f"{err.instance!r} is not of type {' or '.join(map(str, kinds))}"
+    message: str = err.message
+    return message
+
+
+def _format_path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out = f"{out}[{p}]" if isinstance(p, int) else _join(out, str(p))
+    return out
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+# ---- loading --------------------------------------------------------------------------------------
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A YAML loader that rejects a key given twice (YAML would silently keep the last one)."""
+
+
+def _construct_mapping(
+    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is given twice", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _read(source: str | Path) -> tuple[Any, str]:
+    """Read a spec file or spec text; returns (data, where) for messages."""
+    text: str
+    where: str
+    if isinstance(source, Path) or ("\n" not in source and not source.lstrip().startswith("{")):
+        path = Path(source)
+        where = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SpecError(f"spec file not found: {path}", [("(file)", f"{path} does not exist")]) from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise SpecError(f"cannot read spec file {path}: {e}", [("(file)", str(e))]) from None
+    else:
+        text, where = source, "spec text"
+    try:
+        if where.endswith(".json"):
+            return json.loads(text), where
+        return yaml.load(text, Loader=_UniqueKeyLoader), where  # a SafeLoader subclass
+    except json.JSONDecodeError as e:
+        raise SpecError(
+            f"{where} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}",
+            [("(file)", f"line {e.lineno}, column {e.colno}: {e.msg}")],
+        ) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise SpecError(f"{where} is not valid YAML: {at}{problem}", [("(file)", f"{at}{problem}")]) from None
+
+
+def load_spec(source: SweepSpec | Mapping[str, Any] | str | Path) -> SweepSpec:
+    """Read and validate a sweep spec.
+
+    Args:
+        source: a :class:`SweepSpec`, a mapping (e.g. a state machine's input), a path to a YAML or
+            JSON file, or YAML/JSON text (a string with a newline or starting with ``{``).
+
+    Returns:
+        The validated spec, defaults filled in.
+
+    Raises:
+        SpecError: the spec is unreadable or invalid; ``errors`` lists (field path, message) pairs.
+    """
+    if isinstance(source, SweepSpec):
+        return source
+    if isinstance(source, Mapping):
+        data: Any = dict(source)
+        where = "spec"
+    else:
+        data, where = _read(source)
+    if not isinstance(data, Mapping):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise SpecError(
+            f"{where}: a sweep spec is a mapping of fields, got {kind}", [("(spec)", f"got {kind}")]
+        )
+    errors = _schema_errors(data)
+    if not errors:
+        try:
+            return SweepSpec.model_validate(data)
+        except ValidationError as e:
+            errors = _pydantic_errors(e)
+    raise SpecError(_message(where, errors), errors)
+
+
+def _pydantic_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    errors = []
+    for err in exc.errors():
+        path = _format_path(err["loc"])
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, _FieldError):
+            errors.append((_join(path, ctx_error.field_path), ctx_error.message))
+            continue
+        message = err["msg"].removeprefix("Value error, ")
+        errors.append((path or "(spec)", message))
+    return errors
+
+
+def _message(where: str, errors: list[tuple[str, str]]) -> str:
+    lines = [f"invalid sweep spec ({where}):"] + [f"  {p}: {m}" for p, m in errors]
+    return "\n".join(lines)
+
+
+# ---- planning -------------------------------------------------------------------------------------
+
+PriceFn = Callable[[str, str], float | None]
+
+
+def _default_price(instance_type: str, region: str) -> float | None:
+    from trainsweep.cost.prices import hourly_usd
+
+    return hourly_usd(instance_type, region)
+
+
+def sanitise(text: str) -> str:
+    """Lower-case ``[a-z0-9-]`` form of a name: other characters become '-', runs collapse."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", text.lower())).strip("-")
+
+
+def make_sweep_id(name: str, now: datetime) -> str:
+    """``<name>-<UTC yyyymmdd-HHMMSS>``, sanitised (the name part cut to 40 characters)."""
+    stamp = now.astimezone(UTC).strftime("%Y%m%d-%H%M%S")
+    base = sanitise(name)[:_NAME_MAX].strip("-") or "sweep"
+    return f"{base}-{stamp}"
+
+
+def job_tail(vmtype: str, batch_size: int | None, repetition: int) -> str:
+    """The name ending :func:`trainsweep.layout.parse_job_name` reads: ``-<VMTYPE>-<BS|packed>-e<N>``."""
+    return f"-{vmtype}-{'packed' if batch_size is None else batch_size}-e{repetition}"
+
+
+def name_prefix(sweep_id: str, tail_length: int) -> str:
+    """The sweep part of a job name: the sweep id, or its start plus a hash of all of it when too long.
+
+    The hash keeps names unique across sweeps whose ids differ only in the part cut off.
+    """
+    if len(sweep_id) + tail_length <= SAGEMAKER_NAME_MAX:
+        return sweep_id
+    digest = hashlib.sha256(sweep_id.encode()).hexdigest()[:8]
+    room = SAGEMAKER_NAME_MAX - tail_length - len(digest) - 1
+    head = sweep_id[:room].rstrip("-")
+    return f"{head}-{digest}" if head else digest
+
+
+def job_name(sweep_id: str, vmtype: str, batch_size: int | None, repetition: int) -> str:
+    """A SageMaker-valid, sweep-unique job (or run) name ending in ``-<VMTYPE>-<BS|packed>-e<N>``."""
+    tail = job_tail(vmtype, batch_size, repetition)
+    return name_prefix(sweep_id, len(tail)) + tail
+
+
+@dataclass
+class SweepPlan:
+    """A spec expanded into jobs, with its worst-case cost and duration."""
+
+    sweep_id: str
+    spec: SweepSpec
+    region: str
+    bucket: str | None
+    created_at: str
+    jobs: list[dict[str, Any]]
+    hourly_usd: dict[str, float | None]
+    worst_case_cost_usd: float | None  # None when a cloud type has no known price in the region
+    worst_case_seconds: int
+    unpriced_instance_types: list[str] = field(default_factory=list)
+
+    @property
+    def job_count(self) -> int:
+        return len(self.jobs)
+
+    @property
+    def run_count(self) -> int:
+        return sum(len(j["run_names"]) for j in self.jobs)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything about the plan, JSON-able (``trainsweep plan --json`` prints this)."""
+        return {
+            "schema_version": JOBS_SCHEMA_VERSION,
+            "sweep_id": self.sweep_id,
+            "region": self.region,
+            "bucket": self.bucket,
+            "created_at": self.created_at,
+            "spec": self.spec.to_dict(),
+            "job_count": self.job_count,
+            "run_count": self.run_count,
+            "max_concurrency": self.spec.max_concurrency,
+            "hourly_usd": dict(self.hourly_usd),
+            "worst_case_cost_usd": self.worst_case_cost_usd,
+            "worst_case_seconds": self.worst_case_seconds,
+            "budget_usd": self.spec.budget_usd,
+            "unpriced_instance_types": list(self.unpriced_instance_types),
+            "jobs": [dict(j) for j in self.jobs],
+        }
+
+    def to_state_input(self) -> dict[str, Any]:
+        """What the state machine's Map consumes after PlanSweep: the jobs and the concurrency."""
+        return {
+            "sweep_id": self.sweep_id,
+            "region": self.region,
+            "bucket": self.bucket,
+            "max_concurrency": self.spec.max_concurrency,
+            "worst_case_cost_usd": self.worst_case_cost_usd,
+            "worst_case_seconds": self.worst_case_seconds,
+            "jobs": [dict(j) for j in self.jobs],
+        }
+
+    def jobs_json(self) -> bytes:
+        """The bytes of ``layout.jobs_key(sweep_id)``: the planned jobs, deterministic."""
+        return (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode()
+
+    def job_for_run(self, run_name: str) -> dict[str, Any] | None:
+        """The job that writes the log of ``run_name`` (None if the plan has no such run)."""
+        return next((j for j in self.jobs if run_name in j["run_names"]), None)
+
+
+def _check_sweep_id(sweep_id: str) -> None:
+    if len(sweep_id) > _SWEEP_ID_MAX or not _SWEEP_ID.match(sweep_id):
+        raise SpecError(
+            f"invalid sweep id {sweep_id!r}: use 1 to {_SWEEP_ID_MAX} letters, digits and inner '-'",
+            [("sweep_id", "letters, digits and inner '-' only")],
+        )
+
+
+def _format_value(value: HyperparameterValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _hyperparameters(
+    spec: SweepSpec, sweep_id: str, bucket: str | None, batch_sizes: list[int], run_names: list[str]
+) -> dict[str, str]:
+    out = {k: _format_value(v) for k, v in spec.workload.hyperparameters.items()}
+    out[hp.WORKLOAD] = spec.workload.model
+    out[hp.EPOCHS] = str(spec.workload.epochs)
+    out[hp.MODE] = spec.mode
+    out[hp.SYNTHETIC] = _format_value(spec.workload.synthetic)
+    if len(batch_sizes) == 1 and spec.packing == "per-cell":
+        out[hp.BATCH_SIZE] = str(batch_sizes[0])
+    else:
+        out[hp.BATCH_SIZES] = ",".join(map(str, batch_sizes))
+    out[hp.RUN_NAMES] = ",".join(run_names)
+    if bucket:
+        out[hp.LOG_BUCKET] = bucket
+        out[hp.LOG_PREFIX] = layout.logs_prefix(sweep_id)
+    return out
+
+
+def _expand(spec: SweepSpec, sweep_id: str, region: str, bucket: str | None) -> list[dict[str, Any]]:
+    jobs = []
+    for instance_type in spec.instance_types:
+        short = instances.vmtype(instance_type)
+        for rep in range(spec.repetitions):
+            if spec.packing == "per-cell":
+                groups: list[tuple[int | None, list[int]]] = [(bs, [bs]) for bs in spec.batch_sizes]
+            else:
+                groups = [(None, list(spec.batch_sizes))]
+            for name_bs, batch_sizes in groups:
+                name = job_name(sweep_id, short, name_bs, rep)
+                runs = (
+                    [name]
+                    if name_bs is not None
+                    else [job_name(sweep_id, short, bs, rep) for bs in batch_sizes]
+                )
+                jobs.append(
+                    {
+                        "sweep_id": sweep_id,
+                        "job_name": name,
+                        "run_names": runs,
+                        "instance_type": instance_type,
+                        "instance_count": spec.instance_count,
+                        "vmtype": short,
+                        "batch_sizes": batch_sizes,
+                        "repetition": rep,
+                        "hyperparameters": _hyperparameters(spec, sweep_id, bucket, batch_sizes, runs),
+                        "max_runtime_seconds": spec.max_runtime_seconds,
+                        "spot": spec.spot,
+                        "max_wait_seconds": spec.spot_max_wait_seconds,
+                        "checkpoint_s3_uri": (
+                            f"s3://{bucket}/{layout.checkpoint_prefix(sweep_id, name)}"
+                            if spec.spot and bucket
+                            else None
+                        ),
+                        "data_s3_uri": spec.data,
+                        "output_s3_uri": f"s3://{bucket}/{layout.output_prefix(sweep_id)}"
+                        if bucket
+                        else None,
+                        "region": region,
+                    }
+                )
+    return jobs
+
+
+def _check_jobs(jobs: list[dict[str, Any]]) -> None:
+    """Guard the contracts downstream relies on; a failure here is a planner bug or an extreme spec."""
+    names: set[str] = set()
+    errors: list[tuple[str, str]] = []
+    for job in jobs:
+        for n in [job["job_name"], *job["run_names"]]:
+            if not _SAGEMAKER_NAME.match(n):
+                errors.append(("name", f"generated name {n!r} is not a valid SageMaker name"))
+        if job["job_name"] in names:
+            errors.append(("name", f"generated job name {job['job_name']!r} is not unique"))
+        names.add(job["job_name"])
+        params = job["hyperparameters"]
+        if len(params) > SAGEMAKER_HYPERPARAMETERS_MAX:
+            errors.append(
+                ("workload.hyperparameters", f"SageMaker accepts at most {SAGEMAKER_HYPERPARAMETERS_MAX}")
+            )
+        for k, v in params.items():
+            if len(v) > SAGEMAKER_HYPERPARAMETER_VALUE_MAX:
+                where = (
+                    "batch_sizes" if k in (hp.BATCH_SIZES, hp.RUN_NAMES) else f"workload.hyperparameters.{k}"
+                )
+                errors.append(
+                    (
+                        where,
+                        f"{k!r} has {len(v)} characters (SageMaker: {SAGEMAKER_HYPERPARAMETER_VALUE_MAX})",
+                    )
+                )
+    if errors:
+        errors = list(dict.fromkeys(errors))
+        raise SpecError(_message("plan", errors), errors)
+
+
+def plan_sweep(
+    spec: SweepSpec | Mapping[str, Any] | str | Path,
+    *,
+    sweep_id: str | None = None,
+    region: str | None = None,
+    bucket: str | None = None,
+    now: datetime | None = None,
+    price: PriceFn | None = None,
+    enforce_budget: bool = True,
+) -> SweepPlan:
+    """Expand a spec into jobs and price its worst case.
+
+    Args:
+        spec: a spec or anything :func:`load_spec` reads.
+        sweep_id: use this id (e.g. a resumed sweep); default ``<name>-<UTC yyyymmdd-HHMMSS>``.
+        region: the region the jobs run in; default the spec's ``region``, else ``us-east-1``.
+            A spec region that contradicts it is an error.
+        bucket: the results bucket; sets the log/output/checkpoint URIs (None: URIs left None).
+        now: the clock for the sweep id (default: the current UTC time).
+        price: ``(instance_type, region) -> USD per hour or None``; default
+            :func:`trainsweep.cost.prices.hourly_usd`.
+        enforce_budget: raise when the worst case exceeds ``budget_usd`` (the CLI's plan view shows
+            an over-budget plan before refusing it).
+
+    Raises:
+        SpecError: invalid spec or sweep id, or a budget that cannot be checked (unknown price).
+        BudgetExceededError: the worst-case cost exceeds ``budget_usd``.
+    """
+    spec = load_spec(spec)
+    if region and spec.region and region != spec.region:
+        raise SpecError(
+            f"invalid sweep spec: region {spec.region!r} is not the region the sweep runs in ({region!r})",
+            [("region", f"spec says {spec.region!r}, the sweep runs in {region!r}")],
+        )
+    region = region or spec.region or "us-east-1"
+    now = now or datetime.now(UTC)
+    if sweep_id is None:
+        sweep_id = make_sweep_id(spec.name, now)
+    _check_sweep_id(sweep_id)
+    created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    jobs = _expand(spec, sweep_id, region, bucket)
+    _check_jobs(jobs)
+
+    price = price or _default_price
+    prices: dict[str, float | None] = {}
+    for t in spec.instance_types:
+        prices[t] = 0.0 if t in LOCAL_TYPES else price(t, region)
+    unpriced = [t for t, p in prices.items() if p is None]
+    cost: float | None = None
+    if not unpriced:
+        cost = round(
+            sum(
+                j["instance_count"] * j["max_runtime_seconds"] / 3600 * (prices[j["instance_type"]] or 0.0)
+                for j in jobs
+            ),
+            2,
+        )
+    per_job_s = spec.spot_max_wait_seconds or spec.max_runtime_seconds
+    worst_s = math.ceil(len(jobs) / spec.max_concurrency) * per_job_s
+
+    plan = SweepPlan(
+        sweep_id=sweep_id,
+        spec=spec,
+        region=region,
+        bucket=bucket,
+        created_at=created,
+        jobs=jobs,
+        hourly_usd=prices,
+        worst_case_cost_usd=cost,
+        worst_case_seconds=worst_s,
+        unpriced_instance_types=unpriced,
+    )
+    if enforce_budget:
+        check_budget(plan)
+    return plan
+
+
+def check_budget(plan: SweepPlan) -> None:
+    """Raise when the plan's worst case exceeds the spec's ``budget_usd`` (or cannot be priced)."""
+    budget = plan.spec.budget_usd
+    if budget is None:
+        return
+    if plan.worst_case_cost_usd is None:
+        raise SpecError(
+            f"cannot check budget_usd: no price known for {', '.join(plan.unpriced_instance_types)} "
+            f"in {plan.region}; remove budget_usd or choose priced instance types",
+            [("budget_usd", f"no price for {', '.join(plan.unpriced_instance_types)} in {plan.region}")],
+        )
+    if plan.worst_case_cost_usd > budget:
+        raise BudgetExceededError(
+            f"worst-case cost {plan.worst_case_cost_usd:.2f} USD exceeds budget_usd {budget:.2f} USD "
+            f"({plan.job_count} jobs × up to {plan.spec.max_runtime_seconds} s each); lower "
+            "max_runtime_seconds, repetitions or the grid, or raise budget_usd"
+        )
