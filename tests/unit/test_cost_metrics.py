@@ -1,0 +1,175 @@
+"""Per-run and per-configuration cost metrics, and the one iterations-per-dollar formula."""
+
+from __future__ import annotations
+
+import re
+from array import array
+
+import pytest
+
+from trainsweep.cost import billing, metrics
+from trainsweep.logs.model import Epoch, RunHeader, RunTimings
+
+MO833 = "high-res-distributed/mo833-trabalho/experiment_results"
+_ITER = re.compile(r"Rank,(\d+),Epoch,\d+,Iteration,(\d+),It\. time")
+_EPOCH = re.compile(r"Rank,(\d+),Epoch,\d+,Epoch time,([\d.]+)")
+_INIT = re.compile(r"Rank,(\d+),Initialization Time: ([\d.]+)")
+
+
+def _mo833_rank_logs(folder):
+    """rank -> (init_s, epoch_s, iterations) from the per-rank MO833 logs of one instance."""
+    out = {}
+    for f in sorted(folder.iterdir()):
+        text = f.read_text()
+        rank = int(_INIT.search(text).group(1))
+        iters = 1 + max(int(m.group(2)) for m in _ITER.finditer(text))
+        out[rank] = (float(_INIT.search(text).group(2)), float(_EPOCH.search(text).group(2)), iters)
+    return out
+
+
+@pytest.mark.parametrize(("vm", "price", "expected"), [("c4x", 0.199, 6077), ("c5x", 0.170, 11093)])
+def test_iterations_per_dollar_reproduces_the_corrected_mo833_figures(real_data, vm, price, expected):
+    ranks = _mo833_rank_logs(real_data / MO833 / vm)
+    # The seed read init from rank 0 and the epoch time of the last rank file; the ranks share one instance.
+    init_s = ranks[0][0]
+    _, epoch_s, iters = ranks[max(ranks)]
+    step_s = epoch_s / iters
+    got = metrics.iterations_per_usd(step_s, price, ranks=len(ranks), fixed_s=init_s)
+    assert round(got) == expected
+
+
+def test_multiplying_dollar_seconds_by_ranks_is_what_inflated_the_seed_figure(real_data):
+    ranks = _mo833_rank_logs(real_data / MO833 / "c5x")
+    _, epoch_s, iters = ranks[max(ranks)]
+    right = metrics.iterations_per_usd(epoch_s / iters, 0.170, ranks=3, fixed_s=ranks[0][0])
+    wrong = metrics.iterations_per_usd(epoch_s / iters, 0.170 / 3, ranks=3, fixed_s=ranks[0][0])
+    assert wrong / right == pytest.approx(3, rel=0.01)
+
+
+def test_iterations_per_dollar_is_unknown_without_price_or_for_free_runs():
+    assert metrics.iterations_per_usd(0.5, None) is None
+    assert metrics.iterations_per_usd(0.5, 0.0) is None
+    assert metrics.iterations_per_usd(None, 1.0) is None
+
+
+def test_iterations_per_dollar_single_rank_is_seconds_per_dollar_over_step():
+    assert metrics.iterations_per_usd(0.25, 3.6) == pytest.approx(1000 / 0.25)
+
+
+def _epoch(i: int, steps: list[float], epoch_s: float | None = None, val: float = 0.0) -> Epoch:
+    return Epoch(
+        i, array("d", steps), array("l", range(1, len(steps) + 1)), validation_s=val, epoch_s=epoch_s
+    )
+
+
+def _run(name="r", vm="p3-1", bs=256, epochs=None, **kw) -> RunTimings:
+    epochs = epochs or [
+        _epoch(1, [5.0] + [0.1] * 9, epoch_s=6.0),
+        _epoch(2, [0.3] + [0.1] * 9, epoch_s=1.3),
+        _epoch(3, [0.3] + [0.1] * 9, epoch_s=1.3),
+    ]
+    return RunTimings(name=name, computing_system=vm, batch_size=bs, epochs=epochs, **kw)
+
+
+def test_steady_step_leaves_out_the_first_step_of_every_epoch():
+    m = metrics.run_metrics(_run())
+    assert m.step_s == pytest.approx(0.1)
+    assert m.samples_per_s == pytest.approx(2560)
+    assert m.instance_type == "ml.p3.2xlarge"
+
+
+def test_epoch_time_leaves_out_epoch_one_and_time_to_train_extrapolates():
+    m = metrics.run_metrics(_run(), epochs=10)
+    assert m.epoch_s == pytest.approx(1.3)
+    assert m.time_to_train_s == pytest.approx(6.0 + 9 * 1.3)
+    assert m.billable_s == pytest.approx(billing.FIXED_OVERHEAD_S + 6.0 + 9 * 1.3)
+    assert m.billable_source == "model"
+
+
+def test_a_run_that_did_all_epochs_uses_its_measured_training_time():
+    m = metrics.run_metrics(_run(fit_s=8.7), epochs=3)
+    assert m.time_to_train_s == 8.7
+
+
+def test_known_billable_time_wins_over_the_model_and_spot_savings_show():
+    job = {"run_name": "r", "status": "Completed", "billable_s": 60, "training_s": 200}
+    m = metrics.run_metrics(_run(), epochs=3, job=job)
+    assert (m.billable_s, m.billable_source) == (60, "DescribeTrainingJob")
+    assert m.spot_savings_share == pytest.approx(0.7)
+
+
+def test_header_instance_type_is_used_when_name_says_nothing():
+    run = _run(vm=None)
+    run.header = RunHeader(instance_type="ml.g4dn.xlarge")
+    assert metrics.run_metrics(run).instance_type == "ml.g4dn.xlarge"
+
+
+def test_a_log_without_steps_is_a_failed_run_with_a_reason():
+    m = metrics.run_metrics(RunTimings(name="x", computing_system="p3-1", batch_size=64, status="complete"))
+    assert m.status == metrics.FAILED and "no training steps" in m.reason
+
+
+def test_aggregate_reports_mean_and_spread_over_repetitions():
+    runs = [
+        metrics.run_metrics(
+            _run("a", epochs=[_epoch(1, [1.0] + [0.1] * 4), _epoch(2, [0.2] + [0.1] * 4, 0.6)])
+        ),
+        metrics.run_metrics(
+            _run("b", epochs=[_epoch(1, [1.0] + [0.3] * 4), _epoch(2, [0.2] + [0.3] * 4, 1.4)])
+        ),
+    ]
+    (row,) = metrics.aggregate(runs)
+    assert row.runs == 2 and row.status == metrics.OK
+    assert row.step_time_s == pytest.approx(0.2)
+    assert row.step_time_std_s == pytest.approx(0.1414, abs=1e-4)
+    assert row.epoch_time_s == pytest.approx(1.0)
+    assert row.usd_per_hour == pytest.approx(3.825)
+    assert row.cost_per_epoch_usd == pytest.approx(1.0 * 3.825 / 3600)
+    assert row.samples_per_usd == pytest.approx(row.samples_per_s * 3600 / 3.825)
+    assert row.cost_to_train_usd == pytest.approx(row.billable_s * 3.825 / 3600)
+
+
+def test_cells_without_runs_show_as_failed_or_infeasible_with_the_reason():
+    rows = metrics.aggregate(
+        [],
+        extra_cells=[
+            ("ml.p3.2xlarge", 4096, "infeasible", "CUDA out of memory"),
+            ("ml.p2.xlarge", 256, "failed", "capacity error"),
+        ],
+    )
+    status = {(r.instance_type, r.batch_size): (r.status, r.notes) for r in rows}
+    assert status[("ml.p3.2xlarge", 4096)] == ("infeasible", "CUDA out of memory")
+    assert status[("ml.p2.xlarge", 256)] == ("failed", "capacity error")
+
+
+def test_data_wait_figures_flow_into_the_row_and_dollars_waiting():
+    ep = [
+        Epoch(
+            1,
+            array("d", [1.0, 1.0, 1.0]),
+            array("l", [1, 2, 3]),
+            array("d", [0, 0.2, 0.2]),
+            array("d", [1, 0.8, 0.8]),
+        ),
+        Epoch(
+            2,
+            array("d", [1.0, 1.0, 1.0]),
+            array("l", [1, 2, 3]),
+            array("d", [0.2] * 3),
+            array("d", [0.8] * 3),
+            epoch_s=3,
+        ),
+    ]
+    run = RunTimings(name="w", computing_system="p3-1", batch_size=32, epochs=ep)
+    (row,) = metrics.aggregate([metrics.run_metrics(run, epochs=2)])
+    assert row.data_wait_share == pytest.approx(0.2)
+    assert row.utilisation == pytest.approx(0.8)
+    assert row.usd_waiting == pytest.approx(0.2 * row.time_to_train_s * 3.825 / 3600)
+
+
+def test_local_runs_cost_nothing_and_have_no_per_dollar_figures():
+    run = _run(vm=None)
+    run.header = RunHeader(instance_type="local")
+    (row,) = metrics.aggregate([metrics.run_metrics(run)])
+    assert row.usd_per_hour == 0.0 and row.cost_to_train_usd == 0.0
+    assert row.samples_per_usd is None and row.iterations_per_usd is None

@@ -1,0 +1,367 @@
+"""Per-run and per-configuration metrics: the numbers in ``sweep.csv`` and the report's table.
+
+Definitions (written once here; ``docs/analysis.md`` repeats them for users):
+
+* **steady step time**: mean step time of the primary rank, leaving out the first step of every epoch
+  (warm-up: 15-2,300x a normal step in the seed data, and the data pipeline restarts each epoch).
+* **epoch time**: mean measured time of epochs 2..n (epoch 1 carries the warm-up); with a single epoch,
+  its steady steps plus its validation.
+* **time to train**: the training loop for the requested epochs: measured when the run did them all,
+  else epoch 1 + (E - 1) x epoch time.
+* **billable time**: DescribeTrainingJob's when the job record has it, else the fitted fixed per-job
+  overhead + time to train (:mod:`trainsweep.cost.billing`).
+* **samples/s** = batch size / steady step time (the batch size is what one step of the instance consumes).
+* **cost per epoch** = epoch time x instance price; **cost to train** = billable time x price;
+  **samples per dollar** = samples/s x 3600 / price.
+* **iterations per dollar** (:func:`iterations_per_usd`) = (3600 / price - one-off seconds) x
+  ranks / step time: the iterations (one per rank per step) that one dollar of one instance buys.
+  Dollar-seconds are *not* multiplied by the number of ranks: the ranks share the instance.
+* **data-wait share**, **utilisation**, **dollars waiting**: :mod:`trainsweep.stalls`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from trainsweep import instances
+from trainsweep.cost import billing
+from trainsweep.cost.prices import hourly_usd
+from trainsweep.logs.model import Epoch, RunTimings
+from trainsweep.stalls import run_stall_stats
+
+OK, FAILED, INFEASIBLE = "ok", "failed", "infeasible"
+
+CSV_COLUMNS = (
+    "instance_type",
+    "gpus",
+    "batch_size",
+    "runs",
+    "step_time_s",
+    "step_time_std_s",
+    "samples_per_s",
+    "samples_per_s_std",
+    "epoch_time_s",
+    "epoch_time_std_s",
+    "time_to_train_s",
+    "time_to_train_std_s",
+    "billable_s",
+    "billable_source",
+    "usd_per_hour",
+    "cost_per_epoch_usd",
+    "cost_to_train_usd",
+    "samples_per_usd",
+    "iterations_per_usd",
+    "data_wait_share",
+    "utilisation",
+    "usd_waiting",
+    "spot_savings_share",
+    "status",
+    "notes",
+)
+
+
+def iterations_per_usd(
+    step_s: float | None, usd_per_hour: float | None, *, ranks: int = 1, fixed_s: float = 0.0
+) -> float | None:
+    """Iterations one dollar of one instance buys.
+
+    Args:
+        step_s: seconds per iteration of one rank (steady state).
+        usd_per_hour: the instance's price.
+        ranks: ranks (processes) training on that one instance; each does one iteration per step.
+        fixed_s: one-off seconds a dollar's worth of time spends not iterating (e.g. initialisation).
+
+    Returns:
+        ``(3600 / usd_per_hour - fixed_s) * ranks / step_s``; None when price or step time is unknown
+        or zero (free local runs have no finite figure).
+    """
+    if step_s is None or usd_per_hour is None or step_s <= 0 or usd_per_hour <= 0:
+        return None
+    return (3600.0 / usd_per_hour - fixed_s) * ranks / step_s
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return statistics.fmean(xs) if xs else None
+
+
+def _std(xs: Sequence[float]) -> float | None:
+    xs = [x for x in xs if x is not None and math.isfinite(x)]
+    return statistics.stdev(xs) if len(xs) > 1 else (0.0 if xs else None)
+
+
+def steady_steps(epochs: Sequence[Epoch]) -> list[float]:
+    """Step times without the first step of each epoch."""
+    out: list[float] = []
+    for e in epochs:
+        out.extend(list(e.step_s)[1:])
+    return out
+
+
+def _epoch_time(e: Epoch) -> float | None:
+    if e.epoch_s is not None and math.isfinite(e.epoch_s) and e.epoch_s > 0:
+        return e.epoch_s
+    if e.steps:
+        return sum(e.step_s) + (e.validation_s or 0.0)
+    return None
+
+
+def resolve_instance_type(run: RunTimings, job: Mapping[str, Any] | None = None) -> str | None:
+    """The ``ml.*`` type of a run: job record, then the log header, then the seed VMTYPE of its name."""
+    if job and job.get("instance_type"):
+        return str(job["instance_type"])
+    if run.header.instance_type and run.header.instance_type in instances.CATALOGUE:
+        return run.header.instance_type
+    if run.computing_system:
+        t = instances.from_vmtype(run.computing_system)
+        if t is not None:
+            return t.name
+    return run.header.instance_type
+
+
+@dataclass
+class RunMetrics:
+    """The figures of one run (one repetition of one configuration)."""
+
+    name: str
+    instance_type: str | None
+    batch_size: int | None
+    run_index: int | None
+    status: str
+    reason: str | None = None
+    epochs_measured: int = 0
+    steps_per_epoch: int | None = None
+    step_s: float | None = None
+    first_epoch_s: float | None = None
+    epoch_s: float | None = None
+    training_s: float | None = None
+    time_to_train_s: float | None = None
+    billable_s: float | None = None
+    billable_source: str | None = None
+    spot_savings_share: float | None = None
+    samples_per_s: float | None = None
+    data_wait_share: float | None = None
+    utilisation: float | None = None
+    aligned_step_s: float | None = None
+    free_step_s: float | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_RUN_STATUS = {"complete": OK, "partial": OK, "failed": FAILED, "empty": FAILED, "unreadable": FAILED}
+
+
+def job_status(job: Mapping[str, Any] | None) -> str | None:
+    """Normalise a job record's status to ok / failed / infeasible (None when there is no record)."""
+    if not job:
+        return None
+    s = str(job.get("status") or "").strip().lower()
+    if s in ("ok", "completed", "complete", "succeeded"):
+        return OK
+    if s == INFEASIBLE:
+        return INFEASIBLE
+    return FAILED
+
+
+def run_metrics(
+    run: RunTimings,
+    *,
+    epochs: int | None = None,
+    job: Mapping[str, Any] | None = None,
+    overhead_s: float = billing.FIXED_OVERHEAD_S,
+) -> RunMetrics:
+    """Figures of one run; ``epochs`` is the number of epochs to predict the training time for."""
+    status = job_status(job) or _RUN_STATUS.get(run.status, FAILED)
+    bs = run.batch_size or run.header.batch_size or (job or {}).get("batch_size")
+    m = RunMetrics(
+        name=run.name,
+        instance_type=resolve_instance_type(run, job),
+        batch_size=int(bs) if bs is not None else None,
+        run_index=run.run_index,
+        status=status,
+        reason=(job or {}).get("reason") or run.failure_reason,
+        problems=[p.code for p in run.problems],
+    )
+    eps = [e for e in run.epochs if e.steps or e.epoch_s]
+    m.epochs_measured = len(eps)
+    steps = steady_steps(eps)
+    if steps:
+        m.step_s = statistics.fmean(steps)
+        m.steps_per_epoch = max(e.steps for e in eps)
+    if eps:
+        m.first_epoch_s = _epoch_time(eps[0])
+        later = [t for t in (_epoch_time(e) for e in eps[1:]) if t is not None]
+        if later:
+            m.epoch_s = statistics.fmean(later)
+        elif m.step_s is not None and m.steps_per_epoch:
+            m.epoch_s = m.step_s * m.steps_per_epoch + (eps[0].validation_s or 0.0)
+        measured = [t for t in (_epoch_time(e) for e in eps) if t is not None]
+        m.training_s = run.fit_s if run.fit_s and math.isfinite(run.fit_s) else (sum(measured) or None)
+    target = epochs or run.header.epochs or m.epochs_measured or None
+    if target and m.training_s is not None and m.epochs_measured >= target:
+        m.time_to_train_s = m.training_s
+    elif target and m.first_epoch_s is not None and m.epoch_s is not None:
+        m.time_to_train_s = m.first_epoch_s + (target - 1) * m.epoch_s
+    if m.batch_size and m.step_s:
+        m.samples_per_s = m.batch_size / m.step_s
+
+    known = billing.describe_training_job_times(
+        {
+            "BillableTimeInSeconds": (job or {}).get("billable_s"),
+            "TrainingTimeInSeconds": (job or {}).get("training_s"),
+        }
+    )
+    ran_all = not target or m.epochs_measured >= target
+    if known["billable_s"] is not None and ran_all:
+        m.billable_s, m.billable_source = known["billable_s"], "DescribeTrainingJob"
+        m.spot_savings_share = known["spot_savings_share"]
+    elif m.time_to_train_s is not None:
+        m.billable_s = billing.modelled_billable_s(m.time_to_train_s, overhead_s)
+        m.billable_source = "model"
+
+    stall = run_stall_stats(run)
+    if stall is not None:
+        m.data_wait_share = stall.data_wait_share
+        m.utilisation = stall.utilisation
+        m.aligned_step_s = stall.aligned_step_s
+        m.free_step_s = stall.free_step_s
+    if status == OK and m.step_s is None:
+        m.status = FAILED
+        m.reason = m.reason or "the log has no training steps"
+    return m
+
+
+@dataclass
+class ConfigMetrics:
+    """One row of ``sweep.csv``: one instance type x batch size, aggregated over its repetitions."""
+
+    instance_type: str
+    gpus: int | None
+    batch_size: int | None
+    runs: int
+    step_time_s: float | None = None
+    step_time_std_s: float | None = None
+    samples_per_s: float | None = None
+    samples_per_s_std: float | None = None
+    epoch_time_s: float | None = None
+    epoch_time_std_s: float | None = None
+    time_to_train_s: float | None = None
+    time_to_train_std_s: float | None = None
+    billable_s: float | None = None
+    billable_source: str | None = None
+    usd_per_hour: float | None = None
+    cost_per_epoch_usd: float | None = None
+    cost_to_train_usd: float | None = None
+    samples_per_usd: float | None = None
+    iterations_per_usd: float | None = None
+    data_wait_share: float | None = None
+    utilisation: float | None = None
+    usd_waiting: float | None = None
+    spot_savings_share: float | None = None
+    status: str = OK
+    notes: str = ""
+    vmtype: str | None = None
+    attempts: int = 0
+    aligned_step_s: float | None = None
+    free_step_s: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.instance_type} x {self.batch_size}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _vmtype(instance_type: str) -> str | None:
+    try:
+        return instances.vmtype(instance_type)
+    except KeyError:
+        return None
+
+
+def aggregate(
+    runs: Sequence[RunMetrics],
+    *,
+    region: str = "us-east-1",
+    instance_count: int = 1,
+    extra_cells: Iterable[tuple[str, int | None, str, str | None]] = (),
+) -> list[ConfigMetrics]:
+    """Group run figures by (instance type, batch size) into sweep rows, sorted by type then batch size.
+
+    ``extra_cells`` adds ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run.
+    """
+    groups: dict[tuple[str, int | None], list[RunMetrics]] = {}
+    for r in runs:
+        groups.setdefault((r.instance_type or "unknown", r.batch_size), []).append(r)
+    reasons: dict[tuple[str, int | None], list[tuple[str, str | None]]] = {}
+    for itype, bs, status, reason in extra_cells:
+        reasons.setdefault((itype, bs), []).append((status, reason))
+        groups.setdefault((itype, bs), [])
+
+    rows: list[ConfigMetrics] = []
+    for (itype, bs), members in groups.items():
+        ok = [r for r in members if r.status == OK]
+        t = instances.CATALOGUE.get(itype)
+        price = hourly_usd(itype, region)
+        row = ConfigMetrics(
+            instance_type=itype,
+            gpus=t.gpus if t else None,
+            batch_size=bs,
+            runs=len(ok),
+            usd_per_hour=price,
+            vmtype=_vmtype(itype) if t else None,
+            attempts=len(members) + len(reasons.get((itype, bs), [])),
+        )
+        notes: list[str] = []
+        if ok:
+            row.step_time_s, row.step_time_std_s = _mean([r.step_s for r in ok]), _std([r.step_s for r in ok])
+            sps = [r.samples_per_s for r in ok]
+            row.samples_per_s, row.samples_per_s_std = _mean(sps), _std(sps)
+            eps = [r.epoch_s for r in ok]
+            row.epoch_time_s, row.epoch_time_std_s = _mean(eps), _std(eps)
+            ttt = [r.time_to_train_s for r in ok]
+            row.time_to_train_s, row.time_to_train_std_s = _mean(ttt), _std(ttt)
+            row.billable_s = _mean([r.billable_s for r in ok])
+            sources = sorted({r.billable_source for r in ok if r.billable_source})
+            row.billable_source = "+".join(sources) if sources else None
+            row.spot_savings_share = _mean([r.spot_savings_share for r in ok])
+            row.data_wait_share = _mean([r.data_wait_share for r in ok])
+            row.utilisation = _mean([r.utilisation for r in ok])
+            row.aligned_step_s = _mean([r.aligned_step_s for r in ok])
+            row.free_step_s = _mean([r.free_step_s for r in ok])
+            if price is None:
+                notes.append(f"no price for {itype} in {region}")
+            else:
+                if row.epoch_time_s is not None:
+                    row.cost_per_epoch_usd = billing.cost_usd(row.epoch_time_s, price, instance_count)
+                if row.billable_s is not None:
+                    row.cost_to_train_usd = billing.cost_usd(row.billable_s, price, instance_count)
+                if row.samples_per_s is not None and price > 0:
+                    row.samples_per_usd = row.samples_per_s * 3600.0 / (price * instance_count)
+                row.iterations_per_usd = iterations_per_usd(row.step_time_s, price * instance_count)
+                if row.data_wait_share is not None and row.time_to_train_s is not None:
+                    row.usd_waiting = billing.cost_usd(
+                        row.data_wait_share * row.time_to_train_s, price, instance_count
+                    )
+            failed = len(members) - len(ok)
+            if failed:
+                notes.append(f"{failed} of {len(members)} runs failed")
+            row.status = OK
+        else:
+            statuses = [r.status for r in members] + [s for s, _ in reasons.get((itype, bs), [])]
+            row.status = INFEASIBLE if INFEASIBLE in statuses else FAILED
+            why = [r.reason for r in members if r.reason] + [w for _, w in reasons.get((itype, bs), []) if w]
+            if why:
+                notes.append("; ".join(dict.fromkeys(why)))
+        row.notes = "; ".join(notes)
+        rows.append(row)
+    order = {name: i for i, name in enumerate(instances.CATALOGUE)}
+    rows.sort(key=lambda r: (order.get(r.instance_type, len(order)), r.instance_type, r.batch_size or 0))
+    return rows
