@@ -1,0 +1,274 @@
+"""The embedded AWS with a small hand-written stack: deploy, a .sync task, async notifications, cleanup.
+
+The project's own stack is exercised end to end in tests/e2e; here each behaviour of the embedded AWS is
+checked on its own, with handlers defined in this file and a tiny training entry point.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote_plus
+
+import pytest
+
+from trainsweep.local.deploy import StackArtifact
+from trainsweep.local.server import EmbeddedAws
+
+ENTRY = """
+import json, os, pathlib, sys, time
+base = pathlib.Path(os.environ["SAGEMAKER_BASE_DIR"])
+hp = json.loads((base / "input/config/hyperparameters.json").read_text())
+print("training", hp)
+if hp.get("fail") == "true":
+    (base / "output/failure").write_text("ValueError: asked to fail")
+    sys.exit(2)
+time.sleep(float(hp.get("sleep", "0")))
+"""
+
+DEFINITION = {
+    "StartAt": "Train",
+    "States": {
+        "Train": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::sagemaker:createTrainingJob.sync",
+            "Parameters": {
+                "TrainingJobName.$": "$.name",
+                "HyperParameters.$": "$.hp",
+                "AlgorithmSpecification": {
+                    "TrainingImage": "local/image:latest",
+                    "TrainingInputMode": "File",
+                },
+                "RoleArn": "arn:aws:iam::123456789012:role/sm",
+                "OutputDataConfig": {"S3OutputPath": "s3://x/output/"},
+                "ResourceConfig": {"InstanceType": "local", "InstanceCount": 1, "VolumeSizeInGB": 1},
+                "StoppingCondition": {"MaxRuntimeInSeconds": 60},
+            },
+            "ResultSelector": {"status.$": "$.TrainingJobStatus", "billable.$": "$.BillableTimeInSeconds"},
+            "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Failed"}],
+            "End": True,
+        },
+        "Failed": {"Type": "Pass", "End": True},
+    },
+}
+
+
+def _template() -> dict[str, Any]:
+    role = {
+        "Type": "AWS::IAM::Role",
+        "Properties": {
+            "AssumeRolePolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "lambda.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        },
+    }
+    return {
+        "Parameters": {
+            "BootstrapVersion": {
+                "Type": "AWS::SSM::Parameter::Value<String>",
+                "Default": "/cdk-bootstrap/hnb659fds/version",
+            }
+        },
+        "Resources": {
+            "Bucket": {"Type": "AWS::S3::Bucket"},
+            "Role": role,
+            "Fn": {
+                "Type": "AWS::Lambda::Function",
+                "Properties": {
+                    "Code": {
+                        "S3Bucket": {"Fn::Sub": "cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}"},
+                        "S3Key": "code.zip",
+                    },
+                    "Handler": "handler.handler",
+                    "Runtime": "python3.12",
+                    "Role": {"Fn::GetAtt": ["Role", "Arn"]},
+                    "Environment": {"Variables": {"TRAINSWEEP_FUNCTION": "record_event"}},
+                },
+            },
+            "Notifications": {
+                "Type": "Custom::S3BucketNotifications",
+                "Properties": {
+                    "ServiceToken": {"Fn::GetAtt": ["Fn", "Arn"]},
+                    "BucketName": {"Ref": "Bucket"},
+                    "NotificationConfiguration": {
+                        "LambdaFunctionConfigurations": [
+                            {
+                                "Events": ["s3:ObjectCreated:*"],
+                                "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "logs/"}]}},
+                                "LambdaFunctionArn": {"Fn::GetAtt": ["Fn", "Arn"]},
+                            }
+                        ]
+                    },
+                    "Managed": True,
+                },
+            },
+            "Machine": {
+                "Type": "AWS::StepFunctions::StateMachine",
+                "Properties": {
+                    "DefinitionString": json.dumps(DEFINITION),
+                    "RoleArn": {"Fn::GetAtt": ["Role", "Arn"]},
+                },
+            },
+        },
+        "Outputs": {
+            "BucketName": {"Value": {"Ref": "Bucket"}},
+            "StateMachineArn": {"Value": {"Ref": "Machine"}},
+        },
+    }
+
+
+@pytest.fixture
+def stack_artifact(tmp_path: Path) -> StackArtifact:
+    code = tmp_path / "asset.code"
+    code.mkdir()
+    (code / "handler.py").write_text("def handler(event, context):\n    return {}\n")
+    assets = {
+        "files": {
+            "code": {
+                "source": {"path": "asset.code", "packaging": "zip"},
+                "destinations": {
+                    "d": {
+                        "bucketName": "cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}",
+                        "objectKey": "code.zip",
+                    }
+                },
+            }
+        }
+    }
+    return StackArtifact("LocalTest", _template(), assets, tmp_path)
+
+
+class Recorder:
+    """The Lambda handler of the test stack: records S3 events, slowly (parsing takes time)."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.keys: list[str] = []
+        self.delay_s = delay_s
+        self.lock = threading.Lock()
+
+    def handler(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        time.sleep(self.delay_s)
+        with self.lock:
+            self.keys.extend(r["s3"]["object"]["key"] for r in event.get("Records", []))
+        return {"ok": True}
+
+
+@pytest.fixture
+def make_aws(tmp_path: Path):
+    entry = tmp_path / "train.py"
+    entry.write_text(textwrap.dedent(ENTRY))
+    started: list[EmbeddedAws] = []
+
+    def make(recorder: Recorder) -> EmbeddedAws:
+        aws = EmbeddedAws(entry_point=entry, stop_grace_s=1.0, handler_resolver=lambda fn: recorder.handler)
+        started.append(aws.start())
+        return aws
+
+    yield make
+    for aws in started:
+        aws.close()
+
+
+def _run(aws: EmbeddedAws, arn: str, payload: dict[str, Any]) -> dict[str, Any]:
+    sfn = aws.client("stepfunctions")
+    ex = sfn.start_execution(stateMachineArn=arn, input=json.dumps(payload))["executionArn"]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        d = sfn.describe_execution(executionArn=ex)
+        if d["status"] != "RUNNING":
+            return d
+        time.sleep(0.2)
+    raise AssertionError("execution did not end")
+
+
+def test_a_deployed_state_machine_runs_a_training_job_as_a_local_process(make_aws, stack_artifact) -> None:
+    aws = make_aws(Recorder())
+    stack = aws.deploy_template(stack_artifact)
+    d = _run(aws, stack.output("StateMachineArn"), {"name": "job-ok", "hp": {"sleep": "0"}})
+    assert d["status"] == "SUCCEEDED", d
+    out = json.loads(d["output"])
+    assert out["status"] == "Completed"
+    assert out["billable"] >= 1
+    described = aws.client("sagemaker").describe_training_job(TrainingJobName="job-ok")
+    assert described["TrainingJobStatus"] == "Completed"
+    assert described["SecondaryStatusTransitions"][-1]["Status"] == "Completed"
+    logs = aws.client("logs").filter_log_events(logGroupName="/aws/sagemaker/TrainingJobs")["events"]
+    assert any("training" in e["message"] for e in logs)
+
+
+def test_a_failed_job_reaches_the_state_machine_with_its_failure_reason(make_aws, stack_artifact) -> None:
+    aws = make_aws(Recorder())
+    stack = aws.deploy_template(stack_artifact)
+    d = _run(aws, stack.output("StateMachineArn"), {"name": "job-bad", "hp": {"fail": "true"}})
+    assert d["status"] == "SUCCEEDED"  # caught
+    error = json.loads(d["output"])["error"]
+    assert "ValueError: asked to fail" in json.loads(error["Cause"])["FailureReason"]
+
+
+def test_stop_training_job_stops_a_running_job(make_aws, stack_artifact) -> None:
+    aws = make_aws(Recorder())
+    stack = aws.deploy_template(stack_artifact)
+    sfn = aws.client("stepfunctions")
+    sfn.start_execution(
+        stateMachineArn=stack.output("StateMachineArn"),
+        input=json.dumps({"name": "job-long", "hp": {"sleep": "60"}}),
+    )
+    sm = aws.client("sagemaker")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if sm.describe_training_job(TrainingJobName="job-long")["SecondaryStatus"] == "Training":
+                break
+        except sm.exceptions.ClientError:
+            pass
+        time.sleep(0.1)
+    sm.stop_training_job(TrainingJobName="job-long")
+    deadline = time.monotonic() + 30
+    while sm.describe_training_job(TrainingJobName="job-long")["TrainingJobStatus"] != "Stopped":
+        assert time.monotonic() < deadline, "the job did not stop"
+        time.sleep(0.1)
+
+
+def test_s3_notifications_are_asynchronous_and_all_delivered(make_aws, stack_artifact) -> None:
+    recorder = Recorder(delay_s=0.2)
+    aws = make_aws(recorder)
+    stack = aws.deploy_template(stack_artifact)
+    s3 = aws.client("s3")
+    bucket = stack.output("BucketName")
+    t0 = time.monotonic()
+    for i in range(10):
+        s3.put_object(Bucket=bucket, Key=f"logs/run {i}.log", Body=b"x")
+    s3.put_object(Bucket=bucket, Key="other/not-a-log.txt", Body=b"x")
+    uploads = time.monotonic() - t0
+    assert uploads < 10 * 0.2, "uploads waited for the handler: notifications are synchronous"
+    assert aws.notifications.drain(30)
+    # Keys arrive URL-encoded (handlers unquote_plus them, correct on AWS too).
+    assert sorted(unquote_plus(k) for k in recorder.keys) == sorted(f"logs/run {i}.log" for i in range(10))
+    assert aws.notifications.stats.delivered == 10
+    assert aws.notifications.stats.failed == 0
+
+
+def test_close_releases_the_port_and_restores_moto(make_aws, stack_artifact) -> None:
+    aws = make_aws(Recorder())
+    aws.deploy_template(stack_artifact)
+    port = aws.port
+    assert port is not None
+    aws.close()
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+        pass
+    from moto.core.config import default_user_config
+
+    assert default_user_config["stepfunctions"]["execute_state_machine"] is False
+    assert not [t for t in threading.enumerate() if t.name.startswith(("s3-notify", "job-"))]

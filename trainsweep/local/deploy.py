@@ -1,0 +1,370 @@
+"""Synthesize the CDK app and deploy its template into the embedded AWS with CloudFormation.
+
+What ``cdk deploy`` does, done with boto3 against moto: synthesize (``python app.py``; asset bundling
+skipped, because local Lambdas run from source), publish the file assets to the bootstrap bucket named
+in the asset manifest, create the CDK bootstrap version parameter the template checks, then
+``CreateStack`` and read the outputs. Custom resources that CDK backs with its own Node.js/inline
+Lambdas are done natively (S3 bucket notifications) instead of by running those Lambdas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trainsweep.errors import LocalModeError
+from trainsweep.local.patching import Patches
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT_ID = "123456789012"
+BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
+BOOTSTRAP_VERSION = "30"
+SYNTH_CACHE_ENV = "TRAINSWEEP_SYNTH_CACHE"  # folder for synthesized assemblies ("" disables the cache)
+# Sources whose change invalidates a cached synth.
+_SYNTH_INPUTS = (
+    "app.py",
+    "cdk.json",
+    "infra",
+    "lambdas",
+    "trainsweep/layout.py",
+    "trainsweep/hyperparameters.py",
+)
+
+
+@dataclass
+class StackArtifact:
+    name: str
+    template: dict[str, Any]
+    assets: dict[str, Any]  # the asset manifest (files, dockerImages)
+    assembly_dir: Path
+
+
+@dataclass
+class DeployedStack:
+    name: str
+    outputs: dict[str, str]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def output(self, *candidates: str) -> str:
+        """The first output whose key equals, or else contains, one of the candidates (case-insensitive)."""
+        lowered = {k.lower(): v for k, v in self.outputs.items()}
+        for c in candidates:
+            if c.lower() in lowered:
+                return lowered[c.lower()]
+        for c in candidates:
+            for k, v in lowered.items():
+                if c.lower() in k:
+                    return v
+        raise LocalModeError(
+            f"stack {self.name} has no output like {' / '.join(candidates)}; outputs: {sorted(self.outputs)}"
+        )
+
+
+# ---- synth ----------------------------------------------------------------------------------------
+
+
+def _synth_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for rel in _SYNTH_INPUTS:
+        p = root / rel
+        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else ([p] if p.is_file() else [])
+        for f in files:
+            if "__pycache__" in f.parts or f.suffix == ".pyc":
+                continue
+            h.update(str(f.relative_to(root)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def _cache_root() -> Path | None:
+    configured = os.environ.get(SYNTH_CACHE_ENV)
+    if configured == "":
+        return None
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "trainsweep" / "synth"
+
+
+def synthesize(root: Path = PROJECT_ROOT, *, region: str = "us-east-1", use_cache: bool = True) -> Path:
+    """Run ``python app.py`` into a cloud assembly folder and return it (cached by the sources' digest)."""
+    app = root / "app.py"
+    if not app.is_file():
+        raise LocalModeError(f"no CDK app at {app}: local mode deploys the project's own stack")
+    cache = _cache_root() if use_cache else None
+    target: Path | None = None
+    if cache is not None:
+        target = cache / f"{_synth_digest(root)}-{region}"
+        if (target / "manifest.json").is_file():
+            return target
+    outdir = Path(tempfile.mkdtemp(prefix="trainsweep-synth-"))
+    env = dict(os.environ)
+    env.update(
+        {
+            "CDK_OUTDIR": str(outdir),
+            "CDK_CONTEXT_JSON": json.dumps({"aws:cdk:bundling-stacks": []}),
+            "CDK_DEFAULT_ACCOUNT": ACCOUNT_ID,
+            "CDK_DEFAULT_REGION": region,
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": env.get(
+                "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20"
+            ),
+        }
+    )
+    env.pop("AWS_ENDPOINT_URL", None)
+    proc = subprocess.run(
+        [sys.executable, str(app)], cwd=root, env=env, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0 or not (outdir / "manifest.json").is_file():
+        shutil.rmtree(outdir, ignore_errors=True)
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        raise LocalModeError(f"synthesizing the CDK app failed (python app.py):\n{tail}")
+    if target is None:
+        return outdir
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(target.name + f".{uuid.uuid4().hex[:8]}")
+    shutil.move(str(outdir), staging)
+    try:
+        staging.rename(target)
+    except OSError:  # another run cached it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def read_stacks(assembly: Path) -> list[StackArtifact]:
+    """The CloudFormation stacks of a cloud assembly, with their asset manifests."""
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    artifacts = manifest.get("artifacts", {})
+    stacks = []
+    for name, art in artifacts.items():
+        if art.get("type") != "aws:cloudformation:stack":
+            continue
+        props = art.get("properties", {})
+        template = json.loads((assembly / props["templateFile"]).read_text())
+        assets: dict[str, Any] = {}
+        for dep in art.get("dependencies", []):
+            dep_art = artifacts.get(dep, {})
+            if dep_art.get("type") == "cdk:asset-manifest":
+                assets = json.loads((assembly / dep_art["properties"]["file"]).read_text())
+        stacks.append(StackArtifact(props.get("stackName", name), template, assets, assembly))
+    if not stacks:
+        raise LocalModeError(f"the cloud assembly {assembly} holds no stack")
+    return stacks
+
+
+# ---- assets ---------------------------------------------------------------------------------------
+
+
+def _placeholders(text: str, region: str) -> str:
+    return (
+        text.replace("${AWS::AccountId}", ACCOUNT_ID)
+        .replace("${AWS::Region}", region)
+        .replace("${AWS::Partition}", "aws")
+        .replace("${AWS::URLSuffix}", "amazonaws.com")
+    )
+
+
+def _zip_dir(path: Path) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for f in sorted(path.rglob("*")):
+            if f.is_file() and "__pycache__" not in f.parts:
+                zf.write(f, f.relative_to(path).as_posix())
+    return buf.getvalue()
+
+
+def publish_assets(stack: StackArtifact, s3: Any, region: str) -> int:
+    """Upload the stack's file assets where its template expects them; returns the number uploaded."""
+    count = 0
+    known: set[str] = set()
+    for asset in stack.assets.get("files", {}).values():
+        source = asset.get("source", {})
+        path = stack.assembly_dir / source.get("path", "")
+        body = _zip_dir(path) if source.get("packaging") == "zip" or path.is_dir() else path.read_bytes()
+        for dest in asset.get("destinations", {}).values():
+            bucket = _placeholders(dest["bucketName"], region)
+            if bucket not in known:
+                try:
+                    s3.head_bucket(Bucket=bucket)
+                except Exception:
+                    s3.create_bucket(Bucket=bucket)
+                known.add(bucket)
+            s3.put_object(Bucket=bucket, Key=_placeholders(dest["objectKey"], region), Body=body)
+            count += 1
+    return count
+
+
+# ---- custom resources -----------------------------------------------------------------------------
+
+
+def _stringify(value: Any) -> Any:
+    """CloudFormation hands custom resources every scalar as a string; moto keeps JSON types."""
+    if isinstance(value, dict):
+        return {k: _stringify(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stringify(v) for v in value]
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+class CustomResources:
+    """Create custom resources during CreateStack without running CDK's framework Lambdas."""
+
+    def __init__(self) -> None:
+        self._patches = Patches()
+        self.bucket_notifications: list[dict[str, Any]] = []
+        self.invoked: list[str] = []
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        from moto.cloudformation.custom_model import CustomModel
+
+        resources = self
+
+        def create_from_cloudformation_json(
+            cls: Any,
+            resource_name: str,
+            cloudformation_json: dict[str, Any],
+            account_id: str,
+            region_name: str,
+            **kwargs: Any,
+        ) -> Any:
+            return resources._create(
+                cls, resource_name, cloudformation_json, account_id, region_name, **kwargs
+            )
+
+        self._patches.set(
+            CustomModel, "create_from_cloudformation_json", classmethod(create_from_cloudformation_json)
+        )
+
+    def restore(self) -> None:
+        self._patches.restore()
+
+    def _create(
+        self, cls: Any, resource_name: str, cfn: dict[str, Any], account_id: str, region: str, **kwargs: Any
+    ) -> Any:
+        from moto.cloudformation import cloudformation_backends
+
+        props = cfn.get("Properties", {})
+        rtype = kwargs["ResourceType"]
+        model = cls(region, str(uuid.uuid4()), kwargs["LogicalId"], resource_name)
+        stack = cloudformation_backends[account_id][region].get_stack(kwargs["StackId"])
+        stack.add_custom_resource(model)
+        if rtype == "Custom::S3BucketNotifications":
+            with self._lock:
+                self.bucket_notifications.append(props)
+            model.set_data({})
+        elif rtype in ("Custom::S3AutoDeleteObjects", "Custom::CDKBucketDeployment"):
+            model.set_data({})  # acts on stack deletion / copies nothing locally
+        else:
+            self._invoke(model, props, rtype, account_id, region, kwargs)
+        return model
+
+    def _invoke(
+        self, model: Any, props: dict[str, Any], rtype: str, account_id: str, region: str, kw: dict[str, Any]
+    ) -> None:
+        from moto.awslambda.utils import get_backend
+
+        function = get_backend(account_id, region).get_function(props["ServiceToken"])
+        event = {
+            "RequestType": "Create",
+            "ServiceToken": props["ServiceToken"],
+            "ResponseURL": "",
+            "StackId": kw["StackId"],
+            "RequestId": model.request_id,
+            "LogicalResourceId": kw["LogicalId"],
+            "ResourceType": rtype,
+            "ResourceProperties": _stringify(props),
+        }
+        headers: dict[str, str] = {}
+        result = function.invoke(json.dumps(event), {}, headers)
+        if "x-amz-function-error" in headers:
+            raise LocalModeError(f"custom resource {kw['LogicalId']} ({rtype}) failed: {result!r}")
+        data: dict[str, Any] = {}
+        try:
+            parsed = json.loads(result or "{}")
+            if isinstance(parsed, dict):
+                data = parsed.get("Data", {}) or {}
+        except ValueError:
+            pass
+        self.invoked.append(kw["LogicalId"])
+        model.set_data(data)
+
+    def apply_bucket_notifications(self, s3: Any) -> int:
+        """Put the notification configurations CDK's handler would have put (after CreateStack)."""
+        for props in self.bucket_notifications:
+            config = props.get("NotificationConfiguration") or {}
+            config = {k: v for k, v in config.items() if k in _NOTIFICATION_KEYS and v}
+            s3.put_bucket_notification_configuration(
+                Bucket=props["BucketName"], NotificationConfiguration=config
+            )
+        return len(self.bucket_notifications)
+
+
+_NOTIFICATION_KEYS = (
+    "LambdaFunctionConfigurations",
+    "QueueConfigurations",
+    "TopicConfigurations",
+    "EventBridgeConfiguration",
+)
+
+
+# ---- deploy ---------------------------------------------------------------------------------------
+
+
+def deploy_stack(
+    stack: StackArtifact,
+    *,
+    cfn: Any,
+    s3: Any,
+    ssm: Any,
+    region: str,
+    custom_resources: CustomResources,
+    stack_name: str | None = None,
+) -> DeployedStack:
+    """Publish assets, create the stack, wait for it, apply deferred notifications, return the outputs."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    publish_assets(stack, s3, region)
+    ssm.put_parameter(
+        Name=BOOTSTRAP_VERSION_PARAMETER, Value=BOOTSTRAP_VERSION, Type="String", Overwrite=True
+    )
+    timings["assets"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    name = stack_name or stack.name
+    body = json.dumps(stack.template)
+    cfn.create_stack(
+        StackName=name,
+        TemplateBody=body,
+        Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        described = cfn.describe_stacks(StackName=name)["Stacks"][0]
+        status = described["StackStatus"]
+        if status.endswith("_COMPLETE") and "ROLLBACK" not in status:
+            break
+        if status.endswith("FAILED") or "ROLLBACK" in status or time.monotonic() > deadline:
+            events = cfn.describe_stack_events(StackName=name).get("StackEvents", [])
+            reasons = [e.get("ResourceStatusReason") for e in events if e.get("ResourceStatusReason")]
+            raise LocalModeError(f"deploying {name} into the embedded AWS ended {status}: {reasons[:5]}")
+        time.sleep(0.1)
+    custom_resources.apply_bucket_notifications(s3)
+    timings["create_stack"] = time.perf_counter() - t0
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+    return DeployedStack(name, outputs, timings)

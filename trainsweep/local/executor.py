@@ -1,0 +1,371 @@
+"""Run one SageMaker training job as a local process, the way SageMaker local mode does.
+
+The job gets a fresh ``SAGEMAKER_BASE_DIR`` laid out like ``/opt/ml`` (``input/config/hyperparameters.json``,
+``input/data/<channel>/``, ``model/``, ``output/``), the entry point runs in its own process group, and
+the job's state follows SageMaker's: ``InProgress`` (secondary ``Starting`` -> ``Downloading`` ->
+``Training``) then ``Completed``, ``Failed`` (reason from the ``output/failure`` file) or ``Stopped``
+(``StopTrainingJob`` or ``MaxRuntimeExceeded``). Billable seconds cover download and training, as on AWS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
+
+# SageMaker truncates FailureReason to 1024 characters.
+FAILURE_REASON_MAX = 1024
+DEFAULT_MAX_RUNTIME_S = 86400
+
+ChannelFetcher = Callable[[str, Path], None]
+"""(S3 URI, destination folder) -> None: fills a data channel."""
+
+
+@dataclass(frozen=True)
+class TrainingJobRequest:
+    """What CreateTrainingJob asked for, reduced to what a local process needs."""
+
+    name: str
+    hyperparameters: dict[str, str]
+    instance_type: str = LOCAL_CPU
+    instance_count: int = 1
+    max_runtime_s: float = DEFAULT_MAX_RUNTIME_S
+    channels: dict[str, str] = field(default_factory=dict)  # channel name -> S3 URI
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class JobState:
+    """The DescribeTrainingJob fields a local job maintains."""
+
+    status: str = "InProgress"
+    secondary_status: str = "Starting"
+    failure_reason: str | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    billable_seconds: int | None = None
+    exit_code: int | None = None
+    transitions: list[dict[str, object]] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("Completed", "Failed", "Stopped")
+
+
+def gpu_available() -> bool:
+    """True when ``nvidia-smi -L`` lists a GPU (cheap; does not import torch)."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return False
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LocalTrainingJob:
+    """One training job executed as a local process; thread-safe state, started with :meth:`start`.
+
+    Args:
+        request: the job.
+        entry_point: the training script (``container/train.py``), run with this interpreter.
+        workdir: an empty folder that becomes the job's ``SAGEMAKER_BASE_DIR``.
+        fetch_channel: fills a channel folder from its S3 URI.
+        env: extra environment for the process (endpoint URL, credentials, region).
+        on_change: called with the state after every transition (from the job's thread).
+        on_output: called with new output lines of the process (stdout and stderr), in batches.
+        stop_grace_s: SIGTERM first, SIGKILL after this many seconds (SageMaker waits 120 s).
+        has_gpu: GPU probe, injectable for tests.
+    """
+
+    def __init__(
+        self,
+        request: TrainingJobRequest,
+        *,
+        entry_point: Path,
+        workdir: Path,
+        fetch_channel: ChannelFetcher | None = None,
+        env: dict[str, str] | None = None,
+        on_change: Callable[[JobState], None] | None = None,
+        on_output: Callable[[list[str]], None] | None = None,
+        stop_grace_s: float = 10.0,
+        has_gpu: Callable[[], bool] = gpu_available,
+        poll_s: float = 0.1,
+    ) -> None:
+        self.request = request
+        self.entry_point = Path(entry_point)
+        self.workdir = Path(workdir)
+        self._fetch_channel = fetch_channel
+        self._env = dict(env or {})
+        self._on_change = on_change
+        self._on_output = on_output
+        self._stop_grace_s = stop_grace_s
+        self._has_gpu = has_gpu
+        self._poll_s = poll_s
+        self._lock = threading.RLock()
+        self._stop_requested = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._output_pos = 0
+        self._output_tail = b""
+        self.state = JobState()
+        self.state.start_time = _now()
+        self._transition("Starting", "Preparing the instances for training")
+
+    # ---- public ---------------------------------------------------------------------------------
+
+    @property
+    def log_path(self) -> Path:
+        """Everything the process wrote to stdout and stderr."""
+        return self.workdir / "algo-1.log"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"job-{self.request.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """StopTrainingJob: SIGTERM, then SIGKILL after the grace period; the job ends ``Stopped``."""
+        with self._lock:
+            if self.state.done:
+                return
+            self._stop_requested.set()
+            self._transition("Stopping", "Stopping the training job", status="Stopping")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job has ended; True if it has."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.state.done
+
+    # ---- the job's thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._run_job()
+        except Exception as exc:  # the job must always end in a terminal state
+            self._finish("Failed", "Failed", f"InternalServerError: local executor: {exc!r}")
+
+    def _run_job(self) -> None:
+        req = self.request
+        problem = self._unsupported()
+        if problem:
+            self._finish("Failed", "Failed", problem)
+            return
+        base = self.workdir
+        config = base / "input" / "config"
+        for d in (config, base / "model", base / "output" / "data", base / "code", base / "checkpoints"):
+            d.mkdir(parents=True, exist_ok=True)
+        (config / "hyperparameters.json").write_text(json.dumps(req.hyperparameters, indent=1))
+        (config / "resourceconfig.json").write_text(
+            json.dumps({"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "lo"})
+        )
+        (config / "inputdataconfig.json").write_text(
+            json.dumps({name: {"TrainingInputMode": "File"} for name in req.channels})
+        )
+        if req.channels:
+            self._transition("Downloading", "Downloading input data")
+            for name, uri in req.channels.items():
+                dest = base / "input" / "data" / name
+                dest.mkdir(parents=True, exist_ok=True)
+                if self._fetch_channel is None:
+                    raise RuntimeError("no channel fetcher configured")
+                try:
+                    self._fetch_channel(uri, dest)
+                except Exception as exc:
+                    self._finish(
+                        "Failed", "Failed", f"ClientError: cannot download channel {name} ({uri}): {exc}"
+                    )
+                    return
+        if self._stop_requested.is_set():
+            self._finish("Stopped", "Stopped", None)
+            return
+        self._transition("Training", "Training image download completed. Training in progress.")
+        self._spawn()
+        outcome = self._supervise()
+        self._flush_output()
+        if outcome == "stopped":
+            self._finish("Stopped", "Stopped", None)
+        elif outcome == "timeout":
+            self._finish(
+                "Stopped",
+                "MaxRuntimeExceeded",
+                f"MaxRuntimeExceeded: Training job runtime exceeded MaxRuntimeInSeconds "
+                f"provided ({req.max_runtime_s:g} s)",
+            )
+        elif self.state.exit_code == 0:
+            self._finish("Completed", "Completed", None)
+        else:
+            self._finish("Failed", "Failed", self._failure_reason())
+
+    def _unsupported(self) -> str | None:
+        req = self.request
+        if req.instance_type not in (LOCAL_CPU, LOCAL_GPU):
+            return (
+                f"ValidationException: local mode runs instance types {LOCAL_CPU!r} and {LOCAL_GPU!r}, "
+                f"not {req.instance_type!r}; use them in the spec, or run the sweep in the cloud"
+            )
+        if req.instance_count != 1:
+            return f"ValidationException: local mode runs one instance per job, not {req.instance_count}"
+        if req.instance_type == LOCAL_GPU and not self._has_gpu():
+            return (
+                "CapacityError: instance type 'local_gpu' needs an NVIDIA GPU and none was found "
+                "(nvidia-smi -L lists none); use 'local' for the CPU"
+            )
+        if not self.entry_point.is_file():
+            return f"AlgorithmError: training entry point not found: {self.entry_point}"
+        return None
+
+    def _spawn(self) -> None:
+        env = dict(os.environ)
+        env.update(self._env)
+        env.update(self.request.environment)
+        env["SAGEMAKER_BASE_DIR"] = str(self.workdir)
+        env["TRAINING_JOB_NAME"] = self.request.name
+        env["SM_CURRENT_HOST"] = "algo-1"
+        env["SM_HOSTS"] = '["algo-1"]'
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.request.instance_type == LOCAL_CPU:
+            env["CUDA_VISIBLE_DEVICES"] = ""  # `local` means the CPU even on a machine with a GPU
+        with self.log_path.open("wb") as out:
+            self._proc = subprocess.Popen(
+                [sys.executable, str(self.entry_point)],
+                cwd=self.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: stopping reaches its children too
+            )
+
+    def _supervise(self) -> str:
+        """Wait for the process; returns 'exited', 'stopped' or 'timeout'."""
+        assert self._proc is not None
+        assert self.state.start_time is not None
+        deadline = self.state.start_time.timestamp() + self.request.max_runtime_s
+        last_flush = time.monotonic()
+        while True:
+            rc = self._proc.poll()
+            if rc is not None:
+                self.state.exit_code = rc
+                return "exited"
+            if self._stop_requested.is_set():
+                self._terminate()
+                return "stopped"
+            if time.time() >= deadline:
+                self._terminate()
+                return "timeout"
+            if time.monotonic() - last_flush > 2.0:
+                self._flush_output()
+                last_flush = time.monotonic()
+            time.sleep(self._poll_s)
+
+    def _terminate(self) -> None:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(self._stop_grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        # Stragglers that ignored SIGTERM but left the leader's exit behind.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        self.state.exit_code = proc.returncode
+
+    def _failure_reason(self) -> str:
+        failure = self.workdir / "output" / "failure"
+        if failure.is_file():
+            text = failure.read_text(errors="replace").strip()
+            if text:
+                return text[:FAILURE_REASON_MAX]
+        tail = self._output_tail.decode(errors="replace").strip().splitlines()[-5:]
+        code = self.state.exit_code
+        reason = f"AlgorithmError: ExecuteUserScriptError: the entry point exited with code {code}"
+        if code is not None and code < 0:
+            reason += f" (signal {-code})"
+        if tail:
+            reason += ": " + " | ".join(tail)
+        return reason[:FAILURE_REASON_MAX]
+
+    def _flush_output(self) -> None:
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self._output_pos)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        if not data:
+            return
+        # Only whole lines, unless the process has ended.
+        ended = self._proc is not None and self._proc.poll() is not None
+        cut = len(data) if ended else data.rfind(b"\n") + 1
+        if cut <= 0:
+            return
+        chunk = data[:cut]
+        self._output_pos += cut
+        self._output_tail = (self._output_tail + chunk)[-4096:]
+        if self._on_output is not None:
+            lines = chunk.decode(errors="replace").splitlines()
+            if lines:
+                with contextlib.suppress(Exception):  # losing a log copy must not fail the job
+                    self._on_output(lines)
+
+    # ---- state ----------------------------------------------------------------------------------
+
+    def _transition(self, secondary: str, message: str, *, status: str | None = None) -> None:
+        with self._lock:
+            now = _now()
+            if self.state.transitions:
+                self.state.transitions[-1].setdefault("EndTime", now)
+            self.state.transitions.append({"Status": secondary, "StartTime": now, "StatusMessage": message})
+            self.state.secondary_status = secondary
+            if status:
+                self.state.status = status
+            self._notify()
+
+    def _finish(self, status: str, secondary: str, reason: str | None) -> None:
+        with self._lock:
+            if self.state.done:
+                return
+            if self._stop_requested.is_set() and status != "Stopped":
+                status, secondary, reason = "Stopped", "Stopped", None
+            self.state.end_time = _now()
+            assert self.state.start_time is not None
+            elapsed = (self.state.end_time - self.state.start_time).total_seconds()
+            self.state.billable_seconds = max(1, math.ceil(elapsed))
+            self.state.failure_reason = reason
+            messages = {
+                "Completed": "Training job completed",
+                "Failed": reason or "Training job failed",
+                "Stopped": reason or "Training job stopped",
+            }
+            self._transition(secondary, messages.get(status, status), status=status)
+            self.state.transitions[-1]["EndTime"] = self.state.end_time
+            self._notify()
+
+    def _notify(self) -> None:
+        if self._on_change is not None:
+            with contextlib.suppress(Exception):  # an observer's bug must not wedge the job
+                self._on_change(self.state)

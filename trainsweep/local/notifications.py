@@ -1,0 +1,131 @@
+"""S3 -> Lambda notifications delivered asynchronously, as AWS does.
+
+moto calls the notified function inside the ``PutObject`` request; on AWS the upload returns at once and
+the function runs later, possibly more than once, with two retries after a function error. A small pool
+of worker threads takes events from a queue so uploads never wait for parsing, every event is delivered,
+and a failing invocation is retried with backoff. :meth:`AsyncNotifications.drain` waits for the queue
+to empty (before downloading results; the benchmark counts deliveries with :attr:`stats`).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from trainsweep.local.patching import Patches
+
+# AWS retries an asynchronous invocation twice after a function error.
+ASYNC_RETRIES = 2
+
+
+@dataclass
+class NotificationStats:
+    queued: int = 0
+    delivered: int = 0  # the function ran without error
+    failed: int = 0  # still failing after the retries (AWS would send it to a DLQ)
+    retried: int = 0
+
+
+@dataclass(frozen=True)
+class _Event:
+    account_id: str
+    body: Any
+    function_arn: str
+    region: str
+
+
+class AsyncNotifications:
+    """Replace moto's synchronous S3 -> Lambda call by a queue served by ``workers`` threads."""
+
+    def __init__(self, *, workers: int = 2, retries: int = ASYNC_RETRIES, backoff_s: float = 0.5) -> None:
+        self._queue: queue.Queue[_Event | None] = queue.Queue()
+        self._workers = max(1, workers)
+        self._retries = retries
+        self._backoff_s = backoff_s
+        self._threads: list[threading.Thread] = []
+        self._patches = Patches()
+        self._lock = threading.Condition()
+        self._unfinished = 0
+        self.stats = NotificationStats()
+        self.errors: list[str] = []
+
+    def install(self) -> None:
+        import moto.s3.notifications as s3n
+
+        self._patches.set(s3n, "_invoke_awslambda", self._enqueue)
+        for i in range(self._workers):
+            t = threading.Thread(target=self._work, name=f"s3-notify-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the workers (events still queued are dropped; call :meth:`drain` first to keep them)."""
+        self._patches.restore()
+        for _ in self._threads:
+            self._queue.put(None)
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every queued event has been handled; False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._unfinished:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._lock.wait(left)
+        return True
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return self._unfinished
+
+    # moto.s3.notifications._invoke_awslambda(account_id, event_body, fn_arn, region_name)
+    def _enqueue(self, account_id: str, event_body: Any, fn_arn: str, region_name: str) -> None:
+        with self._lock:
+            self._unfinished += 1
+            self.stats.queued += 1
+        self._queue.put(_Event(account_id, event_body, fn_arn, region_name))
+
+    def _work(self) -> None:
+        while True:
+            event = self._queue.get()
+            if event is None:
+                return
+            try:
+                self._deliver(event)
+            finally:
+                with self._lock:
+                    self._unfinished -= 1
+                    self._lock.notify_all()
+
+    def _deliver(self, event: _Event) -> None:
+        from moto.awslambda.utils import get_backend
+
+        last_error = ""
+        for attempt in range(self._retries + 1):
+            if attempt:
+                with self._lock:
+                    self.stats.retried += 1
+                time.sleep(self._backoff_s * (2 ** (attempt - 1)))
+            try:
+                function = get_backend(event.account_id, event.region).get_function(event.function_arn)
+                headers: dict[str, str] = {}
+                function.invoke(json.dumps(event.body), {"x-amz-invocation-type": "Event"}, headers)
+                if "x-amz-function-error" not in headers:
+                    with self._lock:
+                        self.stats.delivered += 1
+                    return
+                last_error = f"function error in {event.function_arn}"
+            except Exception as exc:  # a missing function, or a bug: count it, keep serving
+                last_error = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self.stats.failed += 1
+            self.errors.append(last_error)

@@ -1,0 +1,224 @@
+"""The embedded AWS: an in-process moto server with local executors where moto has none.
+
+:class:`EmbeddedAws` starts a fresh ``ThreadedMotoServer`` on a free loopback port with Step Functions
+execution on, and installs, for its lifetime only:
+
+* the SageMaker ``createTrainingJob.sync`` service handler for the interpreter (``sfn_sagemaker``);
+* Lambdas run from their handler source (``lambda_runner``);
+* SageMaker training jobs run as local processes (:mod:`trainsweep.local.sagemaker`);
+* asynchronous S3 -> Lambda notifications (:mod:`trainsweep.local.notifications`);
+* custom resources without CDK's framework Lambdas (:mod:`trainsweep.local.deploy`);
+* the alias of moto's two Step Functions backends (CloudFormation creates state machines in one,
+  executions look in the other).
+
+:meth:`EmbeddedAws.close` stops training processes and running executions, drains notifications, shuts
+the server down, releases its port, resets moto's state and restores every patch and variable. Use it as
+a context manager; it also runs on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trainsweep.local.patching import Patches
+
+DEFAULT_REGION = "us-east-1"
+_FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+class EmbeddedAws:
+    """One local AWS for one run. Not reentrant: moto's state is process-wide."""
+
+    def __init__(
+        self,
+        *,
+        region: str = DEFAULT_REGION,
+        entry_point: Path | None = None,
+        notification_workers: int = 2,
+        stop_grace_s: float = 10.0,
+        has_gpu: Callable[[], bool] | None = None,
+        job_env: dict[str, str] | None = None,
+        handler_resolver: Callable[[Any], Any] | None = None,
+    ) -> None:
+        self.region = region
+        self._entry_point = entry_point
+        self._notification_workers = notification_workers
+        self._stop_grace_s = stop_grace_s
+        self._has_gpu = has_gpu
+        self._job_env = job_env or {}
+        self._handler_resolver = handler_resolver
+        self._patches = Patches()
+        self._saved_env: dict[str, str | None] = {}
+        self._server: Any = None
+        self.port: int | None = None
+        self.sagemaker: Any = None
+        self.notifications: Any = None
+        self.custom_resources: Any = None
+        self.timings: dict[str, float] = {}
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def endpoint_url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the embedded AWS is not started")
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> EmbeddedAws:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> EmbeddedAws:
+        t0 = time.perf_counter()
+        import moto.stepfunctions.models as sfn_models
+        from moto.core.config import default_user_config
+        from moto.moto_api._internal.models import moto_api_backend
+        from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+        from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+        from trainsweep.local import lambda_runner, sfn_sagemaker
+        from trainsweep.local.deploy import CustomResources
+        from trainsweep.local.notifications import AsyncNotifications
+        from trainsweep.local.sagemaker import ENTRY_POINT, LocalSageMaker
+
+        moto_api_backend.reset()  # a fresh AWS: nothing from an earlier run in this process
+        self._patches.set_item(default_user_config, "stepfunctions", {"execute_state_machine": True})
+        self._patches.set_item(default_user_config, "lambda", {"use_docker": True})
+        self._patches.set(sfn_models, "stepfunctions_backends", stepfunctions_parser_backends)
+        sfn_sagemaker.install()
+        lambda_runner.install(
+            self._handler_resolver, async_s3=False
+        )  # our notification workers make S3 events asynchronous
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        self.port = int(self._server.get_host_and_port()[1])
+        self._set_env("MOTO_PORT", str(self.port))
+        self._set_env("AWS_ENDPOINT_URL", self.endpoint_url)
+        self._set_env("AWS_DEFAULT_REGION", self.region)
+        for k, v in _FAKE_CREDENTIALS.items():
+            self._set_env(k, v)
+        self._set_env("AWS_SESSION_TOKEN", None)
+        self._set_env("AWS_PROFILE", None)
+
+        self.notifications = AsyncNotifications(workers=self._notification_workers)
+        self.notifications.install()
+        self.custom_resources = CustomResources()
+        self.custom_resources.install()
+        self.sagemaker = LocalSageMaker(
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            entry_point=self._entry_point or ENTRY_POINT,
+            env={**_FAKE_CREDENTIALS, **self._job_env},
+            stop_grace_s=self._stop_grace_s,
+            has_gpu=self._has_gpu,
+        )
+        self.sagemaker.install()
+        self.timings["server_start"] = time.perf_counter() - t0
+        return self
+
+    def close(self, *, drain_timeout: float = 60.0) -> None:
+        """Stop everything this run started; safe to call twice."""
+        if self._server is None:
+            self._patches.restore()
+            return
+        with contextlib.suppress(Exception):
+            self.stop_executions()
+        if self.sagemaker is not None:
+            self.sagemaker.close()
+        if self.notifications is not None:
+            self.notifications.drain(drain_timeout)
+            self.notifications.close()
+        if self.custom_resources is not None:
+            self.custom_resources.restore()
+        server, self._server = self._server, None
+        server.stop()
+        with contextlib.suppress(Exception):
+            server._server.server_close()  # stop() leaves the socket open
+        from trainsweep.local import lambda_runner
+
+        lambda_runner.uninstall()
+        self._patches.restore()
+        from moto.moto_api._internal.models import moto_api_backend
+
+        moto_api_backend.reset()
+        for k, v in self._saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        self._saved_env.clear()
+        self.port = None
+
+    def stop_executions(self) -> int:
+        """Stop every running Step Functions execution (the Map's waiting tasks end with it)."""
+        sfn = self.client("stepfunctions")
+        stopped = 0
+        for machine in sfn.list_state_machines().get("stateMachines", []):
+            arn = machine["stateMachineArn"]
+            for ex in sfn.list_executions(stateMachineArn=arn, statusFilter="RUNNING").get("executions", []):
+                with contextlib.suppress(Exception):
+                    sfn.stop_execution(executionArn=ex["executionArn"], cause="local run ended")
+                    stopped += 1
+        return stopped
+
+    # ---- clients --------------------------------------------------------------------------------
+
+    def client(self, service: str) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            service,
+            endpoint_url=self.endpoint_url,
+            region_name=self.region,
+            aws_access_key_id=_FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=_FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            config=Config(retries={"max_attempts": 2, "mode": "standard"}),
+        )
+
+    def deploy(self, *, stack_name: str | None = None, root: Path | None = None) -> Any:
+        """Synthesize the project's CDK app and create its stack here; returns a :class:`DeployedStack`."""
+        from trainsweep.local.deploy import PROJECT_ROOT, read_stacks, synthesize
+
+        t0 = time.perf_counter()
+        assembly = synthesize(root or PROJECT_ROOT, region=self.region)
+        self.timings["synth"] = time.perf_counter() - t0
+        stacks = read_stacks(assembly)
+        if stack_name:
+            stacks = [s for s in stacks if s.name == stack_name] or stacks[:1]
+        return self.deploy_template(stacks[0], stack_name=stack_name)
+
+    def deploy_template(self, stack: Any, *, stack_name: str | None = None) -> Any:
+        from trainsweep.local.deploy import deploy_stack
+
+        t0 = time.perf_counter()
+        deployed = deploy_stack(
+            stack,
+            cfn=self.client("cloudformation"),
+            s3=self.client("s3"),
+            ssm=self.client("ssm"),
+            region=self.region,
+            custom_resources=self.custom_resources,
+            stack_name=stack_name,
+        )
+        self.timings["deploy"] = time.perf_counter() - t0
+        return deployed
+
+    # ---- helpers --------------------------------------------------------------------------------
+
+    def _set_env(self, key: str, value: str | None) -> None:
+        if key not in self._saved_env:
+            self._saved_env[key] = os.environ.get(key)
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
