@@ -485,6 +485,16 @@ def job_name(sweep_id: str, vmtype: str, batch_size: int | None, repetition: int
     return name_prefix(sweep_id, len(tail)) + tail
 
 
+def format_duration(seconds: float) -> str:
+    """``3h 05m`` / ``12m 30s`` / ``45s``."""
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s}s"
+
+
 @dataclass
 class SweepPlan:
     """A spec expanded into jobs, with its worst-case cost and duration."""
@@ -507,6 +517,17 @@ class SweepPlan:
     @property
     def run_count(self) -> int:
         return sum(len(j["run_names"]) for j in self.jobs)
+
+    def summary_line(self) -> str:
+        """One line for people: worst-case cost and time (the examples' comment line is this)."""
+        cost = "unknown" if self.worst_case_cost_usd is None else f"{self.worst_case_cost_usd:.2f} USD"
+        each = format_duration(self.spec.max_runtime_seconds)
+        where = "local mode" if self.spec.is_local else f"in {self.region}"
+        prices = "" if self.spec.is_local else ", on-demand prices"
+        return (
+            f"Worst-case cost: {cost} {where} ({self.job_count} jobs, up to {each} each{prices}); "
+            f"worst-case time: {format_duration(self.worst_case_seconds)}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Everything about the plan, JSON-able (``trainsweep plan --json`` prints this)."""

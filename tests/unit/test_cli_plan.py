@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from trainsweep import layout
 from trainsweep.cli import app
-from trainsweep.cli.plan import EXIT_INVALID, EXIT_OVER_BUDGET, format_duration
-from trainsweep.spec import json_schema
+from trainsweep.cli.plan import EXIT_INVALID, EXIT_OVER_BUDGET
+from trainsweep.spec import format_duration, json_schema
 
 runner = CliRunner()
 

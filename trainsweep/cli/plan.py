@@ -88,16 +88,6 @@ def _print_spec_errors(console: Console, where: str, error: Any) -> None:
     console.print("Fields and allowed values: `trainsweep schema`.", highlight=False)
 
 
-def format_duration(seconds: float) -> str:
-    """``3h 05m`` / ``12m 30s`` / ``45s``."""
-    s = round(seconds)
-    if s >= 3600:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m {s % 60:02d}s"
-    return f"{s}s"
-
-
 def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.2f} USD"
 
@@ -105,6 +95,8 @@ def _usd(value: float | None) -> str:
 def _print_plan(console: Console, sweep: SweepPlan) -> None:
     from rich.markup import escape
     from rich.table import Table
+
+    from trainsweep.spec import format_duration
 
     spec = sweep.spec
     title = (
