@@ -509,3 +509,61 @@ def test_job_for_run_finds_the_packed_job() -> None:
     job = p.jobs[1]
     assert p.job_for_run(job["run_names"][1]) is job
     assert p.job_for_run("no-such-run") is None
+
+
+cloud_types = st.lists(
+    st.sampled_from([t for t in instances.CATALOGUE if t.startswith("ml.")]),
+    min_size=1,
+    max_size=5,
+    unique=True,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", fullmatch=True),
+    types=cloud_types,
+    batch_sizes=st.lists(st.integers(1, 100_000), min_size=1, max_size=6, unique=True),
+    repetitions=st.integers(1, 4),
+    count=st.integers(1, 3),
+    packing=st.sampled_from(["per-cell", "per-instance"]),
+    concurrency=st.integers(1, 10),
+)
+def test_any_valid_spec_plans_into_a_consistent_grid(
+    name: str,
+    types: list[str],
+    batch_sizes: list[int],
+    repetitions: int,
+    count: int,
+    packing: str,
+    concurrency: int,
+) -> None:
+    p = plan_sweep(
+        make_spec(
+            name=name,
+            instance_types=types,
+            batch_sizes=batch_sizes,
+            repetitions=repetitions,
+            instance_count=count,
+            packing=packing,
+            max_concurrency=concurrency,
+        ),
+        now=NOW,
+        price=lambda t, r: 2.0,
+    )
+    per_job = len(batch_sizes) if packing == "per-cell" else 1
+    assert p.job_count == len(types) * repetitions * per_job
+    assert p.run_count == len(types) * repetitions * len(batch_sizes)
+    run_names = [r for j in p.jobs for r in j["run_names"]]
+    assert len(set(run_names)) == len(run_names)
+    assert len({j["job_name"] for j in p.jobs}) == p.job_count
+    cells = {layout.parse_job_name(r) for r in run_names}
+    expected = {
+        layout.CellName(instances.vmtype(t), bs, rep)
+        for t in types
+        for bs in batch_sizes
+        for rep in range(repetitions)
+    }
+    assert cells == expected
+    assert p.worst_case_cost_usd == pytest.approx(p.job_count * count * 2.0, abs=0.01)
+    assert p.worst_case_seconds == -(-p.job_count // concurrency) * 3600
