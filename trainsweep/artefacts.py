@@ -42,13 +42,14 @@ def run_artefacts(run: RunTimings) -> dict[str, bytes]:
     """Relative path below a results root -> bytes, for one parsed run.
 
     Always the run record; the seed-compatible ``e<N>.json``, ``e<N>.summary`` and the ``e<N>.png``
-    step-time plot too when the run's VMTYPE, batch size and repetition index are known.
+    step-time plot too when the run's VMTYPE, batch size and repetition index are known and the log
+    has at least one step time (a failed or empty log gets no seed timings that would look like a run).
     """
     from trainsweep.summary import dumps_seed_json, format_seed_summary, seed_json
 
     out: dict[str, bytes] = {}
     paths = seed_paths(run)
-    if paths is not None:
+    if paths is not None and run.steps_total > 0:
         from trainsweep.plots.run import step_times_png
 
         data = seed_json(run)

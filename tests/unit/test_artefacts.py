@@ -114,3 +114,9 @@ def test_step_time_plot_of_a_run_without_steps_says_so() -> None:
     fig = step_times_figure(run)
     assert any("no step times" in t.get_text() for t in fig.axes[0].texts)
     assert step_times_png(run).startswith(PNG_SIGNATURE)
+
+
+def test_a_log_without_step_times_gets_no_seed_timings(cell_run: RunTimings) -> None:
+    cell_run.epochs = []
+    cell_run.status = "failed"
+    assert list(run_artefacts(cell_run)) == ["runs/result-p3-1-512-e2.json"]

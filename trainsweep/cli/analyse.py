@@ -1,9 +1,199 @@
-"""CLI commands (see trainsweep/cli/__init__.py for the conventions)."""
+"""``trainsweep parse``, ``summary`` and ``import``: analyse logs you already have.
+
+See trainsweep/cli/__init__.py for the conventions (heavy imports inside the commands).
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+
+PROBLEM_ROWS_SHOWN = 40
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _readable_file(path: Path) -> None:
+    if not path.exists():
+        raise _fail(f"{path} does not exist")
+    if path.is_dir():
+        raise _fail(f"{path} is a folder; give one log file (use `trainsweep import` for a folder)")
+
+
+def _parse_log(path: Path, *, vmtype: str | None, batch_size: int | None, run: int | None) -> Any:
+    from trainsweep.logs import parse
+
+    try:
+        return parse(path, computing_system=vmtype, batch_size=batch_size, run_index=run)
+    except OSError as exc:
+        raise _fail(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def parse_command(
+    log: Annotated[
+        Path, typer.Argument(metavar="LOG", help="A training log (any dialect trainsweep reads).")
+    ],
+    vmtype: Annotated[
+        str | None,
+        typer.Option("--vmtype", help="Seed VMTYPE, e.g. p3-1 (default: from a result-VMTYPE-BS-eN name)."),
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", min=1, help="Batch size (default: from the name).")
+    ] = None,
+    run: Annotated[
+        int | None, typer.Option("--run", min=0, help="Repetition index N (default: from the name).")
+    ] = None,
+) -> None:
+    """Parse one log and print its run record (JSON) to stdout; problems are listed in the record."""
+    _readable_file(log)
+    from trainsweep.artefacts import run_record_bytes
+
+    timings = _parse_log(log, vmtype=vmtype, batch_size=batch_size, run=run)
+    sys.stdout.write(run_record_bytes(timings).decode())
+
+
+def _load_json(path: Path) -> dict[str, Any] | None:
+    """The file's JSON object if it is one, else None (then it is read as a log)."""
+    with path.open("rb") as f:
+        head = f.read(64).lstrip()
+    if not head.startswith(b"{"):
+        return None
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def summary_command(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            metavar="LOG_OR_JSON", help="A log, a run record (runs/<name>.json) or a seed e<N>.json."
+        ),
+    ],
+    original: Annotated[
+        bool,
+        typer.Option(
+            "--original",
+            help="Reproduce training-times-summary.py exactly: missing values (-1.0) enter the arithmetic.",
+        ),
+    ] = False,
+) -> None:
+    """Print the seed's per-run summary (the e<N>.summary text of training-times-summary.py)."""
+    _readable_file(source)
+    from trainsweep.logs.model import RECORD_KIND, RecordVersionError, RunTimings
+    from trainsweep.summary import format_seed_summary, seed_json
+
+    data = _load_json(source)
+    if data is not None and "kind" in data:
+        if data.get("kind") != RECORD_KIND:
+            raise _fail(f"{source} is a {data.get('kind')!r} file, not a run record or a seed e<N>.json")
+        try:
+            seed = seed_json(RunTimings.from_record(data))
+        except RecordVersionError as exc:
+            raise _fail(f"{source}: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _fail(f"{source} is not a valid run record ({type(exc).__name__}: {exc})") from None
+    elif data is not None:
+        if not isinstance(data.get("epochs"), dict):
+            raise _fail(f"{source} is JSON but neither a run record nor a seed e<N>.json (no 'epochs')")
+        seed = data
+    else:
+        seed = seed_json(_parse_log(source, vmtype=None, batch_size=None, run=None))
+    try:
+        text = format_seed_summary(seed, original=original)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise _fail(f"{source}: malformed seed JSON ({type(exc).__name__}: {exc})") from None
+    sys.stdout.write(text)
+
+
+def import_command(
+    directory: Annotated[
+        Path, typer.Argument(metavar="DIR", help="Folder with the logs (searched recursively).")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder for the results layout.")],
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Parallel processes (default: one per CPU).")
+    ] = None,
+) -> None:
+    """Analyse every log below DIR: per-run artefacts, sweep report, quality.json under OUT.
+
+    Exits 0 when every file was processed, even if some had problems (see the table and quality.json).
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from trainsweep.errors import TrainsweepError
+    from trainsweep.importer import import_dir
+
+    console = Console(stderr=True)
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[current]}", style="dim"),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+        task = bar.add_task("Importing logs", total=None, current="")
+
+        def progress(done: int, total: int, path: str) -> None:
+            bar.update(task, completed=done, total=total, current=path)
+
+        try:
+            result = import_dir(directory, out, progress=progress, workers=workers)
+        except TrainsweepError as exc:
+            raise _fail(str(exc)) from None
+        except OSError as exc:
+            raise _fail(f"cannot write to {out}: {exc.strerror or exc}") from None
+        bar.update(task, completed=result.processed, total=max(result.processed, 1), current="done")
+    _print_import_report(result, out)
+
+
+def _print_import_report(result: Any, out: Path) -> None:
+    from rich.table import Table
+
+    from trainsweep.importer import iter_problem_rows
+
+    console = Console()
+    s = result.quality["summary"]
+    counts = Table(title=f"Import into {out}", show_header=False, title_justify="left")
+    counts.add_column("what")
+    counts.add_column("count", justify="right")
+    counts.add_row("log files processed", str(s["files"]))
+    for status, n in s["by_status"].items():
+        counts.add_row(f"  {status}", str(n))
+    counts.add_row("files with problems", str(s["files_with_problems"]))
+    counts.add_row("problems (errors / warnings)", f"{s['errors']} / {s['warnings']}")
+    counts.add_row("duplicate groups", str(s["duplicate_groups"]))
+    counts.add_row("other files skipped", str(s["skipped"]))
+    console.print(counts)
+    rows = list(iter_problem_rows(result))
+    if rows:
+        problems = Table(title="Problems", title_justify="left")
+        for name in ("file", "severity", "code", "what"):
+            problems.add_column(name, overflow="fold")
+        for path, severity, code, message in rows[:PROBLEM_ROWS_SHOWN]:
+            style = "red" if severity == "error" else "yellow"
+            problems.add_row(path, f"[{style}]{severity}[/]", code, message)
+        console.print(problems)
+        if len(rows) > PROBLEM_ROWS_SHOWN:
+            console.print(f"... and {len(rows) - PROBLEM_ROWS_SHOWN} more problems: see {out}/quality.json")
+    for note in result.quality.get("notes", []):
+        console.print(f"[dim]note: {note}[/]")
+    console.print(f"Results in {out}; quality report: {out / 'quality.json'}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    app.command("parse")(parse_command)
+    app.command("summary")(summary_command)
+    app.command("import")(import_command)

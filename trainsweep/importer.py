@@ -1,0 +1,486 @@
+"""``trainsweep import``: analyse a folder of existing training logs into the results layout.
+
+Walks a folder for logs (the seeds' ``result-<VMTYPE>-<BS>-e<N>.txt|.out``, ``*.log``, and other
+``.txt``/``.out`` files with training content), parses each one (a bad file never stops the others),
+writes every run's artefacts, runs cross-file quality checks (byte-identical logs under different
+names, identical timings), writes ``quality.json`` and, per results root, the sweep artefacts.
+
+Results roots mirror the source tree: logs in ``<dir>/logs/`` (the seed layout, whose outputs sit in
+``<dir>/execution-times/``) or directly in ``<dir>/`` go to ``<out>/<dir>/``. So logs of different
+experiments, which may share a name such as ``result-p2-1-256-e1.txt``, never overwrite each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from trainsweep import layout
+from trainsweep.errors import TrainsweepError
+from trainsweep.logs.model import RunTimings
+
+QUALITY_KIND = "trainsweep.quality"
+QUALITY_SCHEMA_VERSION = 1
+
+LOG_SUFFIXES = frozenset({".txt", ".out", ".log"})
+SNIFF_BYTES = 256 * 1024
+# Byte strings that only training logs contain (every dialect the parser reads).
+TRAINING_MARKERS = (
+    b"step training time",
+    b"steps training:",
+    b"Epoch time",
+    b"Validation time",
+    b"Real time:",
+    b"nicializacao",
+    b"Initialization time",
+    b":::MLLOG",
+    b"[MO833]",
+)
+POOL_MIN_FILES = 4
+"""Below this many logs, parsing in-process is faster than starting worker processes."""
+
+Progress = Callable[[int, int, str], None]
+"""``progress(done, total, relative_path)``, called after each log is processed."""
+
+
+class ImportSourceError(TrainsweepError):
+    """The folder to import cannot be read at all (missing, not a folder)."""
+
+
+@dataclass
+class FileOutcome:
+    """What happened to one log file of an import."""
+
+    path: str
+    """Path relative to the imported folder (POSIX separators)."""
+    results_root: str
+    """Results root relative to the output folder ("" = the output folder itself)."""
+    run_name: str
+    status: str
+    """The parser's run status, or ``error`` when the file could not be processed at all."""
+    dialect: str | None = None
+    sha256: str | None = None
+    size: int = 0
+    computing_system: str | None = None
+    batch_size: int | None = None
+    run_index: int | None = None
+    epochs: int = 0
+    steps: int = 0
+    timings_fingerprint: str | None = None
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d.pop("timings_fingerprint")
+        return d
+
+
+@dataclass
+class ImportResult:
+    """The outcome of :func:`import_dir`; ``quality`` is what was written to ``quality.json``."""
+
+    out: Path
+    files: list[FileOutcome]
+    skipped: list[dict[str, str]]
+    quality: dict[str, Any]
+    runs: dict[str, RunTimings] = field(default_factory=dict, repr=False)
+    """Parsed runs by source path (relative, POSIX)."""
+
+    @property
+    def processed(self) -> int:
+        return len(self.files)
+
+    @property
+    def with_problems(self) -> int:
+        return sum(1 for f in self.files if f.problems)
+
+
+# ---- discovery -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Task:
+    path: str
+    relative: str
+    results_root: str
+    run_name: str
+    computing_system: str | None
+
+
+def _looks_like_training_log(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:
+        return True  # let the parser report why it cannot be read
+    return any(marker in head for marker in TRAINING_MARKERS)
+
+
+def _results_root(relative_dir: PurePosixPath) -> str:
+    parts = relative_dir.parts
+    if parts and parts[-1] == layout.LOGS_DIR:
+        parts = parts[:-1]
+    return "/".join(parts)
+
+
+_DIGITS = re.compile(r"^\d+$")
+
+
+def _folder_vmtype(name: str, folder: str) -> str | None:
+    """VMTYPE for the EC2 form ``result-<GPUS>-<BS>-e<N>`` in a folder named after the instance type."""
+    cell = layout.parse_seed_log_name(name)
+    if cell is None or (cell.vmtype is not None and not _DIGITS.match(cell.vmtype)):
+        return None
+    from trainsweep import instances
+
+    for candidate in (folder, f"ml.{folder}"):
+        if candidate in instances.CATALOGUE:
+            return instances.vmtype(candidate)
+    return None
+
+
+def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], list[dict[str, str]]]:
+    """Find the logs below ``src``; returns (tasks in path order, skipped files with the reason)."""
+    tasks: list[_Task] = []
+    skipped: list[dict[str, str]] = []
+    exclude_resolved = exclude.resolve() if exclude is not None else None
+    for dirpath, dirnames, filenames in os.walk(src):
+        here = Path(dirpath)
+        dirnames[:] = sorted(
+            d for d in dirnames if not d.startswith(".") and (here / d).resolve() != exclude_resolved
+        )
+        for filename in sorted(filenames):
+            path = here / filename
+            relative = PurePosixPath(path.relative_to(src).as_posix())
+            suffix = path.suffix.lower()
+            if filename.startswith(".") or suffix not in LOG_SUFFIXES or not path.is_file():
+                continue
+            seed_name = layout.parse_seed_log_name(filename) is not None
+            if not seed_name and suffix != ".log" and not _looks_like_training_log(path):
+                skipped.append({"path": str(relative), "reason": "no training-log content"})
+                continue
+            tasks.append(
+                _Task(
+                    path=str(path),
+                    relative=str(relative),
+                    results_root=_results_root(relative.parent),
+                    run_name=path.stem,
+                    computing_system=_folder_vmtype(filename, here.name),
+                )
+            )
+    return _unique_run_names(tasks), skipped
+
+
+def _unique_run_names(tasks: list[_Task]) -> list[_Task]:
+    """Two logs of one results root with the same stem keep their extension in the run name."""
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    for t in tasks:
+        seen[(t.results_root, t.run_name)] += 1
+    return [
+        _Task(t.path, t.relative, t.results_root, PurePosixPath(t.relative).name, t.computing_system)
+        if seen[(t.results_root, t.run_name)] > 1
+        else t
+        for t in tasks
+    ]
+
+
+# ---- per-file work (runs in worker processes) --------------------------------------------------------
+
+
+@dataclass
+class _Processed:
+    outcome: FileOutcome
+    run: RunTimings | None
+    artefacts: dict[str, bytes]
+
+
+def _file_sha256(path: str) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:  # noqa: PTH123 - plain open is the fast path in workers
+        while piece := f.read(1 << 20):
+            h.update(piece)
+            size += len(piece)
+    return h.hexdigest(), size
+
+
+def _timings_fingerprint(run: RunTimings) -> str | None:
+    steps = run.flat_steps()
+    if len(steps) < 2:
+        return None
+    h = hashlib.sha256(steps.tobytes())
+    for e in run.epochs:
+        h.update(repr((e.index, e.steps, e.validation_s, e.epoch_s)).encode())
+    return h.hexdigest()
+
+
+def _process(task: _Task) -> _Processed:
+    """Parse one log and render its artefacts; never raises (a failure becomes the outcome)."""
+    outcome = FileOutcome(task.relative, task.results_root, task.run_name, status="error")
+    try:
+        outcome.sha256, outcome.size = _file_sha256(task.path)
+    except OSError as exc:
+        outcome.problems.append(_problem("import.unreadable", f"cannot read the file: {exc}", "error"))
+        return _Processed(outcome, None, {})
+    try:
+        from trainsweep.artefacts import run_artefacts
+        from trainsweep.logs import parse
+
+        run = parse(Path(task.path), name=task.run_name, computing_system=task.computing_system)
+        artefacts = run_artefacts(run)
+    except Exception as exc:  # a parser/renderer bug must not stop the import
+        outcome.problems.append(
+            _problem("import.crashed", f"processing failed: {type(exc).__name__}: {exc}", "error")
+        )
+        return _Processed(outcome, None, {})
+    outcome.status = run.status
+    outcome.dialect = run.dialect
+    outcome.computing_system = run.computing_system
+    outcome.batch_size = run.batch_size
+    outcome.run_index = run.run_index
+    outcome.epochs = len(run.epochs)
+    outcome.steps = run.steps_total
+    outcome.timings_fingerprint = _timings_fingerprint(run)
+    outcome.problems.extend(p.to_dict() for p in run.problems)
+    if run.steps_total == 0 and not any(p.severity == "error" for p in run.problems):
+        outcome.problems.append(
+            _problem("import.no_steps", "the log contains no training step times", "error")
+        )
+    return _Processed(outcome, run, artefacts)
+
+
+def _problem(code: str, message: str, severity: str = "warning", line: int | None = None) -> dict[str, Any]:
+    return {"code": code, "message": message, "line": line, "severity": severity}
+
+
+def _run_all(tasks: list[_Task], workers: int, progress: Progress | None) -> list[_Processed]:
+    results: dict[int, _Processed] = {}
+    done = 0
+
+    def finished(i: int, processed: _Processed) -> None:
+        nonlocal done
+        results[i] = processed
+        done += 1
+        if progress is not None:
+            progress(done, len(tasks), tasks[i].relative)
+
+    if workers > 1 and len(tasks) >= POOL_MIN_FILES:
+        import multiprocessing
+
+        # spawn, not fork: the caller may run threads (e.g. a progress display) that fork would copy.
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = {pool.submit(_process, t): i for i, t in enumerate(tasks)}
+                for future in as_completed(futures):
+                    finished(futures[future], future.result())
+        except BrokenProcessPool:
+            pass  # a worker died (e.g. out of memory); finish the rest in this process
+    for i, task in enumerate(tasks):
+        if i not in results:
+            finished(i, _process(task))
+    return [results[i] for i in range(len(tasks))]
+
+
+# ---- cross-file checks and writing -------------------------------------------------------------------
+
+
+def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
+    duplicates: list[dict[str, Any]] = []
+    by_sha: dict[str, list[FileOutcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.sha256 is not None and o.size > 0:
+            by_sha[o.sha256].append(o)
+    for sha, same in by_sha.items():
+        if len(same) < 2:
+            continue
+        paths = [o.path for o in same]
+        duplicates.append({"kind": "identical_bytes", "sha256": sha, "paths": paths})
+        for o in same:
+            others = ", ".join(p for p in paths if p != o.path)
+            o.problems.append(
+                _problem(
+                    "import.duplicate_log",
+                    f"byte-identical to {others}: the same run filed under another name; "
+                    "at most one of them is the run its name says",
+                )
+            )
+    by_timings: dict[str, list[FileOutcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.timings_fingerprint is not None:
+            by_timings[o.timings_fingerprint].append(o)
+    for same in by_timings.values():
+        if len({o.sha256 for o in same}) < 2:
+            continue  # only byte-identical copies, reported above
+        paths = [o.path for o in same]
+        duplicates.append({"kind": "identical_timings", "paths": paths})
+        for o in same:
+            others = ", ".join(p for p in paths if p != o.path)
+            o.problems.append(
+                _problem(
+                    "import.duplicate_content",
+                    f"the same step, validation and epoch times as {others} (different bytes): "
+                    "a copy of one run, not an independent repetition",
+                )
+            )
+    return duplicates
+
+
+def _summary(outcomes: list[FileOutcome], skipped: list[dict[str, str]], duplicates: list) -> dict[str, Any]:
+    statuses: dict[str, int] = defaultdict(int)
+    codes: dict[str, int] = defaultdict(int)
+    errors = warnings = 0
+    for o in outcomes:
+        statuses[o.status] += 1
+        for p in o.problems:
+            codes[p["code"]] += 1
+            if p.get("severity") == "error":
+                errors += 1
+            else:
+                warnings += 1
+    return {
+        "files": len(outcomes),
+        "runs_parsed": sum(1 for o in outcomes if o.status != "error"),
+        "by_status": dict(sorted(statuses.items())),
+        "files_with_problems": sum(1 for o in outcomes if o.problems),
+        "problems": errors + warnings,
+        "errors": errors,
+        "warnings": warnings,
+        "by_code": dict(sorted(codes.items())),
+        "duplicate_groups": len(duplicates),
+        "skipped": len(skipped),
+    }
+
+
+def _write(out: Path, relative: str, data: bytes) -> None:
+    target = out / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+
+
+def _join(root: str, relative: str) -> str:
+    return f"{root}/{relative}" if root else relative
+
+
+def import_dir(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    progress: Progress | None = None,
+    workers: int | None = None,
+) -> ImportResult:
+    """Analyse every training log below ``src`` and write the results layout below ``out``.
+
+    Args:
+        src: folder to walk (recursively; hidden folders and ``out`` itself are skipped).
+        out: output folder (created); per results root ``execution-times/<VMTYPE>/<BS>/e<N>.*`` and
+            ``runs/<name>.json``, the sweep artefacts when available, and ``quality.json`` at the top.
+        progress: called after each log with (done, total, relative path).
+        workers: parallel worker processes (default: the CPUs available; 1 = in this process).
+
+    Raises:
+        ImportSourceError: ``src`` does not exist or is not a folder. Problems with single files never
+            raise: they are reported in the result and in ``quality.json``.
+    """
+    src_path, out_path = Path(src), Path(out)
+    if not src_path.exists():
+        raise ImportSourceError(f"{src_path} does not exist: give the folder that holds the logs")
+    if not src_path.is_dir():
+        raise ImportSourceError(f"{src_path} is not a folder: give the folder that holds the logs")
+    tasks, skipped = discover(src_path, exclude=out_path)
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    processed = _run_all(tasks, max(1, workers), progress)
+    outcomes = [p.outcome for p in processed]
+    duplicates = _cross_file_checks(outcomes)
+
+    out_path.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, RunTimings] = {}
+    written: set[str] = set()
+    for p in processed:
+        o = p.outcome
+        for relative, data in p.artefacts.items():
+            target = _join(o.results_root, relative)
+            if target in written:
+                o.problems.append(
+                    _problem(
+                        "import.output_collision",
+                        f"{target} was already written for another log of this import; not overwritten",
+                    )
+                )
+                continue
+            _write(out_path, target, data)
+            written.add(target)
+            o.outputs.append(target)
+        if p.run is not None:
+            runs[o.path] = p.run
+
+    notes: list[str] = []
+    summary = _summary(outcomes, skipped, duplicates)
+    quality: dict[str, Any] = {
+        "kind": QUALITY_KIND,
+        "schema_version": QUALITY_SCHEMA_VERSION,
+        "summary": summary,
+        "files": [o.to_dict() for o in outcomes],
+        "duplicates": duplicates,
+        "skipped": skipped,
+        "notes": notes,
+    }
+    _write_sweep_artefacts(out_path, outcomes, runs, quality, written, notes)
+    _write(out_path, layout.QUALITY_JSON, (json.dumps(quality, indent=1) + "\n").encode())
+    return ImportResult(out_path, outcomes, skipped, quality, runs)
+
+
+def _write_sweep_artefacts(
+    out: Path,
+    outcomes: list[FileOutcome],
+    runs: dict[str, RunTimings],
+    quality: dict[str, Any],
+    written: set[str],
+    notes: list[str],
+) -> None:
+    """Per results root: the analysis engineer's sweep table, plots and report, when available."""
+    try:
+        report = importlib.import_module("trainsweep.report")
+        sweep_artefacts = report.sweep_artefacts
+    except (ImportError, AttributeError):
+        notes.append("sweep artefacts (sweep.csv, sweep.json, report.html, plots) skipped: trainsweep.report")
+        notes[-1] += " has no sweep_artefacts in this installation"
+        return
+    roots: dict[str, list[FileOutcome]] = defaultdict(list)
+    for o in outcomes:
+        roots[o.results_root].append(o)
+    for root, members in sorted(roots.items()):
+        group_runs = [runs[o.path] for o in members if o.path in runs and runs[o.path].steps_total > 0]
+        if not group_runs:
+            continue
+        group_quality = dict(quality, files=[o.to_dict() for o in members])
+        try:
+            artefacts = sweep_artefacts(group_runs, quality=group_quality)
+        except Exception as exc:  # the per-run results stand even if the sweep report fails
+            notes.append(f"sweep artefacts for {root or '.'} failed: {type(exc).__name__}: {exc}")
+            continue
+        for relative, data in artefacts.items():
+            target = _join(root, relative)
+            if target == layout.QUALITY_JSON or target in written:
+                continue
+            _write(out, target, data)
+            written.add(target)
+
+
+def iter_problem_rows(result: ImportResult) -> Iterable[tuple[str, str, str, str]]:
+    """(path, severity, code, message) for every problem of an import, in file order."""
+    for o in result.files:
+        for p in o.problems:
+            line = f" (line {p['line']})" if p.get("line") else ""
+            yield o.path, str(p.get("severity", "warning")), str(p["code"]), f"{p['message']}{line}"
