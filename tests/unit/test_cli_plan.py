@@ -56,6 +56,16 @@ def test_plan_shows_every_job_name_and_the_worst_case(write_spec) -> None:  # ty
     assert "Worst-case time: 1h 00m (2 waves of up to 3 concurrent jobs)" in result.output
 
 
+def test_plan_keeps_job_names_whole_on_a_narrow_terminal(write_spec) -> None:  # type: ignore[no-untyped-def]
+    path = write_spec(name="a-rather-long-sweep-name", packing="per-instance")
+    result = runner.invoke(app, ["plan", str(path), "--json"])
+    names = [j["job_name"] for j in json.loads(result.stdout)["jobs"]]
+    narrow = runner.invoke(app, ["plan", str(path)], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0
+    for name in names:
+        assert name in narrow.stdout
+
+
 def test_plan_json_is_the_plan(write_spec) -> None:  # type: ignore[no-untyped-def]
     result = runner.invoke(app, ["plan", str(write_spec("s.json")), "--json", "--bucket", "bkt"])
     assert result.exit_code == 0, result.output

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
     from trainsweep.spec import SweepPlan
@@ -88,49 +90,80 @@ def _print_spec_errors(console: Console, where: str, error: Any) -> None:
     console.print("Fields and allowed values: `trainsweep schema`.", highlight=False)
 
 
+def _job_cost(sweep: SweepPlan, job: dict[str, Any]) -> float | None:
+    hourly = sweep.hourly_usd.get(job["instance_type"])
+    if hourly is None:
+        return None
+    return float(job["instance_count"] * job["max_runtime_seconds"] / 3600 * hourly)
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"{value:,.2f} USD"
 
 
 def _print_plan(console: Console, sweep: SweepPlan) -> None:
+    _print_jobs(console, sweep)
+    _print_summary(console, sweep)
+
+
+def _print_jobs(console: Console, sweep: SweepPlan) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     from trainsweep.spec import format_duration
 
     spec = sweep.spec
-    title = (
+    title = escape(
         f"Sweep {sweep.sweep_id}: {spec.workload.model} ({spec.workload.epochs} epochs, {spec.mode}"
         f"{', synthetic data' if spec.workload.synthetic else ''}) in {sweep.region}"
     )
-    table = Table(title=escape(title), title_justify="left")
-    table.add_column("job name", overflow="fold")
-    table.add_column("instance type")
-    table.add_column("VMTYPE")
-    table.add_column("batch size", justify="right")
-    table.add_column("run", justify="right")
-    table.add_column("instances", justify="right")
-    table.add_column("max runtime", justify="right")
-    table.add_column("worst case", justify="right")
-    for job in sweep.jobs:
-        hourly = sweep.hourly_usd.get(job["instance_type"])
-        cost = None if hourly is None else job["instance_count"] * job["max_runtime_seconds"] / 3600 * hourly
-        table.add_row(
-            job["job_name"],
-            job["instance_type"],
-            job["vmtype"],
-            ",".join(map(str, job["batch_sizes"])),
-            f"e{job['repetition']}",
-            str(job["instance_count"]),
-            format_duration(job["max_runtime_seconds"]),
-            _usd(cost),
-        )
+    columns: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
+        ("job name", "left", lambda j: str(j["job_name"])),
+        ("instance type", "left", lambda j: str(j["instance_type"])),
+        ("batch size", "right", lambda j: ",".join(map(str, j["batch_sizes"]))),
+        ("run", "right", lambda j: f"e{j['repetition']}"),
+        ("instances", "right", lambda j: str(j["instance_count"])),
+        ("max runtime", "right", lambda j: format_duration(j["max_runtime_seconds"])),
+        ("worst case", "right", lambda j: _usd(_job_cost(sweep, j))),
+    ]
+    rows = [[cell(job) for _, _, cell in columns] for job in sweep.jobs]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, (h, _, _) in enumerate(columns)]
+
+    def fits(keep: list[int]) -> bool:
+        return sum(widths[i] for i in keep) + 3 * len(keep) + 1 <= console.width
+
+    # Job names stay whole (people copy them): on a narrow terminal drop the columns the name repeats,
+    # and where even that does not fit, print one plain line per job.
+    keep = list(range(len(columns)))
+    if not fits(keep):
+        keep = [0, 2, 3, 6]
+    if not fits(keep):
+        console.print(title, highlight=False)
+        for r in rows:
+            console.print(f"  {escape(r[0])}  batch size {r[2]}, {r[6]}", highlight=False)
+        return
+    table = Table(title=title, title_justify="left")
+    for i in keep:
+        header, justify, _ = columns[i]
+        table.add_column(header, justify=justify, no_wrap=i == 0, overflow="fold")  # type: ignore[arg-type]
+    for r in rows:
+        table.add_row(*(r[i] for i in keep))
     console.print(table)
 
+
+def _print_summary(console: Console, sweep: SweepPlan) -> None:
+    from trainsweep.spec import format_duration
+
+    spec = sweep.spec
     waves = -(-sweep.job_count // spec.max_concurrency)
     console.print(
-        f"{sweep.job_count} jobs ({sweep.run_count} runs: {len(spec.instance_types)} instance types × "
-        f"{len(spec.batch_sizes)} batch sizes × {spec.repetitions} repetitions, packing {spec.packing})",
+        f"{_n(sweep.job_count, 'job')} ({_n(sweep.run_count, 'run')}: "
+        f"{_n(len(spec.instance_types), 'instance type')} × {_n(len(spec.batch_sizes), 'batch size')} × "
+        f"{_n(spec.repetitions, 'repetition')}, packing {spec.packing})",
         highlight=False,
     )
     cost_line = f"Worst-case cost: [bold]{_usd(sweep.worst_case_cost_usd)}[/]"
@@ -143,6 +176,7 @@ def _print_plan(console: Console, sweep: SweepPlan) -> None:
     console.print(cost_line, highlight=False)
     console.print(
         f"Worst-case time: [bold]{format_duration(sweep.worst_case_seconds)}[/] "
-        f"({waves} wave{'s' if waves != 1 else ''} of up to {spec.max_concurrency} concurrent jobs)",
+        f"({_n(waves, 'wave')} of up to {_n(spec.max_concurrency, 'concurrent job')}"
+        f"{', each job up to its spot wait limit' if spec.spot else ''})",
         highlight=False,
     )
