@@ -61,6 +61,13 @@ _SWEEP_ID_MAX = 80
 HyperparameterValue = str | int | float | bool
 
 
+def _wants_download(workload: Workload) -> bool:
+    name: str | None = getattr(hp, "DOWNLOAD", None)
+    if not name:
+        return False
+    return _format_value(workload.hyperparameters.get(name, "false")).lower() == "true"
+
+
 class _FieldError(ValueError):
     """A cross-field problem that belongs to one named field."""
 
@@ -76,6 +83,52 @@ def _no_duplicates(values: list[Any], what: str) -> None:
         if v in seen:
             raise ValueError(f"{what} {v!r} is listed twice")
         seen.add(v)
+
+
+# What the container accepts for the hyperparameters it knows (trainsweep/training/config.py), so a
+# typo fails at plan time instead of in every job. Names missing from hyperparameters.py are skipped.
+_VALUE_RULES: dict[str, tuple[str, float]] = {
+    name: rule
+    for attr, rule in {
+        "NUM_GPUS": ("int", 0),
+        "MAX_STEPS_PER_EPOCH": ("int", 0),
+        "EARLY_STOP_MAX_STEPS": ("int", 3),
+        "EARLY_STOP_MIN_STEPS": ("int", 2),
+        "VALIDATION_BATCHES": ("int", 2),
+        "SEED": ("int", 0),
+        "LEARNING_RATE": ("positive", 0),
+        "EARLY_STOP_MAX_SECONDS": ("positive", 0),
+        "EARLY_STOP_PRECISION": ("fraction", 0),
+        "DOWNLOAD": ("bool", 0),
+    }.items()
+    if (name := getattr(hp, attr, None))
+}
+
+
+def _value_problem(key: str, value: HyperparameterValue) -> str | None:
+    kind, minimum = _VALUE_RULES.get(key, ("any", 0))
+    text = _format_value(value).strip()
+    if kind == "bool":
+        return None if text.lower() in ("true", "false") else f"must be true or false, got {value!r}"
+    if kind == "int":
+        if isinstance(value, bool) or not re.fullmatch(r"\d+", text) or int(text) < minimum:
+            return f"must be a whole number >= {minimum:g}, got {value!r}"
+        return None
+    if kind in ("positive", "fraction"):
+        try:
+            x = float(text) if not isinstance(value, bool) else math.nan
+        except ValueError:
+            x = math.nan
+        if not (math.isfinite(x) and x > 0) or (kind == "fraction" and x >= 1):
+            what = "a fraction between 0 and 1 (0.02 = 2 %)" if kind == "fraction" else "a positive number"
+            return f"must be {what}, got {value!r}"
+    return None
+
+
+def _format_value(value: HyperparameterValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 class Workload(BaseModel):
@@ -108,7 +161,10 @@ class Workload(BaseModel):
             raise _FieldError(
                 "dataset", f"{self.dataset!r} does not fit model {self.model!r} (use {expected!r})"
             )
-        for key in self.hyperparameters:
+        for key, value in self.hyperparameters.items():
+            problem = _value_problem(key, value)
+            if problem:
+                raise _FieldError(f"hyperparameters.{key}", problem)
             if not key or len(key) > 256:
                 raise _FieldError(f"hyperparameters.{key}", "a hyperparameter name has 1 to 256 characters")
             if key in MANAGED_HYPERPARAMETERS or key.startswith(hp.RESERVED_PREFIX):
@@ -217,6 +273,12 @@ class SweepSpec(BaseModel):
             )
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
+        if local and not self.workload.synthetic and not self.data and not _wants_download(self.workload):
+            raise _FieldError(
+                "data",
+                "a local job needs data: set data: file:///path/to/data, workload.synthetic: true, or "
+                f"workload.hyperparameters.{getattr(hp, 'DOWNLOAD', 'download')}: true (downloads it)",
+            )
         if self.data and self.data.startswith("file://") and not local:
             raise _FieldError("data", "a file:// URI is only readable in local mode; upload it and use s3://")
         if self.max_wait_seconds is not None:
@@ -576,12 +638,6 @@ def _check_sweep_id(sweep_id: str) -> None:
             f"invalid sweep id {sweep_id!r}: use 1 to {_SWEEP_ID_MAX} letters, digits and inner '-'",
             [("sweep_id", "letters, digits and inner '-' only")],
         )
-
-
-def _format_value(value: HyperparameterValue) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _hyperparameters(

@@ -83,7 +83,7 @@ def test_yaml_file_and_json_file_load_the_same_spec(tmp_path: Path) -> None:
 
 
 def test_spec_text_is_accepted() -> None:
-    text = "name: t\nworkload: {model: resnet50-cifar10}\ninstance_types: [local]\nbatch_sizes: [8]\n"
+    text = "name: t\nworkload: {model: resnet50-cifar10}\ninstance_types: [ml.p3.2xlarge]\nbatch_sizes: [8]\n"
     assert load_spec(text).workload.dataset == "cifar10"
 
 
@@ -427,7 +427,8 @@ def test_spot_worst_case_time_includes_waiting_for_capacity() -> None:
 
 
 def test_local_instance_types_cost_nothing() -> None:
-    p = plan_sweep(make_spec(instance_types=["local"], budget_usd=0.01), now=NOW, price=table_price)
+    spec = make_spec(instance_types=["local"], budget_usd=0.01, data="file:///data")
+    p = plan_sweep(spec, now=NOW, price=table_price)
     assert p.worst_case_cost_usd == 0.0
 
 
@@ -567,3 +568,48 @@ def test_any_valid_spec_plans_into_a_consistent_grid(
     assert cells == expected
     assert p.worst_case_cost_usd == pytest.approx(p.job_count * count * 2.0, abs=0.01)
     assert p.worst_case_seconds == -(-p.job_count // concurrency) * 3600
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        (hp.MAX_STEPS_PER_EPOCH, "many"),
+        (hp.MAX_STEPS_PER_EPOCH, -1),
+        (hp.MAX_STEPS_PER_EPOCH, 2.5),
+        (hp.EARLY_STOP_MAX_STEPS, 2),
+        (hp.EARLY_STOP_PRECISION, 2),
+        (hp.EARLY_STOP_PRECISION, 0),
+        (hp.LEARNING_RATE, "fast"),
+        (hp.LEARNING_RATE, True),
+        (hp.NUM_GPUS, "all"),
+    ],
+)
+def test_container_hyperparameters_are_checked_at_plan_time(name: str, value: object) -> None:
+    spec = make_spec(workload={"model": "mnist-cnn", "hyperparameters": {name: value}})
+    assert fields_of(spec) == [f"workload.hyperparameters.{name}"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        (hp.MAX_STEPS_PER_EPOCH, 0),
+        (hp.MAX_STEPS_PER_EPOCH, "20"),
+        (hp.EARLY_STOP_PRECISION, 0.05),
+        (hp.LEARNING_RATE, 1e-3),
+        (hp.NUM_GPUS, 4),
+        ("momentum", "anything goes for names the container does not know"),
+    ],
+)
+def test_valid_container_hyperparameters_pass(name: str, value: object) -> None:
+    load_spec(make_spec(workload={"model": "mnist-cnn", "hyperparameters": {name: value}}))
+
+
+def test_local_job_without_data_is_refused_unless_synthetic_or_downloading() -> None:
+    assert fields_of(make_spec(instance_types=["local"])) == ["data"]
+    load_spec(make_spec(instance_types=["local"], workload={"model": "mnist-cnn", "synthetic": True}))
+    load_spec(make_spec(instance_types=["local"], data="file:///data/mnist"))
+    load_spec(
+        make_spec(
+            instance_types=["local"], workload={"model": "mnist-cnn", "hyperparameters": {"download": True}}
+        )
+    )
