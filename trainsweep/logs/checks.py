@@ -1,0 +1,213 @@
+"""Quality checks on a parsed run: what the name says vs what the log says, steps per epoch, a log that
+starts mid-run or ends early, a failed or empty job. Each finding is a :class:`Problem`, never an error.
+
+Problem codes (also in docs/log-formats.md): empty, binary, unknown-dialect, no-training, failed,
+starts-mid-run, ends-early, epoch-not-closed, no-final-lines, steps-per-epoch, last-step-not-logged,
+header-contradicts-name, absurd-value, bad-line, bad-mllog, undecodable-bytes, long-line, read-error.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainsweep import instances, layout
+from trainsweep.logs.model import RunTimings
+
+if TYPE_CHECKING:
+    from trainsweep.logs.cloudml import CloudMLReader
+    from trainsweep.logs.mlperf import MllogReader
+
+
+@dataclass(frozen=True)
+class NameFacts:
+    """What a log's file or job name (and, for old EC2 logs, its folder) says about the run."""
+
+    vmtype: str | None = None
+    batch_size: int | None = None
+    run: int | None = None
+    gpus: int | None = None
+    instance_type: str | None = None
+
+    @classmethod
+    def infer(cls, file_name: str | None, path: Path | None = None) -> NameFacts:
+        if not file_name:
+            return cls()
+        base = Path(file_name).name
+        cell = layout.parse_seed_log_name(base)
+        if cell is None:
+            stem = base.rsplit(".", 1)[0] if base.endswith((".txt", ".out", ".log")) else base
+            cell = layout.parse_job_name(stem)
+        if cell is None:
+            return cls()
+        vm, gpus, itype = cell.vmtype, None, None
+        if vm is not None and vm.isdigit():
+            # Older EC2 form ``result-<GPUS>-<BS>-e<N>``: the instance type is the folder name.
+            gpus = int(vm)
+            vm = None
+            folder = path.parent.name if path is not None else ""
+            if "ml." + folder in instances.CATALOGUE:
+                itype = "ml." + folder
+                vm = instances.vmtype(itype)
+        elif vm is not None:
+            t = instances.from_vmtype(vm)
+            if t is not None:
+                itype, gpus = t.name, t.gpus
+        return cls(vm, cell.batch_size, cell.run, gpus, itype)
+
+
+def check_run(
+    run: RunTimings,
+    naming: NameFacts,
+    text: Any,
+    cloud: CloudMLReader | None,
+    ml: MllogReader,
+    train_samples: int | None,
+) -> None:
+    """Add the quality problems of ``run`` and settle its status."""
+    if run.bytes_read == 0 or not text.nonblank:
+        run.add_problem("empty", "the log is empty", None, "error")
+        run.status = "empty"
+        return
+    if text.binary and run.dialect == "unknown":
+        run.add_problem("binary", "the log is not text (binary content)", None, "error")
+        run.status = "unreadable"
+        return
+    if run.dialect == "unknown":
+        run.add_problem(
+            "unknown-dialect",
+            "no line of a known log format (cloud-ML, MO833, MLLOG) was found",
+            None,
+            "error",
+        )
+        run.status = "unreadable"
+        return
+
+    _check_name(run, naming)
+    partial = False
+    if not run.epochs or not any(e.steps for e in run.epochs):
+        if run.status != "failed":
+            run.status = "failed"
+            run.add_problem(
+                "no-training",
+                f"the log ends before the first training step ({run.bytes_read} bytes): "
+                "the job probably failed",
+                None,
+                "error",
+            )
+        return
+    if cloud is not None:
+        partial |= _check_cloudml_shape(run, cloud)
+    else:
+        partial |= _check_structured_shape(run, ml)
+    _check_steps_per_epoch(run, train_samples)
+    if partial and run.status == "complete":
+        run.status = "partial"
+
+
+def _check_name(run: RunTimings, naming: NameFacts) -> None:
+    h = run.header
+    if naming.batch_size is not None and h.batch_size is not None and h.batch_size != naming.batch_size:
+        run.add_problem(
+            "header-contradicts-name",
+            f"the name says batch size {naming.batch_size}, the log says {h.batch_size}",
+        )
+    if naming.gpus is not None and h.gpus is not None and h.gpus != naming.gpus:
+        run.add_problem(
+            "header-contradicts-name", f"the name says {naming.gpus} GPU(s), the log says {h.gpus}"
+        )
+    if naming.instance_type is not None and h.instance_type is not None:
+        said = h.instance_type if h.instance_type.startswith("ml.") else "ml." + h.instance_type
+        if said != naming.instance_type:
+            run.add_problem(
+                "header-contradicts-name",
+                f"the name says instance type {naming.instance_type}, the log says {h.instance_type}",
+            )
+
+
+def _check_cloudml_shape(run: RunTimings, r: CloudMLReader) -> bool:
+    partial = False
+    first = run.epochs[0]
+    if r.started_without_header or (r.first_step_number or 1) > 1 or first.index > 1:
+        step = first.step_numbers[0] if first.steps else None
+        run.add_problem(
+            "starts-mid-run",
+            f"the log begins in the middle of the run (first step seen: epoch {first.index}, step {step}); "
+            "the earlier part is missing (e.g. a CloudWatch export without pagination)",
+        )
+        partial = True
+    for idx in r.unclosed[:-1] if r.unclosed and r.unclosed[-1] == run.epochs[-1].index else r.unclosed:
+        run.add_problem("epoch-not-closed", f"epoch {idx} has no 'Epoch time:' line")
+    last = run.epochs[-1]
+    if last.epoch_s is None:
+        run.add_problem(
+            "ends-early",
+            f"the log ends inside epoch {last.index} (no 'Epoch time:' line after its {last.steps} steps)",
+        )
+        partial = True
+    elif r.announced_epochs is not None and last.index < r.announced_epochs:
+        run.add_problem(
+            "ends-early", f"the log announces {r.announced_epochs} epochs but ends after epoch {last.index}"
+        )
+        partial = True
+    elif run.fit_s is None and run.total_s is None and not r.saw_done and run.status != "failed":
+        run.add_problem("no-final-lines", "the log has no final timing lines (fit / total training time)")
+    return partial
+
+
+def _check_structured_shape(run: RunTimings, ml: MllogReader) -> bool:
+    if run.dialect != "mllog" or run.prediction is not None:
+        return False
+    last = run.epochs[-1]
+    if run.header.epochs is not None and last.index < run.header.epochs:
+        run.add_problem(
+            "ends-early", f"the log announces {run.header.epochs} epochs but ends after epoch {last.index}"
+        )
+        return True
+    return False
+
+
+def _check_steps_per_epoch(run: RunTimings, train_samples: int | None) -> None:
+    n = train_samples if train_samples is not None else run.header.train_samples
+    bs = run.header.batch_size if run.header.batch_size is not None else run.batch_size
+    if not n or not bs or n <= 0 or bs <= 0:
+        return
+    expected = math.ceil(n / bs)
+    short_by_last: list[int] = []
+    wrong: list[str] = []
+    checked = _whole_epochs(run)
+    for ep in checked:
+        if ep.steps == expected:
+            continue
+        if ep.steps == expected - 1 and ep.steps and ep.step_numbers[-1] == expected - 1:
+            short_by_last.append(ep.index)
+        else:
+            wrong.append(f"epoch {ep.index}: {ep.steps}")
+    if short_by_last:
+        every = len(short_by_last) == len(checked)
+        which = "every epoch" if every else "epoch(s) " + ", ".join(map(str, short_by_last))
+        run.add_problem(
+            "last-step-not-logged",
+            f"{which} logs {expected - 1} of ceil({n}/{bs}) = {expected} steps: the last step of the epoch "
+            "is not printed (a known trait of the EC2 .out logs); the epoch time includes it",
+        )
+    if wrong:
+        run.add_problem(
+            "steps-per-epoch",
+            f"steps per epoch differ from ceil({n}/{bs}) = {expected}: "
+            + "; ".join(wrong[:10])
+            + (f" (and {len(wrong) - 10} more)" if len(wrong) > 10 else ""),
+        )
+
+
+def _whole_epochs(run: RunTimings) -> list[Any]:
+    """Epochs that should hold all their steps: not a partial first epoch, not an unfinished last one."""
+    eps = list(run.epochs)
+    codes = {p.code for p in run.problems}
+    if "starts-mid-run" in codes and eps:
+        eps = eps[1:]
+    if eps and eps[-1].epoch_s is None and run.dialect == "cloud-ml":
+        eps = eps[:-1]
+    return eps

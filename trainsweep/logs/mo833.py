@@ -1,0 +1,97 @@
+"""The MO833 per-rank dialect (seed 002, high-res-distributed / CLAP)::
+
+    [MO833] Rank,0,Initialization Time: 28.8954
+    [MO833] Rank,0,Epoch,0,Iteration,3,It. time,4.3528,Elapsed time,54.2524
+    [MO833] Rank,0,Epoch,0,Epoch time,29.7503,Elapsed time,58.6458
+
+Epochs and iterations count from 0 in the log; the model numbers them from 1 (epoch 0 -> index 1,
+iteration 0 -> step 1), like the seed layout. ``Elapsed time`` is seconds since the process started:
+its largest value is the run's total time.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trainsweep.logs.lines import LineCounter
+from trainsweep.logs.model import Epoch
+from trainsweep.logs.numbers import NUM, duration_problem
+
+DIALECT = "mo833"
+TOKEN = b"[MO833]"
+
+_LINE = re.compile(
+    rb"\[MO833\] Rank,(\d+),(?:Initialization Time: "
+    + NUM
+    + rb"|Epoch,(\d+),(?:Iteration,(\d+),It\. time,"
+    + NUM
+    + rb",Elapsed time,"
+    + NUM
+    + rb"|Epoch time,"
+    + NUM
+    + rb",Elapsed time,"
+    + NUM
+    + rb"))"
+)
+_ANY = re.compile(rb"\[MO833\][^\n]*")
+
+
+class Mo833Reader:
+    """Collects per-rank epochs from ``[MO833]`` lines."""
+
+    def __init__(self) -> None:
+        self.ranks: dict[int, dict[int, Epoch]] = {}
+        self.init_s: dict[int, float] = {}
+        self.elapsed_s: dict[int, float] = {}
+        self.problems: list[tuple[str, str, int | None, str]] = []
+        self.records = 0
+
+    def feed(self, region: bytes, newlines_before: int) -> None:
+        if TOKEN not in region:
+            return
+        lc = LineCounter(region, newlines_before)
+        for m in _ANY.finditer(region):
+            full = _LINE.match(region, m.start(), m.end())
+            if full is None:
+                self.problems.append(
+                    ("bad-line", "[MO833] line in an unknown form; ignored", lc.at(m.start()), "warning")
+                )
+                continue
+            self.records += 1
+            rank = int(full.group(1))
+            if full.group(2) is not None:
+                v = float(full.group(2))
+                if self._ok("Initialization Time", v, lc, m.start()):
+                    self.init_s[rank] = v
+                continue
+            epoch_index = int(full.group(3)) + 1
+            eps = self.ranks.setdefault(rank, {})
+            ep = eps.get(epoch_index)
+            if ep is None:
+                ep = eps[epoch_index] = Epoch(index=epoch_index)
+            if full.group(4) is not None:
+                it, elapsed = float(full.group(5)), float(full.group(6))
+                if self._ok("It. time", it, lc, m.start()):
+                    ep.step_s.append(it)
+                    ep.step_numbers.append(int(full.group(4)) + 1)
+                self._elapsed(rank, elapsed, lc, m.start())
+            else:
+                et, elapsed = float(full.group(7)), float(full.group(8))
+                if self._ok("Epoch time", et, lc, m.start()):
+                    ep.epoch_s = et
+                self._elapsed(rank, elapsed, lc, m.start())
+
+    def _ok(self, what: str, v: float, lc: LineCounter, pos: int) -> bool:
+        why = duration_problem(v)
+        if why is None:
+            return True
+        self.problems.append(("absurd-value", f"{what} {v!r} {why}; ignored", lc.at(pos), "warning"))
+        return False
+
+    def _elapsed(self, rank: int, v: float, lc: LineCounter, pos: int) -> None:
+        if self._ok("Elapsed time", v, lc, pos):
+            self.elapsed_s[rank] = max(v, self.elapsed_s.get(rank, 0.0))
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.ranks) or bool(self.init_s)

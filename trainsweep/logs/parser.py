@@ -1,0 +1,247 @@
+"""``parse()``: one log, any dialect, streamed, into one :class:`RunTimings` plus its problems.
+
+The log is read in chunks; each chunk is cut at its last newline so that every dialect reader sees whole
+lines. Readers scan a region with one compiled bytes regex each and decode only what matched. All
+readers see every region; the dialect is chosen at the end (MLLOG > MO833 > cloud-ML), so a log that
+carries MLLOG events next to the seeds' human-readable lines is read once, from the structured events.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from trainsweep.logs import checks
+from trainsweep.logs.cloudml import CloudMLReader
+from trainsweep.logs.mlperf import MllogReader
+from trainsweep.logs.mo833 import Mo833Reader
+from trainsweep.logs.model import Epoch, RunTimings
+from trainsweep.logs.source import iter_chunks, source_name, source_path
+
+MAX_LINE = 1 << 22
+"""A line longer than this (4 MiB, no newline) is cut: it cannot be a log line worth reading whole."""
+
+_TEXT_SAMPLE = 1 << 16
+_TEXT_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\r\x08\x0c\x1b"
+_LOG_SUFFIXES = (".txt", ".out", ".log")
+
+
+def parse(
+    source: Any,
+    *,
+    name: str | None = None,
+    computing_system: str | None = None,
+    batch_size: int | None = None,
+    run_index: int | None = None,
+    train_samples: int | None = None,
+) -> RunTimings:
+    """Parse one training log of any supported dialect into a :class:`RunTimings`.
+
+    Args:
+        source: a path, ``bytes``, a binary file object or an iterable of byte chunks.
+        name: the run's name; default: the source's file name without its extension.
+        computing_system: the seed VMTYPE (``p3-1``); default: from a ``result-VMTYPE-BS-eN`` or
+            trainsweep job name.
+        batch_size: default: from the name.
+        run_index: the repetition ``N``; default: from the name.
+        train_samples: training-set size used to check steps per epoch; default: what the log says.
+
+    Returns:
+        The run. Problems with the content are in ``run.problems`` and ``run.status``; this function
+        does not raise on content. A source that cannot be read at all gives status ``unreadable``.
+    """
+    file_name = name if name is not None else source_name(source)
+    run = RunTimings(name=_run_name(file_name))
+    naming = checks.NameFacts.infer(file_name, source_path(source) if name is None else None)
+    run.computing_system = computing_system if computing_system is not None else naming.vmtype
+    run.batch_size = batch_size if batch_size is not None else naming.batch_size
+    run.run_index = run_index if run_index is not None else naming.run
+
+    cloud, mo, ml = CloudMLReader(), Mo833Reader(), MllogReader()
+    readers = (cloud, mo, ml)
+    sha = hashlib.sha256()
+    text = _TextCheck()
+    carry = b"\n"  # the virtual newline before the first line
+    newlines_before = 0
+    newlines = 0
+    last_byte = b""
+    try:
+        for chunk in iter_chunks(source):
+            sha.update(chunk)
+            run.bytes_read += len(chunk)
+            newlines += chunk.count(b"\n")
+            last_byte = chunk[-1:]
+            text.feed(chunk, newlines_before + carry.count(b"\n"))
+            buf = carry + chunk
+            cut = buf.rfind(b"\n")
+            if cut <= 0:
+                if len(buf) <= MAX_LINE:
+                    carry = buf
+                    continue
+                text.long_line = True
+                cut = len(buf)
+            region, carry = buf[:cut], buf[cut:] or b"\n"
+            for r in readers:
+                r.feed(region, newlines_before)
+            newlines_before += region.count(b"\n")
+            if cut == len(buf):
+                newlines_before -= 1  # the b"\n" put in front of the rest is not in the log
+    except (OSError, TypeError, ValueError) as exc:
+        run.add_problem("read-error", f"the log could not be read: {exc}", None, "error")
+        run.status = "unreadable"
+        run.sha256 = sha.hexdigest()
+        run.lines_read = newlines
+        return run
+    if len(carry) > 1:
+        for r in readers:
+            r.feed(carry, newlines_before)
+    text.finish()
+
+    run.sha256 = sha.hexdigest()
+    run.lines_read = newlines + (1 if last_byte not in (b"", b"\n") else 0)
+    cloud.finish()
+    ml.finish()
+
+    for code, message, line, severity in text.problems:
+        run.add_problem(code, message, line, severity)  # type: ignore[arg-type]
+    if ml.has_data:
+        _from_mllog(run, ml)
+    elif mo.has_data:
+        _from_mo833(run, mo)
+    elif cloud.records:
+        _from_cloudml(run, cloud)
+    for reader in readers:
+        for code, message, line, severity in reader.problems:
+            run.add_problem(code, message, line, severity)  # type: ignore[arg-type]
+    if train_samples is not None:
+        run.header.train_samples = run.header.train_samples or train_samples
+    checks.check_run(run, naming, text, cloud if run.dialect == "cloud-ml" else None, ml, train_samples)
+    run.problems.sort(key=lambda p: (p.line is not None, p.line or 0))
+    return run
+
+
+def _run_name(file_name: str | None) -> str:
+    if not file_name:
+        return "run"
+    base = Path(file_name).name
+    for suffix in _LOG_SUFFIXES:
+        if base.endswith(suffix):
+            return base[: -len(suffix)] or "run"
+    return base
+
+
+class _TextCheck:
+    """Is the log text? Binary garbage, undecodable bytes, over-long lines, empty content."""
+
+    def __init__(self) -> None:
+        self.sampled = 0
+        self.other = 0
+        self.nonblank = False
+        self.long_line = False
+        self.undecodable_line: int | None = None
+        self._decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        self._decoding = True
+        self.problems: list[tuple[str, str, int | None, str]] = []
+
+    def feed(self, chunk: bytes, newlines_before: int) -> None:
+        if not self.nonblank and chunk.strip():
+            self.nonblank = True
+        if self.sampled < _TEXT_SAMPLE:
+            sample = chunk[: _TEXT_SAMPLE - self.sampled]
+            self.sampled += len(sample)
+            self.other += len(sample.translate(None, _TEXT_BYTES))
+        if self._decoding and not (chunk.isascii() and not self._pending()):
+            try:
+                self._decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                self._decoding = False
+                self.undecodable_line = newlines_before + chunk.count(b"\n", 0, exc.start)
+
+    def _pending(self) -> bool:
+        return bool(self._decoder.getstate()[0])
+
+    def finish(self) -> None:
+        if self._decoding:
+            try:
+                self._decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                self._decoding = False
+                self.undecodable_line = None
+        if self.undecodable_line is not None or not self._decoding:
+            self.problems.append(
+                (
+                    "undecodable-bytes",
+                    "the log has bytes that are not UTF-8 text; they were skipped",
+                    self.undecodable_line,
+                    "warning",
+                )
+            )
+        if self.long_line:
+            self.problems.append(
+                ("long-line", f"a line is longer than {MAX_LINE} bytes; read in pieces", None, "warning")
+            )
+
+    @property
+    def binary(self) -> bool:
+        return self.sampled > 0 and self.other > max(8, self.sampled // 10)
+
+
+def primary_rank(ranks: dict[int, dict[int, Epoch]]) -> int:
+    return 0 if 0 in ranks else min(ranks)
+
+
+def _ranks_to_run(run: RunTimings, ranks: dict[int, dict[int, Epoch]]) -> None:
+    if not ranks:
+        return
+    run.ranks = {r: [eps[i] for i in sorted(eps)] for r, eps in sorted(ranks.items())}
+    run.epochs = run.ranks[primary_rank(ranks)]
+
+
+def _from_cloudml(run: RunTimings, r: CloudMLReader) -> None:
+    run.dialect = "cloud-ml"
+    run.header = r.header
+    run.epochs = r.epochs
+    run.init_s, run.fit_s, run.total_s, run.model_save_s = r.init_s, r.fit_s, r.total_s, r.model_save_s
+    run.real_time = r.real_time
+    run.extra.update(r.extra)
+    if r.last_step_form:
+        run.extra["last_step_form"] = "N steps training"
+    if r.traceback is not None:
+        run.status = "failed"
+        run.failure_reason = r.traceback
+        run.add_problem("failed", f"the job failed: {r.traceback}", r.traceback_line, "error")
+
+
+def _from_mo833(run: RunTimings, r: Mo833Reader) -> None:
+    run.dialect = "mo833"
+    _ranks_to_run(run, r.ranks)
+    primary = primary_rank(r.ranks) if r.ranks else (0 if 0 in r.init_s else min(r.init_s))
+    run.init_s = r.init_s.get(primary)
+    run.total_s = r.elapsed_s.get(primary)
+    seen = set(r.ranks) | set(r.init_s)
+    run.header.world_size = len(seen) if len(seen) > 1 else None
+
+
+def _from_mllog(run: RunTimings, r: MllogReader) -> None:
+    run.dialect = "mllog"
+    run.header = r.header
+    _ranks_to_run(run, r.ranks)
+    for attr, v in r.durations.items():
+        setattr(run, attr, v)
+    run.real_time = r.real_time
+    run.prediction = r.prediction
+    run.extra.update(r.extra)
+    if r.failure is not None:
+        run.status = "failed"
+        reason = str(r.failure.get("reason") or "the training container reported a failure")
+        kind = r.failure.get("kind")
+        run.failure_reason = reason
+        if kind:
+            run.extra["failure_kind"] = kind
+        run.add_problem("failed", f"the job failed ({kind or 'error'}): {reason}", None, "error")
+    elif r.run_stop_status not in (None, "success"):
+        run.status = "failed"
+        run.failure_reason = f"run_stop status {r.run_stop_status}"
+        run.add_problem("failed", f"the run stopped with status {r.run_stop_status!r}", None, "error")
