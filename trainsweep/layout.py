@@ -13,6 +13,7 @@ from urllib.parse import unquote_plus
 
 SWEEPS_PREFIX = "sweeps/"
 IMPORTS_PREFIX = "imports/"
+DATA_PREFIX = "data/"
 LOGS_DIR = "logs"
 RESULTS_DIR = "results"
 
@@ -101,6 +102,12 @@ def checkpoint_prefix(sweep_id: str, job_name: str) -> str:
 def output_prefix(sweep_id: str) -> str:
     """SageMaker's ``OutputDataConfig.S3OutputPath`` for a sweep's jobs; not a trigger prefix."""
     return f"{sweep_prefix(sweep_id)}output/"
+
+
+def data_prefix(sweep_id: str) -> str:
+    """Where local mode uploads a ``file://`` data channel: ``data/<sweep-id>/``; not a trigger prefix and
+    outside ``sweeps/<id>/``, so downloading the results does not copy the data back."""
+    return f"{DATA_PREFIX}{sweep_id}/"
 
 
 def import_results_sweep_id(import_name: str) -> str:

@@ -1,9 +1,438 @@
-"""CLI commands (see trainsweep/cli/__init__.py for the conventions)."""
+"""``trainsweep run``, ``status``, ``download`` and ``doctor``: the commands users live in.
+
+``run SPEC --local`` runs the whole pipeline on this machine (:mod:`trainsweep.local.sweep`); without
+``--local`` it starts the deployed stack's state machine (ARN and bucket from the stack outputs) with
+the user's AWS profile and region, like the AWS CLI. Both show a live table of cells and download the
+results to ``./trainsweep-results/<sweep-id>/`` with the S3 layout below it.
+"""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
 import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+DEFAULT_STACK = "TrainsweepStack"
+DEFAULT_RESULTS = Path("trainsweep-results")
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_STATUS_STYLE = {
+    "pending": "dim",
+    "running": "cyan",
+    "done": "green",
+    "failed": "red",
+    "infeasible": "yellow",
+}
+
+StackOpt = Annotated[str, typer.Option("--stack", help="Name of the deployed trainsweep stack.")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="AWS profile (as the AWS CLI).")]
+RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: the profile's).")]
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the app."""
+    """Add run, status, download and doctor to the app."""
+    app.command("run")(run)
+    app.command("status")(status)
+    app.command("download")(download)
+    app.command("doctor")(doctor)
+
+
+# ---- rendering --------------------------------------------------------------------------------------
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = round(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def render_view(view: Any) -> Table:
+    """The live table: one row per cell, then counts, elapsed time and spend so far."""
+    from rich.table import Table
+
+    counts = view.counts
+    title = f"sweep {view.sweep_id}"
+    if view.execution_status:
+        title += f" — {view.execution_status.lower()}"
+    table = Table(title=title, expand=False, show_lines=False)
+    for col, kw in (
+        ("instance", {}),
+        ("batch", {"justify": "right"}),
+        ("rep", {"justify": "right"}),
+        ("status", {}),
+        ("elapsed", {"justify": "right"}),
+        ("billable", {"justify": "right"}),
+        ("cost USD", {"justify": "right"}),
+        ("detail", {"overflow": "fold", "max_width": 60}),
+    ):
+        table.add_column(col, **kw)
+    for c in view.cells:
+        style = _STATUS_STYLE.get(c.status, "")
+        table.add_row(
+            c.instance_type,
+            "-" if c.batch_size is None else str(c.batch_size),
+            "-" if c.repetition is None else str(c.repetition),
+            f"[{style}]{c.status}[/]" if style else c.status,
+            _duration(c.elapsed_s),
+            _duration(c.billable_s),
+            "-" if c.cost_usd is None else f"{c.cost_usd:.4f}",
+            (c.detail or "")[:300],
+        )
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "planning"
+    table.caption = f"{summary} · elapsed {_duration(view.elapsed_s)} · spend so far {view.spend_usd:.4f} USD"
+    return table
+
+
+def _watch_factory(console: Console, enabled: bool) -> tuple[Any, Any]:
+    """(callback for each view, closer): a rich Live table when watching, quiet otherwise."""
+    if not enabled:
+        return (lambda view: None), (lambda: None)
+    from rich.live import Live
+
+    live = Live(console=console, refresh_per_second=2, transient=False)
+    started = False
+
+    def update(view: Any) -> None:
+        nonlocal started
+        if not started:
+            live.start()
+            started = True
+        live.update(render_view(view))
+
+    def close() -> None:
+        if started:
+            live.stop()
+
+    return update, close
+
+
+def _error(console: Console, message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+
+
+# ---- AWS session ------------------------------------------------------------------------------------
+
+
+def _session(profile: str | None, region: str | None) -> Any:
+    import boto3
+
+    from trainsweep.errors import TrainsweepError
+
+    try:
+        session = boto3.Session(profile_name=profile, region_name=region)
+    except Exception as exc:  # ProfileNotFound and friends
+        raise TrainsweepError(f"{exc}; list profiles with `aws configure list-profiles`") from exc
+    if session.region_name is None:
+        raise TrainsweepError("no AWS region configured: pass --region, or set AWS_REGION / a profile region")
+    return session
+
+
+def _stack(session: Any, stack: str) -> tuple[str, str]:
+    from trainsweep.aws import sweeps
+
+    outputs = sweeps.stack_outputs(session.client("cloudformation"), stack)
+    return (
+        sweeps.pick_output(outputs, "BucketName", "Bucket"),
+        sweeps.pick_output(outputs, "StateMachineArn", "StateMachine"),
+    )
+
+
+# ---- run --------------------------------------------------------------------------------------------
+
+
+def run(
+    spec_path: Annotated[Path, typer.Argument(metavar="SPEC", help="Sweep spec, YAML or JSON.")],
+    local: Annotated[
+        bool, typer.Option("--local", help="Run on this machine against an embedded AWS (no account).")
+    ] = False,
+    stack: StackOpt = DEFAULT_STACK,
+    resume: Annotated[
+        str | None,
+        typer.Option("--resume", metavar="SWEEP_ID", help="Re-run only the cells without results."),
+    ] = None,
+    no_watch: Annotated[bool, typer.Option("--no-watch", help="Do not show the live table.")] = False,
+    out: Annotated[Path, typer.Option("--out", help="Where results are downloaded.")] = DEFAULT_RESULTS,
+    profile: ProfileOpt = None,
+    region: RegionOpt = None,
+) -> None:
+    """Start a sweep, watch its cells, then download the results to OUT/<sweep-id>/."""
+    from rich.console import Console
+
+    from trainsweep.errors import SpecError, TrainsweepError
+
+    console = Console(stderr=True, soft_wrap=True)
+    try:
+        if local:
+            _run_local(console, spec_path, out, resume, watch=not no_watch)
+        else:
+            _run_cloud(console, spec_path, out, resume, stack, profile, region, watch=not no_watch)
+    except SpecError as e:
+        _error(console, str(e))
+        for where, what in e.errors:
+            console.print(f"  {where}: {what}", highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    except TrainsweepError as e:
+        _error(console, str(e))
+        raise typer.Exit(EXIT_FAILED) from None
+
+
+def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None, *, watch: bool) -> None:
+    from trainsweep.local.sweep import run_local_sweep
+
+    console.print("Starting the embedded AWS and deploying the stack (local mode)…", highlight=False)
+    update, close = _watch_factory(console, watch)
+    try:
+        result = run_local_sweep(spec_path, out_root=out, resume=resume, on_update=update)
+    except KeyboardInterrupt:
+        close()
+        console.print(
+            "[yellow]Interrupted:[/] training processes stopped, partial results downloaded to "
+            f"{out}/ (resume with --resume SWEEP_ID).",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    close()
+    if resume:
+        console.print(
+            f"Resumed {len(result.resumed_runs)} run(s): {', '.join(result.resumed_runs) or 'none'}"
+        )
+    _finish(console, result.view, result.dest, result.execution_status, result.error)
+
+
+def _finish(console: Console, view: Any, dest: Path, status: str | None, error: str | None) -> None:
+    from trainsweep import layout
+
+    if view is not None:
+        console.print(render_view(view))
+    if status != "SUCCEEDED":
+        _error(console, f"the sweep's execution ended {status}: {error or 'no detail'}")
+    report = dest / layout.RESULTS_DIR / layout.REPORT_HTML
+    console.print(f"Results: {dest}/", highlight=False)
+    if report.is_file():
+        console.print(f"Report:  {report}", highlight=False)
+    if status != "SUCCEEDED":
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _run_cloud(
+    console: Console,
+    spec_path: Path,
+    out: Path,
+    resume: str | None,
+    stack: str,
+    profile: str | None,
+    region: str | None,
+    *,
+    watch: bool,
+) -> None:
+    from datetime import UTC, datetime
+
+    from trainsweep.aws import sweeps
+    from trainsweep.errors import TrainsweepError
+    from trainsweep.spec import load_spec, make_sweep_id, plan_sweep
+
+    session = _session(profile, region)
+    spec = load_spec(spec_path)
+    if spec.data and spec.data.startswith("file://"):
+        raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
+    plan_sweep(spec, region=session.region_name)  # refuses an over-budget sweep before anything starts
+    bucket, machine = _stack(session, stack)
+    s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
+    sweep_id = resume or make_sweep_id(spec.name, datetime.now(UTC))
+    update, close = _watch_factory(console, watch)
+
+    def wait(arn: str) -> str:
+        while True:
+            view = sweeps.sweep_view(
+                s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, sfn=sfn, execution_arn=arn,
+                region=session.region_name,
+            )  # fmt: skip
+            update(view)
+            if view.finished:
+                return str(view.execution_status)
+            time.sleep(5)
+
+    if resume:
+        if not watch:
+            raise TrainsweepError("--resume waits for the re-run cells to re-aggregate: drop --no-watch")
+        outcome = sweeps.resume_sweep(
+            s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=session.client("lambda"),
+            stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,
+            spec=spec.to_dict(), watch=wait,
+        )  # fmt: skip
+        status, error = outcome.status, outcome.error
+        console.print(f"Resumed {len(outcome.rerun)} run(s): {', '.join(outcome.rerun) or 'none'}")
+    else:
+        arn = sweeps.start_sweep(sfn, machine, spec.to_dict(), sweep_id)
+        console.print(f"Started sweep {sweep_id} ({arn})", highlight=False)
+        if not watch:
+            console.print(
+                f"Watch it with `trainsweep status {sweep_id}`; "
+                f"download with `trainsweep download {sweep_id}`."
+            )
+            return
+        try:
+            status = wait(arn)
+        except KeyboardInterrupt:
+            close()
+            console.print(
+                f"Stopped watching; the sweep goes on in AWS. `trainsweep status {sweep_id}` shows it.",
+                highlight=False,
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+        error = sweeps.execution_error(sfn, arn)
+    close()
+    dest = out / sweep_id
+    sweeps.download_sweep(s3, bucket, sweep_id, dest)
+    view = sweeps.sweep_view(
+        s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, region=session.region_name
+    )
+    _finish(console, view, dest, status, error)
+
+
+# ---- status / download ------------------------------------------------------------------------------
+
+
+def status(
+    sweep_id: Annotated[str | None, typer.Argument(help="Sweep id (default: the latest).")] = None,
+    stack: StackOpt = DEFAULT_STACK,
+    results: Annotated[
+        Path, typer.Option("--results", help="Folder of downloaded sweeps (local sweeps are read here).")
+    ] = DEFAULT_RESULTS,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON.")] = False,
+    profile: ProfileOpt = None,
+    region: RegionOpt = None,
+) -> None:
+    """Show every cell of a sweep: pending, running, done, failed or infeasible, with time and spend.
+
+    A sweep downloaded under --results (every local sweep) is read from disk; otherwise the deployed
+    stack is asked.
+    """
+    from rich.console import Console
+
+    from trainsweep.errors import TrainsweepError
+
+    console = Console(soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        view = _local_view(results, sweep_id)
+        if view is None:
+            view = _cloud_view(stack, sweep_id, profile, region)
+    except TrainsweepError as e:
+        _error(err, str(e))
+        raise typer.Exit(EXIT_FAILED) from None
+    if as_json:
+        typer.echo(json.dumps(view.to_dict(), indent=2, default=str))
+    else:
+        console.print(render_view(view))
+
+
+def _local_view(results: Path, sweep_id: str | None) -> Any:
+    """The status of a downloaded sweep (None when it is not on disk)."""
+    from trainsweep import layout
+    from trainsweep.aws import sweeps
+
+    if sweep_id is None:
+        candidates = sorted(results.glob(f"*/{layout.JOBS_JSON}"), key=lambda p: p.stat().st_mtime)
+        if not candidates:
+            return None
+        folder = candidates[-1].parent
+    else:
+        folder = results / sweep_id
+    jobs_file = folder / layout.JOBS_JSON
+    if not jobs_file.is_file():
+        return None
+    doc = json.loads(jobs_file.read_text())
+    runs = folder / layout.RESULTS_DIR / layout.RUNS_DIR
+    have = {p.stem for p in runs.glob("*.json")} if runs.is_dir() else set()
+    return sweeps.view_from_documents(folder.name, doc, have)
+
+
+def _cloud_view(stack: str, sweep_id: str | None, profile: str | None, region: str | None) -> Any:
+    from trainsweep.aws import sweeps
+    from trainsweep.errors import TrainsweepError
+
+    session = _session(profile, region)
+    bucket, machine = _stack(session, stack)
+    s3, sfn = session.client("s3"), session.client("stepfunctions")
+    sweep_id = sweep_id or sweeps.latest_sweep_id(s3, bucket)
+    if sweep_id is None:
+        raise TrainsweepError(f"no sweep in bucket {bucket} yet; start one with `trainsweep run SPEC`")
+    arn = sweeps.latest_execution_arn(sfn, machine, sweep_id)
+    return sweeps.sweep_view(
+        s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=session.client("sagemaker"), sfn=sfn,
+        execution_arn=arn, region=session.region_name,
+    )  # fmt: skip
+
+
+def download(
+    sweep_id: Annotated[str, typer.Argument(help="Sweep id.")],
+    to: Annotated[
+        Path | None, typer.Option("--to", help="Folder (default: ./trainsweep-results/<id>/).")
+    ] = None,
+    stack: StackOpt = DEFAULT_STACK,
+    profile: ProfileOpt = None,
+    region: RegionOpt = None,
+) -> None:
+    """Download a sweep's spec, jobs, logs and results with the S3 layout below the folder."""
+    from rich.console import Console
+
+    from trainsweep import layout
+    from trainsweep.aws import sweeps
+    from trainsweep.errors import TrainsweepError
+
+    console = Console(stderr=True, soft_wrap=True)
+    dest = to or DEFAULT_RESULTS / sweep_id
+    try:
+        session = _session(profile, region)
+        bucket, _ = _stack(session, stack)
+        files = sweeps.download_sweep(session.client("s3"), bucket, sweep_id, dest)
+    except TrainsweepError as e:
+        _error(console, str(e))
+        raise typer.Exit(EXIT_FAILED) from None
+    console.print(f"Downloaded {len(files)} files to {dest}/", highlight=False)
+    report = dest / layout.RESULTS_DIR / layout.REPORT_HTML
+    if report.is_file():
+        console.print(f"Report: {report}", highlight=False)
+
+
+# ---- doctor -----------------------------------------------------------------------------------------
+
+
+def doctor(
+    stack: StackOpt = DEFAULT_STACK,
+    profile: ProfileOpt = None,
+    region: RegionOpt = None,
+) -> None:
+    """Check this machine and the AWS account; each line says what to do when something is missing."""
+    from rich.console import Console
+
+    from trainsweep.local.doctor import run_checks
+
+    console = Console(soft_wrap=True)
+    marks = {
+        "ok": "[green]ok[/]  ",
+        "warn": "[yellow]warn[/]",
+        "fail": "[red]fail[/]",
+        "info": "[dim]info[/]",
+    }
+    checks = run_checks(stack=stack, profile=profile, region=region)
+    for check in checks:
+        line = f"{marks[check.level]} {check.name}: {check.detail}"
+        if check.fix and check.level != "ok":
+            line += f" — {check.fix}"
+        console.print(line, highlight=False)
+    if any(c.level == "fail" for c in checks):
+        raise typer.Exit(EXIT_FAILED)

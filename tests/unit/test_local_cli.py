@@ -1,0 +1,198 @@
+"""The sweep commands through the CLI app: status, download, doctor, and run's error paths."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from typer.testing import CliRunner
+
+from trainsweep import layout
+from trainsweep.cli import app
+from trainsweep.local import doctor
+
+SWEEP = "demo-20260101-000000"
+CLOUD_SPEC = (
+    "name: t\nworkload: {model: mnist-cnn, epochs: 1}\ninstance_types: [ml.g4dn.xlarge]\nbatch_sizes: [32]\n"
+)
+runner = CliRunner()
+
+
+def _jobs(sizes: list[int]) -> list[dict[str, Any]]:
+    out = []
+    for bs in sizes:
+        name = f"{SWEEP}-local-cpu-{bs}-e0"
+        out.append(
+            {
+                "job_name": name,
+                "run_names": [name],
+                "instance_type": "local",
+                "batch_sizes": [bs],
+                "repetition": 0,
+            }
+        )
+    return out
+
+
+def _downloaded(root: Path) -> Path:
+    jobs = _jobs([32, 64])
+    folder = root / SWEEP
+    (folder / "results" / "runs").mkdir(parents=True)
+    cells = [
+        {"run_name": jobs[0]["run_names"][0], "status": "completed", "reason": None, "billable_s": 30},
+        {
+            "run_name": jobs[1]["run_names"][0],
+            "status": "failed",
+            "reason": "ValueError: boom",
+            "billable_s": 4,
+        },
+    ]
+    (folder / layout.JOBS_JSON).write_text(json.dumps({"sweep_id": SWEEP, "jobs": jobs, "cells": cells}))
+    (folder / "results" / "runs" / f"{jobs[0]['run_names'][0]}.json").write_text("{}")
+    return folder
+
+
+def test_status_of_a_downloaded_sweep_as_json(tmp_path: Path) -> None:
+    _downloaded(tmp_path)
+    result = runner.invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["counts"] == {"pending": 0, "running": 0, "done": 1, "failed": 1, "infeasible": 0}
+    assert data["cells"][1]["detail"] == "ValueError: boom"
+
+
+def test_status_without_an_id_shows_the_latest_downloaded_sweep_as_a_table(tmp_path: Path) -> None:
+    _downloaded(tmp_path)
+    result = runner.invoke(app, ["status", "--results", str(tmp_path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert f"sweep {SWEEP}" in result.output
+    assert "1 done, 1 failed" in result.output
+
+
+STACK_TEMPLATE = {
+    "Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "results-bucket"}}},
+    "Outputs": {
+        "BucketName": {"Value": {"Ref": "Bucket"}},
+        "StateMachineArn": {"Value": "arn:aws:states:us-east-1:123456789012:stateMachine:sweep"},
+    },
+}
+
+
+@pytest.fixture
+def deployed() -> Any:
+    with mock_aws():
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(
+            StackName="TrainsweepStack", TemplateBody=json.dumps(STACK_TEMPLATE)
+        )
+        yield boto3.client("s3", region_name="us-east-1")
+
+
+def test_download_writes_the_s3_layout_below_the_folder(deployed: Any, tmp_path: Path) -> None:
+    deployed.put_object(Bucket="results-bucket", Key=layout.jobs_key(SWEEP), Body=b"{}")
+    deployed.put_object(
+        Bucket="results-bucket", Key=layout.results_key(SWEEP, layout.REPORT_HTML), Body=b"<html/>"
+    )
+    dest = tmp_path / "out"
+    result = runner.invoke(app, ["download", SWEEP, "--to", str(dest), "--region", "us-east-1"])
+    assert result.exit_code == 0, result.output
+    assert (dest / "jobs.json").read_bytes() == b"{}"
+    assert (dest / "results" / "report.html").read_bytes() == b"<html/>"
+    assert "Report:" in result.output
+
+
+def test_download_of_an_unknown_sweep_fails_clearly(deployed: Any, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["download", "nope", "--to", str(tmp_path), "--region", "us-east-1"])
+    assert result.exit_code == 1
+    assert "no sweep 'nope'" in result.output
+
+
+def test_run_in_the_cloud_without_a_deployed_stack_says_how_to_deploy(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(CLOUD_SPEC)
+    with mock_aws():
+        result = runner.invoke(app, ["run", str(spec), "--region", "us-east-1", "--stack", "Missing"])
+    assert result.exit_code == 1
+    assert "stack 'Missing' not found" in result.output
+    assert "cdk deploy" in result.output
+
+
+def test_run_local_refuses_cloud_instance_types(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(CLOUD_SPEC)
+    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "local mode runs instance types 'local' and 'local_gpu'" in result.output
+
+
+def test_run_with_an_invalid_spec_points_at_the_field(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: t\nworkload: {model: mnist-cnn, epochs: 0}\ninstance_types: [local]\nbatch_sizes: [32]\n"
+    )
+    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "workload.epochs" in result.output
+
+
+# ---- doctor -------------------------------------------------------------------------------------
+
+
+def _probes(present: dict[str, str]) -> tuple[Any, Any]:
+    def which(name: str) -> str | None:
+        return name if name in present else None
+
+    def run(cmd: list[str]) -> tuple[int, str]:
+        exe = Path(cmd[0]).name
+        return (0, present[exe]) if exe in present else (127, "not found")
+
+    return which, run
+
+
+def test_doctor_reports_each_tool_and_what_to_do(tmp_path: Path) -> None:
+    which, run = _probes({"node": "v16.0.0", "nvidia-smi": "GPU 0: NVIDIA H100 (UUID: x)"})
+    assert doctor.check_node(which, run).level == "warn"
+    assert "install Node.js 18+" in (doctor.check_node(which, run).fix or "")
+    gpu = doctor.check_gpu(which, run)
+    assert gpu.level == "ok" and "local_gpu" in gpu.detail
+    cdk = doctor.check_cdk_cli(which, run, root=tmp_path)
+    assert cdk.level == "warn" and "npm ci" in (cdk.fix or "")
+
+
+def test_doctor_flags_a_cdk_cli_other_than_the_pinned_one(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text(json.dumps({"devDependencies": {"aws-cdk": "2.1148.1"}}))
+    which, run = _probes({"cdk": "3.0.0 (build abc)"})
+    check = doctor.check_cdk_cli(which, run, root=tmp_path)
+    assert check.level == "warn"
+    assert "pins 2.1148.1" in check.detail
+    which, run = _probes({"cdk": "2.1148.1 (build abc)"})
+    assert doctor.check_cdk_cli(which, run, root=tmp_path).level == "ok"
+
+
+def test_doctor_finds_the_stack_and_credentials_in_the_account() -> None:
+    with mock_aws():
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(
+            StackName="TrainsweepStack", TemplateBody=json.dumps(STACK_TEMPLATE)
+        )
+        checks = doctor.check_aws(boto3.Session(region_name="us-east-1"), "TrainsweepStack")
+        missing = doctor.check_aws(boto3.Session(region_name="us-east-1"), "Other")
+    by_name = {c.name: c for c in checks}
+    assert by_name["AWS credentials"].level == "ok"
+    assert by_name["stack TrainsweepStack"].level == "ok"
+    other = {c.name: c for c in missing}["stack Other"]
+    assert other.level == "warn" and "cdk deploy" in (other.fix or "")
+
+
+def test_doctor_without_credentials_says_local_mode_still_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoCreds:
+        region_name = "us-east-1"
+
+        def get_credentials(self) -> None:
+            return None
+
+    checks = {c.name: c for c in doctor.check_aws(NoCreds(), "TrainsweepStack")}
+    assert checks["AWS credentials"].level == "warn"
+    assert "--local does not" in checks["AWS credentials"].detail

@@ -1,0 +1,162 @@
+"""Sweep status, resume planning and download/upload (trainsweep.aws.sweeps), against moto S3."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from trainsweep import layout
+from trainsweep.aws import sweeps
+
+SWEEP = "demo-20260101-000000"
+
+
+def _job(bs: int, rep: int, instance_type: str = "local") -> dict[str, Any]:
+    name = f"{SWEEP}-local-cpu-{bs}-e{rep}"
+    return {
+        "job_name": name,
+        "run_names": [name],
+        "instance_type": instance_type,
+        "batch_sizes": [bs],
+        "repetition": rep,
+    }
+
+
+def _cell(job: dict[str, Any], status: str, reason: str | None = None) -> dict[str, Any]:
+    return {
+        "run_name": job["run_names"][0],
+        "job_name": job["job_name"],
+        "instance_type": job["instance_type"],
+        "batch_size": job["batch_sizes"][0],
+        "repetition": job["repetition"],
+        "status": status,
+        "reason": reason,
+        "billable_s": 12.0,
+    }
+
+
+SPEC = {"name": "demo", "instance_types": ["local"], "batch_sizes": [32, 64], "repetitions": 2}
+
+
+def test_resume_reruns_only_the_failed_cell_and_keeps_the_others() -> None:
+    jobs = [_job(32, 0), _job(64, 0), _job(32, 1), _job(64, 1)]
+    cells = [_cell(jobs[0], "completed"), _cell(jobs[1], "failed", "boom"), _cell(jobs[2], "completed")]
+    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [*cells, _cell(jobs[3], "completed")]}
+    have = {j["run_names"][0] for j in jobs} - {jobs[1]["run_names"][0]}
+    plan = sweeps.plan_resume(SPEC, doc, have)
+    assert plan.missing == [jobs[1]["run_names"][0]]
+    assert plan.specs == [{**SPEC, "instance_types": ["local"], "batch_sizes": [64], "repetitions": 1}]
+    assert plan.also_rerun == []
+    assert sorted(c["run_name"] for c in plan.kept_cells) == sorted(
+        j["run_names"][0] for j in (jobs[0], jobs[2], jobs[3])
+    )
+
+
+def test_a_completed_cell_without_its_run_record_is_rerun() -> None:
+    jobs = [_job(32, 0)]
+    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [_cell(jobs[0], "completed")]}
+    plan = sweeps.plan_resume(SPEC, doc, set())
+    assert plan.missing == [jobs[0]["run_names"][0]]
+
+
+def test_a_missing_later_repetition_also_reruns_the_earlier_one_and_says_so() -> None:
+    jobs = [_job(32, 0), _job(32, 1)]
+    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [_cell(jobs[0], "completed"), _cell(jobs[1], "failed")]}
+    plan = sweeps.plan_resume(SPEC, doc, {jobs[0]["run_names"][0]})
+    assert plan.specs[0]["repetitions"] == 2
+    assert plan.also_rerun == [jobs[0]["run_names"][0]]
+    assert plan.kept_cells == []
+
+
+def test_nothing_to_resume_gives_no_spec() -> None:
+    jobs = [_job(32, 0)]
+    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [_cell(jobs[0], "completed")]}
+    assert sweeps.plan_resume(SPEC, doc, {jobs[0]["run_names"][0]}).specs == []
+
+
+def test_merged_cells_prefer_the_new_record() -> None:
+    old = [{"run_name": "a", "status": "completed"}, {"run_name": "b", "status": "failed"}]
+    new = [{"run_name": "b", "status": "completed"}]
+    assert sweeps.merge_cells(old, new) == [
+        {"run_name": "a", "status": "completed"},
+        {"run_name": "b", "status": "completed"},
+    ]
+
+
+def test_view_from_documents_counts_final_statuses() -> None:
+    jobs = [_job(32, 0), _job(64, 0), _job(128, 0)]
+    doc = {
+        "jobs": jobs,
+        "cells": [
+            _cell(jobs[0], "completed"),
+            _cell(jobs[1], "infeasible", "CUDA out of memory"),
+            _cell(jobs[2], "timeout", "MaxRuntimeExceeded"),
+        ],
+    }
+    view = sweeps.view_from_documents(SWEEP, doc, {jobs[0]["run_names"][0]})
+    assert view.counts == {"pending": 0, "running": 0, "done": 1, "failed": 1, "infeasible": 1}
+    assert view.spend_usd == 0.0  # local instances cost nothing
+    assert view.cells[1].detail == "CUDA out of memory"
+
+
+@pytest.fixture
+def s3() -> Any:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="results")
+        yield client
+
+
+def test_download_mirrors_the_sweep_prefix_and_upload_puts_it_back_without_raw_logs(
+    s3: Any, tmp_path: Path
+) -> None:
+    keys = {
+        layout.jobs_key(SWEEP): b"{}",
+        layout.log_key(SWEEP, "run-a"): b"raw log",
+        layout.results_key(SWEEP, layout.run_record_path("run-a")): b'{"x": 1}',
+        layout.results_key(SWEEP, layout.REPORT_HTML): b"<html/>",
+        "sweeps/other/jobs.json": b"{}",
+    }
+    for k, v in keys.items():
+        s3.put_object(Bucket="results", Key=k, Body=v)
+    dest = tmp_path / SWEEP
+    files = sweeps.download_sweep(s3, "results", SWEEP, dest)
+    assert len(files) == 4
+    assert (dest / "logs" / "run-a.log").read_bytes() == b"raw log"
+    assert (dest / "results" / "runs" / "run-a.json").read_bytes() == b'{"x": 1}'
+    assert not (tmp_path / "other").exists()
+
+    s3.create_bucket(Bucket="fresh")
+    assert sweeps.upload_sweep(s3, "fresh", SWEEP, dest) == 3
+    uploaded = {o["Key"] for o in s3.list_objects_v2(Bucket="fresh")["Contents"]}
+    assert layout.log_key(SWEEP, "run-a") not in uploaded
+    assert layout.results_key(SWEEP, layout.REPORT_HTML) in uploaded
+
+
+def test_downloading_an_unknown_sweep_is_a_clear_error(s3: Any, tmp_path: Path) -> None:
+    with pytest.raises(sweeps.SweepNotFoundError, match="no sweep 'nope'"):
+        sweeps.download_sweep(s3, "results", "nope", tmp_path)
+
+
+def test_live_view_reads_plan_run_records_and_final_cells(s3: Any) -> None:
+    jobs = [_job(32, 0), _job(64, 0)]
+    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": jobs}).encode())
+    view = sweeps.sweep_view(s3=s3, bucket="results", sweep_id=SWEEP)
+    assert view.counts["pending"] == 2
+    s3.put_object(
+        Bucket="results",
+        Key=layout.results_key(SWEEP, layout.run_record_path(jobs[0]["run_names"][0])),
+        Body=b"{}",
+    )
+    view = sweeps.sweep_view(s3=s3, bucket="results", sweep_id=SWEEP)
+    assert [c.status for c in view.cells] == ["done", "pending"]
+    doc = {"jobs": jobs, "cells": [_cell(jobs[0], "completed"), _cell(jobs[1], "failed", "exit 1")]}
+    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=json.dumps(doc).encode())
+    view = sweeps.sweep_view(s3=s3, bucket="results", sweep_id=SWEEP)
+    assert [c.status for c in view.cells] == ["done", "failed"]
+    assert sweeps.latest_sweep_id(s3, "results") == SWEEP

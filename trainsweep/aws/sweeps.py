@@ -1,0 +1,523 @@
+"""A sweep seen from the user's side: start it, watch its cells, download its results, resume it.
+
+Used by ``trainsweep run/status/download`` against AWS and against the embedded AWS alike (the clients
+are passed in). A cell's live status comes from SageMaker (DescribeTrainingJob of its job) and S3 (its
+run record); once the sweep has been aggregated, ``jobs.json`` holds every cell's final status.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from trainsweep import layout
+from trainsweep.aws import s3 as s3io
+from trainsweep.errors import TrainsweepError
+
+LIVE_STATES = ("pending", "running", "done", "failed", "infeasible")
+_FINAL_TO_LIVE = {
+    "completed": "done",
+    "partial": "failed",
+    "timeout": "failed",
+    "failed": "failed",
+    "infeasible": "infeasible",
+}
+EXECUTION_NAME_MAX = 80
+
+
+class SweepNotFoundError(TrainsweepError):
+    """The sweep id is unknown in this bucket (or results folder)."""
+
+
+@dataclass
+class CellView:
+    """One cell as the live table shows it."""
+
+    run_name: str
+    job_name: str
+    instance_type: str
+    batch_size: int | None
+    repetition: int | None
+    status: str = "pending"  # one of LIVE_STATES
+    detail: str | None = None  # SageMaker's secondary status, or the failure reason
+    elapsed_s: float | None = None
+    billable_s: float | None = None
+    cost_usd: float | None = None
+
+
+@dataclass
+class SweepView:
+    sweep_id: str
+    execution_status: str | None
+    cells: list[CellView] = field(default_factory=list)
+    elapsed_s: float | None = None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = Counter(cell.status for cell in self.cells)
+        return {s: c.get(s, 0) for s in LIVE_STATES}
+
+    @property
+    def spend_usd(self) -> float:
+        return sum(c.cost_usd or 0.0 for c in self.cells)
+
+    @property
+    def finished(self) -> bool:
+        return self.execution_status not in (None, "RUNNING")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sweep_id": self.sweep_id,
+            "execution_status": self.execution_status,
+            "elapsed_s": self.elapsed_s,
+            "spend_usd": round(self.spend_usd, 6),
+            "counts": self.counts,
+            "cells": [asdict(c) for c in self.cells],
+        }
+
+
+# ---- stack and execution --------------------------------------------------------------------------
+
+
+def stack_outputs(cfn: Any, stack_name: str) -> dict[str, str]:
+    """The outputs of a deployed trainsweep stack; a clear error when it is not deployed."""
+    try:
+        stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
+    except Exception as exc:
+        raise TrainsweepError(
+            f"stack {stack_name!r} not found ({exc}); deploy it first with `npx cdk deploy`, "
+            "or pass --stack NAME / --local"
+        ) from exc
+    return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+
+
+def pick_output(outputs: dict[str, str], *candidates: str) -> str:
+    """The output whose key equals, or else contains, one of the candidates (case-insensitive)."""
+    lowered = {k.lower(): v for k, v in outputs.items()}
+    for c in candidates:
+        if c.lower() in lowered:
+            return lowered[c.lower()]
+    for c in candidates:
+        for k, v in lowered.items():
+            if c.lower() in k:
+                return v
+    raise TrainsweepError(
+        f"the stack has no output like {' / '.join(candidates)} (outputs: {sorted(outputs)})"
+    )
+
+
+def execution_name(sweep_id: str, suffix: str = "") -> str:
+    name = f"{sweep_id}-{suffix}" if suffix else sweep_id
+    return name[:EXECUTION_NAME_MAX]
+
+
+def start_sweep(
+    sfn: Any, state_machine_arn: str, spec: dict[str, Any], sweep_id: str, *, suffix: str = ""
+) -> str:
+    """Start the state machine on a spec (PlanSweep validates and expands it); returns the execution ARN."""
+    payload = {"spec": spec, "sweep_id": sweep_id}
+    response = sfn.start_execution(
+        stateMachineArn=state_machine_arn, name=execution_name(sweep_id, suffix), input=json.dumps(payload)
+    )
+    return str(response["executionArn"])
+
+
+def execution_arn_for(state_machine_arn: str, name: str) -> str:
+    """``arn:aws:states:R:A:stateMachine:M`` + name -> ``arn:aws:states:R:A:execution:M:name``."""
+    return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
+
+
+def execution_error(sfn: Any, execution_arn: str) -> str | None:
+    """Why an execution failed (its error and cause), None while it runs or after success."""
+    d = sfn.describe_execution(executionArn=execution_arn)
+    if d["status"] in ("RUNNING", "SUCCEEDED"):
+        return None
+    error, cause = d.get("error"), d.get("cause")
+    return ": ".join(x for x in (error, cause) if x) or d["status"]
+
+
+# ---- status ---------------------------------------------------------------------------------------
+
+
+def _plan_cells(jobs_doc: dict[str, Any]) -> list[CellView]:
+    cells = []
+    for job in jobs_doc.get("jobs", []):
+        sizes = list(job.get("batch_sizes") or [])
+        for i, run in enumerate(job.get("run_names", [])):
+            cells.append(
+                CellView(
+                    run_name=run,
+                    job_name=job["job_name"],
+                    instance_type=job["instance_type"],
+                    batch_size=sizes[i] if i < len(sizes) else None,
+                    repetition=job.get("repetition"),
+                )
+            )
+    return cells
+
+
+def _apply_final(cells: list[CellView], final: Iterable[dict[str, Any]]) -> None:
+    by_run = {c.get("run_name"): c for c in final}
+    for cell in cells:
+        rec = by_run.get(cell.run_name)
+        if rec is None:
+            continue
+        cell.status = _FINAL_TO_LIVE.get(str(rec.get("status")), "failed")
+        cell.detail = rec.get("reason") or rec.get("status")
+        if rec.get("billable_s") is not None:
+            cell.billable_s = float(rec["billable_s"])
+
+
+def _price(instance_type: str, region: str) -> float | None:
+    from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
+
+    if instance_type in (LOCAL_CPU, LOCAL_GPU):
+        return 0.0
+    try:
+        from trainsweep.cost.prices import hourly_usd
+
+        return hourly_usd(instance_type, region)
+    except Exception:  # no catalogue entry: spend unknown for this type
+        return None
+
+
+def sweep_view(
+    *,
+    s3: Any,
+    bucket: str,
+    sweep_id: str,
+    sagemaker: Any | None = None,
+    sfn: Any | None = None,
+    execution_arn: str | None = None,
+    region: str = "us-east-1",
+    jobs_doc: dict[str, Any] | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> SweepView:
+    """The live status of every cell of a sweep."""
+    execution_status = None
+    elapsed = None
+    if sfn is not None and execution_arn is not None:
+        d = sfn.describe_execution(executionArn=execution_arn)
+        execution_status = d["status"]
+        end = d.get("stopDate") or now()
+        elapsed = (end - d["startDate"]).total_seconds()
+    doc = jobs_doc if jobs_doc is not None else s3io.get_json(s3, bucket, layout.jobs_key(sweep_id))
+    if doc is None:
+        if execution_status is None and not s3io.list_keys(s3, bucket, layout.sweep_prefix(sweep_id))[:1]:
+            raise SweepNotFoundError(f"no sweep {sweep_id!r} in bucket {bucket}")
+        return SweepView(sweep_id, execution_status, [], elapsed)  # PlanSweep has not run yet
+    cells = _plan_cells(doc)
+    runs_prefix = layout.results_key(sweep_id, layout.RUNS_DIR + "/")
+    have_record = {
+        k[len(runs_prefix) :].removesuffix(".json") for k in s3io.list_keys(s3, bucket, runs_prefix)
+    }
+    if sagemaker is not None:
+        described: dict[str, dict[str, Any] | None] = {}
+        for job_name in dict.fromkeys(c.job_name for c in cells):
+            try:
+                described[job_name] = sagemaker.describe_training_job(TrainingJobName=job_name)
+            except Exception:  # not created yet (or no permission): pending
+                described[job_name] = None
+        per_job = Counter(c.job_name for c in cells)
+        for cell in cells:
+            d = described.get(cell.job_name)
+            if d is None:
+                continue
+            _live(cell, d, have_record, per_job[cell.job_name], now())
+    else:
+        for cell in cells:
+            if cell.run_name in have_record:
+                cell.status = "done"
+    if doc.get("cells"):
+        _apply_final(cells, doc["cells"])
+    for cell in cells:
+        price = _price(cell.instance_type, region)
+        if price is not None:
+            seconds = cell.billable_s if cell.billable_s is not None else cell.elapsed_s
+            cell.cost_usd = None if seconds is None else price * seconds / 3600.0
+    return SweepView(sweep_id, execution_status, cells, elapsed)
+
+
+def _live(cell: CellView, d: dict[str, Any], have_record: set[str], runs_in_job: int, now: datetime) -> None:
+    from trainsweep.aws.outcome import is_out_of_memory
+
+    status = d.get("TrainingJobStatus")
+    start = d.get("TrainingStartTime") or d.get("CreationTime")
+    end = d.get("TrainingEndTime")
+    if start is not None:
+        cell.elapsed_s = ((end or now) - start).total_seconds() / runs_in_job
+    if d.get("BillableTimeInSeconds") is not None:
+        cell.billable_s = float(d["BillableTimeInSeconds"]) / runs_in_job
+    reason = d.get("FailureReason")
+    if status in ("InProgress", "Stopping"):
+        cell.status = "done" if cell.run_name in have_record and runs_in_job > 1 else "running"
+        cell.detail = d.get("SecondaryStatus")
+    elif status == "Completed":
+        cell.status = "done"
+    elif is_out_of_memory(reason):
+        cell.status, cell.detail = "infeasible", reason
+    else:
+        cell.status, cell.detail = "failed", reason or d.get("SecondaryStatus") or status
+
+
+def latest_sweep_id(s3: Any, bucket: str) -> str | None:
+    """The most recently planned sweep in the bucket (by its jobs.json)."""
+    newest: tuple[datetime, str] | None = None
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=layout.SWEEPS_PREFIX):
+        for obj in page.get("Contents", []):
+            parts = obj["Key"].split("/")
+            if (
+                len(parts) == 3
+                and parts[2] == layout.JOBS_JSON
+                and (newest is None or obj["LastModified"] > newest[0])
+            ):
+                newest = (obj["LastModified"], parts[1])
+    return None if newest is None else newest[1]
+
+
+def wait_for_execution(
+    sfn: Any, execution_arn: str, *, poll_s: float = 1.0, timeout_s: float | None = None
+) -> str:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        status = str(sfn.describe_execution(executionArn=execution_arn)["status"])
+        if status != "RUNNING":
+            return status
+        if deadline is not None and time.monotonic() > deadline:
+            return status
+        time.sleep(poll_s)
+
+
+# ---- download / upload ----------------------------------------------------------------------------
+
+
+def download_sweep(s3: Any, bucket: str, sweep_id: str, dest: Path, *, workers: int = 8) -> list[Path]:
+    """Copy everything under ``sweeps/<id>/`` to ``dest`` with the same relative layout."""
+    prefix = layout.sweep_prefix(sweep_id)
+    keys = s3io.list_keys(s3, bucket, prefix)
+    if not keys:
+        raise SweepNotFoundError(f"no sweep {sweep_id!r} in bucket {bucket} (nothing under {prefix})")
+    dest.mkdir(parents=True, exist_ok=True)
+
+    def one(key: str) -> Path:
+        rel = key[len(prefix) :]
+        target = dest / rel
+        if not target.resolve().is_relative_to(dest.resolve()):
+            raise TrainsweepError(f"refusing to write outside {dest}: {key}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = s3io.get_bytes(s3, bucket, key)
+        if data is not None:
+            target.write_bytes(data)
+        return target
+
+    keys = [k for k in keys if not k.endswith("/")]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(one, keys))
+
+
+def upload_sweep(s3: Any, bucket: str, sweep_id: str, src: Path) -> int:
+    """Put a downloaded sweep folder back under ``sweeps/<id>/`` (resuming a local sweep); raw logs
+    are left out so their notifications do not re-parse runs that already have results."""
+    prefix = layout.sweep_prefix(sweep_id)
+    count = 0
+    for f in sorted(src.rglob("*")):
+        if not f.is_file():
+            continue
+        rel = f.relative_to(src).as_posix()
+        if rel.startswith(layout.LOGS_DIR + "/"):
+            continue
+        s3io.put_bytes(s3, bucket, prefix + rel, f.read_bytes())
+        count += 1
+    return count
+
+
+# ---- resume ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ResumePlan:
+    """What a resumed sweep re-runs: one reduced spec per instance type, and what it keeps."""
+
+    sweep_id: str
+    specs: list[dict[str, Any]]
+    missing: list[str]  # run names without results
+    kept_cells: list[dict[str, Any]]  # final records of the cells that already have results
+    also_rerun: list[str]  # complete runs a reduced spec cannot avoid (repetitions start at 0)
+
+
+def plan_resume(spec: dict[str, Any], jobs_doc: dict[str, Any], have_record: set[str]) -> ResumePlan:
+    """Find the cells without results and the smallest specs that re-run them.
+
+    A cell has results when its final status is ``completed`` and its run record exists (or, before
+    aggregation, when the record exists). Job names depend only on sweep id, instance type, batch size
+    and repetition, so the reduced specs' runs land on the original keys.
+    """
+    final = {c.get("run_name"): c for c in jobs_doc.get("cells") or []}
+    cells = _plan_cells(jobs_doc)
+
+    def complete(cell: CellView) -> bool:
+        rec = final.get(cell.run_name)
+        if rec is not None:
+            return rec.get("status") == "completed" and cell.run_name in have_record
+        return cell.run_name in have_record
+
+    missing = [c for c in cells if not complete(c)]
+    kept = [final[c.run_name] for c in cells if complete(c) and c.run_name in final]
+    specs: list[dict[str, Any]] = []
+    also: list[str] = []
+    for instance_type in dict.fromkeys(c.instance_type for c in missing):
+        mine = [c for c in missing if c.instance_type == instance_type]
+        sizes = sorted({c.batch_size for c in mine if c.batch_size is not None}) or list(spec["batch_sizes"])
+        reps = max((c.repetition or 0) for c in mine) + 1
+        reduced = dict(spec)
+        reduced.update(instance_types=[instance_type], batch_sizes=sizes, repetitions=reps)
+        specs.append(reduced)
+        chosen = {(c.batch_size, c.repetition) for c in mine}
+        also += [
+            c.run_name
+            for c in cells
+            if c.instance_type == instance_type
+            and c.batch_size in sizes
+            and (c.repetition or 0) < reps
+            and (c.batch_size, c.repetition) not in chosen
+        ]
+    kept = [k for k in kept if k.get("run_name") not in set(also)]
+    return ResumePlan(jobs_doc.get("sweep_id", ""), specs, [c.run_name for c in missing], kept, also)
+
+
+def merge_cells(kept: list[dict[str, Any]], new: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Final cell records after a resume: the new run's record wins for a cell present in both."""
+    merged = {c["run_name"]: c for c in kept}
+    for c in new:
+        merged[c["run_name"]] = c
+    return [merged[k] for k in sorted(merged)]
+
+
+def run_records(s3: Any, bucket: str, sweep_id: str) -> set[str]:
+    prefix = layout.results_key(sweep_id, layout.RUNS_DIR + "/")
+    return {k[len(prefix) :].removesuffix(".json") for k in s3io.list_keys(s3, bucket, prefix)}
+
+
+def find_function(cfn: Any, stack_name: str, *hints: str) -> str | None:
+    """The physical name of the stack's Lambda function whose logical id contains one of the hints."""
+    paginator = cfn.get_paginator("list_stack_resources")
+    for page in paginator.paginate(StackName=stack_name):
+        for r in page.get("StackResourceSummaries", []):
+            if r["ResourceType"] != "AWS::Lambda::Function":
+                continue
+            if any(h.lower() in r["LogicalResourceId"].lower() for h in hints):
+                return str(r["PhysicalResourceId"])
+    return None
+
+
+def reaggregate(
+    lam: Any,
+    function_name: str,
+    sweep_id: str,
+    cells: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Invoke the deployed AggregateSweep function on a merged cell list (after a resume)."""
+    response = lam.invoke(
+        FunctionName=function_name, Payload=json.dumps({"sweep_id": sweep_id, "cells": cells}).encode()
+    )
+    body = response["Payload"].read()
+    if response.get("FunctionError"):
+        raise TrainsweepError(f"AggregateSweep failed while merging the resumed sweep: {body[:500]!r}")
+    return json.loads(body or b"{}")
+
+
+@dataclass
+class ResumeOutcome:
+    status: str  # SUCCEEDED when every resumed execution succeeded
+    error: str | None
+    rerun: list[str]  # run names run again
+
+
+def resume_sweep(
+    *,
+    s3: Any,
+    sfn: Any,
+    cfn: Any,
+    lam: Any,
+    stack_name: str,
+    bucket: str,
+    state_machine_arn: str,
+    sweep_id: str,
+    spec: dict[str, Any],
+    watch: Callable[[str], str],
+    before_merge: Callable[[], Any] | None = None,
+) -> ResumeOutcome:
+    """Re-run the cells of a sweep in ``bucket`` that have no results, then re-aggregate all cells.
+
+    One execution per reduced spec (:func:`plan_resume`), one after the other so the spec's
+    ``max_concurrency`` holds. PlanSweep rewrites ``spec.json``/``jobs.json`` for a reduced spec: the
+    sweep's own are put back before AggregateSweep runs on the merged cells.
+    """
+    jobs_doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id))
+    if jobs_doc is None:
+        raise SweepNotFoundError(f"cannot resume {sweep_id!r}: no {layout.jobs_key(sweep_id)} in {bucket}")
+    saved_spec = s3io.get_bytes(s3, bucket, layout.spec_key(sweep_id))
+    plan = plan_resume(spec, jobs_doc, run_records(s3, bucket, sweep_id))
+    rerun = plan.missing + plan.also_rerun
+    if not plan.specs:
+        return ResumeOutcome("SUCCEEDED", None, [])
+    function = find_function(cfn, stack_name, "Aggregate")
+    if function is None:
+        raise TrainsweepError(f"stack {stack_name} has no AggregateSweep function to merge the resumed sweep")
+    new_cells: list[dict[str, Any]] = []
+    status, error = "SUCCEEDED", None
+    for i, reduced in enumerate(plan.specs):
+        arn = start_sweep(sfn, state_machine_arn, reduced, sweep_id, suffix=f"resume{i}-{int(time.time())}")
+        ended = watch(arn)
+        if ended != "SUCCEEDED":
+            status, error = ended, execution_error(sfn, arn)
+        doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id)) or {}
+        new_cells += [c for c in doc.get("cells") or [] if c.get("run_name") in set(rerun)]
+    if saved_spec is not None:
+        s3io.put_bytes(s3, bucket, layout.spec_key(sweep_id), saved_spec)
+    original = {k: v for k, v in jobs_doc.items() if k != "cells"}
+    s3io.put_bytes(
+        s3,
+        bucket,
+        layout.jobs_key(sweep_id),
+        (json.dumps(original, indent=2, sort_keys=True) + "\n").encode(),
+    )
+    if before_merge is not None:
+        before_merge()
+    reaggregate(lam, function, sweep_id, merge_cells(plan.kept_cells, new_cells))
+    return ResumeOutcome(status, error, rerun)
+
+
+def view_from_documents(sweep_id: str, jobs_doc: dict[str, Any], have_record: set[str]) -> SweepView:
+    """The status of a downloaded sweep: planned cells, their final records, their run records."""
+    cells = _plan_cells(jobs_doc)
+    for cell in cells:
+        if cell.run_name in have_record:
+            cell.status = "done"
+    if jobs_doc.get("cells"):
+        _apply_final(cells, jobs_doc["cells"])
+    region = str(jobs_doc.get("region") or "us-east-1")
+    for cell in cells:
+        price = _price(cell.instance_type, region)
+        if price is not None and cell.billable_s is not None:
+            cell.cost_usd = price * cell.billable_s / 3600.0
+    finished = "SUCCEEDED" if jobs_doc.get("cells") else None
+    return SweepView(sweep_id, finished, cells, None)
+
+
+def latest_execution_arn(sfn: Any, state_machine_arn: str, sweep_id: str) -> str | None:
+    """The newest execution of the sweep (its first run is named after it; resumes add a suffix)."""
+    newest: tuple[datetime, str] | None = None
+    for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn):
+        for ex in page.get("executions", []):
+            mine = ex["name"] == sweep_id or ex["name"].startswith(f"{sweep_id}-resume")
+            if mine and (newest is None or ex["startDate"] > newest[0]):
+                newest = (ex["startDate"], ex["executionArn"])
+    return None if newest is None else newest[1]

@@ -1,0 +1,236 @@
+"""Run a whole sweep on this machine: embedded AWS, the project's stack, the real state machine.
+
+:func:`run_local_sweep` is what ``trainsweep run SPEC --local`` does: start a fresh embedded AWS, deploy
+the synthesized stack into it, upload a ``file://`` data channel, start the state machine on the spec,
+report progress, wait for every S3 notification, download ``sweeps/<id>/`` into ``<out>/<id>/`` and
+stop everything. ``resume=SWEEP_ID`` puts a downloaded sweep back, re-runs only its cells without
+results and re-aggregates all cells. On Ctrl-C the training processes and the execution are stopped
+and whatever results exist are downloaded before the interrupt propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from trainsweep import layout
+from trainsweep.errors import LocalModeError
+
+DEFAULT_RESULTS_DIR = Path("trainsweep-results")
+StatusCallback = Callable[[Any], None]
+
+
+@dataclass
+class LocalRunResult:
+    sweep_id: str
+    dest: Path
+    execution_status: str | None
+    view: Any  # trainsweep.aws.sweeps.SweepView
+    interrupted: bool = False
+    error: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    training_seconds: float = 0.0  # wall time while at least one training process ran
+    resumed_runs: list[str] = field(default_factory=list)
+
+
+def _check_local(spec: Any, has_gpu: Callable[[], bool]) -> None:
+    from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
+
+    cloud = [t for t in spec.instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
+    if cloud:
+        raise LocalModeError(
+            f"local mode runs instance types {LOCAL_CPU!r} and {LOCAL_GPU!r}; the spec names {cloud}: "
+            "use them in a cloud run (without --local) or replace them by 'local'"
+        )
+    if LOCAL_GPU in spec.instance_types and not has_gpu():
+        raise LocalModeError(
+            "the spec asks for 'local_gpu' but this machine has no NVIDIA GPU (nvidia-smi -L lists none); "
+            "use 'local' to train on the CPU"
+        )
+
+
+def upload_data(s3: Any, bucket: str, sweep_id: str, uri: str) -> str:
+    """Upload a ``file://`` file or folder as the ``train`` channel; returns its ``s3://`` URI."""
+    parsed = urlparse(uri)
+    path = Path(unquote(parsed.netloc + parsed.path)) if parsed.scheme == "file" else Path(uri)
+    if not path.exists():
+        raise LocalModeError(f"data {uri!r}: {path} does not exist")
+    prefix = layout.data_prefix(sweep_id)
+    files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
+    if not files:
+        raise LocalModeError(f"data {uri!r}: {path} holds no files")
+    for f in files:
+        rel = f.name if path.is_file() else f.relative_to(path).as_posix()
+        s3.upload_file(str(f), bucket, prefix + rel)
+    return f"s3://{bucket}/{prefix}"
+
+
+class _TrainingClock:
+    """Wall time during which at least one training process ran (the part that is not overhead)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._since: float | None = None
+
+    def sample(self, busy: bool) -> None:
+        now = time.perf_counter()
+        if busy and self._since is None:
+            self._since = now
+        elif not busy and self._since is not None:
+            self.total += now - self._since
+            self._since = None
+
+    def stop(self) -> float:
+        self.sample(False)
+        return self.total
+
+
+def run_local_sweep(
+    spec_source: Any,
+    *,
+    out_root: Path = DEFAULT_RESULTS_DIR,
+    resume: str | None = None,
+    on_update: StatusCallback | None = None,
+    poll_s: float = 1.0,
+    entry_point: Path | None = None,
+    stop_grace_s: float = 10.0,
+    has_gpu: Callable[[], bool] | None = None,
+    job_env: dict[str, str] | None = None,
+    now: datetime | None = None,
+) -> LocalRunResult:
+    """Run (or resume) a sweep locally and download its results; see the module docstring."""
+    from trainsweep.aws import sweeps
+    from trainsweep.local.executor import gpu_available
+    from trainsweep.local.server import EmbeddedAws
+    from trainsweep.spec import load_spec, make_sweep_id
+
+    t_start = time.perf_counter()
+    spec = load_spec(spec_source)
+    _check_local(spec, has_gpu or gpu_available)
+    sweep_id = resume or make_sweep_id(spec.name, now or datetime.now(UTC))
+    dest = Path(out_root) / sweep_id
+    previous: Path | None = None
+    if resume:
+        previous = dest
+        if not (previous / layout.JOBS_JSON).is_file():
+            raise LocalModeError(
+                f"cannot resume {sweep_id!r}: {previous / layout.JOBS_JSON} not found "
+                f"(resume a sweep downloaded under {out_root})"
+            )
+    clock = _TrainingClock()
+    result = LocalRunResult(sweep_id, dest, None, None)
+    bucket: str | None = None
+    aws = EmbeddedAws(entry_point=entry_point, stop_grace_s=stop_grace_s, has_gpu=has_gpu, job_env=job_env)
+    try:
+        aws.start()
+        stack = aws.deploy()
+        result.timings.update(aws.timings)
+        bucket = stack.output("BucketName", "Bucket")
+        machine = stack.output("StateMachineArn", "StateMachine")
+        s3, sfn, sm = aws.client("s3"), aws.client("stepfunctions"), aws.client("sagemaker")
+        spec_dict = spec.to_dict()
+        if spec.data and spec.data.startswith("file://"):
+            spec_dict["data"] = upload_data(s3, bucket, sweep_id, spec.data)
+
+        def watch(execution_arn: str) -> str:
+            while True:
+                view = sweeps.sweep_view(
+                    s3=s3, bucket=str(bucket), sweep_id=sweep_id, sagemaker=sm, sfn=sfn,
+                    execution_arn=execution_arn, region=aws.region,
+                )  # fmt: skip
+                clock.sample(bool(aws.sagemaker.running))
+                result.view = view
+                if on_update is not None:
+                    on_update(view)
+                if view.finished:
+                    return str(view.execution_status)
+                time.sleep(poll_s)
+
+        if previous is None:
+            arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
+            result.execution_status = watch(arn)
+            result.error = sweeps.execution_error(sfn, arn)
+        else:
+            _resume(aws, stack, previous, spec_dict, sweep_id, bucket, machine, watch, result)
+        t0 = time.perf_counter()
+        aws.notifications.drain(120)
+        result.timings["drain"] = time.perf_counter() - t0
+    except KeyboardInterrupt:
+        result.interrupted = True
+        with contextlib.suppress(Exception):
+            aws.stop_executions()
+        if aws.sagemaker is not None:
+            aws.sagemaker.stop_all()
+        if aws.notifications is not None:
+            aws.notifications.drain(30)
+        raise
+    finally:
+        result.training_seconds = clock.stop()
+        try:
+            if aws.port is not None and bucket is not None:
+                t0 = time.perf_counter()
+                with contextlib.suppress(sweeps.SweepNotFoundError):
+                    sweeps.download_sweep(aws.client("s3"), bucket, sweep_id, dest)
+                    result.view = _final_view(aws, bucket, sweep_id, result.view)
+                result.timings["download"] = time.perf_counter() - t0
+        finally:
+            t0 = time.perf_counter()
+            aws.close()
+            result.timings["shutdown"] = time.perf_counter() - t0
+            result.timings["total"] = time.perf_counter() - t_start
+    return result
+
+
+def _final_view(aws: Any, bucket: str, sweep_id: str, current: Any) -> Any:
+    """The cells after aggregation (jobs.json holds their final statuses), with SageMaker's timings."""
+    from trainsweep.aws import sweeps
+
+    try:
+        view = sweeps.sweep_view(
+            s3=aws.client("s3"), bucket=bucket, sweep_id=sweep_id, sagemaker=aws.client("sagemaker"),
+            region=aws.region,
+        )  # fmt: skip
+        if current is not None:
+            view.execution_status, view.elapsed_s = current.execution_status, current.elapsed_s
+        return view
+    except Exception:
+        return current
+
+
+def _resume(
+    aws: Any,
+    stack: Any,
+    previous: Path,
+    spec_dict: dict[str, Any],
+    sweep_id: str,
+    bucket: str,
+    machine: str,
+    watch: Callable[[str], str],
+    result: LocalRunResult,
+) -> None:
+    from trainsweep.aws import sweeps
+
+    s3 = aws.client("s3")
+    sweeps.upload_sweep(s3, bucket, sweep_id, previous)
+    outcome = sweeps.resume_sweep(
+        s3=s3,
+        sfn=aws.client("stepfunctions"),
+        cfn=aws.client("cloudformation"),
+        lam=aws.client("lambda"),
+        stack_name=stack.name,
+        bucket=bucket,
+        state_machine_arn=machine,
+        sweep_id=sweep_id,
+        spec=spec_dict,
+        watch=watch,
+        before_merge=lambda: aws.notifications.drain(120),
+    )
+    result.execution_status = outcome.status
+    result.error = outcome.error
+    result.resumed_runs = outcome.rerun
