@@ -63,6 +63,8 @@ ALT = Alternation(
 
 # The first Keras progress bar of the first epoch: ``  256/60000 [....`` -> batch size 256 of 60000.
 _FIRST_BAR = re.compile(rb"\n[\x08\r ]*(\d+)/(\d+) \[[=>.]")
+_BAR_WINDOW = 1 << 16
+_TB_WINDOW = 1 << 16
 _EXC_LINE = re.compile(rb"\n([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b[^\n]*)")
 _RUN_TIMES = {
     "init": ("init time", "init_s"),
@@ -101,14 +103,19 @@ class CloudMLReader:
         self._closed: Epoch | None = None
         self._pending_rt: list[float] = []
         self._pending_start: float | None = None
-        self._want_first_bar = False
+        self._bar_budget: int | None = None
         self._bar_done = False
+        self._tb_budget = 0
 
     # ---- scanning --------------------------------------------------------------------------------
 
     def feed(self, region: bytes, newlines_before: int) -> None:
         """Read every cloud-ML line of ``region`` (whole lines, starting at a newline)."""
         lc = LineCounter(region, newlines_before)
+        if self._bar_budget is not None and not self._bar_done:
+            self._first_bar(region, 0)
+        if self._tb_budget:
+            self._exception_line(region, 0)
         kind_of = ALT.kind_of
         fg = ALT.first_group
         g_step = fg["step"]
@@ -156,7 +163,8 @@ class CloudMLReader:
             self._step(int(m.group(g)), float(m.group(g + 1)), lc, m.start())
         elif kind == "ehdr":
             self._epoch_header(int(m.group(g)), int(m.group(g + 1)), lc.at(m.start()))
-            if not self._bar_done:
+            if not self._bar_done and self._bar_budget is None:
+                self._bar_budget = _BAR_WINDOW
                 self._first_bar(region, m.end())
         elif kind == "etime":
             v = self._duration("Epoch time", m.group(g), lc, m.start())
@@ -252,9 +260,16 @@ class CloudMLReader:
         return ep
 
     def _first_bar(self, region: bytes, pos: int) -> None:
+        """Look for the first progress bar within :data:`_BAR_WINDOW` bytes after the first epoch header."""
+        budget = self._bar_budget or 0
+        m = _FIRST_BAR.search(region, pos, pos + budget)
+        self._bar_budget = budget - (len(region) - pos)
+        if m is None:
+            if self._bar_budget <= 0:
+                self._bar_done = True
+            return
         self._bar_done = True
-        m = _FIRST_BAR.search(region, pos, pos + 16384)
-        if m and self.header.batch_size is None and self.header.train_samples in (None, int(m.group(2))):
+        if self.header.batch_size is None and self.header.train_samples in (None, int(m.group(2))):
             self.header.batch_size = int(m.group(1))
             if self.header.train_samples is None:
                 self.header.train_samples = int(m.group(2))
@@ -286,9 +301,18 @@ class CloudMLReader:
     def _traceback(self, region: bytes, pos: int, line: int) -> None:
         if self.traceback_line is None:
             self.traceback_line = line
-        m = _EXC_LINE.search(region, pos)
-        text = m.group(1).decode("utf-8", "replace").strip() if m else "Traceback (most recent call last)"
-        self.traceback = text[:500]
+        self.traceback = "Traceback (most recent call last)"
+        self._tb_budget = _TB_WINDOW
+        self._exception_line(region, pos)
+
+    def _exception_line(self, region: bytes, pos: int) -> None:
+        """The exception line closes a traceback; look for it within :data:`_TB_WINDOW` bytes."""
+        m = _EXC_LINE.search(region, pos, pos + self._tb_budget)
+        if m is not None:
+            self.traceback = m.group(1).decode("utf-8", "replace").strip()[:500]
+            self._tb_budget = 0
+        else:
+            self._tb_budget = max(0, self._tb_budget - (len(region) - pos))
 
     def _duration(self, what: str, raw: bytes, lc: LineCounter, pos: int) -> float | None:
         v = float(raw)

@@ -1,0 +1,123 @@
+"""Factories for small synthetic logs (the real logs stay in ../shared; these are made here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from trainsweep.logs import mllog
+
+
+def _cloudml_log(
+    *,
+    epochs: int = 3,
+    announced: int | None = None,
+    steps: int = 4,
+    batch_size: int = 256,
+    samples: int = 1024,
+    step_s: float = 0.0125,
+    unit: str = "s",
+    command: bool = True,
+    final: bool = True,
+    python2_init: bool = False,
+) -> bytes:
+    """A cloud-ML (MNIST-style) log: init, per-epoch header, Real time, steps, validation, epoch time."""
+    lines: list[str] = []
+    if command:
+        lines.append(
+            f"python3 mnist_cnn.py --batch-size {batch_size} --num-gpus 1 --epochs {announced or epochs}"
+        )
+    lines.append(f"x_train shape: ({samples}, 28, 28, 1)")
+    lines.append("('Tempo de inicializacao: ', 0.25)" if python2_init else "Initialization time 0.25")
+    lines.append(f"Train on {samples} samples, validate on 100 samples")
+    t = 1_600_000_000.0
+    for e in range(1, epochs + 1):
+        lines += [f"Epoch {e}/{announced or epochs}", "", f"Real time: {t}", ""]
+        for s in range(1, steps + 1):
+            done = min(s * batch_size, samples)
+            lines.append(f"{done:>6}/{samples} [=>....] - ETA: 1s - loss: 0.5 - accuracy: 0.9")
+            lines.append(f"{s} step training time: {step_s * (10 if s == 1 and e == 1 else 1)}{unit}")
+            lines.append("")
+        lines.append(
+            f"{samples}/{samples} [==============================] - 1s - loss: 0.1 - val_accuracy: 0.9{e}"
+        )
+        lines.append(f"Validation time: 0.05{e}{unit}")
+        t += 1.5
+        lines += ["", f"Real time: {t}{unit}", "", f"Epoch time: 1.5{e}{unit}"]
+    if final:
+        lines.append("Duracao do treinamento: 5.5")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture
+def cloudml_log() -> Callable[..., bytes]:
+    """``cloudml_log(epochs=3, steps=4, ...)`` -> bytes of a well-formed cloud-ML log."""
+    return _cloudml_log
+
+
+def _mllog_lines(
+    *,
+    epochs: int = 2,
+    steps: int = 3,
+    ranks: int = 1,
+    epoch_base: int = 1,
+    batch_size: int = 64,
+    samples: int = 192,
+    failure: dict | None = None,
+    prediction: dict | None = None,
+    legacy: bool = True,
+) -> bytes:
+    """A log as the trainsweep container writes it: MLLOG events next to the seeds' human-readable lines."""
+    out: list[str] = []
+    t = 1_700_000_000_000.0
+
+    def ev(key: str, value: object = None, **meta: object) -> None:
+        nonlocal t
+        t += 10
+        out.append(mllog.format_line(key, value, metadata=dict(meta), time_ms=t))
+
+    ev(mllog.INIT_START, rank=0)
+    ev(mllog.GLOBAL_BATCH_SIZE, batch_size, rank=0)
+    ev(mllog.TRAIN_SAMPLES, samples, rank=0)
+    ev(mllog.EPOCH_COUNT, epochs, rank=0)
+    ev(mllog.INSTANCE_TYPE, "ml.g4dn.xlarge", rank=0)
+    ev(mllog.GPUS, 1, rank=0)
+    ev(mllog.WORLD_SIZE, ranks, rank=0)
+    ev(mllog.INIT_TIME, 1.5, rank=0)
+    ev(mllog.INIT_STOP, rank=0)
+    ev(mllog.RUN_START, rank=0)
+    for e in range(epoch_base, epoch_base + epochs):
+        for r in range(ranks):
+            ev(mllog.EPOCH_START, rank=r, epoch_num=e)
+        for s in range(1, steps + 1):
+            for r in range(ranks):
+                ev(
+                    mllog.STEP,
+                    {"step": s, "step_s": 0.5 + r, "data_wait_s": 0.1, "compute_s": 0.4 + r},
+                    rank=r,
+                    epoch_num=e,
+                )
+                if legacy and r == 0:
+                    out.append(f"{s} step training time: {0.5 + r}s")
+        for r in range(ranks):
+            ev(mllog.VALIDATION_TIME, 0.25, rank=r, epoch_num=e)
+            ev(mllog.EVAL_ACCURACY, 0.5 + e / 100, rank=r, epoch_num=e)
+            ev(mllog.EPOCH_TIME, 2.0, rank=r, epoch_num=e)
+            ev(mllog.EPOCH_STOP, rank=r, epoch_num=e)
+        if legacy:
+            out.append("Epoch time: 2.0s")
+    if prediction is not None:
+        ev(mllog.PREDICTION, prediction, rank=0)
+    if failure is not None:
+        ev(mllog.FAILURE, failure, rank=0)
+    else:
+        ev(mllog.FIT_TIME, 4.5, rank=0)
+        ev(mllog.RUN_STOP, rank=0, status="success")
+    return ("\n".join(out) + "\n").encode()
+
+
+@pytest.fixture
+def mllog_log() -> Callable[..., bytes]:
+    """``mllog_log(epochs=2, steps=3, ranks=1, ...)`` -> bytes of a trainsweep container log."""
+    return _mllog_lines
