@@ -624,8 +624,14 @@ class SweepPlan:
         }
 
     def jobs_json(self) -> bytes:
-        """The bytes of ``layout.jobs_key(sweep_id)``: the planned jobs, deterministic."""
-        return (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode()
+        """The bytes of ``layout.jobs_key(sweep_id)``: the planned jobs.
+
+        Deterministic for a sweep id (no planning time in it), so a retried PlanSweep rewrites the
+        same bytes.
+        """
+        doc = self.to_dict()
+        del doc["created_at"]
+        return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
     def job_for_run(self, run_name: str) -> dict[str, Any] | None:
         """The job that writes the log of ``run_name`` (None if the plan has no such run)."""

@@ -500,6 +500,15 @@ def test_jobs_json_is_deterministic_and_lists_every_job() -> None:
     assert [j["job_name"] for j in doc["jobs"]] == [j["job_name"] for j in plan().jobs]
 
 
+def test_a_replanned_sweep_writes_the_same_jobs_json() -> None:
+    first = plan_sweep(make_spec(), sweep_id="s-1", now=NOW, price=table_price, bucket="b")
+    retry = plan_sweep(
+        make_spec(), sweep_id="s-1", now=NOW + timedelta(minutes=3), price=table_price, bucket="b"
+    )
+    assert first.created_at != retry.created_at
+    assert first.jobs_json() == retry.jobs_json()
+
+
 def test_spec_in_the_plan_is_the_normalised_spec_and_loads_again() -> None:
     p = plan()
     assert load_spec(p.to_dict()["spec"]) == p.spec
