@@ -1,0 +1,1 @@
+"""CDK constructs and the stack of trainsweep (no business logic: that lives in ``trainsweep``)."""

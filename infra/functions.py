@@ -1,0 +1,156 @@
+"""Python Lambda functions built from ``lambdas/<name>/`` plus the ``trainsweep`` package, without Docker.
+
+Bundling runs on the synthesising machine (:class:`LocalPipBundling`): pip installs the function's
+``requirements.txt`` as manylinux wheels for the Lambda runtime into the asset, then the handler and
+the ``trainsweep`` package (minus the CLI and local mode) are copied in. The asset hash is computed
+from those sources, so a change to the core redeploys every function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, Duration, ILocalBundling, RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from trainsweep.aws.config import BUCKET_ENV
+from trainsweep.local.lambda_runner import FUNCTION_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+LAMBDAS = ROOT / "lambdas"
+PACKAGE = ROOT / "trainsweep"
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+PYTHON_VERSION = "3.12"
+PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
+# Parts of the package no Lambda imports (the CLI needs typer/rich, local mode needs moto).
+PACKAGE_EXCLUDE = ("cli", "local")
+# Removed from installed dependencies: never imported at run time, and they count against the 250 MB.
+PRUNE_DIRS = ("__pycache__", "tests", "test", "testing")
+PRUNE_GLOBS = ("*.pyc", "*.pyi")
+
+
+def _package_files(root: Path) -> list[Path]:
+    files = []
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if p.is_dir() or "__pycache__" in rel.parts or p.suffix == ".pyc":
+            continue
+        if rel.parts[0] in PACKAGE_EXCLUDE:
+            continue
+        files.append(p)
+    return files
+
+
+def source_hash(name: str) -> str:
+    """Hash of everything that goes into a function's asset except the pinned dependencies' bytes."""
+    h = hashlib.sha256()
+    for base in (LAMBDAS / name, PACKAGE):
+        for p in _package_files(base) if base == PACKAGE else sorted(base.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(ROOT)).encode())
+                h.update(p.read_bytes())
+    h.update(RUNTIME.name.encode())
+    return h.hexdigest()
+
+
+def build_asset(name: str, out: Path) -> None:
+    """Fill ``out`` with the function ``name``: dependencies, handler, the trainsweep package."""
+    requirements = LAMBDAS / name / "requirements.txt"
+    if requirements.is_file():
+        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        cmd += ["--target", str(out), "--only-binary=:all:", "--implementation", "cp"]
+        cmd += ["--python-version", PYTHON_VERSION, "--upgrade", "-r", str(requirements)]
+        for platform in PLATFORMS:
+            cmd += ["--platform", platform]
+        subprocess.run(cmd, check=True)
+    for p in sorted((LAMBDAS / name).iterdir()):
+        if p.is_file() and p.suffix == ".py":
+            shutil.copy2(p, out / p.name)
+    for p in _package_files(PACKAGE):
+        dest = out / "trainsweep" / p.relative_to(PACKAGE)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(p, dest)
+    for d in sorted(out.rglob("*"), reverse=True):
+        if d.is_dir() and d.name in PRUNE_DIRS and d.parent != out / "trainsweep":
+            shutil.rmtree(d, ignore_errors=True)
+    for pattern in PRUNE_GLOBS:
+        for f in out.rglob(pattern):
+            f.unlink(missing_ok=True)
+
+
+@jsii.implements(ILocalBundling)
+class LocalPipBundling:
+    """Bundles a function on this machine (pip cross-installs manylinux wheels); no Docker needed."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def try_bundle(self, output_dir: str, **_options: object) -> bool:
+        build_asset(self.name, Path(output_dir))
+        return True
+
+
+def function_code(name: str) -> lambda_.Code:
+    """The asset of ``lambdas/<name>``, bundled locally (Docker only as CDK's fallback, never needed)."""
+    return lambda_.Code.from_asset(
+        str(LAMBDAS / name),
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=source_hash(name),
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry(f"public.ecr.aws/sam/build-python{PYTHON_VERSION}"),
+            local=LocalPipBundling(name),
+            command=["bash", "-c", "echo 'trainsweep bundles locally' && exit 1"],
+        ),
+    )
+
+
+class HandlerFunction(Construct):
+    """One ``lambdas/<name>/handler.py`` as a Lambda function with its own log group.
+
+    The function knows the results bucket's name (``TRAINSWEEP_BUCKET``) and its own folder name
+    (``TRAINSWEEP_FUNCTION``, which local mode uses to run it from source). Grants are the stack's job.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        bucket_name: str,
+        memory_mb: int = 512,
+        timeout: Duration | None = None,
+        environment: dict[str, str] | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=RUNTIME,
+            architecture=lambda_.Architecture.X86_64,
+            handler="handler.handler",
+            code=function_code(name),
+            memory_size=memory_mb,
+            timeout=timeout or Duration.minutes(5),
+            log_group=self.log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment={
+                BUCKET_ENV: bucket_name,
+                FUNCTION_ENV: name,
+                "POWERTOOLS_SERVICE_NAME": "trainsweep",
+                "MPLBACKEND": "Agg",
+                "MPLCONFIGDIR": "/tmp/matplotlib",
+                **(environment or {}),
+            },
+        )

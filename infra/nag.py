@@ -1,0 +1,137 @@
+"""cdk-nag AwsSolutions findings we accept, each with its reason; any other finding fails synth."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_cdk import Acknowledgment, Validations
+from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from infra.stack import TrainsweepStack
+
+S3_READ = (
+    "s3 read actions CDK grants for reading objects (GetObject*, GetBucket*, List*), "
+    "scoped to the named prefixes"
+)
+S3_WRITE = "s3:Abort* lets a writer abort its own multipart uploads; scoped to the prefixes it writes"
+KMS_DATA_KEY = (
+    "kms:GenerateDataKey*/ReEncrypt* on the bucket's (or topic's) own customer-managed key only, "
+    "needed to read and write SSE-KMS objects"
+)
+XRAY = "X-Ray tracing writes (xray:PutTraceSegments/PutTelemetryRecords) have no resource-level permissions"
+LAMBDA_BASIC = (
+    "AWSLambdaBasicExecutionRole only allows writing the function's CloudWatch logs; "
+    "the log group is created and retained by the stack"
+)
+RUNTIME = (
+    "python3.12: the functions' dependencies are cross-installed as manylinux wheels for this version "
+    "(infra/functions.py); moved when the project's tested Python moves"
+)
+SWEEPS = (
+    "handlers work on any sweep: the sweep id is execution input, so the grant is sweeps/* "
+    "(never the whole bucket)"
+)
+
+
+def _ack(scope: IConstruct, findings: dict[str, str]) -> None:
+    for finding, reason in findings.items():
+        Validations.of(scope).acknowledge(Acknowledgment(id=finding, reason=reason))
+
+
+def _s3_kms(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {
+        "AwsSolutions-IAM5[Action::s3:GetObject*]": S3_READ,
+        "AwsSolutions-IAM5[Action::s3:GetBucket*]": S3_READ,
+        "AwsSolutions-IAM5[Action::s3:List*]": S3_READ,
+        "AwsSolutions-IAM5[Action::s3:Abort*]": S3_WRITE,
+        "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": KMS_DATA_KEY,
+        "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": KMS_DATA_KEY,
+        **(extra or {}),
+    }
+
+
+def acknowledge(stack: TrainsweepStack) -> None:
+    """Attach every accepted finding to the narrowest construct it concerns."""
+    bucket_arn = f"<{stack.get_logical_id(stack.bucket.node.default_child)}.Arn>"  # type: ignore[arg-type]
+    training_logs = (
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
+        "log-group:/aws/sagemaker/TrainingJobs:*]"
+    )
+    _ack(
+        stack.bucket,
+        {
+            "AwsSolutions-S1": "server access logs would need a second bucket per deployment; "
+            "CloudTrail data events are the audit trail for this bucket"
+        },
+    )
+    _ack(
+        stack.training,
+        {
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/logs/*]": (
+                "jobs upload their logs below their sweep's logs/ prefix; one role serves every sweep"
+            ),
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/output/*]": (
+                "SageMaker writes job output below the sweep's output/ prefix"
+            ),
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/checkpoints/*]": (
+                "managed-spot checkpoints below the sweep's checkpoints/ prefix (synced both ways)"
+            ),
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/data/*]": (
+                "training data users upload to the bucket's data/ prefix (read only)"
+            ),
+            training_logs: "SageMaker training jobs write to streams of this AWS-named log group",
+            "AwsSolutions-IAM5[Resource::*]": "ecr:GetAuthorizationToken has no resource-level "
+            "permissions; cloudwatch:PutMetricData is limited to the /aws/sagemaker/* namespaces",
+        },
+    )
+    for name, fn in stack.functions.items():
+        extra = {
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+            "AWSLambdaBasicExecutionRole]": LAMBDA_BASIC,
+            "AwsSolutions-L1": RUNTIME,
+            "AwsSolutions-IAM5[Resource::*]": XRAY
+            + (
+                "; servicequotas:ListServiceQuotas has no resource-level permissions (read only)"
+                if name == "plan_sweep"
+                else ""
+            ),
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*]": SWEEPS,
+        }
+        if name == "parse_run":
+            extra[f"AwsSolutions-IAM5[Resource::{bucket_arn}/imports/*]"] = (
+                "user uploads under imports/<name>/ are parsed wherever they lie (read only)"
+            )
+        if name == "export_log":
+            extra[training_logs] = "reads the streams of finished training jobs (read only)"
+        _ack(fn, _s3_kms(extra))
+    for child in stack.node.children:
+        if child.node.id.startswith("BucketNotificationsHandler"):
+            _ack(
+                child,
+                {
+                    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                    "AWSLambdaBasicExecutionRole]": "CDK's own handler that configures the bucket "
+                    "notifications at deploy time; logs only"
+                },
+            )
+    sweep = stack.state_machine.node.scope
+    function_acks = {
+        f"AwsSolutions-IAM5[Resource::<{stack.get_logical_id(fn.function.node.default_child)}.Arn>:*]": (  # type: ignore[arg-type]
+            "Step Functions' Lambda integration may invoke the function's versions and aliases"
+        )
+        for fn in stack.functions.values()
+    }
+    _ack(
+        sweep,  # type: ignore[arg-type]
+        {
+            **function_acks,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:"
+            "training-job/*]": "job names are made per sweep at run time; the state machine "
+            "creates/describes/stops training jobs only",
+            "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": KMS_DATA_KEY,
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": KMS_DATA_KEY,
+            "AwsSolutions-IAM5[Resource::*]": "X-Ray tracing and CloudWatch Logs delivery "
+            "(logs:*LogDelivery*) have no resource-level permissions",
+        },
+    )

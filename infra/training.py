@@ -1,0 +1,142 @@
+"""What a SageMaker training job needs: the training image and a least-privilege execution role."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import ArnFormat, IgnoreMode, Stack
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from trainsweep import layout
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = "container/Dockerfile"
+# The image is built from the repository root so that it can install the trainsweep package; only
+# what the Dockerfile may need is sent to Docker (and hashed at synth).
+IMAGE_CONTEXT_EXCLUDE = [
+    "*",
+    "!container",
+    "!trainsweep",
+    "!pyproject.toml",
+    "!README.md",
+    "!requirements.txt",
+    "**/__pycache__",
+    "**/*.pyc",
+]
+SAGEMAKER_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+
+
+class TrainingPlatform(Construct):
+    """The training image (built from ``container/`` at deploy time) and the role jobs run as.
+
+    The role may: pull its image; read the data prefixes it is given (and ``data/`` of the bucket);
+    write job outputs, checkpoints and logs below ``sweeps/`` (``logs/``, ``output/``,
+    ``checkpoints/`` of any sweep: one role serves every sweep); write its CloudWatch logs and metrics.
+    Nothing else.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        bucket: s3.IBucket,
+        data_buckets: list[s3.IBucket] | None = None,
+        image_directory: Path = ROOT,
+        dockerfile: str = DOCKERFILE,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not (image_directory / dockerfile).is_file():
+            raise FileNotFoundError(
+                f"the training image is built from {image_directory / dockerfile}, which does not exist"
+            )
+        self.image = ecr_assets.DockerImageAsset(
+            self,
+            "Image",
+            directory=str(image_directory),
+            file=dockerfile,
+            exclude=IMAGE_CONTEXT_EXCLUDE,
+            ignore_mode=IgnoreMode.DOCKER,
+            platform=ecr_assets.Platform.LINUX_AMD64,
+        )
+        self.role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="trainsweep SageMaker training jobs",
+        )
+        self.image.repository.grant_pull(self.role)
+        # Explicit statements rather than CDK's grant_* helpers: those add bucket-level and wildcard
+        # actions (GetBucket*, List*, DeleteObject* on the bucket ARN) the jobs do not need.
+        any_sweep = layout.SWEEPS_PREFIX + "*"
+        objects = bucket.arn_for_objects
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="WriteLogsAndOutput",
+                actions=["s3:PutObject"],
+                resources=[objects(f"{any_sweep}/{layout.LOGS_DIR}/*"), objects(f"{any_sweep}/output/*")],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="SyncSpotCheckpoints",  # managed spot syncs the checkpoint folder both ways
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                resources=[objects(f"{any_sweep}/checkpoints/*")],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadUploadedData",
+                actions=["s3:GetObject"],
+                resources=[objects(f"{layout.DATA_PREFIX}*")],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ListCheckpointsAndData",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "StringLike": {"s3:prefix": [f"{any_sweep}/checkpoints/*", f"{layout.DATA_PREFIX}*"]}
+                },
+            )
+        )
+        if bucket.encryption_key is not None:
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="UseBucketKey",
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                    resources=[bucket.encryption_key.key_arn],
+                )
+            )
+        for data in data_buckets or []:
+            data.grant_read(self.role)
+        stack = Stack.of(self)
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "logs:CreateLogGroup",
+                    "logs:CreateLogStream",
+                    "logs:PutLogEvents",
+                    "logs:DescribeLogStreams",
+                ],
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name=f"{SAGEMAKER_LOG_GROUP}:*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+            )
+        )

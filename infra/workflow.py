@@ -1,0 +1,332 @@
+"""The sweep state machine.
+
+Plan -> Map(instance types) -> Map(jobs: train, export log, parse) -> aggregate -> notify.
+
+Only wiring lives here: which Lambda runs when, what the training task sends to SageMaker, which
+errors are retried and which are caught. What the steps compute lives in ``trainsweep``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+TRAINING_RESOURCE = "arn:aws:states:::sagemaker:createTrainingJob.sync"
+# Errors worth another attempt: SageMaker reports API errors of this integration (throttling,
+# ResourceLimitExceeded, capacity) as SageMaker.AmazonSageMakerException; the specific names cover
+# the AWS SDK spelling. Everything else is caught and recorded as the cell's failure.
+RETRYABLE_TRAINING_ERRORS = [
+    "SageMaker.AmazonSageMakerException",
+    "SageMaker.ThrottlingException",
+    "SageMaker.ResourceLimitExceeded",
+    "SageMaker.ResourceLimitExceededException",
+    "ThrottlingException",
+]
+TRAINING_VOLUME_GB = 50
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Backoff for retryable training errors (context ``retry``: seconds, attempts, rate, max delay)."""
+
+    interval_s: int = 30
+    max_attempts: int = 6
+    backoff_rate: float = 2.0
+    max_delay_s: int = 600
+
+    @classmethod
+    def from_context(cls, value: Any) -> RetryPolicy:
+        if not value:
+            return cls()
+        return cls(**{k: type(getattr(cls(), k))(v) for k, v in dict(value).items()})
+
+
+def _training_task(
+    scope: Construct,
+    construct_id: str,
+    *,
+    image_uri: str,
+    role_arn: str,
+    key_arn: str,
+    spot: bool,
+    data: bool,
+) -> sfn.CustomState:
+    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel)."""
+    params: dict[str, Any] = {
+        "TrainingJobName.$": "$.job.job_name",
+        "AlgorithmSpecification": {"TrainingImage": image_uri, "TrainingInputMode": "File"},
+        "RoleArn": role_arn,
+        "HyperParameters.$": "$.job.hyperparameters",
+        "OutputDataConfig": {"S3OutputPath.$": "$.job.output_s3_uri", "KmsKeyId": key_arn},
+        "ResourceConfig": {
+            "InstanceType.$": "$.job.instance_type",
+            "InstanceCount.$": "$.job.instance_count",
+            "VolumeSizeInGB": TRAINING_VOLUME_GB,
+        },
+        # Always set: the AWS default is a day of billing for a job that hangs.
+        "StoppingCondition": {"MaxRuntimeInSeconds.$": "$.job.max_runtime_seconds"},
+        "Tags": [
+            {"Key": "trainsweep:sweep", "Value.$": "$.sweep_id"},
+            {"Key": "trainsweep:cell", "Value.$": "$.job.job_name"},
+        ],
+    }
+    if spot:
+        params["EnableManagedSpotTraining"] = True
+        params["StoppingCondition"]["MaxWaitTimeInSeconds.$"] = "$.job.max_wait_seconds"
+        params["CheckpointConfig"] = {"S3Uri.$": "$.job.checkpoint_s3_uri"}
+    if data:
+        params["InputDataConfig"] = [
+            {
+                "ChannelName": "train",
+                "DataSource": {
+                    "S3DataSource": {
+                        "S3DataType": "S3Prefix",
+                        "S3Uri.$": "$.job.data_s3_uri",
+                        "S3DataDistributionType": "FullyReplicated",
+                    }
+                },
+            }
+        ]
+    return sfn.CustomState(
+        scope,
+        construct_id,
+        state_json={
+            "Type": "Task",
+            "Resource": TRAINING_RESOURCE,
+            "Parameters": params,
+            "ResultPath": "$.outcome.training",
+        },
+    )
+
+
+class SweepStateMachine(Construct):
+    """The sweep workflow. The execution input is the spec (or ``{spec, sweep_id}``)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        plan: lambda_.IFunction,
+        parse: lambda_.IFunction,
+        export: lambda_.IFunction,
+        aggregate: lambda_.IFunction,
+        topic: sns.ITopic,
+        bucket: s3.IBucket,
+        bucket_key: kms.IKey,
+        image_uri: str,
+        training_role: iam.IRole,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        retry = retry or RetryPolicy()
+        stack = Stack.of(self)
+
+        failed = sfn.Fail(self, "SweepFailed", error_path="$.error.Error", cause_path="$.error.Cause")
+        notify_failure = tasks.SnsPublish(
+            self,
+            "NotifyFailure",
+            topic=topic,
+            subject="trainsweep: sweep failed",
+            message=sfn.TaskInput.from_json_path_at("$.error"),
+            result_path=sfn.JsonPath.DISCARD,
+        ).next(failed)
+
+        plan_task = tasks.LambdaInvoke(
+            self,
+            "PlanSweep",
+            lambda_function=plan,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "input": sfn.JsonPath.entire_payload,
+                    "execution": sfn.JsonPath.string_at("$$.Execution.Name"),
+                }
+            ),
+            payload_response_only=True,
+            result_path="$.plan",
+        )
+        plan_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
+
+        # ---- one job: train (retry / catch) -> export the log if missing -> parse and record ----
+        start_job = sfn.Pass(
+            self, "StartJob", parameters={"outcome": {}, "sweep_id.$": "$.sweep_id", "job.$": "$.job"}
+        )
+        export_task = tasks.LambdaInvoke(
+            self,
+            "ExportLog",
+            lambda_function=export,
+            payload=sfn.TaskInput.from_object(
+                {"sweep_id": sfn.JsonPath.string_at("$.sweep_id"), "job": sfn.JsonPath.object_at("$.job")}
+            ),
+            payload_response_only=True,
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        parse_task = tasks.LambdaInvoke(
+            self,
+            "ParseRun",
+            lambda_function=parse,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "sweep_id": sfn.JsonPath.string_at("$.sweep_id"),
+                    "job": sfn.JsonPath.object_at("$.job"),
+                    # {training} or {error}: whichever the training task left (a missing path is an error)
+                    "outcome": sfn.JsonPath.object_at("$.outcome"),
+                }
+            ),
+            payload_response_only=True,
+        )
+        parse_failed = sfn.Pass(
+            self,
+            "RecordParseFailure",
+            parameters={
+                "run_name.$": "$.job.job_name",
+                "job_name.$": "$.job.job_name",
+                "instance_type.$": "$.job.instance_type",
+                "status": "failed",
+                "reason.$": "States.Format('results not recorded: {}', $.parse_error.Cause)",
+            },
+        )
+        parse_task.add_catch(parse_failed, errors=[sfn.Errors.ALL], result_path="$.parse_error")
+        export_task.add_catch(parse_task, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
+        export_task.next(parse_task)
+
+        variants = {}
+        for spot in (False, True):
+            for data in (False, True):
+                name = "Train" + ("Spot" if spot else "") + ("WithData" if data else "")
+                task = _training_task(
+                    self,
+                    name,
+                    image_uri=image_uri,
+                    role_arn=training_role.role_arn,
+                    key_arn=bucket_key.key_arn,
+                    spot=spot,
+                    data=data,
+                )
+                task.add_retry(
+                    errors=RETRYABLE_TRAINING_ERRORS,
+                    interval=Duration.seconds(retry.interval_s),
+                    max_attempts=retry.max_attempts,
+                    backoff_rate=retry.backoff_rate,
+                    max_delay=Duration.seconds(retry.max_delay_s),
+                    jitter_strategy=sfn.JitterType.FULL,
+                )
+                task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
+                task.next(export_task)
+                variants[(spot, data)] = task
+        choose = (
+            sfn.Choice(self, "TrainingKind")
+            .when(_spot_data(True, True), variants[(True, True)])
+            .when(_spot_data(True, False), variants[(True, False)])
+            .when(_spot_data(False, True), variants[(False, True)])
+            .otherwise(variants[(False, False)])
+        )
+        start_job.next(choose)
+
+        jobs_map = sfn.Map(
+            self,
+            "Jobs",
+            items_path="$.group.jobs",
+            max_concurrency_path="$.group.max_concurrency",
+            item_selector={"sweep_id.$": "$.sweep_id", "job.$": "$$.Map.Item.Value"},
+        )
+        jobs_map.item_processor(start_job)
+        groups_map = sfn.Map(
+            self,
+            "InstanceTypes",
+            items_path="$.plan.groups",
+            max_concurrency_path="$.plan.group_concurrency",
+            item_selector={"sweep_id.$": "$.plan.sweep_id", "group.$": "$$.Map.Item.Value"},
+            result_path="$.cells",
+        )
+        groups_map.item_processor(jobs_map)
+
+        aggregate_task = tasks.LambdaInvoke(
+            self,
+            "AggregateSweep",
+            lambda_function=aggregate,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "sweep_id": sfn.JsonPath.string_at("$.plan.sweep_id"),
+                    "cells": sfn.JsonPath.list_at("$.cells"),
+                }
+            ),
+            payload_response_only=True,
+            result_path="$.summary",
+        )
+        aggregate_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
+        notify_done = tasks.SnsPublish(
+            self,
+            "NotifyFinished",
+            topic=topic,
+            subject="trainsweep: sweep finished",
+            message=sfn.TaskInput.from_json_path_at("$.summary"),
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        done = sfn.Succeed(self, "SweepFinished", output_path="$.summary")
+
+        definition = plan_task.next(groups_map).next(aggregate_task).next(notify_done).next(done)
+        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+            ),
+        )
+
+        # ---- what the state machine may do beyond invoking its Lambdas and publishing ----
+        role = self.state_machine.role
+        training_job_arn = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "sagemaker:CreateTrainingJob",
+                    "sagemaker:DescribeTrainingJob",
+                    "sagemaker:StopTrainingJob",
+                    "sagemaker:AddTags",
+                ],
+                resources=[training_job_arn],
+            )
+        )
+        # `.sync` on SageMaker works through this managed EventBridge rule.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["events:PutTargets", "events:PutRule", "events:DescribeRule"],
+                resources=[
+                    stack.format_arn(
+                        service="events",
+                        resource="rule",
+                        resource_name="StepFunctionsGetEventsForSageMakerTrainingJobsRule",
+                    )
+                ],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[training_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            )
+        )
+
+
+def _spot_data(spot: bool, data: bool) -> sfn.Condition:
+    spot_c = sfn.Condition.boolean_equals("$.job.spot", True)
+    data_c = sfn.Condition.is_string("$.job.data_s3_uri")
+    return sfn.Condition.and_(
+        spot_c if spot else sfn.Condition.not_(spot_c), data_c if data else sfn.Condition.not_(data_c)
+    )

@@ -1,0 +1,24 @@
+"""AggregateSweep: every cell's status and every run's record -> sweep table, report and plots.
+
+Event: ``{sweep_id, cells}`` where ``cells`` is the Map output (lists of ParseRun's cell records).
+Writes ``sweep.csv``, ``sweep.json``, ``report.html`` and ``plots/*.png`` below the sweep's results
+root and returns a short summary for the notification.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+
+from trainsweep.aws.aggregate import aggregate_sweep
+from trainsweep.aws.config import FunctionConfig
+
+logger = Logger(service="trainsweep")
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    config = FunctionConfig.from_env()
+    return aggregate_sweep(boto3.client("s3"), config.bucket, event["sweep_id"], event.get("cells") or [])

@@ -1,0 +1,39 @@
+"""ParseRun: raw logs -> per-run artefacts.
+
+Two callers: S3 ``ObjectCreated`` notifications for raw logs (``sweeps/<id>/logs/``, ``imports/``),
+and the state machine once per finished job (``{sweep_id, job, outcome: {training | error}}``), which
+also gets back each cell's final status and reason, so aggregation never races the notification.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote_plus
+
+import boto3
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.data_classes import S3Event
+
+from trainsweep.aws.config import FunctionConfig
+from trainsweep.aws.runs import process_log, record_job
+
+logger = Logger(service="trainsweep")
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> Any:
+    config = FunctionConfig.from_env()
+    s3 = boto3.client("s3")
+    if "Records" in event:
+        written = []
+        for record in S3Event(event).records:
+            # S3 URL-encodes keys in events (a space arrives as '+').
+            key = unquote_plus(record.s3.get_object.key)
+            written += process_log(s3, record.s3.bucket.name or config.bucket, key)
+        logger.info("artefacts written", extra={"keys": written})
+        return {"written": written}
+    outcome = event.get("outcome") or {}
+    cells = record_job(
+        s3, config.bucket, event["sweep_id"], event["job"], outcome.get("training"), outcome.get("error")
+    )
+    return [c.to_dict() for c in cells]

@@ -1,0 +1,41 @@
+"""PlanSweep: validate the execution input (a sweep spec), expand it into jobs, refuse it when over budget.
+
+Input: the spec itself, or ``{"spec": ..., "sweep_id": ...}`` (the CLI names its sweeps). Output: the
+plan's state input with jobs grouped by instance type and capped by the account's quotas
+(``trainsweep.aws.workflow``). A bad spec, an over-budget sweep or a zero quota raises
+``SpecError``/``BudgetExceededError``/``QuotaError``: the state machine fails with that message.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger
+
+from trainsweep import layout
+from trainsweep.aws import s3 as s3io
+from trainsweep.aws.config import FunctionConfig
+from trainsweep.aws.quotas import training_instance_quotas
+from trainsweep.aws.workflow import state_input
+from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
+from trainsweep.spec import plan_sweep
+
+logger = Logger(service="trainsweep")
+
+
+@logger.inject_lambda_context(log_event=True)
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    config = FunctionConfig.from_env()
+    raw = event.get("input", event)
+    wrapped = isinstance(raw, dict) and "spec" in raw and "workload" not in raw
+    spec, sweep_id = (raw["spec"], raw.get("sweep_id")) if wrapped else (raw, None)
+    plan = plan_sweep(spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket)
+
+    s3 = boto3.client("s3")
+    s3io.put_json(s3, config.bucket, layout.spec_key(plan.sweep_id), plan.spec.to_dict())
+    s3io.put_bytes(s3, config.bucket, layout.jobs_key(plan.sweep_id), plan.jobs_json())
+    cloud_types = [t for t in plan.spec.instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
+    quotas = training_instance_quotas(boto3.client("service-quotas"), cloud_types) if cloud_types else {}
+    return state_input(plan.to_state_input(), quotas)

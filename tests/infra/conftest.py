@@ -1,0 +1,30 @@
+"""One synthesis of the stack per test module (synth is slow); asset bundling skipped in unit tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# The CDK app (app.py, infra/) lives at the repository root, outside the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+from synth_helpers import synth
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return synth(tmp_path_factory.mktemp("cdk"))
+
+
+@pytest.fixture(scope="module")
+def template_file(template: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tpl") / "template.json"
+    path.write_text(json.dumps(template))
+    return path

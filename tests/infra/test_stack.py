@@ -1,0 +1,249 @@
+"""CDK assertions on the synthesized trainsweep stack (resources, least privilege, triggers, outputs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from synth_helpers import ROOT, as_list, resources, statements, synth
+
+from trainsweep import layout
+from trainsweep.aws import outputs
+
+
+def _one(template: dict[str, Any], type_: str) -> tuple[str, dict[str, Any]]:
+    found = resources(template, type_)
+    assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
+    return next(iter(found.items()))
+
+
+def _logical_id(template: dict[str, Any], type_: str, startswith: str) -> str:
+    ids = [k for k in resources(template, type_) if k.startswith(startswith)]
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+# ---- the results bucket -----------------------------------------------------------------------
+
+
+def test_results_bucket_is_kms_encrypted_versioned_and_private(template):
+    _, bucket = _one(template, "AWS::S3::Bucket")
+    props = bucket["Properties"]
+    sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    assert "KMSMasterKeyID" in sse["ServerSideEncryptionByDefault"]
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+    assert bucket["DeletionPolicy"] == "Retain"
+
+
+def test_results_bucket_refuses_requests_without_tls(template):
+    _, policy = _one(template, "AWS::S3::BucketPolicy")
+    denies = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+    assert any(s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
+
+
+def test_overwritten_log_versions_expire_and_raw_log_expiry_is_configurable(template, tmp_path):
+    rules = _one(template, "AWS::S3::Bucket")[1]["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert [r["Id"] for r in rules] == ["expire-noncurrent-versions"]
+    assert rules[0]["NoncurrentVersionExpiration"]["NoncurrentDays"] == 7
+
+    custom = synth(tmp_path, {"raw_log_days": "30"}, nag=False)
+    rules = _one(custom, "AWS::S3::Bucket")[1]["Properties"]["LifecycleConfiguration"]["Rules"]
+    by_id = {r["Id"]: r for r in rules}
+    assert by_id["expire-imported-logs"]["Prefix"] == layout.IMPORTS_PREFIX
+    assert by_id["expire-imported-logs"]["ExpirationInDays"] == 30
+    assert by_id["expire-raw-logs"]["TagFilters"] == [{"Key": "trainsweep-kind", "Value": "raw-log"}]
+
+
+# ---- triggers -------------------------------------------------------------------------------------
+
+
+def test_only_raw_log_prefixes_trigger_the_parse_function(template):
+    _, notes = _one(template, "Custom::S3BucketNotifications")
+    configs = notes["Properties"]["NotificationConfiguration"]["LambdaFunctionConfigurations"]
+    parse_id = _logical_id(template, "AWS::Lambda::Function", "ParseRun")
+    filters = []
+    for c in configs:
+        assert c["LambdaFunctionArn"] == {"Fn::GetAtt": [parse_id, "Arn"]}
+        assert c["Events"] == ["s3:ObjectCreated:*"]
+        filters.append({r["Name"]: r["Value"] for r in c["Filter"]["Key"]["FilterRules"]})
+    assert sorted(filters, key=str) == sorted(
+        [{"prefix": "sweeps/", "suffix": ".log"}, {"prefix": "imports/"}], key=str
+    )
+
+    def triggers(key: str) -> bool:
+        return any(key.startswith(f["prefix"]) and key.endswith(f.get("suffix", "")) for f in filters)
+
+    sweep = "demo-20260101-000000"
+    assert triggers(layout.log_key(sweep, "demo-p3-1-64-e0"))
+    assert triggers("imports/old/result-p3-1-64-e1.txt")
+    for rel in (
+        layout.execution_times_path("p3-1", 64, 1, "json"),
+        layout.execution_times_path("p3-1", 64, 1, "summary"),
+        layout.execution_times_path("p3-1", 64, 1, "png"),
+        layout.run_record_path("demo-p3-1-64-e0"),
+        layout.SWEEP_CSV,
+        layout.SWEEP_JSON,
+        layout.REPORT_HTML,
+        layout.plot_path("heatmap"),
+    ):
+        assert not triggers(layout.results_key(sweep, rel)), rel
+    assert not triggers(layout.spec_key(sweep))
+    assert not triggers(layout.jobs_key(sweep))
+
+
+# ---- least privilege ------------------------------------------------------------------------------
+
+
+def test_the_training_role_can_be_assumed_only_by_sagemaker(template):
+    role = template["Resources"][_logical_id(template, "AWS::IAM::Role", "TrainingExecutionRole")]
+    principals = [s["Principal"] for s in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]]
+    assert principals == [{"Service": "sagemaker.amazonaws.com"}]
+    assert "ManagedPolicyArns" not in role["Properties"]
+
+
+def test_the_training_role_writes_only_logs_outputs_and_checkpoints_of_sweeps(template):
+    allowed: dict[str, set[str]] = {}
+    for st in statements(template, "TrainingExecutionRole"):
+        for action in as_list(st["Action"]):
+            if action.startswith("s3:"):
+                for r in as_list(st["Resource"]):
+                    allowed.setdefault(action, set()).add(_object_suffix(r))
+    assert allowed == {
+        "s3:PutObject": {"/sweeps/*/logs/*", "/sweeps/*/output/*", "/sweeps/*/checkpoints/*"},
+        "s3:GetObject": {"/sweeps/*/checkpoints/*", "/data/*"},
+        "s3:DeleteObject": {"/sweeps/*/checkpoints/*"},
+        "s3:ListBucket": {"<bucket>"},
+    }
+
+
+def _object_suffix(resource: Any) -> str:
+    """``/prefix/*`` of an ``<bucket arn>/prefix/*`` resource, ``<bucket>`` for the bucket itself."""
+    if isinstance(resource, dict) and "Fn::Join" in resource:
+        return resource["Fn::Join"][1][-1]
+    if isinstance(resource, dict) and "Fn::GetAtt" in resource:
+        return "<bucket>"
+    return json.dumps(resource)
+
+
+def test_pass_role_is_granted_once_for_the_training_role_and_only_to_sagemaker(template):
+    training_role = _logical_id(template, "AWS::IAM::Role", "TrainingExecutionRole")
+    passes = []
+    for lid, policy in resources(template, "AWS::IAM::Policy").items():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if "iam:PassRole" in as_list(st["Action"]) or "iam:*" in as_list(st["Action"]):
+                passes.append((lid, st))
+    assert len(passes) == 1
+    lid, st = passes[0]
+    assert lid.startswith("SweepStateMachineRole")
+    assert st["Resource"] == {"Fn::GetAtt": [training_role, "Arn"]}
+    assert st["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+
+
+def test_no_policy_allows_every_action(template):
+    for lid, policy in resources(template, "AWS::IAM::Policy").items():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for action in as_list(st["Action"]):
+                assert action != "*" and not action.endswith(":*"), (lid, action)
+
+
+def test_functions_reach_only_the_sweeps_and_imports_prefixes_of_the_bucket(template):
+    for fn in ("PlanSweep", "ParseRun", "ExportLog", "AggregateSweep"):
+        for st in statements(template, f"{fn}FunctionServiceRole"):
+            if not any(a.startswith("s3:") for a in as_list(st["Action"])):
+                continue
+            for r in as_list(st["Resource"]):
+                text = json.dumps(r)
+                if "Fn::Join" in text:
+                    assert text.endswith('"/sweeps/*"]]}') or text.endswith('"/imports/*"]]}'), (fn, text)
+
+
+# ---- functions --------------------------------------------------------------------------------------
+
+
+def test_four_handler_functions_know_their_source_folder_and_the_bucket(template):
+    bucket_id = _one(template, "AWS::S3::Bucket")[0]
+    names = {}
+    for lid, fn in resources(template, "AWS::Lambda::Function").items():
+        env = fn["Properties"].get("Environment", {}).get("Variables", {})
+        if "TRAINSWEEP_FUNCTION" not in env:
+            continue  # CDK's own notification handler
+        names[env["TRAINSWEEP_FUNCTION"]] = lid
+        assert env["TRAINSWEEP_BUCKET"] == {"Ref": bucket_id}
+        assert fn["Properties"]["Runtime"] == "python3.12"
+        assert fn["Properties"]["Handler"] == "handler.handler"
+        assert fn["Properties"]["TracingConfig"] == {"Mode": "Active"}
+        assert (ROOT / "lambdas" / env["TRAINSWEEP_FUNCTION"] / "handler.py").is_file()
+    assert sorted(names) == ["aggregate_sweep", "export_log", "parse_run", "plan_sweep"]
+
+
+def test_only_the_aggregate_function_carries_pandas_and_only_plotting_ones_matplotlib():
+    def requirements(name: str) -> set[str]:
+        lines = (ROOT / "lambdas" / name / "requirements.txt").read_text().splitlines()
+        return {ln.split("==")[0].strip().lower() for ln in lines if ln.strip() and not ln.startswith("#")}
+
+    assert "pandas" in requirements("aggregate_sweep")
+    for name in ("plan_sweep", "parse_run", "export_log"):
+        assert "pandas" not in requirements(name), name
+    for name in ("plan_sweep", "export_log"):
+        assert not requirements(name) & {"matplotlib", "numpy", "scipy"}, name
+    for name in ("plan_sweep", "parse_run", "export_log", "aggregate_sweep"):
+        assert all(
+            "==" in ln
+            for ln in (ROOT / "lambdas" / name / "requirements.txt").read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")
+        ), f"{name}: pin every requirement"
+
+
+# ---- notifications and outputs ---------------------------------------------------------------------
+
+
+def test_topic_is_encrypted_and_email_subscription_comes_from_context(template, tmp_path):
+    _, topic = _one(template, "AWS::SNS::Topic")
+    assert "KmsMasterKeyId" in topic["Properties"]
+    assert not resources(template, "AWS::SNS::Subscription")
+
+    with_mail = synth(tmp_path, {"notification_email": "ops@example.com"}, nag=False)
+    ((_, sub),) = resources(with_mail, "AWS::SNS::Subscription").items()
+    assert sub["Properties"]["Protocol"] == "email"
+    assert sub["Properties"]["Endpoint"] == "ops@example.com"
+
+
+def test_stack_outputs_name_what_the_cli_reads(template):
+    outs = template["Outputs"]
+    for name in (outputs.STATE_MACHINE_ARN, outputs.BUCKET_NAME, outputs.TOPIC_ARN):
+        assert name in outs
+    sm = _logical_id(template, "AWS::StepFunctions::StateMachine", "Sweep")
+    assert outs[outputs.STATE_MACHINE_ARN]["Value"] == {"Ref": sm}
+
+
+def test_the_training_image_is_built_from_the_container_folder():
+    # The image asset's build context is the repository; its Dockerfile belongs to the container part.
+    assert (ROOT / "container" / "Dockerfile").is_file(), "container/Dockerfile is missing"
+
+
+def test_app_py_synthesizes_without_docker_or_credentials(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    assert (ROOT / "container" / "Dockerfile").is_file(), "app.py builds the image asset from it"
+    env = {**os.environ, "CDK_OUTDIR": str(tmp_path), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env.pop("CDK_DEFAULT_ACCOUNT", None)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "app.py")],
+        cwd=ROOT,
+        env={**env, "CDK_CONTEXT_JSON": json.dumps({"aws:cdk:bundling-stacks": []})},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert Path(tmp_path, f"{outputs.STACK_NAME}.template.json").is_file()

@@ -1,0 +1,59 @@
+"""Copy a SageMaker training job's CloudWatch log stream to S3, completely.
+
+The seeds exported logs without pagination and lost their beginnings (a log that starts mid-epoch).
+``GetLogEvents`` pages forward from the head; the documented end is a ``nextForwardToken`` equal to
+the one sent, but an empty page also ends it (a stream still being written can hand out new tokens
+for empty pages forever).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+
+def iter_log_messages(logs: Any, group: str, stream: str, *, page_limit: int | None = None) -> Iterator[str]:
+    """Every message of a stream, oldest first, following ``nextForwardToken`` to the end."""
+    kwargs: dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
+    if page_limit:
+        kwargs["limit"] = page_limit
+    token: str | None = None
+    while True:
+        page = logs.get_log_events(**kwargs, **({"nextToken": token} if token else {}))
+        events = page.get("events", [])
+        for event in events:
+            yield event.get("message", "")
+        next_token = page.get("nextForwardToken")
+        if not events or not next_token or next_token == token:
+            return
+        token = next_token
+
+
+def job_streams(logs: Any, group: str, job_name: str) -> list[str]:
+    """Streams of one training job (``<job>/algo-1-<epoch>``, one per host), in name order."""
+    from botocore.exceptions import ClientError
+
+    names: list[str] = []
+    kwargs: dict[str, Any] = {"logGroupName": group, "logStreamNamePrefix": f"{job_name}/"}
+    try:
+        while True:
+            page = logs.describe_log_streams(**kwargs)
+            names.extend(s["logStreamName"] for s in page.get("logStreams", []))
+            token = page.get("nextToken")
+            if not token or token == kwargs.get("nextToken"):
+                break
+            kwargs["nextToken"] = token
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return []
+        raise
+    return sorted(names)
+
+
+def stream_text(logs: Any, group: str, stream: str, *, page_limit: int | None = None) -> bytes:
+    """The stream as a log file: one message per line, UTF-8."""
+    lines = (
+        m if m.endswith("\n") else m + "\n"
+        for m in iter_log_messages(logs, group, stream, page_limit=page_limit)
+    )
+    return "".join(lines).encode("utf-8")

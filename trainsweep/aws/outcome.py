@@ -1,0 +1,117 @@
+"""What happened to each cell of a sweep: a status and a reason, from the job's and the log's view.
+
+Pure functions (no AWS calls): the ParseRun handler feeds them the training task's output or the
+error the state machine caught, plus what the parser read from each run's log.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+CellStatus = Literal["completed", "partial", "infeasible", "timeout", "failed"]
+
+# What the frameworks and SageMaker say when a batch does not fit: PyTorch/TF/NCCL messages, the
+# kernel's OOM killer as SageMaker reports it, and trainsweep's own container marker.
+_OOM = re.compile(
+    r"out of memory|outofmemory|\bOOM\b|ResourceExhausted|MemoryError|Cannot allocate memory"
+    r"|Please use an instance type with more memory|infeasible batch size",
+    re.IGNORECASE,
+)
+_TIMEOUT_SECONDARY = {"MaxRuntimeExceeded", "MaxWaitTimeExceeded"}
+_REASON_MAX = 1000
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (instance type, batch size, repetition) cell's final record (``jobs`` in the report)."""
+
+    run_name: str
+    job_name: str
+    instance_type: str
+    batch_size: int | None
+    repetition: int | None
+    status: CellStatus
+    reason: str | None
+    billable_s: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How the training task ended: ``ok`` or the error caught by the state machine."""
+
+    ok: bool
+    reason: str | None
+    kind: Literal["ok", "oom", "timeout", "failed"]
+    billable_s: float | None
+
+
+def is_out_of_memory(text: str | None) -> bool:
+    return bool(text and _OOM.search(text))
+
+
+def job_outcome(training: dict[str, Any] | None, error: dict[str, Any] | None) -> JobOutcome:
+    """Classify the training task's result (the DescribeTrainingJob output, or ``{Error, Cause}``)."""
+    if error is None:
+        training = training or {}
+        return JobOutcome(True, None, "ok", _float(training.get("BillableTimeInSeconds")))
+    name = str(error.get("Error", "Error"))
+    cause = error.get("Cause") or ""
+    described: dict[str, Any] = {}
+    if isinstance(cause, str) and cause.startswith("{"):
+        try:
+            loaded = json.loads(cause)
+            described = loaded if isinstance(loaded, dict) else {}
+        except ValueError:
+            described = {}
+    billable = _float(described.get("BillableTimeInSeconds"))
+    failure = described.get("FailureReason")
+    secondary = described.get("SecondaryStatus")
+    status = described.get("TrainingJobStatus")
+    if described:
+        reason = failure or f"training job {status or 'ended'} ({secondary or 'no detail'})"
+    else:
+        reason = f"{name}: {cause}" if cause else name
+    reason = reason[:_REASON_MAX]
+    if is_out_of_memory(failure) or (not described and is_out_of_memory(cause)):
+        return JobOutcome(False, reason, "oom", billable)
+    if secondary in _TIMEOUT_SECONDARY or name == "States.Timeout":
+        return JobOutcome(False, reason, "timeout", billable)
+    return JobOutcome(False, reason, "failed", billable)
+
+
+def cell_status(
+    outcome: JobOutcome, run_status: str | None, run_failure: str | None
+) -> tuple[CellStatus, str | None]:
+    """A cell's status from its job's outcome and its own log (None: no log was found).
+
+    A packed job runs several batch sizes in turn: the cells it finished stay completed even when a
+    later, larger batch size ran out of memory and failed the job.
+    """
+    if run_status == "complete":
+        return "completed", None
+    if is_out_of_memory(run_failure):
+        return "infeasible", run_failure
+    if not outcome.ok:
+        if outcome.kind == "oom":
+            return "infeasible", outcome.reason
+        if outcome.kind == "timeout":
+            return "timeout", outcome.reason
+        return "failed", outcome.reason
+    if run_status is None:
+        return "failed", "the job completed but left no log"
+    if run_status == "partial":
+        return "partial", run_failure or "the log ends before the run does"
+    return "failed", run_failure or f"log status: {run_status}"
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None

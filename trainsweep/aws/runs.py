@@ -1,0 +1,101 @@
+"""Turn raw logs in S3 into per-run artefacts, and finished jobs into per-cell status records.
+
+The glue between S3 and the pure core (``trainsweep.logs.parse``, ``trainsweep.artefacts``): the
+ParseRun handler calls :func:`process_log` for each S3 notification and :func:`record_job` once per
+finished job of the state machine. Keys come from :mod:`trainsweep.layout`; every output lies below
+``sweeps/<id>/results/``, which is not a trigger prefix, and is a deterministic function of its input.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from trainsweep import layout
+from trainsweep.aws import s3 as s3io
+from trainsweep.aws.outcome import Cell, cell_status, job_outcome
+
+LOG = logging.getLogger(__name__)
+
+
+def parse_object(s3: Any, bucket: str, key: str, run_name: str) -> Any | None:
+    """Parse one raw log object into a ``RunTimings``; None if the object does not exist.
+
+    A log the parser cannot read still yields a run (status ``unreadable``, with problems), never an
+    exception: S3 retries failing asynchronous invocations, and a bad object would loop.
+    """
+    from trainsweep.logs import parse
+    from trainsweep.logs.model import RunTimings
+
+    chunks = s3io.iter_chunks(s3, bucket, key)
+    if chunks is None:
+        return None
+    try:
+        return parse(chunks, name=run_name)
+    except Exception as exc:  # a parser bug must not lose the report: record it as the run's problem
+        LOG.exception("parser failed on s3://%s/%s", bucket, key)
+        run = RunTimings(name=run_name, status="unreadable", failure_reason=f"parser error: {exc}")
+        run.add_problem("parser-error", f"the parser raised {type(exc).__name__}: {exc}", severity="error")
+        return run
+
+
+def process_log(s3: Any, bucket: str, key: str) -> list[str]:
+    """Parse the raw log at ``key`` (already URL-decoded) and write its artefacts; returns the keys.
+
+    Keys that are not raw logs (``layout.classify_log_key``) are ignored, so a stray notification
+    cannot make the function write anything.
+    """
+    from trainsweep.artefacts import run_artefacts
+
+    location = layout.classify_log_key(key)
+    if location is None:
+        LOG.info("ignoring %s: not a raw log key", key)
+        return []
+    run = parse_object(s3, bucket, key, location.run_name)
+    if run is None:
+        LOG.info("ignoring %s: the object is gone", key)
+        return []
+    return s3io.put_all(s3, bucket, layout.results_prefix(location.sweep_id), run_artefacts(run))
+
+
+def record_job(
+    s3: Any,
+    bucket: str,
+    sweep_id: str,
+    job: dict[str, Any],
+    training: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+) -> list[Cell]:
+    """Parse the logs of a finished job's runs, write their artefacts, and return one record per cell.
+
+    ``training`` is the training task's output (DescribeTrainingJob), ``error`` the ``{Error, Cause}``
+    the state machine caught instead. Packed jobs have several runs; the job's billable time is split
+    evenly among them.
+    """
+    from trainsweep.artefacts import run_artefacts
+
+    outcome = job_outcome(training, error)
+    run_names: list[str] = list(job["run_names"])
+    batch_sizes: list[int] = list(job.get("batch_sizes") or [])
+    billable = outcome.billable_s / len(run_names) if outcome.billable_s is not None and run_names else None
+    cells = []
+    for i, run_name in enumerate(run_names):
+        run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name)
+        if run is not None:
+            s3io.put_all(s3, bucket, layout.results_prefix(sweep_id), run_artefacts(run))
+        status, reason = cell_status(
+            outcome, run.status if run is not None else None, run.failure_reason if run is not None else None
+        )
+        cells.append(
+            Cell(
+                run_name=run_name,
+                job_name=job["job_name"],
+                instance_type=job["instance_type"],
+                batch_size=batch_sizes[i] if i < len(batch_sizes) else None,
+                repetition=job.get("repetition"),
+                status=status,
+                reason=reason,
+                billable_s=billable,
+            )
+        )
+    return cells

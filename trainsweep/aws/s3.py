@@ -1,0 +1,93 @@
+"""Small S3 helpers the handlers share. Clients are passed in (moto in tests, boto3 in Lambda)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+CONTENT_TYPES = {
+    ".json": "application/json",
+    ".csv": "text/csv",
+    ".html": "text/html; charset=utf-8",
+    ".png": "image/png",
+    ".summary": "text/plain; charset=utf-8",
+    ".log": "text/plain; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+}
+
+
+def content_type(key: str) -> str:
+    for ext, ctype in CONTENT_TYPES.items():
+        if key.endswith(ext):
+            return ctype
+    return "application/octet-stream"
+
+
+def exists(s3: Any, bucket: str, key: str) -> bool:
+    """True if the object exists; other errors (access denied) propagate."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_object(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
+    return True
+
+
+def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
+    """The object's bytes, or None if it does not exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
+
+
+def iter_chunks(s3: Any, bucket: str, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes] | None:
+    """Stream an object in chunks (logs can be large); None if it does not exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
+    return iter(lambda: body.read(chunk_size), b"")
+
+
+def get_json(s3: Any, bucket: str, key: str) -> Any | None:
+    data = get_bytes(s3, bucket, key)
+    return None if data is None else json.loads(data)
+
+
+def put_bytes(s3: Any, bucket: str, key: str, data: bytes) -> None:
+    s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type(key))
+
+
+def put_json(s3: Any, bucket: str, key: str, value: Any) -> None:
+    """Deterministic JSON (sorted keys) so a replayed event rewrites the same bytes."""
+    put_bytes(s3, bucket, key, json.dumps(value, indent=1, sort_keys=True, default=str).encode())
+
+
+def put_all(s3: Any, bucket: str, prefix: str, files: Mapping[str, bytes]) -> list[str]:
+    """Write ``prefix + relative path`` for each file; returns the keys written, in a stable order."""
+    keys = []
+    for rel in sorted(files):
+        key = f"{prefix}{rel}"
+        put_bytes(s3, bucket, key, files[rel])
+        keys.append(key)
+    return keys
+
+
+def list_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
+    keys: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys.extend(o["Key"] for o in page.get("Contents", []))
+    return keys

@@ -1,0 +1,76 @@
+"""The state machine's view of a sweep plan: jobs grouped by instance type, with concurrency caps.
+
+The state machine runs an outer Map over instance-type groups and an inner Map over each group's
+jobs. Capping each group keeps a type within its SageMaker quota; the caps of the groups that run at
+the same time add up to at most the spec's ``max_concurrency``. Pure functions, no AWS calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from trainsweep.errors import TrainsweepError
+
+
+class QuotaError(TrainsweepError):
+    """The account may not run any training instance of a type the sweep needs."""
+
+
+def group_jobs(
+    jobs: list[dict[str, Any]],
+    max_concurrency: int,
+    quotas: Mapping[str, int | None] | None = None,
+) -> tuple[list[dict[str, Any]], int]:
+    """Split jobs by instance type and give each group its concurrency.
+
+    Returns ``(groups, group_concurrency)``: each group is ``{instance_type, max_concurrency,
+    quota, jobs}``; ``group_concurrency`` is how many groups run at once.
+
+    Raises:
+        QuotaError: a type's quota allows no job of the sweep (fewer instances than ``instance_count``).
+    """
+    quotas = quotas or {}
+    by_type: dict[str, list[dict[str, Any]]] = {}
+    for job in jobs:
+        by_type.setdefault(job["instance_type"], []).append(job)
+    if not by_type:
+        return [], 1
+    total = max(1, int(max_concurrency))
+    group_concurrency = min(len(by_type), total)
+    share = max(1, total // group_concurrency)
+    groups: list[dict[str, Any]] = []
+    blocked: list[str] = []
+    for instance_type, group in by_type.items():
+        cap = min(share, len(group))
+        quota = quotas.get(instance_type)
+        if quota is not None:
+            per_job = max(1, max(int(j.get("instance_count", 1)) for j in group))
+            by_quota = quota // per_job
+            if by_quota <= 0:
+                blocked.append(f"{instance_type} (quota {quota}, {per_job} per job)")
+                continue
+            cap = min(cap, by_quota)
+        groups.append({"instance_type": instance_type, "max_concurrency": cap, "quota": quota, "jobs": group})
+    if blocked:
+        raise QuotaError(
+            "the account's SageMaker training quota allows no job for "
+            + ", ".join(blocked)
+            + ": request an increase in the Service Quotas console (SageMaker, '<type> for training job "
+            "usage') or remove these instance types from the spec"
+        )
+    return groups, group_concurrency
+
+
+def state_input(
+    plan_state: Mapping[str, Any], quotas: Mapping[str, int | None] | None = None
+) -> dict[str, Any]:
+    """PlanSweep's output: the plan's state input with its jobs grouped for the two nested Maps."""
+    groups, group_concurrency = group_jobs(
+        list(plan_state["jobs"]), int(plan_state["max_concurrency"]), quotas
+    )
+    out = {k: v for k, v in plan_state.items() if k != "jobs"}
+    out["job_count"] = sum(len(g["jobs"]) for g in groups)
+    out["groups"] = groups
+    out["group_concurrency"] = group_concurrency
+    return out
