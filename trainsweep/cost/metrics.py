@@ -10,7 +10,8 @@ Definitions (written once here; ``docs/analysis.md`` repeats them for users):
   else epoch 1 + (E - 1) x epoch time.
 * **billable time**: DescribeTrainingJob's when the job record has it, else the fitted fixed per-job
   overhead + time to train (:mod:`trainsweep.cost.billing`).
-* **samples/s** = batch size / steady step time (the batch size is what one step of the instance consumes).
+* **samples/s** = batch size / steady step time (the batch size is what one step of the instance consumes);
+  per configuration, batch size / mean step time over the repetitions.
 * **cost per epoch** = epoch time x instance price; **cost to train** = billable time x price;
   **samples per dollar** = samples/s x 3600 / price.
 * **iterations per dollar** (:func:`iterations_per_usd`) = (3600 / price - one-off seconds) x
@@ -322,8 +323,11 @@ def aggregate(
         notes: list[str] = []
         if ok:
             row.step_time_s, row.step_time_std_s = _mean([r.step_s for r in ok]), _std([r.step_s for r in ok])
-            sps = [r.samples_per_s for r in ok]
-            row.samples_per_s, row.samples_per_s_std = _mean(sps), _std(sps)
+            # Throughput of the configuration = batch / mean step (not the mean of per-run ratios), so
+            # that the table's columns agree; the spread is that of the per-run throughputs.
+            if bs and row.step_time_s:
+                row.samples_per_s = bs / row.step_time_s
+            row.samples_per_s_std = _std([r.samples_per_s for r in ok])
             eps = [r.epoch_s for r in ok]
             row.epoch_time_s, row.epoch_time_std_s = _mean(eps), _std(eps)
             ttt = [r.time_to_train_s for r in ok]

@@ -1,0 +1,218 @@
+"""The sweep's artefacts: ``sweep.csv``, ``sweep.json``, ``report.html`` and ``plots/*.png``.
+
+:func:`sweep_artefacts` is what the AggregateSweep Lambda, ``trainsweep import`` and
+``trainsweep report`` call; it returns relative paths under a results root (from
+:mod:`trainsweep.layout`) mapped to bytes, and writes nothing itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from trainsweep import layout
+from trainsweep.cost.metrics import CSV_COLUMNS, ConfigMetrics
+from trainsweep.logs.model import RunTimings
+from trainsweep.report.analysis import SWEEP_KIND, SWEEP_SCHEMA_VERSION, SweepAnalysis, analyse, clean
+
+__all__ = ["SweepAnalysis", "analyse", "sweep_artefacts", "sweep_csv", "sweep_json"]
+
+
+def _num(x: Any) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, bool):
+        return str(x).lower()
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        if x != x:  # NaN
+            return ""
+        return f"{x:.1f}" if abs(x) >= 1e5 else f"{x:.6g}"
+    return str(x)
+
+
+def sweep_csv(rows: Sequence[ConfigMetrics]) -> bytes:
+    """One row per configuration, the columns of :data:`trainsweep.cost.metrics.CSV_COLUMNS`."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for r in rows:
+        d = r.to_dict()
+        w.writerow([_num(d[c]) for c in CSV_COLUMNS])
+    return buf.getvalue().encode()
+
+
+def sweep_json(a: SweepAnalysis) -> bytes:
+    """Everything in the CSV plus per-run figures, the recommendation, the model's parameters, warnings."""
+    doc = {
+        "kind": SWEEP_KIND,
+        "schema_version": SWEEP_SCHEMA_VERSION,
+        "region": a.region,
+        "prices": a.prices,
+        "epochs": a.epochs,
+        "instance_count": a.instance_count,
+        "fixed_overhead_s": a.overhead_s,
+        "columns": list(CSV_COLUMNS),
+        "recommendation": a.recommendation.to_dict(),
+        "configurations": [r.to_dict() for r in a.rows],
+        "runs": [m.to_dict() for m in a.run_metrics],
+        "warnings": a.warnings,
+    }
+    return (json.dumps(clean(doc), indent=2, sort_keys=False) + "\n").encode()
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _safe(name: str) -> str:
+    return _SAFE.sub("_", name).strip("_") or "run"
+
+
+def sweep_plots(a: SweepAnalysis) -> dict[str, tuple[str, bytes]]:
+    """Plot name -> (caption, PNG bytes)."""
+    from trainsweep.plots import figure_png
+    from trainsweep.plots import sweep as sp
+    from trainsweep.plots.run import step_times_figure
+    from trainsweep.plots.steps import MAX_PANELS, distribution_figure, rank_timeline_figure
+
+    out: dict[str, tuple[str, bytes]] = {
+        "cost-per-epoch": (
+            "Cost per steady epoch for every instance type and batch size "
+            "(grey: no value; the cell says why).",
+            figure_png(sp.cost_per_epoch_heatmap(a.rows)),
+        ),
+        "samples-per-s": (
+            "Steady-state training throughput for every instance type and batch size.",
+            figure_png(sp.samples_per_s_heatmap(a.rows)),
+        ),
+        "throughput": (
+            "Throughput against batch size per instance type; "
+            "the band is ± one standard deviation over repetitions.",
+            figure_png(sp.throughput_figure(a.rows)),
+        ),
+        "pareto": (
+            "Time to train against cost to train; "
+            "the dashed line joins the Pareto set, the star marks the pick.",
+            figure_png(sp.pareto_figure(a.rows, a.recommendation)),
+        ),
+    }
+    if any(r.status == "ok" and r.data_wait_share is not None for r in a.rows):
+        out["step-breakdown"] = (
+            "How the steady step splits into waiting for data and compute.",
+            figure_png(sp.step_breakdown_figure(a.rows)),
+        )
+    ok = [r for r in a.rows if r.status == "ok"]
+    pick = a.recommendation.pick or a.recommendation.cheapest
+    ordered = ([pick] if pick else []) + [r for r in ok if r is not pick]
+    samples = {
+        f"{r.instance_type.removeprefix('ml.')} bs {r.batch_size}": a.steady_samples(r) for r in ordered
+    }
+    out["step-time-distributions"] = (
+        "Steady step times per configuration (p1-p99, pooled over repetitions) with the fitted normal curve"
+        + (
+            f"; first {MAX_PANELS} configurations, the recommended one first."
+            if len(samples) > MAX_PANELS
+            else "."
+        ),
+        figure_png(distribution_figure(samples)),
+    )
+    if pick is not None:
+        pairs = [(run, m) for run, m in a.runs_of(pick) if m.status == "ok"]
+        if pairs:
+            run = pairs[0][0]
+            out["rank-timeline"] = (
+                f"Per-rank timeline of the first steps of {run.name} (recommended configuration).",
+                figure_png(rank_timeline_figure(run)),
+            )
+            for run, _ in pairs[:3]:
+                out[f"step-times-{_safe(run.name)}"] = (
+                    f"Step times per epoch of {run.name} (recommended configuration).",
+                    figure_png(step_times_figure(run)),
+                )
+    return out
+
+
+def sweep_artefacts(
+    runs: list[RunTimings],
+    *,
+    spec: Any = None,
+    jobs: list[dict] | None = None,
+    quality: Any = None,
+    region: str = "us-east-1",
+    deadline_s: float | None = None,
+    budget_usd: float | None = None,
+) -> dict[str, bytes]:
+    """The sweep's artefacts as ``{relative path under the results root: bytes}``.
+
+    Args:
+        runs: every parsed run of the sweep (failed ones included).
+        spec: the sweep spec (dict or ``SweepSpec``): epochs to predict for, instance count, region.
+        jobs: per-job status records ``{run_name, instance_type, batch_size, status, reason, billable_s}``;
+            cells that left no run appear as failed/infeasible rows.
+        quality: the import's data-quality findings (``quality.json``), shown in the report.
+        region: prices' region (the spec's region wins).
+        deadline_s, budget_usd: constraints for the recommendation.
+    """
+    from trainsweep.report.html import render_report
+
+    a = analyse(
+        runs,
+        spec=spec,
+        jobs=jobs,
+        quality=quality,
+        region=region,
+        deadline_s=deadline_s,
+        budget_usd=budget_usd,
+    )
+    plots = sweep_plots(a)
+    out: dict[str, bytes] = {
+        layout.SWEEP_CSV: sweep_csv(a.rows),
+        layout.SWEEP_JSON: sweep_json(a),
+    }
+    for name, (_, png) in plots.items():
+        out[layout.plot_path(name)] = png
+    out[layout.REPORT_HTML] = render_report(a, plots)
+    return out
+
+
+def load_results(root: Any) -> tuple[list[RunTimings], Any, list[dict] | None, list[str]]:
+    """Read a results root on disk: run records (``runs/*.json``), ``quality.json``, ``jobs.json``.
+
+    Returns ``(runs, quality, jobs, problems)``; unreadable records are skipped and named in ``problems``.
+    """
+    from pathlib import Path
+
+    from trainsweep.logs.model import RecordVersionError
+
+    root = Path(root)
+    runs: list[RunTimings] = []
+    problems: list[str] = []
+    for p in sorted((root / layout.RUNS_DIR).glob("*.json")):
+        try:
+            runs.append(RunTimings.from_record(json.loads(p.read_text(encoding="utf-8"))))
+        except (OSError, ValueError, KeyError, RecordVersionError) as e:
+            problems.append(f"{p.name}: {e}")
+    quality = None
+    qp = root / layout.QUALITY_JSON
+    if qp.is_file():
+        try:
+            quality = json.loads(qp.read_text(encoding="utf-8"))
+        except ValueError as e:
+            problems.append(f"{layout.QUALITY_JSON}: {e}")
+    jobs = None
+    jp = root / layout.JOBS_JSON
+    if jp.is_file():
+        try:
+            data = json.loads(jp.read_text(encoding="utf-8"))
+            jobs = data.get("jobs", data) if isinstance(data, Mapping) else data
+            if not isinstance(jobs, list):
+                problems.append(f"{layout.JOBS_JSON}: expected a list of job records")
+                jobs = None
+        except ValueError as e:
+            problems.append(f"{layout.JOBS_JSON}: {e}")
+    return runs, quality, jobs, problems

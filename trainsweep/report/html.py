@@ -1,0 +1,360 @@
+"""``report.html``: one self-contained page (inline CSS and JS, images as data URIs, no network)."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from trainsweep import __version__
+from trainsweep.cost.metrics import OK, ConfigMetrics
+from trainsweep.report.analysis import SweepAnalysis
+from trainsweep.stalls import NOT_STALLED_UTILISATION
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;
+padding:1rem 2rem;color:#222;line-height:1.45}
+h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
+.meta{color:#666;font-size:.9rem}
+.pick{font-size:1.15rem;background:#eef7ee;border-left:4px solid #2a8a2a;padding:.6rem 1rem}
+.none{background:#fff4e5;border-left-color:#d97a00}
+table{border-collapse:collapse;font-size:.82rem;width:100%}
+th,td{border:1px solid #ddd;padding:.25rem .4rem;text-align:right;white-space:nowrap}
+td.t,th.t{text-align:left;white-space:normal}
+th{background:#f3f3f3;cursor:pointer;position:sticky;top:0}
+th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
+tr.pick td{background:#eef7ee;font-weight:600}tr.bad td{color:#999}
+.tag{font-size:.7rem;border-radius:3px;padding:0 .3rem;margin-left:.3rem;background:#2a8a2a;color:#fff}
+.tag.front{background:#555}
+figure{margin:1.2rem 0}figure img{max-width:100%;border:1px solid #eee}
+figcaption{color:#555;font-size:.85rem}
+dt{font-weight:600;margin-top:.5rem}dd{margin-left:1.2rem}
+.sev-error{color:#b00020}
+.scroll{overflow-x:auto}
+"""
+
+# Sort a table by the clicked column: numbers by data-v, text otherwise; empty cells always last.
+_JS = """
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  var heads = table.querySelectorAll('th');
+  heads.forEach(function (th, col) {
+    th.addEventListener('click', function () {
+      var asc = !th.classList.contains('asc');
+      heads.forEach(function (h) { h.classList.remove('asc', 'desc'); });
+      th.classList.add(asc ? 'asc' : 'desc');
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[col].getAttribute('data-v'), y = b.cells[col].getAttribute('data-v');
+        if (x === null) { x = a.cells[col].textContent; y = b.cells[col].textContent; }
+        if (x === '' && y === '') { return 0; }
+        if (x === '') { return 1; }
+        if (y === '') { return -1; }
+        var nx = parseFloat(x), ny = parseFloat(y), r;
+        r = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : String(x).localeCompare(String(y));
+        return asc ? r : -r;
+      });
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _n(x: float | None, fmt: str = "{:.3g}") -> str:
+    return "" if x is None else fmt.format(x)
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return ""
+    if s >= 3600:
+        return f"{s / 3600:.2f} h"
+    if s >= 120:
+        return f"{s / 60:.1f} min"
+    return f"{s:.1f} s"
+
+
+def _pm(v: float | None, sd: float | None, fmt: str, scale: float = 1.0) -> str:
+    if v is None:
+        return ""
+    txt = fmt.format(v * scale)
+    if sd:
+        txt += " ± " + fmt.format(sd * scale)
+    return txt
+
+
+Column = tuple[str, Callable[[ConfigMetrics], Any], Callable[[ConfigMetrics], str], bool]
+
+
+def _columns() -> list[Column]:
+    # (header, sort value, display text, is text)
+    return [
+        ("Instance type", lambda r: r.instance_type, lambda r: r.instance_type, True),
+        ("GPUs", lambda r: r.gpus, lambda r: _n(r.gpus, "{}"), False),
+        ("Batch size", lambda r: r.batch_size, lambda r: _n(r.batch_size, "{}"), False),
+        ("Runs", lambda r: r.runs, lambda r: f"{r.runs}/{r.attempts}", False),
+        (
+            "Step (ms)",
+            lambda r: r.step_time_s,
+            lambda r: _pm(r.step_time_s, r.step_time_std_s, "{:.1f}", 1000),
+            False,
+        ),
+        (
+            "Samples/s",
+            lambda r: r.samples_per_s,
+            lambda r: _pm(r.samples_per_s, r.samples_per_s_std, "{:,.0f}"),
+            False,
+        ),
+        (
+            "Epoch (s)",
+            lambda r: r.epoch_time_s,
+            lambda r: _pm(r.epoch_time_s, r.epoch_time_std_s, "{:.2f}"),
+            False,
+        ),
+        ("Time to train", lambda r: r.time_to_train_s, lambda r: _dur(r.time_to_train_s), False),
+        ("Billable (s)", lambda r: r.billable_s, lambda r: _n(r.billable_s, "{:.0f}"), False),
+        ("USD/h", lambda r: r.usd_per_hour, lambda r: _n(r.usd_per_hour, "{:.3f}"), False),
+        ("USD/epoch", lambda r: r.cost_per_epoch_usd, lambda r: _n(r.cost_per_epoch_usd, "{:.4f}"), False),
+        ("USD to train", lambda r: r.cost_to_train_usd, lambda r: _n(r.cost_to_train_usd, "{:.4f}"), False),
+        ("Samples/USD", lambda r: r.samples_per_usd, lambda r: _n(r.samples_per_usd, "{:,.0f}"), False),
+        (
+            "Iterations/USD",
+            lambda r: r.iterations_per_usd,
+            lambda r: _n(r.iterations_per_usd, "{:,.0f}"),
+            False,
+        ),
+        (
+            "Data wait",
+            lambda r: r.data_wait_share,
+            lambda r: "" if r.data_wait_share is None else f"{100 * r.data_wait_share:.1f}%",
+            False,
+        ),
+        ("Status", lambda r: r.status, lambda r: r.status, True),
+        ("Notes", lambda r: r.notes, lambda r: r.notes, True),
+    ]
+
+
+def _config_table(a: SweepAnalysis) -> str:
+    rec = a.recommendation
+    front = {id(r) for r in rec.pareto}
+    cols = _columns()
+    head = "".join(f'<th class="t">{_e(h)}</th>' if t else f"<th>{_e(h)}</th>" for h, _, _, t in cols)
+    body = []
+    for r in a.rows:
+        cls = "pick" if r is rec.pick else ("bad" if r.status != OK else "")
+        cells = []
+        for i, (_, val, txt, is_text) in enumerate(cols):
+            v = val(r)
+            text = _e(txt(r))
+            if i == 0:
+                if r is rec.pick:
+                    text += '<span class="tag">recommended</span>'
+                elif id(r) in front:
+                    text += '<span class="tag front">Pareto</span>'
+            if is_text:
+                cells.append(f'<td class="t">{text}</td>')
+            else:
+                cells.append(f'<td data-v="{"" if v is None else _e(v)}">{text}</td>')
+        body.append(f'<tr class="{cls}">{"".join(cells)}</tr>')
+    return (
+        '<div class="scroll"><table id="sweep-table" class="sortable">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _recommendation(a: SweepAnalysis) -> str:
+    rec = a.recommendation
+    lines = rec.sentences()
+    cls = "pick" if rec.pick is not None else "pick none"
+    first, rest = lines[0], lines[1:]
+    items = "".join(f"<li>{_e(s)}</li>" for s in rest)
+    return f'<p class="{cls}">{_e(first)}</p><ul>{items}</ul>'
+
+
+def _plots(plots: Mapping[str, tuple[str, bytes]]) -> str:
+    out = []
+    for name, (caption, png) in plots.items():
+        data = base64.b64encode(png).decode("ascii")
+        out.append(
+            f'<figure id="plot-{_e(name)}"><img src="data:image/png;base64,{data}" alt="{_e(caption)}">'
+            f"<figcaption>{_e(caption)}</figcaption></figure>"
+        )
+    return "".join(out)
+
+
+def _stalls(a: SweepAnalysis) -> str:
+    rows = [r for r in a.rows if r.status == OK and r.data_wait_share is not None]
+    if not rows:
+        return (
+            "<p>No run reports its data-wait vs compute split (older logs only print whole step times), "
+            "so no stall figures can be given. Runs made by the trainsweep container report it.</p>"
+        )
+    head = (
+        "<tr><th class='t'>Configuration</th><th>Data wait</th><th>Utilisation</th><th>Stalled?</th>"
+        "<th>USD waiting</th><th>Step now (ms)</th><th>Loading aligned (ms)</th><th>Data free (ms)</th></tr>"
+    )
+    body = []
+    for r in rows:
+        util = r.utilisation or 0.0
+        body.append(
+            f"<tr><td class='t'>{_e(r.label)}</td>"
+            f"<td data-v='{r.data_wait_share}'>{100 * (r.data_wait_share or 0):.1f}%</td>"
+            f"<td data-v='{util}'>{100 * util:.1f}%</td>"
+            f"<td class='t'>{'yes' if util < NOT_STALLED_UTILISATION else 'no'}</td>"
+            f"<td data-v='{r.usd_waiting or ''}'>{_n(r.usd_waiting, '{:.4f}')}</td>"
+            f"<td>{_n(r.step_time_s and r.step_time_s * 1000, '{:.1f}')}</td>"
+            f"<td>{_n(r.aligned_step_s and r.aligned_step_s * 1000, '{:.1f}')}</td>"
+            f"<td>{_n(r.free_step_s and r.free_step_s * 1000, '{:.1f}')}</td></tr>"
+        )
+    return (
+        f"<p>Utilisation = compute / (compute + data wait); at or above "
+        f"{100 * NOT_STALLED_UTILISATION:.0f}% a configuration counts as not stalled (MLPerf Storage). "
+        '"Loading aligned": the step if every rank waited only the mean wait of the ranks; '
+        '"data free": compute only.</p>'
+        f'<div class="scroll"><table class="sortable"><thead>{head}</thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _quality(a: SweepAnalysis) -> str:
+    if not a.warnings:
+        return "<p>No data-quality warnings.</p>"
+    body = []
+    for w in a.warnings:
+        sev = str(w.get("severity") or "warning")
+        line = w.get("line")
+        body.append(
+            f"<tr><td class='t sev-{_e(sev)}'>{_e(sev)}</td><td class='t'>{_e(w.get('source', ''))}</td>"
+            f"<td class='t'>{_e(w.get('run', ''))}</td><td class='t'>{_e(w.get('code', ''))}</td>"
+            f"<td data-v='{'' if line is None else line}'>{'' if line is None else _e(line)}</td>"
+            f"<td class='t'>{_e(w.get('message', ''))}</td></tr>"
+        )
+    return (
+        f"<p>{len(a.warnings)} finding(s). Runs with problems still count unless they failed; check them.</p>"
+        '<div class="scroll"><table class="sortable"><thead><tr>'
+        '<th class="t">Severity</th><th class="t">Source</th>'
+        '<th class="t">Run</th><th class="t">Check</th><th>Line</th><th class="t">Message</th></tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
+def _runs(a: SweepAnalysis) -> str:
+    body = []
+    for m in a.run_metrics:
+        body.append(
+            f"<tr><td class='t'>{_e(m.name)}</td><td class='t'>{_e(m.instance_type or '')}</td>"
+            f"<td data-v='{m.batch_size or ''}'>{_n(m.batch_size, '{}')}</td>"
+            f"<td class='t'>{_e(m.status)}</td><td data-v='{m.epochs_measured}'>{m.epochs_measured}</td>"
+            f"<td data-v='{m.step_s or ''}'>{_n(m.step_s and m.step_s * 1000, '{:.2f}')}</td>"
+            f"<td data-v='{m.first_epoch_s or ''}'>{_n(m.first_epoch_s, '{:.2f}')}</td>"
+            f"<td data-v='{m.epoch_s or ''}'>{_n(m.epoch_s, '{:.2f}')}</td>"
+            f"<td data-v='{m.time_to_train_s or ''}'>{_dur(m.time_to_train_s)}</td>"
+            f"<td data-v='{m.billable_s or ''}'>{_n(m.billable_s, '{:.0f}')}</td>"
+            f"<td class='t'>{_e(m.billable_source or '')}</td>"
+            f"<td class='t'>{_e(m.reason or '')}</td></tr>"
+        )
+    return (
+        f"<details><summary>{len(a.run_metrics)} runs (click to show)</summary>"
+        '<div class="scroll"><table class="sortable"><thead><tr>'
+        '<th class="t">Run</th><th class="t">Instance type</th>'
+        '<th>Batch size</th><th class="t">Status</th><th>Epochs</th><th>Step (ms)</th><th>Epoch 1 (s)</th>'
+        '<th>Epoch (s)</th><th>Time to train</th><th>Billable (s)</th><th class="t">Billable from</th>'
+        f'<th class="t">Reason</th></tr></thead><tbody>{"".join(body)}</tbody></table></div></details>'
+    )
+
+
+def _method(a: SweepAnalysis) -> str:
+    epochs = a.epochs if a.epochs is not None else "as many as each log shows (or its header states)"
+    items = [
+        (
+            "Steady step time",
+            "Mean step time of the primary rank, leaving out the first step of every epoch (warm-up and the "
+            "restart of the data pipeline). ± is the standard deviation over repetitions.",
+        ),
+        ("Samples/s", "Batch size (global, per step) / steady step time."),
+        (
+            "Epoch time",
+            "Mean measured time of epochs 2..n (epoch 1 includes the warm-up); with only one epoch, its "
+            "steady steps plus its validation.",
+        ),
+        (
+            "Time to train",
+            f"The training loop for {epochs} epochs: measured when the run did them all, else "
+            "epoch 1 + (epochs - 1) x epoch time.",
+        ),
+        (
+            "Billable time",
+            "BillableTimeInSeconds from DescribeTrainingJob when the job record has it; otherwise a fixed "
+            f"per-job overhead of {a.overhead_s:.1f} s plus the time to train. The overhead "
+            "(container start, data download, initialisation, upload) is the median of billable minus "
+            "in-log fit() time over four real ml.p3.2xlarge SageMaker jobs (129.5-140.2 s; the log "
+            "explained only 30-37% of the bill).",
+        ),
+        ("Prices", f"On-demand SageMaker training USD per instance-hour in {a.region}: {a.prices}."),
+        ("USD/epoch", f"Epoch time x price x {a.instance_count} instance(s)."),
+        ("USD to train", "Billable time x price x instances: what the full training would cost."),
+        ("Samples/USD", "Samples/s x 3600 / (price x instances)."),
+        (
+            "Iterations/USD",
+            "(3600 / price - one-off seconds) x ranks / step time, with ranks = 1 and no one-off "
+            "seconds here (the per-job overhead is in USD to train). Dollar-seconds are not multiplied "
+            "by the number of ranks: ranks share the instance they run on.",
+        ),
+        (
+            "Data wait, utilisation, USD waiting",
+            "From the per-step data-wait and compute times (first step left out): share = wait / "
+            "(wait + compute), utilisation = compute / (wait + compute), USD waiting = share x time to "
+            "train x price.",
+        ),
+        (
+            "Recommendation",
+            "Among configurations with status ok: fastest = least time to train, cheapest = least USD to "
+            "train, Pareto set = those no other configuration beats on both. With a deadline: the cheapest "
+            "that meets it; with a budget: the fastest within it; with neither: the cheapest.",
+        ),
+        (
+            "Status",
+            "ok when at least one repetition produced steps; infeasible when the job ran out of memory "
+            "(or was planned so); failed otherwise. Failed repetitions of an ok configuration are named "
+            "in its notes.",
+        ),
+    ]
+    return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
+
+
+def render_report(a: SweepAnalysis, plots: Mapping[str, tuple[str, bytes]]) -> bytes:
+    """The report page as UTF-8 bytes."""
+    name = (a.spec or {}).get("name") or "sweep"
+    ok = sum(1 for r in a.rows if r.status == OK)
+    meta = (
+        f"{len(a.runs)} runs, {len(a.rows)} configurations ({ok} ok), region {a.region}, "
+        f"prices: {a.prices}. trainsweep {__version__}."
+    )
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
+<title>trainsweep report: {_e(name)}</title>
+<style>{_CSS}</style></head>
+<body>
+<h1>trainsweep report: {_e(name)}</h1>
+<p class="meta">{_e(meta)}</p>
+<section id="recommendation"><h2>Recommendation</h2>{_recommendation(a)}</section>
+<section id="configurations"><h2>Configurations</h2>
+<p>One row per instance type and batch size, aggregated over repetitions. Click a column header to sort.</p>
+{_config_table(a)}</section>
+<section id="plots"><h2>Plots</h2>{_plots(plots)}</section>
+<section id="stalls"><h2>Data stalls</h2>{_stalls(a)}</section>
+<section id="quality"><h2>Data quality</h2>{_quality(a)}</section>
+<section id="runs"><h2>Runs</h2>{_runs(a)}</section>
+<section id="method"><h2>How every number was computed</h2>{_method(a)}</section>
+<script>{_JS}</script>
+</body></html>
+"""
+    return page.encode("utf-8")
