@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 
 from trainsweep.cost import billing
+from trainsweep.logs import parse
 
 CIFAR = "cloud-ML/resnet50-cifar/experimental-results/2020-08-CIFAR-on-sagemaker"
-_FIT = re.compile(rb"Tempo do fit: ([\d.]+)")
 
 
 def _pairs(real_data):
@@ -21,9 +20,9 @@ def _pairs(real_data):
         desc = json.loads(dump.read_text())
         bs = desc["HyperParameters"]["batch-size"]
         assert desc["ResourceConfig"]["InstanceType"] == "ml.p3.2xlarge"
-        log = (root / "logs" / f"result-p3-1-{bs}-e0.txt").read_bytes()
-        fit_s = float(_FIT.search(log).group(1))
-        pairs.append((billing.describe_training_job_times(desc)["billable_s"], fit_s))
+        run = parse(root / "logs" / f"result-p3-1-{bs}-e0.txt")
+        assert run.batch_size == int(bs)
+        pairs.append((billing.describe_training_job_times(desc)["billable_s"], run.fit_s))
     return pairs
 
 

@@ -2,47 +2,40 @@
 
 from __future__ import annotations
 
-import re
 from array import array
 
 import pytest
 
 from trainsweep.cost import billing, metrics
+from trainsweep.logs import parse
 from trainsweep.logs.model import Epoch, RunHeader, RunTimings
 
 MO833 = "high-res-distributed/mo833-trabalho/experiment_results"
-_ITER = re.compile(r"Rank,(\d+),Epoch,\d+,Iteration,(\d+),It\. time")
-_EPOCH = re.compile(r"Rank,(\d+),Epoch,\d+,Epoch time,([\d.]+)")
-_INIT = re.compile(r"Rank,(\d+),Initialization Time: ([\d.]+)")
 
 
-def _mo833_rank_logs(folder):
-    """rank -> (init_s, epoch_s, iterations) from the per-rank MO833 logs of one instance."""
-    out = {}
-    for f in sorted(folder.iterdir()):
-        text = f.read_text()
-        rank = int(_INIT.search(text).group(1))
-        iters = 1 + max(int(m.group(2)) for m in _ITER.finditer(text))
-        out[rank] = (float(_INIT.search(text).group(2)), float(_EPOCH.search(text).group(2)), iters)
-    return out
+def _mo833_ranks(folder) -> dict[int, RunTimings]:
+    """rank -> parsed run, one per-rank log each (the ranks of one instance)."""
+    runs = [parse(f) for f in sorted(folder.iterdir())]
+    assert all(r.dialect == "mo833" and len(r.ranks) == 1 for r in runs)
+    return {next(iter(r.ranks)): r for r in runs}
 
 
 @pytest.mark.parametrize(("vm", "price", "expected"), [("c4x", 0.199, 6077), ("c5x", 0.170, 11093)])
 def test_iterations_per_dollar_reproduces_the_corrected_mo833_figures(real_data, vm, price, expected):
-    ranks = _mo833_rank_logs(real_data / MO833 / vm)
-    # The seed read init from rank 0 and the epoch time of the last rank file; the ranks share one instance.
-    init_s = ranks[0][0]
-    _, epoch_s, iters = ranks[max(ranks)]
-    step_s = epoch_s / iters
-    got = metrics.iterations_per_usd(step_s, price, ranks=len(ranks), fixed_s=init_s)
+    ranks = _mo833_ranks(real_data / MO833 / vm)
+    # The seed took init from rank 0 and the epoch time of the last rank file; the ranks share one instance.
+    last = ranks[max(ranks)].epochs[0]
+    step_s = last.epoch_s / last.steps
+    got = metrics.iterations_per_usd(step_s, price, ranks=len(ranks), fixed_s=ranks[0].init_s)
     assert round(got) == expected
 
 
 def test_multiplying_dollar_seconds_by_ranks_is_what_inflated_the_seed_figure(real_data):
-    ranks = _mo833_rank_logs(real_data / MO833 / "c5x")
-    _, epoch_s, iters = ranks[max(ranks)]
-    right = metrics.iterations_per_usd(epoch_s / iters, 0.170, ranks=3, fixed_s=ranks[0][0])
-    wrong = metrics.iterations_per_usd(epoch_s / iters, 0.170 / 3, ranks=3, fixed_s=ranks[0][0])
+    ranks = _mo833_ranks(real_data / MO833 / "c5x")
+    last = ranks[max(ranks)].epochs[0]
+    step_s = last.epoch_s / last.steps
+    right = metrics.iterations_per_usd(step_s, 0.170, ranks=3, fixed_s=ranks[0].init_s)
+    wrong = metrics.iterations_per_usd(step_s, 0.170 / 3, ranks=3, fixed_s=ranks[0].init_s)
     assert wrong / right == pytest.approx(3, rel=0.01)
 
 
