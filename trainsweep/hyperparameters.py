@@ -17,6 +17,11 @@ EARLY_STOP_PRECISION = "early-stop-precision"  # relative 95 % CI half-width, de
 EARLY_STOP_MAX_STEPS = "early-stop-max-steps"
 EARLY_STOP_MAX_SECONDS = "early-stop-max-seconds"
 MAX_STEPS_PER_EPOCH = "max-steps-per-epoch"  # tests and quick local runs: cap an epoch's steps
+MAX_EVAL_BATCHES = "max-eval-batches"  # tests and quick local runs: cap a validation pass's batches
+EARLY_STOP_MIN_STEPS = "early-stop-min-steps"  # steady steps before the precision is trusted, default "10"
+VALIDATION_BATCHES = "validation-batches"  # early-stop: batches timed (first = warm-up), default "6"
+DOWNLOAD = "download"  # "true": download when the train channel is missing (default: only in /opt/ml)
+SEED = "seed"  # random seed of the model initialisation and of synthetic data, default "0"
 LOG_BUCKET = "trainsweep-log-bucket"  # where the container uploads its logs
 LOG_PREFIX = "trainsweep-log-prefix"  # sweeps/<id>/logs/ (from trainsweep.layout.logs_prefix)
 LOG_UPLOAD_SECONDS = "trainsweep-log-upload-seconds"  # period of the in-run upload, default "30"

@@ -59,7 +59,7 @@ class StopRule:
 
     precision: float = 0.02
     confidence: float = 0.95
-    min_steady_steps: int = 30
+    min_steady_steps: int = 10
     max_steps: int | None = 2000
     max_seconds: float | None = 900.0
     epoch_jitter: float = 0.01
@@ -275,7 +275,7 @@ class Prediction:
     stop_reason: str
     interval: float
     precision: float
-    validation_batches_per_epoch: int = 0
+    validation_batches_per_epoch: float = 0
     validation_batch_s: float | None = None
     version: int = PREDICTION_VERSION
     notes: list[str] = field(default_factory=list)
@@ -290,8 +290,9 @@ def predict_run(
     steps_per_epoch: int,
     epochs: int,
     rule: StopRule | None = None,
+    train_batches: float | None = None,
     validation: SteadyEstimate | None = None,
-    validation_batches_per_epoch: int = 0,
+    validation_batches_per_epoch: float = 0,
     epoch_overhead_s: float = 0.0,
     warmup_excess_s: float | None = None,
     steps_watched: int = 0,
@@ -303,6 +304,8 @@ def predict_run(
         step: steady-state training step estimate.
         steps_per_epoch: training steps in one epoch (ceil(samples / global batch)).
         epochs: epochs of the full run.
+        train_batches: the epoch's work in full batches (samples / batch; the last batch is partial);
+            defaults to ``steps_per_epoch``.
         validation: steady-state time of one validation batch, if validation was timed.
         validation_batches_per_epoch: validation batches in one epoch.
         epoch_overhead_s: measured per-epoch time that is neither steps nor validation (hand-offs).
@@ -311,9 +314,10 @@ def predict_run(
     """
     rule = rule or StopRule()
     notes: list[str] = []
-    train = steps_per_epoch * step.mean_s
+    batches = steps_per_epoch if train_batches is None else train_batches
+    train = batches * step.mean_s
     val = 0.0
-    var_rel_num = (steps_per_epoch * step.se_s) ** 2
+    var_rel_num = (batches * step.se_s) ** 2
     excess = step.warmup_excess_s if warmup_excess_s is None else warmup_excess_s
     if validation is not None and validation_batches_per_epoch > 0:
         val = validation_batches_per_epoch * validation.mean_s

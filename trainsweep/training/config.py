@@ -1,0 +1,314 @@
+"""The SageMaker training contract: where things are, and the job's settings read from its hyperparameters.
+
+``<base>`` is ``/opt/ml`` unless ``SAGEMAKER_BASE_DIR`` says otherwise (the sagemaker-training-toolkit
+convention), so tests and local mode run the same entry point anywhere. This module imports no torch:
+the supervisor validates the job before any worker starts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainsweep import hyperparameters as hp
+from trainsweep.errors import TrainsweepError
+from trainsweep.predict import StopRule
+
+DEFAULT_BASE = "/opt/ml"
+BASE_ENV = "SAGEMAKER_BASE_DIR"
+JOB_NAME_ENV = "TRAINING_JOB_NAME"
+DEFAULT_RUN_NAME = "trainsweep-run"
+TRAIN_CHANNEL = "train"
+WORKLOADS = ("mnist-cnn", "resnet50-cifar10")
+MODES = ("full", "early-stop")
+DEFAULT_LOG_UPLOAD_S = 30.0
+
+
+class JobConfigError(TrainsweepError):
+    """The job's hyperparameters or inputs are not usable; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The ``/opt/ml`` layout below one base folder."""
+
+    base: Path
+
+    @classmethod
+    def from_env(cls) -> Paths:
+        return cls(Path(os.environ.get(BASE_ENV) or DEFAULT_BASE))
+
+    @property
+    def is_default_base(self) -> bool:
+        return str(self.base) == DEFAULT_BASE
+
+    @property
+    def hyperparameters(self) -> Path:
+        return self.base / "input" / "config" / "hyperparameters.json"
+
+    @property
+    def resource_config(self) -> Path:
+        return self.base / "input" / "config" / "resourceconfig.json"
+
+    def channel(self, name: str) -> Path:
+        return self.base / "input" / "data" / name
+
+    @property
+    def model(self) -> Path:
+        return self.base / "model"
+
+    @property
+    def output(self) -> Path:
+        return self.base / "output"
+
+    @property
+    def failure(self) -> Path:
+        return self.output / "failure"
+
+    @property
+    def logs(self) -> Path:
+        """Local copies of the run logs (``output/data`` is packaged into output.tar.gz by SageMaker)."""
+        return self.output / "data" / "logs"
+
+    def log_file(self, run_name: str) -> Path:
+        return self.logs / f"{run_name}.log"
+
+    def prediction_file(self, run_name: str) -> Path:
+        return self.output / "data" / "predictions" / f"{run_name}.json"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One batch size of a job and the run name its log is delivered under."""
+
+    run_name: str
+    batch_size: int
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Everything the worker needs, validated."""
+
+    workload: str
+    epochs: int
+    cells: tuple[Cell, ...]
+    mode: str = "full"
+    synthetic: bool = False
+    num_gpus: int = 0
+    learning_rate: float | None = None
+    max_steps_per_epoch: int | None = None
+    max_eval_batches: int | None = None
+    rule: StopRule = field(default_factory=StopRule)
+    log_bucket: str | None = None
+    log_prefix: str = ""
+    log_upload_s: float = DEFAULT_LOG_UPLOAD_S
+    download: bool = False
+    packed: bool = False
+    seed: int = 0
+    raw: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        d = {
+            "workload": self.workload,
+            "epochs": self.epochs,
+            "cells": [[c.run_name, c.batch_size] for c in self.cells],
+            "mode": self.mode,
+            "synthetic": self.synthetic,
+            "num_gpus": self.num_gpus,
+            "learning_rate": self.learning_rate,
+            "max_steps_per_epoch": self.max_steps_per_epoch,
+            "max_eval_batches": self.max_eval_batches,
+            "rule": self.rule.__dict__,
+            "log_bucket": self.log_bucket,
+            "log_prefix": self.log_prefix,
+            "log_upload_s": self.log_upload_s,
+            "download": self.download,
+            "packed": self.packed,
+            "seed": self.seed,
+            "raw": self.raw,
+        }
+        return json.dumps(d)
+
+    @classmethod
+    def from_json(cls, text: str) -> JobConfig:
+        d = json.loads(text)
+        return cls(
+            workload=d["workload"],
+            epochs=d["epochs"],
+            cells=tuple(Cell(n, b) for n, b in d["cells"]),
+            mode=d["mode"],
+            synthetic=d["synthetic"],
+            num_gpus=d["num_gpus"],
+            learning_rate=d["learning_rate"],
+            max_steps_per_epoch=d["max_steps_per_epoch"],
+            max_eval_batches=d["max_eval_batches"],
+            rule=StopRule(**d["rule"]),
+            log_bucket=d["log_bucket"],
+            log_prefix=d["log_prefix"],
+            log_upload_s=d["log_upload_s"],
+            download=d["download"],
+            packed=d["packed"],
+            seed=d["seed"],
+            raw=d["raw"],
+        )
+
+
+def read_hyperparameters(paths: Paths) -> dict[str, str]:
+    """The hyperparameters file as a dict of strings; raises :class:`JobConfigError` if unusable."""
+    try:
+        text = paths.hyperparameters.read_text()
+    except FileNotFoundError:
+        raise JobConfigError(f"hyperparameters file not found: {paths.hyperparameters}") from None
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as e:
+        raise JobConfigError(f"hyperparameters file is not JSON ({e}): {paths.hyperparameters}") from None
+    if not isinstance(data, dict):
+        raise JobConfigError("hyperparameters file must hold a JSON object of name -> string")
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in data.items()}
+
+
+def run_names_hint(raw: dict[str, str]) -> list[str]:
+    """Run names to deliver logs under, even when the rest of the configuration is invalid."""
+    names = [n.strip() for n in raw.get(hp.RUN_NAMES, "").split(",") if n.strip()]
+    return names or [os.environ.get(JOB_NAME_ENV) or DEFAULT_RUN_NAME]
+
+
+def _int(raw: dict[str, str], name: str, default: int | None = None, *, minimum: int = 1) -> int:
+    value = raw.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise JobConfigError(f"missing hyperparameter {name!r}: set it to a whole number >= {minimum}")
+        return default
+    try:
+        n = int(str(value).strip().strip('"'))
+    except ValueError:
+        raise JobConfigError(f"hyperparameter {name!r} must be a whole number, got {value!r}") from None
+    if n < minimum:
+        raise JobConfigError(f"hyperparameter {name!r} must be >= {minimum}, got {n}")
+    return n
+
+
+def _float(raw: dict[str, str], name: str, default: float | None) -> float | None:
+    value = raw.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        x = float(str(value).strip().strip('"'))
+    except ValueError:
+        raise JobConfigError(f"hyperparameter {name!r} must be a number, got {value!r}") from None
+    if not math.isfinite(x) or x <= 0:
+        raise JobConfigError(f"hyperparameter {name!r} must be a positive number, got {value!r}")
+    return x
+
+
+def _bool(raw: dict[str, str], name: str, default: bool) -> bool:
+    value = raw.get(name)
+    if value is None or value == "":
+        return default
+    v = str(value).strip().strip('"').lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise JobConfigError(f"hyperparameter {name!r} must be true or false, got {value!r}")
+
+
+def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
+    """Validate the hyperparameters into a :class:`JobConfig`; raises :class:`JobConfigError`."""
+    workload = str(raw.get(hp.WORKLOAD, "")).strip().strip('"')
+    if not workload:
+        raise JobConfigError(f"missing hyperparameter {hp.WORKLOAD!r}: one of {', '.join(WORKLOADS)}")
+    if workload not in WORKLOADS:
+        raise JobConfigError(f"unknown workload {workload!r}: this container runs {', '.join(WORKLOADS)}")
+    mode = str(raw.get(hp.MODE, "full")).strip().strip('"') or "full"
+    if mode not in MODES:
+        raise JobConfigError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    epochs = _int(raw, hp.EPOCHS)
+    names = [n.strip() for n in raw.get(hp.RUN_NAMES, "").split(",") if n.strip()]
+    packed = bool(raw.get(hp.BATCH_SIZES, "").strip())
+    if packed:
+        try:
+            sizes = [int(s) for s in raw[hp.BATCH_SIZES].split(",") if s.strip()]
+        except ValueError:
+            raise JobConfigError(
+                f"hyperparameter {hp.BATCH_SIZES!r} must be comma-separated whole numbers, "
+                f"got {raw[hp.BATCH_SIZES]!r}"
+            ) from None
+        if any(s < 1 for s in sizes):
+            raise JobConfigError(f"batch sizes must be >= 1, got {raw[hp.BATCH_SIZES]!r}")
+        if len(names) != len(sizes):
+            raise JobConfigError(
+                f"{hp.RUN_NAMES!r} must name one run per batch size: {len(sizes)} batch sizes, "
+                f"{len(names)} run names"
+            )
+    else:
+        sizes = [_int(raw, hp.BATCH_SIZE)]
+        names = names[:1] or run_names_hint(raw)
+    if len(set(names)) != len(names):
+        raise JobConfigError(f"run names must be unique, got {names}")
+    synthetic = _bool(raw, hp.SYNTHETIC, False)
+    rule_kw: dict[str, float | int | None] = {}
+    precision = _float(raw, hp.EARLY_STOP_PRECISION, None)
+    if precision is not None:
+        if precision >= 1:
+            raise JobConfigError(f"{hp.EARLY_STOP_PRECISION!r} is a fraction (0.02 = 2 %), got {precision}")
+        rule_kw["precision"] = precision
+    if raw.get(hp.EARLY_STOP_MAX_STEPS):
+        rule_kw["max_steps"] = _int(raw, hp.EARLY_STOP_MAX_STEPS, minimum=3)
+    max_s = _float(raw, hp.EARLY_STOP_MAX_SECONDS, None)
+    if max_s is not None:
+        rule_kw["max_seconds"] = max_s
+    if raw.get(hp.EARLY_STOP_MIN_STEPS):
+        rule_kw["min_steady_steps"] = _int(raw, hp.EARLY_STOP_MIN_STEPS, minimum=2)
+    if raw.get(hp.VALIDATION_BATCHES):
+        rule_kw["validation_batches"] = _int(raw, hp.VALIDATION_BATCHES, minimum=2)
+    rule = StopRule(**rule_kw)  # type: ignore[arg-type]
+    if not synthetic and not paths.channel(TRAIN_CHANNEL).is_dir():
+        download = _bool(raw, hp.DOWNLOAD, paths.is_default_base)
+        if not download:
+            raise JobConfigError(
+                f"no data: channel {TRAIN_CHANNEL!r} is missing ({paths.channel(TRAIN_CHANNEL)}); "
+                f"give the job a 'train' channel, set {hp.SYNTHETIC}=true for random data, "
+                f"or {hp.DOWNLOAD}=true to download the dataset"
+            )
+    else:
+        download = False
+    return JobConfig(
+        workload=workload,
+        epochs=epochs,
+        cells=tuple(Cell(n, b) for n, b in zip(names, sizes, strict=True)),
+        mode=mode,
+        synthetic=synthetic,
+        num_gpus=_int(raw, hp.NUM_GPUS, 0, minimum=0),
+        learning_rate=_float(raw, hp.LEARNING_RATE, None),
+        max_steps_per_epoch=_int(raw, hp.MAX_STEPS_PER_EPOCH, 0, minimum=0) or None,
+        max_eval_batches=_int(raw, hp.MAX_EVAL_BATCHES, 0, minimum=0) or None,
+        rule=rule,
+        log_bucket=(raw.get(hp.LOG_BUCKET) or "").strip() or None,
+        log_prefix=(raw.get(hp.LOG_PREFIX) or "").strip(),
+        log_upload_s=_float(raw, hp.LOG_UPLOAD_SECONDS, DEFAULT_LOG_UPLOAD_S) or DEFAULT_LOG_UPLOAD_S,
+        download=download,
+        packed=packed,
+        seed=_int(raw, hp.SEED, 0, minimum=0),
+        raw=dict(raw),
+    )
+
+
+def hosts(paths: Paths) -> tuple[list[str], str]:
+    """(all hosts, this host) from ``SM_HOSTS``/``SM_CURRENT_HOST`` or SageMaker's resourceconfig.json."""
+    env_hosts, env_current = os.environ.get("SM_HOSTS"), os.environ.get("SM_CURRENT_HOST")
+    if env_hosts and env_current:
+        try:
+            hs = json.loads(env_hosts)
+        except json.JSONDecodeError:
+            hs = [h for h in env_hosts.split(",") if h]
+        return [str(h) for h in hs], env_current
+    try:
+        rc = json.loads(paths.resource_config.read_text())
+        return list(rc["hosts"]), str(rc["current_host"])
+    except (OSError, ValueError, KeyError):
+        return ["algo-1"], "algo-1"

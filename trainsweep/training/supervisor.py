@@ -1,0 +1,236 @@
+"""The container's entry point: validate the job, run a worker per batch size, deliver the logs.
+
+The supervisor never imports torch. It owns what must survive a dying worker: the periodic log upload,
+the final upload, the ``failure`` file and the exit code. A bad input fails here, before any worker
+starts, with the reason in the failure file and in every log the job was asked to write.
+
+Exit codes: 0 success (in packed mode also when some batch sizes were out of memory: they are
+recorded as infeasible), 1 failure, 2 bad input, 143 stopped by SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainsweep import hyperparameters as hp
+from trainsweep.logs import mllog
+from trainsweep.training.config import (
+    DEFAULT_LOG_UPLOAD_S,
+    JobConfig,
+    JobConfigError,
+    Paths,
+    hosts,
+    parse_config,
+    read_hyperparameters,
+    run_names_hint,
+)
+from trainsweep.training.runlog import RunLog, has_event
+from trainsweep.training.upload import LogUploader
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 143
+WORKER_EXIT_OOM = 3
+STOP_GRACE_S = 60.0
+MASTER_PORT = "29500"
+JOB_SUMMARY = "job.json"
+
+
+@dataclass
+class CellResult:
+    run_name: str
+    batch_size: int
+    status: str  # ok | oom | error | stopped
+    reason: str | None
+    exit_code: int | None
+    prediction: dict[str, Any] | None = None
+
+
+class Supervisor:
+    def __init__(self, paths: Paths):
+        self.paths = paths
+        self.stopping = False
+        self.child: subprocess.Popen[bytes] | None = None
+
+    # ---- signals -----------------------------------------------------------------------------
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.stopping = True
+        child = self.child
+        if child is not None and child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(signal.SIGTERM)
+
+    # ---- failure bookkeeping -----------------------------------------------------------------
+
+    def append_failure(self, run_name: str, reason: str, kind: str) -> None:
+        """Add the failure to a run's log unless the worker already did."""
+        path = self.paths.log_file(run_name)
+        if has_event(path, mllog.FAILURE):
+            return
+        with RunLog(path, echo=True) as log:
+            log.event(mllog.FAILURE, {"reason": reason, "kind": kind}, epoch_num=0)
+            log.line(f"Training failed: {reason}")
+
+    def write_failure(self, reason: str) -> None:
+        self.paths.output.mkdir(parents=True, exist_ok=True)
+        self.paths.failure.write_text(reason.strip() + "\n")
+        print(f"trainsweep: {reason}", file=sys.stderr, flush=True)
+
+    # ---- workers -----------------------------------------------------------------------------
+
+    def _gpus(self, cfg: JobConfig) -> int:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None and visible.strip() in ("", "-1"):
+            return 0
+        exe = shutil.which("nvidia-smi")
+        count = 0
+        if exe:
+            try:
+                out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30, check=False)
+                count = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+            except (OSError, subprocess.SubprocessError):
+                count = 0
+            if visible:
+                count = min(count, len([v for v in visible.split(",") if v.strip()]))
+        return min(cfg.num_gpus, count) if cfg.num_gpus else count
+
+    def worker_command(self, cfg: JobConfig, config_file: Path, index: int) -> list[str]:
+        worker = ["-m", "trainsweep.training.worker", "--config", str(config_file), "--cell", str(index)]
+        gpus = self._gpus(cfg)
+        all_hosts, current = hosts(self.paths)
+        if gpus <= 1 and len(all_hosts) <= 1:
+            return [sys.executable, *worker]
+        launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={max(gpus, 1)}"]
+        if len(all_hosts) > 1:
+            launcher += [
+                f"--nnodes={len(all_hosts)}",
+                f"--node_rank={all_hosts.index(current)}",
+                f"--master_addr={all_hosts[0]}",
+                f"--master_port={MASTER_PORT}",
+            ]
+        else:
+            launcher.append("--standalone")
+        return [*launcher, *worker]
+
+    def run_cell(self, cfg: JobConfig, config_file: Path, index: int) -> CellResult:
+        cell = cfg.cells[index]
+        status_file = self.paths.output / "data" / "cells" / f"{cell.run_name}.json"
+        status_file.unlink(missing_ok=True)
+        cmd = self.worker_command(cfg, config_file, index)
+        self.child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        deadline: float | None = None
+        while True:
+            try:
+                rc = self.child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if self.stopping:
+                    deadline = deadline or time.monotonic() + STOP_GRACE_S
+                    if time.monotonic() > deadline:
+                        self.child.kill()
+        self.child = None
+        if status_file.is_file():
+            st = json.loads(status_file.read_text())
+            result = CellResult(
+                cell.run_name, cell.batch_size, st["status"], st["reason"], rc, st["prediction"]
+            )
+        elif rc == WORKER_EXIT_OOM:
+            result = CellResult(cell.run_name, cell.batch_size, "oom", "out of memory", rc)
+        elif self.stopping or rc in (-signal.SIGTERM, EXIT_STOPPED):
+            result = CellResult(cell.run_name, cell.batch_size, "stopped", "stopped by SIGTERM", rc)
+        else:
+            how = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+            if rc == -signal.SIGKILL:
+                how += " (the host may have run out of memory)"
+            result = CellResult(cell.run_name, cell.batch_size, "error", f"training worker {how}", rc)
+        if result.status != "ok":
+            self.append_failure(cell.run_name, result.reason or result.status, result.status)
+        return result
+
+    # ---- the job -----------------------------------------------------------------------------
+
+    def bad_input(self, raw: dict[str, str], names: list[str], reason: str) -> int:
+        for name in names:
+            self.append_failure(name, reason, "error")
+        bucket = (raw.get(hp.LOG_BUCKET) or "").strip() or None
+        LogUploader(bucket=bucket, prefix=(raw.get(hp.LOG_PREFIX) or "").strip(), logs_dir=self.paths.logs,
+                    period_s=DEFAULT_LOG_UPLOAD_S).flush()  # fmt: skip
+        self.write_failure(f"bad input: {reason}")
+        return EXIT_BAD_INPUT
+
+    def run(self) -> int:
+        paths = self.paths
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        for d in (paths.model, paths.output, paths.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        paths.failure.unlink(missing_ok=True)
+        raw: dict[str, str] = {}
+        names = run_names_hint(raw)
+        try:
+            raw = read_hyperparameters(paths)
+            names = run_names_hint(raw)
+            cfg = parse_config(raw, paths)
+        except JobConfigError as e:
+            return self.bad_input(raw, names, str(e))
+        uploader = LogUploader(
+            bucket=cfg.log_bucket, prefix=cfg.log_prefix, logs_dir=paths.logs, period_s=cfg.log_upload_s
+        )
+        uploader.start()
+        results: list[CellResult] = []
+        try:
+            with tempfile.TemporaryDirectory(prefix="trainsweep-") as tmp:
+                config_file = Path(tmp) / "job-config.json"
+                config_file.write_text(cfg.to_json())
+                for i, cell in enumerate(cfg.cells):
+                    if self.stopping:
+                        self.append_failure(cell.run_name, "stopped by SIGTERM before it started", "stopped")
+                        results.append(
+                            CellResult(cell.run_name, cell.batch_size, "stopped", "not started", None)
+                        )
+                        continue
+                    res = self.run_cell(cfg, config_file, i)
+                    results.append(res)
+                    if res.status == "stopped":
+                        self.stopping = True
+                    if not cfg.packed and res.status != "ok":
+                        break
+        finally:
+            summary = {
+                "workload": cfg.workload,
+                "mode": cfg.mode,
+                "packed": cfg.packed,
+                "cells": [r.__dict__ for r in results],
+            }
+            (paths.output / "data" / JOB_SUMMARY).write_text(json.dumps(summary, indent=2))
+            uploader.stop()
+        return self.outcome(cfg, results)
+
+    def outcome(self, cfg: JobConfig, results: list[CellResult]) -> int:
+        if self.stopping or any(r.status == "stopped" for r in results):
+            self.write_failure("stopped by SIGTERM (StopTrainingJob or MaxRuntimeExceeded); logs delivered")
+            return EXIT_STOPPED
+        errors = [r for r in results if r.status == "error"]
+        ooms = [r for r in results if r.status == "oom"]
+        if errors:
+            detail = "; ".join(f"{r.run_name} (batch size {r.batch_size}): {r.reason}" for r in errors)
+            self.write_failure(f"training failed: {detail}")
+            return EXIT_BAD_INPUT if all(r.exit_code == EXIT_BAD_INPUT for r in errors) else EXIT_FAILED
+        if ooms and (not cfg.packed or len(ooms) == len(results)):
+            sizes = ", ".join(str(r.batch_size) for r in ooms)
+            self.write_failure(f"out of memory: batch size {sizes} does not fit on this instance type")
+            return EXIT_FAILED
+        return EXIT_OK
+
+
+def main() -> int:
+    return Supervisor(Paths.from_env()).run()

@@ -1,0 +1,431 @@
+"""The training worker: one batch size of one job, on one rank (``python -m trainsweep.training.worker``).
+
+The supervisor starts one worker per batch size (torchrun starts one per GPU), so an out-of-memory
+batch size costs only its own process. The worker appends to its run's log as it goes and, on rank 0,
+leaves a status file for the supervisor. Exit codes: 0 done, 2 bad input, 3 out of memory, 1 other
+error, 143 stopped by SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from trainsweep.logs import mllog
+from trainsweep.predict import SteadyState, predict_run, steady_estimate
+from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError, Paths
+from trainsweep.training.data import DATASETS, Batches, SyntheticBatches, load_arrays
+from trainsweep.training.models import build_model
+from trainsweep.training.runlog import RunLog
+from trainsweep.training.timing import StepClock
+
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = 0, 1, 2, 3, 143
+MEMORY_LIMIT_ENV = "TRAINSWEEP_MEMORY_LIMIT_MB"
+"""Tests: cap the worker's extra address space once the model is built (a small machine's memory)."""
+DDP_AGREE_EVERY = 10
+
+
+class StoppedError(Exception):
+    """SIGTERM arrived (StopTrainingJob, MaxRuntimeExceeded, or local mode's stop)."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise StoppedError("stopped by SIGTERM")
+
+
+def is_oom(e: BaseException) -> bool:
+    if isinstance(e, torch.OutOfMemoryError | MemoryError):
+        return True
+    text = str(e).lower()
+    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+
+    @classmethod
+    def from_env(cls) -> Rank:
+        return cls(
+            int(os.environ.get("RANK", "0")),
+            int(os.environ.get("LOCAL_RANK", "0")),
+            int(os.environ.get("WORLD_SIZE", "1")),
+        )
+
+
+def cell_status_path(paths: Paths, run_name: str) -> Path:
+    return paths.output / "data" / "cells" / f"{run_name}.json"
+
+
+def _device(rank: Rank) -> torch.device:
+    if torch.cuda.is_available():
+        torch.cuda.set_device(rank.local_rank)
+        return torch.device("cuda", rank.local_rank)
+    return torch.device("cpu")
+
+
+def _default_lr(workload: str, batch_size: int) -> float:
+    # linear scaling from the usual base learning rates at batch 256
+    base = 0.1 if workload == "resnet50-cifar10" else 0.05
+    return base * batch_size / 256
+
+
+class CellRun:
+    """Trains (or early-stops) one batch size and writes its log."""
+
+    def __init__(self, cfg: JobConfig, cell: Cell, paths: Paths, rank: Rank, log: RunLog):
+        self.cfg, self.cell, self.paths, self.rank, self.log = cfg, cell, paths, rank, log
+        self.primary = rank.rank == 0
+        self.epoch = 0
+        self.monitor: SteadyState | None = None
+
+    # ---- logging helpers -------------------------------------------------------------------------
+
+    def legacy(self, text: str) -> None:
+        if self.primary:
+            self.log.line(text)
+
+    def header(self, key: str, value: Any, **metadata: Any) -> None:
+        if self.primary:
+            self.log.event(key, value, **metadata)
+
+    def _on_step(self, n: int, step_s: float, wait_s: float, compute_s: float) -> None:
+        self.log.event(
+            mllog.STEP,
+            {"step": n, "step_s": step_s, "data_wait_s": wait_s, "compute_s": compute_s},
+            epoch_num=self.epoch,
+        )
+        if self.primary:
+            self.log.line(f"{n} step training time: {step_s}s")
+        if self.monitor is not None:
+            self.monitor.add(step_s)
+
+    # ---- set-up ----------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        cfg, cell, rank = self.cfg, self.cell, self.rank
+        t0 = time.perf_counter()
+        self.header(mllog.INIT_START, None)
+        if cell.batch_size % rank.world_size:
+            raise JobConfigError(
+                f"batch size {cell.batch_size} does not split evenly over {rank.world_size} GPUs/ranks; "
+                f"use a multiple of {rank.world_size}"
+            )
+        self.device = _device(rank)
+        torch.manual_seed(cfg.seed)
+        info = DATASETS[cfg.workload]
+        self.info = info
+        per_rank = cell.batch_size // rank.world_size
+        if cfg.synthetic:
+            mk = dict(batch_size=per_rank, device=self.device, seed=cfg.seed, rank=rank.rank,
+                      world_size=rank.world_size)  # fmt: skip
+            self.train_data: Batches = SyntheticBatches(info, train=True, **mk)  # type: ignore[arg-type]
+            self.eval_data: Batches = SyntheticBatches(info, train=False, **mk)  # type: ignore[arg-type]
+        else:
+            arr = load_arrays(
+                cfg.workload,
+                channel=self.paths.channel(TRAIN_CHANNEL),
+                allow_download=cfg.download,
+                cache=self.paths.base / "input" / "data" / "download",
+            )
+            common = dict(batch_size=per_rank, info=info, seed=cfg.seed, rank=rank.rank,
+                          world_size=rank.world_size)  # fmt: skip
+            self.train_data = Batches(
+                torch.from_numpy(arr.x_train).to(self.device), torch.from_numpy(arr.y_train).to(self.device),
+                train=True, **common,  # type: ignore[arg-type]
+            )  # fmt: skip
+            self.eval_data = Batches(
+                torch.from_numpy(arr.x_test).to(self.device), torch.from_numpy(arr.y_test).to(self.device),
+                train=False, **common,  # type: ignore[arg-type]
+            )  # fmt: skip
+        model = build_model(cfg.workload).to(self.device)
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = True
+        self.model: nn.Module = model
+        if rank.world_size > 1:
+            ids = [rank.local_rank] if self.device.type == "cuda" else None
+            self.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        lr = cfg.learning_rate or _default_lr(cfg.workload, cell.batch_size)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
+        self.loss = nn.CrossEntropyLoss()
+        self.clock = StepClock(self.device, self._on_step)
+        init_s = time.perf_counter() - t0
+        self.legacy(f"Initialization time {init_s}")
+        self.header(mllog.INIT_TIME, init_s)
+        self.header(mllog.INIT_STOP, None)
+        gpus = torch.cuda.device_count() if self.device.type == "cuda" else 0
+        for key, value in (
+            (mllog.WORKLOAD, cfg.workload),
+            (mllog.GLOBAL_BATCH_SIZE, cell.batch_size),
+            (mllog.TRAIN_SAMPLES, self._epoch_samples(self.train_data, cfg.max_steps_per_epoch)),
+            (mllog.EVAL_SAMPLES, self._epoch_samples(self.eval_data, cfg.max_eval_batches)),
+            (mllog.EPOCH_COUNT, cfg.epochs),
+            (mllog.GPUS, gpus),
+            (mllog.WORLD_SIZE, rank.world_size),
+            (mllog.SEED, cfg.seed),
+            (mllog.SUBMISSION_PLATFORM, torch.cuda.get_device_name(self.device) if gpus else "cpu"),
+            (mllog.COMMAND_LINE, " ".join(sys.argv)),
+        ):
+            self.header(key, value)
+        if os.environ.get("SM_CURRENT_INSTANCE_TYPE"):
+            self.header(mllog.INSTANCE_TYPE, os.environ["SM_CURRENT_INSTANCE_TYPE"])
+        self.legacy(f"Batch size: {cell.batch_size}; epochs: {cfg.epochs}; mode: {cfg.mode}")
+        limit = os.environ.get(MEMORY_LIMIT_ENV)
+        if limit:
+            _limit_address_space(int(limit))
+
+    def _epoch_samples(self, data: Batches, cap: int | None) -> int:
+        """Samples in one epoch (all ranks); a step cap (tests, quick runs) makes the epoch that much."""
+        per_rank = data.samples if cap is None else min(data.samples, cap * data.batch_size)
+        return per_rank * self.rank.world_size
+
+    # ---- training --------------------------------------------------------------------------------
+
+    def _train_steps(self, max_steps: int | None, stop_check: bool) -> bool:
+        """One epoch's steps (or up to ``max_steps``); returns True when early-stop says stop."""
+        self.model.train()
+        clock = self.clock
+        clock.epoch_start()
+        for i, (x, y) in enumerate(self.train_data):
+            if max_steps is not None and i >= max_steps:
+                break
+            clock.data_ready()
+            out = self.model(x)
+            loss = self.loss(out, y)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
+            clock.step_end()
+            if stop_check and self._should_stop(i + 1):
+                return True
+        return False
+
+    def _should_stop(self, steps_in_epoch: int) -> bool:
+        assert self.monitor is not None
+        local = self.monitor.stop_reason() is not None
+        if self.rank.world_size == 1:
+            return local
+        if steps_in_epoch % DDP_AGREE_EVERY:
+            return False
+        flag = torch.tensor([1.0 if local else 0.0], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+    def _validate(self) -> tuple[float, float]:
+        """Full validation pass; returns (seconds, accuracy)."""
+        self.model.eval()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        correct = torch.zeros((), device=self.device)
+        total = torch.zeros((), device=self.device)
+        with torch.no_grad():
+            for i, (x, y) in enumerate(self.eval_data):
+                if self.cfg.max_eval_batches is not None and i >= self.cfg.max_eval_batches:
+                    break
+                out = self.model(x)
+                correct += (out.argmax(1) == y).sum()
+                total += y.numel()
+        if self.rank.world_size > 1:
+            dist.all_reduce(correct)
+            dist.all_reduce(total)
+        acc = (correct / total.clamp(min=1)).item()  # synchronises
+        return time.perf_counter() - t0, acc
+
+    def _time_validation_batches(self, n: int) -> list[float]:
+        """Per-batch validation times (synchronised: training is over, nothing left to perturb)."""
+        self.model.eval()
+        times: list[float] = []
+        cuda = self.device.type == "cuda"
+        with torch.no_grad():
+            for i, (x, _y) in enumerate(self.eval_data):
+                if i >= n:
+                    break
+                if cuda:
+                    torch.cuda.synchronize(self.device)
+                t0 = time.perf_counter()
+                self.model(x)
+                if cuda:
+                    torch.cuda.synchronize(self.device)
+                times.append(time.perf_counter() - t0)
+        return times
+
+    def _epoch_begin(self, k: int) -> None:
+        self.epoch = k
+        self.log.event(mllog.EPOCH_START, event_type=mllog.START, epoch_num=k)
+        self.legacy(f"Epoch {k}/{self.cfg.epochs}")
+
+    def full(self) -> None:
+        fit0 = time.perf_counter()
+        for k in range(1, self.cfg.epochs + 1):
+            self._epoch_begin(k)
+            t0 = time.perf_counter()
+            self._train_steps(self.cfg.max_steps_per_epoch, stop_check=False)
+            self.clock.drain()
+            self.header(mllog.EVAL_START, None, epoch_num=k)
+            val_s, acc = self._validate()
+            self.legacy(f"Validation time: {val_s}s")
+            self.header(mllog.VALIDATION_TIME, val_s, epoch_num=k)
+            self.header(mllog.EVAL_ACCURACY, acc, epoch_num=k)
+            self.header(mllog.EVAL_STOP, None, epoch_num=k)
+            epoch_s = time.perf_counter() - t0
+            self.legacy(f"Epoch time: {epoch_s}s")
+            self.header(mllog.EPOCH_TIME, epoch_s, epoch_num=k)
+            self.log.event(mllog.EPOCH_STOP, event_type=mllog.END, epoch_num=k)
+            if self.primary:
+                self.log.real_time()
+        self.header(mllog.FIT_TIME, time.perf_counter() - fit0)
+
+    def early_stop(self) -> dict[str, Any]:
+        cfg = self.cfg
+        self.monitor = SteadyState(cfg.rule)
+        stopped = False
+        k = 0
+        while not stopped and k < cfg.epochs:
+            k += 1
+            self._epoch_begin(k)
+            stopped = self._train_steps(cfg.max_steps_per_epoch, stop_check=True)
+            self.clock.drain()
+            if not stopped:
+                self.monitor.epoch_boundary()
+        reason = self.monitor.stop_reason() or "epochs"
+        est = self.monitor.estimate()
+        if est is None:
+            raise JobConfigError(
+                f"early-stop watched {self.monitor.steps} steps, too few to estimate the step time; "
+                f"raise {cfg.epochs=} or the step caps"
+            )
+        self.header(mllog.EVAL_START, None, epoch_num=k)
+        val_times = self._time_validation_batches(cfg.rule.validation_batches)
+        self.header(mllog.EVAL_STOP, None, epoch_num=k)
+        val_est = steady_estimate(val_times, confidence=cfg.rule.confidence, skip_first=1)
+        steps_per_epoch = len(self.train_data)
+        if cfg.max_steps_per_epoch:
+            steps_per_epoch = min(steps_per_epoch, cfg.max_steps_per_epoch)
+        train_batches = min(self.train_data.full_batch_equivalents, float(steps_per_epoch))
+        eval_batches = self.eval_data.full_batch_equivalents
+        if cfg.max_eval_batches:
+            eval_batches = min(eval_batches, float(cfg.max_eval_batches))
+        pred = predict_run(
+            est,
+            steps_per_epoch=steps_per_epoch,
+            train_batches=train_batches,
+            epochs=cfg.epochs,
+            rule=cfg.rule,
+            validation=val_est,
+            validation_batches_per_epoch=eval_batches,
+            steps_watched=self.monitor.steps,
+            stop_reason=reason,
+        )
+        value = {"run_name": self.cell.run_name, "batch_size": self.cell.batch_size, **pred.to_dict()}
+        value["validation_batch_times_s"] = val_times
+        self.header(mllog.PREDICTION, value)
+        self.legacy(
+            f"Predicted epoch time: {pred.epoch_s}s "
+            f"(90 % interval {pred.epoch_low_s}s - {pred.epoch_high_s}s); "
+            f"predicted time for {cfg.epochs} epochs: {pred.total_s}s; steps watched: {pred.steps_watched} "
+            f"({reason})"
+        )
+        if self.primary:
+            out = self.paths.prediction_file(self.cell.run_name)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(value, indent=2))
+        return value
+
+    def run(self) -> dict[str, Any] | None:
+        self.setup()
+        self.header(mllog.RUN_START, None)
+        t0 = time.perf_counter()
+        prediction = self.early_stop() if self.cfg.mode == "early-stop" else self.full()
+        total = time.perf_counter() - t0
+        self.header(mllog.TOTAL_TIME, total)
+        self.header(mllog.RUN_STOP, None, status="success")
+        return prediction
+
+
+def _limit_address_space(extra_mb: int) -> None:
+    """Cap this process's address space at its current size plus ``extra_mb`` (test knob)."""
+    pages = int(Path("/proc/self/statm").read_text().split()[0])
+    current = pages * os.sysconf("SC_PAGE_SIZE")
+    limit = current + extra_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _write_status(paths: Paths, cell: Cell, status: str, reason: str | None, prediction: Any = None) -> None:
+    p = cell_status_path(paths, cell.run_name)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(
+        json.dumps(
+            {
+                "run_name": cell.run_name,
+                "batch_size": cell.batch_size,
+                "status": status,
+                "reason": reason,
+                "prediction": prediction,
+            }
+        )
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="trainsweep.training.worker")
+    ap.add_argument("--config", required=True, type=Path)
+    ap.add_argument("--cell", required=True, type=int)
+    args = ap.parse_args(argv)
+    cfg = JobConfig.from_json(args.config.read_text())
+    paths = Paths.from_env()
+    cell = cfg.cells[args.cell]
+    rank = Rank.from_env()
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    log = RunLog(paths.log_file(cell.run_name), rank=rank.rank)
+    status, reason, kind, code, prediction = "ok", None, None, EXIT_OK, None
+    try:
+        if rank.world_size > 1:
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend)
+        prediction = CellRun(cfg, cell, paths, rank, log).run()
+    except StoppedError as e:
+        status, reason, kind, code = "stopped", str(e), "stopped", EXIT_STOPPED
+    except JobConfigError as e:
+        status, reason, kind, code = "error", str(e), "error", EXIT_BAD_INPUT
+    except BaseException as e:
+        if is_oom(e):
+            status, kind, code = "oom", "oom", EXIT_OOM
+            reason = f"out of memory at batch size {cell.batch_size}: {str(e).splitlines()[0][:300]}"
+        else:
+            status, kind, code = "error", "error", EXIT_ERROR
+            reason = f"{type(e).__name__}: {str(e).splitlines()[0][:500] if str(e) else ''}"
+            traceback.print_exc()
+    if kind is not None:
+        try:
+            log.event(mllog.FAILURE, {"reason": reason, "kind": kind}, epoch_num=0)
+            if rank.rank == 0:
+                log.line(f"Training failed: {reason}")
+        except OSError:
+            pass
+        print(f"trainsweep worker: {reason}", file=sys.stderr, flush=True)
+    if rank.rank == 0:
+        _write_status(paths, cell, status, reason, prediction)
+    log.close()
+    if rank.world_size > 1 and dist.is_initialized() and code == EXIT_OK:
+        dist.destroy_process_group()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
