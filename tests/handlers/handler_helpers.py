@@ -1,0 +1,29 @@
+"""Helpers shared by the handler tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote_plus
+
+ROOT = Path(__file__).resolve().parents[2]
+BUCKET = "trainsweep-results-test"
+
+
+def s3_event(key: str, bucket: str = BUCKET) -> dict[str, Any]:
+    """An ObjectCreated notification as S3 sends it (the key URL-encoded)."""
+    return {
+        "Records": [
+            {
+                "eventVersion": "2.1",
+                "eventSource": "aws:s3",
+                "awsRegion": "us-east-1",
+                "eventName": "ObjectCreated:Put",
+                "s3": {
+                    "s3SchemaVersion": "1.0",
+                    "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
+                    "object": {"key": quote_plus(key, safe="/"), "size": 1},
+                },
+            }
+        ]
+    }

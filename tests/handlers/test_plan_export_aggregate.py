@@ -1,0 +1,212 @@
+"""PlanSweep, ExportLog and AggregateSweep handlers against moto (S3, CloudWatch Logs)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from handler_helpers import BUCKET, s3_event
+
+from trainsweep import layout
+from trainsweep.aws import cloudwatch, quotas
+from trainsweep.aws.workflow import QuotaError, group_jobs
+from trainsweep.errors import BudgetExceededError, SpecError
+
+SPEC: dict[str, Any] = {
+    "name": "demo",
+    "workload": {"model": "mnist-cnn", "epochs": 2},
+    "instance_types": ["ml.p3.2xlarge", "ml.g4dn.xlarge"],
+    "batch_sizes": [64, 128],
+    "repetitions": 1,
+    "max_concurrency": 3,
+}
+FCN = Path("cloud-ML/seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker")
+
+
+# ---- PlanSweep ------------------------------------------------------------------------------------
+
+
+def test_plan_groups_jobs_by_instance_type_and_writes_spec_and_jobs(s3, handler, context):
+    out = handler("plan_sweep")({"input": {"spec": SPEC, "sweep_id": "demo-1"}}, context)
+    assert out["sweep_id"] == "demo-1" and out["job_count"] == 4
+    assert [g["instance_type"] for g in out["groups"]] == ["ml.p3.2xlarge", "ml.g4dn.xlarge"]
+    assert out["group_concurrency"] == 2
+    assert sum(g["max_concurrency"] for g in out["groups"]) <= SPEC["max_concurrency"]
+    job = out["groups"][0]["jobs"][0]
+    assert all(isinstance(v, str) for v in job["hyperparameters"].values())
+    assert job["output_s3_uri"].startswith(f"s3://{BUCKET}/sweeps/demo-1/")
+    spec = json.loads(s3.get_object(Bucket=BUCKET, Key=layout.spec_key("demo-1"))["Body"].read())
+    assert spec["name"] == "demo"
+    assert s3.head_object(Bucket=BUCKET, Key=layout.jobs_key("demo-1"))
+
+
+def test_plan_accepts_the_bare_spec_as_execution_input(s3, handler, context):
+    out = handler("plan_sweep")({"input": SPEC, "execution": "x"}, context)
+    assert out["sweep_id"].startswith("demo-")
+
+
+def test_plan_refuses_an_over_budget_sweep(s3, handler, context):
+    with pytest.raises(BudgetExceededError, match="budget_usd"):
+        handler("plan_sweep")({"input": {**SPEC, "budget_usd": 0.01}}, context)
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+
+
+def test_plan_refuses_a_bad_spec_with_the_field(s3, handler, context):
+    with pytest.raises(SpecError, match="batch_sizes"):
+        handler("plan_sweep")({"input": {**SPEC, "batch_sizes": []}}, context)
+
+
+def test_quotas_cap_each_type_and_a_zero_quota_fails_fast():
+    jobs = [{"instance_type": t, "instance_count": 1} for t in ["a"] * 5 + ["b"] * 5]
+    groups, outer = group_jobs(jobs, 8, {"a": 2, "b": None})
+    assert outer == 2
+    assert {g["instance_type"]: g["max_concurrency"] for g in groups} == {"a": 2, "b": 4}
+    with pytest.raises(QuotaError, match=r"a \(quota 0"):
+        group_jobs(jobs, 8, {"a": 0})
+    # fewer concurrent jobs than types: the groups that run together stay within the total
+    groups, outer = group_jobs(jobs, 1, {})
+    assert outer == 1 and all(g["max_concurrency"] == 1 for g in groups)
+
+
+class _Quotas:
+    def __init__(self, pages: list[dict[str, Any]] | Exception):
+        self.pages = pages
+
+    def list_service_quotas(self, **kwargs: Any) -> dict[str, Any]:
+        if isinstance(self.pages, Exception):
+            raise self.pages
+        return self.pages[1 if kwargs.get("NextToken") else 0]
+
+
+def test_quotas_are_read_across_pages_and_unreadable_means_unknown():
+    pages = [
+        {"Quotas": [{"QuotaName": quotas.quota_name("ml.p3.2xlarge"), "Value": 2.0}], "NextToken": "t"},
+        {"Quotas": [{"QuotaName": quotas.quota_name("ml.g4dn.xlarge"), "Value": 0.0}]},
+    ]
+    got = quotas.training_instance_quotas(_Quotas(pages), ["ml.p3.2xlarge", "ml.g4dn.xlarge", "ml.p2.xlarge"])
+    assert got == {"ml.p3.2xlarge": 2, "ml.g4dn.xlarge": 0, "ml.p2.xlarge": None}
+    denied = quotas.training_instance_quotas(_Quotas(PermissionError("denied")), ["ml.p3.2xlarge"])
+    assert denied == {"ml.p3.2xlarge": None}
+
+
+# ---- ExportLog ------------------------------------------------------------------------------------
+
+
+def _stream(n: int, job: str = "demo-1-p3-1-64-e0") -> Any:
+    logs = boto3.client("logs", region_name="us-east-1")
+    logs.create_log_group(logGroupName="/aws/sagemaker/TrainingJobs")
+    stream = f"{job}/algo-1-1700000000"
+    logs.create_log_stream(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream)
+    now_ms = int(time.time() * 1000)  # CloudWatch rejects events older than 14 days
+    for start in range(0, n, 5000):
+        logs.put_log_events(
+            logGroupName="/aws/sagemaker/TrainingJobs",
+            logStreamName=stream,
+            logEvents=[
+                {"timestamp": now_ms + i, "message": f"{i} step training time: 0.25s"}
+                for i in range(start, min(n, start + 5000))
+            ],
+        )
+    return logs
+
+
+def test_export_copies_every_page_of_a_job_without_a_log(s3, handler, context):
+    _stream(12_345)
+    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    out = handler("export_log")({"sweep_id": "demo-1", "job": job}, context)
+    assert out["exported"] == layout.log_key("demo-1", job["job_name"])
+    lines = s3.get_object(Bucket=BUCKET, Key=out["exported"])["Body"].read().decode().splitlines()
+    assert len(lines) == 12_345
+    assert lines[0].startswith("0 step") and lines[-1].startswith("12344 step")
+
+
+def test_export_leaves_a_job_alone_that_wrote_its_own_log(s3, handler, context):
+    _stream(10)
+    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    s3.put_object(Bucket=BUCKET, Key=layout.log_key("demo-1", job["job_name"]), Body=b"own log\n")
+    assert handler("export_log")({"sweep_id": "demo-1", "job": job}, context) == {"exported": None}
+    assert (
+        s3.get_object(Bucket=BUCKET, Key=layout.log_key("demo-1", job["job_name"]))["Body"].read()
+        == b"own log\n"
+    )
+
+
+class _Pages:
+    """GetLogEvents that never stops handing out tokens (a live stream) or repeats its last one."""
+
+    def __init__(self, pages: list[list[str]], *, repeat: bool):
+        self.pages, self.repeat, self.calls = pages, repeat, 0
+
+    def get_log_events(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls += 1
+        i = int(kwargs.get("nextToken", "f/0").split("/")[1])
+        events = [{"message": m} for m in self.pages[i]] if i < len(self.pages) else []
+        token = f"f/{i}" if self.repeat and i == len(self.pages) - 1 else f"f/{i + 1}"
+        return {"events": events, "nextForwardToken": token}
+
+
+def test_pagination_stops_when_the_token_repeats_or_a_page_is_empty():
+    repeating = _Pages([["a", "b"], ["c"]], repeat=True)
+    assert list(cloudwatch.iter_log_messages(repeating, "g", "s")) == ["a", "b", "c"]
+    endless = _Pages([["a"], ["b"], ["c"]], repeat=False)
+    assert list(cloudwatch.iter_log_messages(endless, "g", "s")) == ["a", "b", "c"]
+    assert endless.calls == 4
+
+
+# ---- AggregateSweep -----------------------------------------------------------------------------
+
+
+def test_aggregate_writes_the_sweep_artefacts_and_every_cells_status(s3, handler, context, real_data):
+    sweep = "demo-1"
+    plan = handler("plan_sweep")(
+        {
+            "input": {
+                "spec": {**SPEC, "instance_types": ["ml.p3.8xlarge"], "batch_sizes": [256, 512]},
+                "sweep_id": sweep,
+            }
+        },
+        context,
+    )
+    cells = []
+    for job in plan["groups"][0]["jobs"]:
+        run = job["run_names"][0]
+        bs = job["batch_sizes"][0]
+        log = real_data / FCN / "logs" / f"result-p3-4-{bs}-e1.txt"
+        s3.put_object(Bucket=BUCKET, Key=layout.log_key(sweep, run), Body=log.read_bytes())
+        handler("parse_run")(s3_event(layout.log_key(sweep, run)), context)
+        cells.append(
+            {
+                "run_name": run,
+                "job_name": job["job_name"],
+                "instance_type": "ml.p3.8xlarge",
+                "batch_size": bs,
+                "repetition": 0,
+                "status": "completed",
+                "reason": None,
+                "billable_s": 900.0,
+            }
+        )
+    cells.append(
+        {
+            "run_name": "demo-1-p3-4-4096-e0",
+            "job_name": "demo-1-p3-4-4096-e0",
+            "instance_type": "ml.p3.8xlarge",
+            "batch_size": 4096,
+            "repetition": 0,
+            "status": "infeasible",
+            "reason": "CUDA out of memory",
+            "billable_s": 120.0,
+        }
+    )
+    summary = handler("aggregate_sweep")({"sweep_id": sweep, "cells": [[cells[:2]], [cells[2:]]]}, context)
+    assert summary["status_counts"] == {"completed": 2, "infeasible": 1}
+    assert summary["runs_parsed"] == 2
+    results = layout.results_prefix(sweep)
+    for rel in (layout.SWEEP_CSV, layout.SWEEP_JSON, layout.REPORT_HTML):
+        assert s3.head_object(Bucket=BUCKET, Key=results + rel)
+    jobs = json.loads(s3.get_object(Bucket=BUCKET, Key=layout.jobs_key(sweep))["Body"].read())
+    assert {c["run_name"]: c["status"] for c in jobs["cells"]}["demo-1-p3-4-4096-e0"] == "infeasible"
