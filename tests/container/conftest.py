@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +130,8 @@ def s3_server() -> Iterator[S3Server]:
     try:
         port = int(server.get_host_and_port()[1])
         url = f"http://127.0.0.1:{port}"
+        # moto keeps its state per process: start every test from an empty S3
+        urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST")).close()
         client = boto3.client("s3", endpoint_url=url, region_name="us-east-1")
         client.create_bucket(Bucket=BUCKET)
         yield S3Server(url, client)

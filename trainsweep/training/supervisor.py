@@ -227,7 +227,7 @@ class Supervisor:
             return EXIT_BAD_INPUT if all(r.exit_code == EXIT_BAD_INPUT for r in errors) else EXIT_FAILED
         if ooms and (not cfg.packed or len(ooms) == len(results)):
             sizes = ", ".join(str(r.batch_size) for r in ooms)
-            self.write_failure(f"out of memory: batch size {sizes} does not fit on this instance type")
+            self.write_failure(f"out of memory at batch size {sizes}: does not fit on this instance type")
             return EXIT_FAILED
         return EXIT_OK
 
