@@ -1,9 +1,174 @@
-"""CLI commands (see trainsweep/cli/__init__.py for the conventions)."""
+"""``trainsweep report`` (rebuild the sweep artefacts offline) and ``trainsweep prices`` (show, refresh).
+
+See trainsweep/cli/__init__.py for the conventions (heavy imports inside the commands).
+"""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from rich.console import Console
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400}
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def parse_duration(text: str) -> float:
+    """``3600``, ``90m``, ``2h``, ``1.5d`` -> seconds; raises ValueError with the accepted forms."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"{text!r} is not a duration: use seconds (3600) or a unit: 90m, 2h, 1d")
+    return float(m.group(1)) * _UNIT_S[(m.group(2) or "s").lower()]
+
+
+def _results_roots(folder: Path) -> list[Path]:
+    """The results roots at or below ``folder``: folders that hold a ``runs/`` folder of run records."""
+    from trainsweep import layout
+
+    if (folder / layout.RUNS_DIR).is_dir():
+        return [folder]
+    return sorted(
+        p.parent for p in folder.rglob(layout.RUNS_DIR) if p.is_dir() and not p.name.startswith(".")
+    )
+
+
+def report_command(
+    folder: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DIR",
+            help="Downloaded or imported results: a results root (runs/*.json) or a folder above several.",
+        ),
+    ],
+    deadline: Annotated[
+        str | None,
+        typer.Option(
+            "--deadline", help="Recommend the cheapest configuration that trains within this: 3600, 90m, 2h."
+        ),
+    ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            "--budget",
+            min=0.0,
+            help="Recommend the fastest configuration whose training costs at most this (USD).",
+        ),
+    ] = None,
+    region: Annotated[
+        str, typer.Option("--region", help="Region whose prices to use (a spec.json's region wins).")
+    ] = "us-east-1",
+) -> None:
+    """Rebuild sweep.csv, sweep.json, report.html and plots/ from run records, offline, into DIR."""
+    if not folder.is_dir():
+        raise _fail(f"{folder} is not a folder: give the folder `trainsweep download` or `import` wrote")
+    try:
+        deadline_s = parse_duration(deadline) if deadline is not None else None
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    roots = _results_roots(folder)
+    if not roots:
+        raise _fail(
+            f"no runs/*.json below {folder}: is this a results folder? (`trainsweep import LOGS --out DIR`)"
+        )
+
+    from trainsweep.report import load_results, sweep_artefacts
+
+    console = Console()
+    for root in roots:
+        runs, quality, jobs, spec, problems = load_results(root, top=folder)
+        for p in problems:
+            console.print(f"[yellow]skipped[/] {p}", highlight=False, soft_wrap=True)
+        if not runs and not jobs:
+            console.print(f"[yellow]{root}: no readable run records, nothing to report[/]", highlight=False)
+            continue
+        artefacts = sweep_artefacts(
+            runs,
+            spec=spec,
+            jobs=jobs,
+            quality=quality,
+            region=region,
+            deadline_s=deadline_s,
+            budget_usd=budget,
+        )
+        for relative, data in artefacts.items():
+            target = root / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        import json
+
+        from trainsweep import layout
+
+        rec = json.loads(artefacts[layout.SWEEP_JSON])["recommendation"]
+        console.print(f"[bold]{root}[/] ({len(runs)} runs)", highlight=False)
+        for line in rec["text"]:
+            console.print(f"  {line}", highlight=False, soft_wrap=True)
+        console.print(f"  wrote {len(artefacts)} files; open {root / layout.REPORT_HTML}", highlight=False)
+
+
+prices_app = typer.Typer(help="The instance price catalogue: show it, refresh it from the AWS Pricing API.")
+
+
+@prices_app.command("show")
+def prices_show(
+    region: Annotated[str, typer.Option("--region", help="Region to show.")] = "us-east-1",
+) -> None:
+    """Print USD per instance-hour for every instance type trainsweep knows, and where it comes from."""
+    from rich.table import Table
+
+    from trainsweep.cost.prices import hourly_usd, price_source
+    from trainsweep.instances import CATALOGUE
+
+    table = Table(title=f"SageMaker training, on-demand, {region}")
+    table.add_column("instance type")
+    table.add_column("GPUs", justify="right")
+    table.add_column("USD/hour", justify="right")
+    for name, t in CATALOGUE.items():
+        usd = hourly_usd(name, region)
+        table.add_row(name, str(t.gpus), "unknown" if usd is None else f"{usd:.3f}")
+    console = Console()
+    console.print(table)
+    console.print(f"Prices: {price_source(region)}", highlight=False)
+
+
+@prices_app.command("refresh")
+def prices_refresh(
+    region: Annotated[
+        list[str] | None, typer.Option("--region", help="Region to price (repeat for several).")
+    ] = None,
+) -> None:
+    """Fetch current prices from the AWS Pricing API (needs AWS credentials) into the user cache."""
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        raise _fail("boto3 is not installed: pip install 'trainsweep[aws]'") from None
+    from trainsweep.cost.prices import PRICING_API_REGION, refresh
+
+    regions = region or ["us-east-1"]
+    client = boto3.client("pricing", region_name=PRICING_API_REGION)
+    try:
+        path, fetched, missing = refresh(client, regions)
+    except (BotoCoreError, ClientError) as exc:
+        raise _fail(f"the AWS Pricing API did not answer: {exc} (check credentials and network)") from None
+    n = sum(len(v) for v in fetched.values())
+    Console().print(f"cached {n} prices for {', '.join(regions)} in {path}", highlight=False)
+    if missing:
+        Console(stderr=True).print(
+            f"[yellow]not priced by the API (shipped price kept where there is one):[/] {', '.join(missing)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
+    app.command("report")(report_command)
+    app.add_typer(prices_app, name="prices")

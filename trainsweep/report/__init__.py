@@ -180,10 +180,15 @@ def sweep_artefacts(
     return out
 
 
-def load_results(root: Any) -> tuple[list[RunTimings], Any, list[dict] | None, list[str]]:
-    """Read a results root on disk: run records (``runs/*.json``), ``quality.json``, ``jobs.json``.
+def load_results(
+    root: Any, *, top: Any = None
+) -> tuple[list[RunTimings], Any, list[dict] | None, Any, list[str]]:
+    """Read a results root on disk: run records (``runs/*.json``), ``quality.json``, ``jobs.json``,
+    ``spec.json`` (each optional but the runs).
 
-    Returns ``(runs, quality, jobs, problems)``; unreadable records are skipped and named in ``problems``.
+    ``quality.json`` is also looked for in the folders between ``root`` and ``top`` (``trainsweep import``
+    writes one for all the results roots it creates, at the top of its output).
+    Returns ``(runs, quality, jobs, spec, problems)``; unreadable files are skipped and named in ``problems``.
     """
     from pathlib import Path
 
@@ -199,6 +204,14 @@ def load_results(root: Any) -> tuple[list[RunTimings], Any, list[dict] | None, l
             problems.append(f"{p.name}: {e}")
     quality = None
     qp = root / layout.QUALITY_JSON
+    if top is not None and not qp.is_file():
+        top_path = Path(top).resolve()
+        for parent in root.resolve().parents:
+            if (parent / layout.QUALITY_JSON).is_file():
+                qp = parent / layout.QUALITY_JSON
+                break
+            if parent == top_path:
+                break
     if qp.is_file():
         try:
             quality = json.loads(qp.read_text(encoding="utf-8"))
@@ -209,10 +222,19 @@ def load_results(root: Any) -> tuple[list[RunTimings], Any, list[dict] | None, l
     if jp.is_file():
         try:
             data = json.loads(jp.read_text(encoding="utf-8"))
-            jobs = data.get("jobs", data) if isinstance(data, Mapping) else data
-            if not isinstance(jobs, list):
+            # The aggregated sweep's final cell statuses ("cells"); a bare list is taken as such too.
+            # Planned jobs alone carry no outcome, so they are not read as statuses.
+            jobs = data.get("cells") if isinstance(data, Mapping) else data
+            if jobs is not None and not isinstance(jobs, list):
                 problems.append(f"{layout.JOBS_JSON}: expected a list of job records")
                 jobs = None
         except ValueError as e:
             problems.append(f"{layout.JOBS_JSON}: {e}")
-    return runs, quality, jobs, problems
+    spec = None
+    sp = root / layout.SPEC_JSON
+    if sp.is_file():
+        try:
+            spec = json.loads(sp.read_text(encoding="utf-8"))
+        except ValueError as e:
+            problems.append(f"{layout.SPEC_JSON}: {e}")
+    return runs, quality, jobs, spec, problems

@@ -65,36 +65,82 @@ def _job_key(job: Mapping[str, Any]) -> str | None:
     return str(name) if name else None
 
 
+def _entry(item: Any, run: str = "", source: str = "import") -> dict[str, Any]:
+    if not isinstance(item, Mapping):
+        return {
+            "source": source,
+            "run": run,
+            "code": "",
+            "severity": "warning",
+            "message": str(item),
+            "line": None,
+        }
+    return {
+        "source": source,
+        "run": run or item.get("run") or item.get("run_name") or item.get("name") or item.get("path") or "",
+        "code": item.get("code") or item.get("check") or item.get("kind") or "",
+        "severity": item.get("severity") or "warning",
+        "message": item.get("message") or item.get("reason") or item.get("detail") or str(dict(item)),
+        "line": item.get("line"),
+    }
+
+
 def _quality_entries(quality: Any) -> list[dict[str, Any]]:
-    """Accept the import's quality.json in any of its plausible shapes: list, or dict of lists."""
+    """Flatten the import's ``quality.json`` (per-file problems, skipped files, notes) or a list."""
     if quality is None:
         return []
     if isinstance(quality, list):
-        items = quality
-    elif isinstance(quality, Mapping):
-        items = []
-        for key in ("problems", "warnings", "findings", "checks", "issues"):
-            if isinstance(quality.get(key), list):
-                items.extend(quality[key])
-        if not items:
-            items = [{"run": k, "message": v} for k, v in quality.items() if not isinstance(v, (dict, list))]
-    else:
-        items = [{"message": str(quality)}]
-    out = []
-    for it in items:
-        if isinstance(it, Mapping):
-            out.append(
-                {
-                    "source": "import",
-                    "run": it.get("run") or it.get("run_name") or it.get("name") or it.get("file") or "",
-                    "code": it.get("code") or it.get("check") or "",
-                    "severity": it.get("severity") or "warning",
-                    "message": it.get("message") or it.get("detail") or str(dict(it)),
-                    "line": it.get("line"),
-                }
-            )
-        else:
-            out.append({"source": "import", "run": "", "code": "", "severity": "warning", "message": str(it)})
+        return [_entry(it) for it in quality]
+    if not isinstance(quality, Mapping):
+        return [_entry(quality)]
+    out: list[dict[str, Any]] = []
+    for f in quality.get("files") or []:
+        if isinstance(f, Mapping):
+            run = str(f.get("run_name") or f.get("path") or "")
+            out.extend(_entry(p, run) for p in f.get("problems") or [])
+    for key in ("problems", "warnings", "findings", "checks", "issues"):
+        if isinstance(quality.get(key), list):
+            out.extend(_entry(p) for p in quality[key])
+    for sk in quality.get("skipped") or []:
+        e = _entry(sk)
+        e["code"] = e["code"] or "import.skipped"
+        if isinstance(sk, Mapping) and sk.get("path"):
+            e["message"] = f"skipped {sk['path']}: {e['message']}"
+        out.append(e)
+    out.extend(_entry(n, source="import") for n in quality.get("notes") or [])
+    return out
+
+
+def duplicate_groups(quality: Any) -> list[list[str]]:
+    """Run names the import found to be copies of each other (identical bytes or identical timings)."""
+    if not isinstance(quality, Mapping):
+        return []
+    names = {f.get("path"): f.get("run_name") for f in quality.get("files") or [] if isinstance(f, Mapping)}
+    groups = []
+    for group in quality.get("duplicates") or []:
+        if isinstance(group, Mapping):
+            runs = sorted({names.get(p) or "" for p in group.get("paths") or []} - {""})
+            if len(runs) > 1:
+                groups.append(runs)
+    return groups
+
+
+def _contradicted(run: RunTimings | None) -> bool:
+    return run is not None and any("contradicts" in p.code for p in run.problems)
+
+
+def copies_to_drop(groups: Sequence[Sequence[str]], runs: Mapping[str, RunTimings]) -> dict[str, str]:
+    """``{run name: the run it copies}`` for all but one member of each duplicate group.
+
+    The member kept is the first (by name) whose header agrees with its name: a byte-identical copy
+    filed under another instance type is the misfiled one.
+    """
+    out: dict[str, str] = {}
+    for group in groups:
+        keep = next((n for n in group if not _contradicted(runs.get(n))), group[0])
+        for name in group:
+            if name != keep:
+                out[name] = keep
     return out
 
 
@@ -120,6 +166,9 @@ def analyse(
     jobs = list(jobs or [])
     by_name = {k: j for j in jobs if (k := _job_key(j))}
     runs = list(runs)
+    copies = copies_to_drop(duplicate_groups(quality), {r.name: r for r in runs})
+    excluded = [r for r in runs if r.name in copies]
+    runs = [r for r in runs if r.name not in copies]
     metrics = [run_metrics(r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s) for r in runs]
     seen = {r.name for r in runs}
     extra = []
@@ -139,8 +188,22 @@ def analyse(
     rows = aggregate(metrics, region=region, instance_count=instance_count, extra_cells=extra)
     rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd)
     warnings = _quality_entries(quality)
+    for r in excluded:
+        warnings.append(
+            {
+                "source": "analysis",
+                "run": r.name,
+                "code": "excluded-duplicate",
+                "severity": "warning",
+                "message": f"left out of the sweep table: a copy of {copies[r.name]}, not a repetition",
+                "line": None,
+            }
+        )
+    seen_w = {(w["run"], w["code"], w["message"], w["line"]) for w in warnings}
     for r in runs:
         for p in r.problems:
+            if (r.name, p.code, p.message, p.line) in seen_w:
+                continue
             warnings.append(
                 {
                     "source": "parser",

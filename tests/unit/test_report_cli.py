@@ -1,0 +1,137 @@
+"""`trainsweep report DIR` rebuilds the sweep artefacts offline; `trainsweep prices` shows and refreshes."""
+
+from __future__ import annotations
+
+import json
+from array import array
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from typer.testing import CliRunner
+
+from trainsweep import layout
+from trainsweep.cli import app
+from trainsweep.cli.report import parse_duration
+from trainsweep.logs.model import Epoch, RunTimings
+
+runner = CliRunner()
+
+
+def _run(name: str, vm: str, bs: int, step: float) -> RunTimings:
+    eps = [
+        Epoch(
+            i,
+            array("d", [step * 20] + [step] * 19),
+            array("l", range(1, 21)),
+            epoch_s=step * (39 if i == 1 else 20),
+        )
+        for i in (1, 2, 3)
+    ]
+    return RunTimings(name=name, computing_system=vm, batch_size=bs, run_index=0, epochs=eps)
+
+
+@pytest.fixture
+def results(tmp_path):
+    """An import-style output: quality.json on top, one results root below with three run records."""
+    root = tmp_path / "imported" / "grid"
+    (root / layout.RUNS_DIR).mkdir(parents=True)
+    runs = [
+        _run("result-p3-1-64-e0", "p3-1", 64, 0.05),
+        _run("result-g4dn-1-64-e0", "g4dn-1", 64, 0.12),
+        _run("result-g4dn-1-128-e0", "g4dn-1", 128, 0.2),
+    ]
+    copy = _run("result-g4dn-1-128-e1", "g4dn-1", 128, 0.2)
+    for r in [*runs, copy]:
+        (root / layout.run_record_path(r.name)).write_text(json.dumps(r.to_record()))
+    (root / layout.RUNS_DIR / "broken.json").write_text("{not json")
+    quality = {
+        "files": [
+            {
+                "path": "grid/logs/result-g4dn-1-128-e0.txt",
+                "run_name": "result-g4dn-1-128-e0",
+                "problems": [],
+            },
+            {
+                "path": "grid/logs/result-g4dn-1-128-e1.txt",
+                "run_name": "result-g4dn-1-128-e1",
+                "problems": [],
+            },
+        ],
+        "duplicates": [
+            {
+                "kind": "identical_bytes",
+                "paths": ["grid/logs/result-g4dn-1-128-e0.txt", "grid/logs/result-g4dn-1-128-e1.txt"],
+            }
+        ],
+    }
+    (tmp_path / "imported" / layout.QUALITY_JSON).write_text(json.dumps(quality))
+    return tmp_path / "imported", root
+
+
+def test_report_rebuilds_artefacts_into_each_results_root(results):
+    top, root = results
+    res = runner.invoke(app, ["report", str(top)])
+    assert res.exit_code == 0, res.output
+    for name in (layout.SWEEP_CSV, layout.SWEEP_JSON, layout.REPORT_HTML, layout.plot_path("pareto")):
+        assert (root / name).is_file()
+    assert "Use ml." in res.output
+    assert "broken.json" in res.output  # named, skipped, nothing else lost
+    doc = json.loads((root / layout.SWEEP_JSON).read_text())
+    assert len(doc["configurations"]) == 3
+    assert any(w["code"] == "excluded-duplicate" for w in doc["warnings"])
+
+
+def test_deadline_and_budget_reach_the_recommendation(results):
+    top, root = results
+    res = runner.invoke(app, ["report", str(top), "--deadline", "1m", "--budget", "5"])
+    assert res.exit_code == 0, res.output
+    rec = json.loads((root / layout.SWEEP_JSON).read_text())["recommendation"]
+    assert rec["deadline_s"] == 60.0 and rec["budget_usd"] == 5.0
+
+
+def test_bad_deadline_is_a_clear_error(results):
+    res = runner.invoke(app, ["report", str(results[0]), "--deadline", "soon"])
+    assert res.exit_code == 1 and "not a duration" in res.output
+
+
+def test_a_folder_without_run_records_is_a_clear_error(tmp_path):
+    res = runner.invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code == 1 and "no runs/*.json" in res.output
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("3600", 3600), ("90m", 5400), ("2h", 7200), ("1.5d", 129600)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+def test_prices_show_lists_every_type_and_the_source(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAINSWEEP_CACHE_DIR", str(tmp_path))
+    res = runner.invoke(app, ["prices", "show"])
+    assert res.exit_code == 0
+    assert "ml.p3.2xlarge" in res.output and "3.825" in res.output and "shipped catalogue" in res.output
+
+
+def test_prices_refresh_caches_what_the_pricing_api_says(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAINSWEEP_CACHE_DIR", str(tmp_path))
+    client = boto3.client("pricing", region_name="us-east-1")
+    stub = Stubber(client)
+    item = {
+        "product": {"attributes": {"usagetype": "USE1-Train:ml.p3.2xlarge", "instanceName": "ml.p3.2xlarge"}},
+        "terms": {
+            "OnDemand": {"T": {"priceDimensions": {"D": {"unit": "Hrs", "pricePerUnit": {"USD": "3.5"}}}}}
+        },
+    }
+    from trainsweep.instances import CATALOGUE
+
+    for name in CATALOGUE:
+        if name.startswith("ml."):
+            found = name == "ml.p3.2xlarge"
+            stub.add_response("get_products", {"PriceList": [json.dumps(item)] if found else []})
+    monkeypatch.setattr(boto3, "client", lambda *a, **k: client)
+    with stub:
+        res = runner.invoke(app, ["prices", "refresh"])
+    assert res.exit_code == 0, res.output
+    assert "cached 1 prices" in res.output
+    show = runner.invoke(app, ["prices", "show"])
+    assert "3.500" in show.output and "Pricing API" in show.output
