@@ -312,3 +312,14 @@ def hosts(paths: Paths) -> tuple[list[str], str]:
         return list(rc["hosts"]), str(rc["current_host"])
     except (OSError, ValueError, KeyError):
         return ["algo-1"], "algo-1"
+
+
+def instance_type(paths: Paths) -> str | None:
+    """This instance's type: ``SM_CURRENT_INSTANCE_TYPE`` or SageMaker's resourceconfig.json, else None."""
+    if os.environ.get("SM_CURRENT_INSTANCE_TYPE"):
+        return os.environ["SM_CURRENT_INSTANCE_TYPE"]
+    try:
+        value = json.loads(paths.resource_config.read_text()).get("current_instance_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(value) if value else None

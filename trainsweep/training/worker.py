@@ -26,7 +26,7 @@ from torch import nn
 
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState, predict_run, steady_estimate
-from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError, Paths
+from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError, Paths, instance_type
 from trainsweep.training.data import DATASETS, Batches, SyntheticBatches, load_arrays
 from trainsweep.training.models import build_model
 from trainsweep.training.runlog import RunLog
@@ -182,8 +182,9 @@ class CellRun:
             (mllog.COMMAND_LINE, " ".join(sys.argv)),
         ):
             self.header(key, value)
-        if os.environ.get("SM_CURRENT_INSTANCE_TYPE"):
-            self.header(mllog.INSTANCE_TYPE, os.environ["SM_CURRENT_INSTANCE_TYPE"])
+        itype = instance_type(self.paths)
+        if itype:
+            self.header(mllog.INSTANCE_TYPE, itype)
         self.legacy(f"Batch size: {cell.batch_size}; epochs: {cfg.epochs}; mode: {cfg.mode}")
         limit = os.environ.get(MEMORY_LIMIT_ENV)
         if limit:
