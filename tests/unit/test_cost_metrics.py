@@ -166,3 +166,13 @@ def test_local_runs_cost_nothing_and_have_no_per_dollar_figures():
     (row,) = metrics.aggregate([metrics.run_metrics(run)])
     assert row.usd_per_hour == 0.0 and row.cost_to_train_usd == 0.0
     assert row.samples_per_usd is None and row.iterations_per_usd is None
+
+
+@pytest.mark.parametrize("status", ["timeout", "partial"])
+def test_a_job_stopped_early_still_counts_with_a_note(status):
+    job = {"run_name": "r", "status": status, "billable_s": 3600}
+    m = metrics.run_metrics(_run(), epochs=10, job=job)
+    assert m.status == metrics.OK and status in m.reason
+    assert m.billable_source == "model"  # the job's bill covers 3 epochs, not the 10 to train
+    (row,) = metrics.aggregate([m])
+    assert "stopped early" in row.notes

@@ -61,3 +61,12 @@ def test_nothing_to_recommend_when_every_cell_failed():
     rec = recommend([_row("ml.p3.2xlarge", 256, 1.0, 1.0, status=FAILED)])
     assert rec.pick is None and rec.candidates == 0
     assert "nothing to recommend" in rec.sentences()[0]
+
+
+def test_configurations_within_five_percent_of_the_pick_are_named():
+    rows = [*ROWS, _row("ml.g6.xlarge", 256, 250.0, 0.52)]
+    rec = recommend(rows)
+    assert rec.pick.instance_type == "ml.g4dn.xlarge"
+    assert [c.instance_type for c in rec.near] == ["ml.g6.xlarge"]
+    assert any(s.startswith("Within 5% of its cost: ml.g6.xlarge") for s in rec.sentences())
+    assert recommend(ROWS).near == []

@@ -163,11 +163,21 @@ def job_status(job: Mapping[str, Any] | None) -> str | None:
     if not job:
         return None
     s = str(job.get("status") or "").strip().lower()
-    if s in ("ok", "completed", "complete", "succeeded"):
+    # A job stopped by its time limit, or one that left a partial log, still measured its steps.
+    if s in ("ok", "completed", "complete", "succeeded", "partial", "timeout", "stopped"):
         return OK
     if s == INFEASIBLE:
         return INFEASIBLE
     return FAILED
+
+
+def _stopped_early(job: Mapping[str, Any] | None) -> str | None:
+    s = str((job or {}).get("status") or "").lower()
+    return (
+        f"job ended {s}: timings are from the steps it ran"
+        if s in ("partial", "timeout", "stopped")
+        else None
+    )
 
 
 def run_metrics(
@@ -186,7 +196,7 @@ def run_metrics(
         batch_size=int(bs) if bs is not None else None,
         run_index=run.run_index,
         status=status,
-        reason=(job or {}).get("reason") or run.failure_reason,
+        reason=(job or {}).get("reason") or run.failure_reason or _stopped_early(job),
         problems=[p.code for p in run.problems],
     )
     eps = [e for e in run.epochs if e.steps or e.epoch_s]
@@ -357,6 +367,9 @@ def aggregate(
             failed = len(members) - len(ok)
             if failed:
                 notes.append(f"{failed} of {len(members)} runs failed")
+            early = sum(1 for r in ok if r.reason)
+            if early:
+                notes.append(f"{early} run(s) stopped early ({ok[0].reason if early == 1 else 'see runs'})")
             row.status = OK
         else:
             statuses = [r.status for r in members] + [s for s, _ in reasons.get((itype, bs), [])]

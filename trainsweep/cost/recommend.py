@@ -14,6 +14,9 @@ from typing import Any
 
 from trainsweep.cost.metrics import OK, ConfigMetrics
 
+NEAR_SHARE = 0.05
+"""Configurations this close to the pick are named beside it: repetitions rarely separate them."""
+
 
 @dataclass
 class Recommendation:
@@ -26,6 +29,9 @@ class Recommendation:
     budget_usd: float | None = None
     candidates: int = 0
     reason: str = ""
+    near: list[ConfigMetrics] = field(default_factory=list)
+    """Other qualifying configurations within :data:`NEAR_SHARE` of the pick on the deciding quantity."""
+    near_by: str = ""
 
     def sentences(self) -> list[str]:
         """The recommendation in words, with the numbers behind it."""
@@ -36,6 +42,9 @@ class Recommendation:
             out.append(f"Use {_describe(self.pick)}: {self.reason}")
         else:
             out.append(f"No configuration meets the constraint: {self.reason}")
+        if self.near:
+            names = "; ".join(_describe(c) for c in self.near)
+            out.append(f"Within {100 * NEAR_SHARE:.0f}% of its {self.near_by}: {names}.")
         if self.fastest is not None:
             out.append(f"Fastest: {_describe(self.fastest)}.")
         if self.cheapest is not None:
@@ -68,6 +77,7 @@ class Recommendation:
             "budget_usd": self.budget_usd,
             "candidates": self.candidates,
             "reason": self.reason,
+            "near": [key(c) for c in self.near],
             "text": self.sentences(),
         }
 
@@ -142,8 +152,19 @@ def recommend(
     if budget_usd is not None and deadline_s is None:
         rec.pick = min(ok, key=lambda r: (r.time_to_train_s, r.cost_to_train_usd))
         rec.reason = f"the fastest of the {len(ok)} configurations within {limits[0]}."
+        rec.near_by = "time to train"
+        best = rec.pick.time_to_train_s or 0.0
+        rec.near = [
+            r for r in ok if r is not rec.pick and (r.time_to_train_s or 0.0) <= best * (1 + NEAR_SHARE)
+        ]
     else:
         rec.pick = min(ok, key=lambda r: (r.cost_to_train_usd, r.time_to_train_s))
         within = f" within {' and '.join(limits)}" if limits else ""
         rec.reason = f"the cheapest of the {len(ok)} configurations{within}."
+        rec.near_by = "cost"
+        best = rec.pick.cost_to_train_usd or 0.0
+        rec.near = [
+            r for r in ok if r is not rec.pick and (r.cost_to_train_usd or 0.0) <= best * (1 + NEAR_SHARE)
+        ]
+    rec.near.sort(key=lambda r: (r.cost_to_train_usd, r.time_to_train_s))
     return rec

@@ -146,6 +146,7 @@ def sweep_artefacts(
     region: str = "us-east-1",
     deadline_s: float | None = None,
     budget_usd: float | None = None,
+    title: str | None = None,
 ) -> dict[str, bytes]:
     """The sweep's artefacts as ``{relative path under the results root: bytes}``.
 
@@ -157,6 +158,7 @@ def sweep_artefacts(
         quality: the import's data-quality findings (``quality.json``), shown in the report.
         region: prices' region (the spec's region wins).
         deadline_s, budget_usd: constraints for the recommendation.
+        title: the report's name (default: the spec's name, else "sweep").
     """
     from trainsweep.report.html import render_report
 
@@ -176,7 +178,7 @@ def sweep_artefacts(
     }
     for name, (_, png) in plots.items():
         out[layout.plot_path(name)] = png
-    out[layout.REPORT_HTML] = render_report(a, plots)
+    out[layout.REPORT_HTML] = render_report(a, plots, title=title)
     return out
 
 

@@ -328,9 +328,11 @@ def _method(a: SweepAnalysis) -> str:
     return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
 
 
-def render_report(a: SweepAnalysis, plots: Mapping[str, tuple[str, bytes]]) -> bytes:
+def render_report(
+    a: SweepAnalysis, plots: Mapping[str, tuple[str, bytes]], *, title: str | None = None
+) -> bytes:
     """The report page as UTF-8 bytes."""
-    name = (a.spec or {}).get("name") or "sweep"
+    name = title or (a.spec or {}).get("name") or "sweep"
     ok = sum(1 for r in a.rows if r.status == OK)
     meta = (
         f"{len(a.runs)} runs, {len(a.rows)} configurations ({ok} ok), region {a.region}, "
