@@ -86,7 +86,7 @@ STACK_TEMPLATE = {
 def deployed() -> Any:
     with mock_aws():
         boto3.client("cloudformation", region_name="us-east-1").create_stack(
-            StackName="TrainsweepStack", TemplateBody=json.dumps(STACK_TEMPLATE)
+            StackName="Trainsweep", TemplateBody=json.dumps(STACK_TEMPLATE)
         )
         yield boto3.client("s3", region_name="us-east-1")
 
@@ -175,13 +175,13 @@ def test_doctor_flags_a_cdk_cli_other_than_the_pinned_one(tmp_path: Path) -> Non
 def test_doctor_finds_the_stack_and_credentials_in_the_account() -> None:
     with mock_aws():
         boto3.client("cloudformation", region_name="us-east-1").create_stack(
-            StackName="TrainsweepStack", TemplateBody=json.dumps(STACK_TEMPLATE)
+            StackName="Trainsweep", TemplateBody=json.dumps(STACK_TEMPLATE)
         )
-        checks = doctor.check_aws(boto3.Session(region_name="us-east-1"), "TrainsweepStack")
+        checks = doctor.check_aws(boto3.Session(region_name="us-east-1"), "Trainsweep")
         missing = doctor.check_aws(boto3.Session(region_name="us-east-1"), "Other")
     by_name = {c.name: c for c in checks}
     assert by_name["AWS credentials"].level == "ok"
-    assert by_name["stack TrainsweepStack"].level == "ok"
+    assert by_name["stack Trainsweep"].level == "ok"
     other = {c.name: c for c in missing}["stack Other"]
     assert other.level == "warn" and "cdk deploy" in (other.fix or "")
 
@@ -193,6 +193,6 @@ def test_doctor_without_credentials_says_local_mode_still_works(monkeypatch: pyt
         def get_credentials(self) -> None:
             return None
 
-    checks = {c.name: c for c in doctor.check_aws(NoCreds(), "TrainsweepStack")}
+    checks = {c.name: c for c in doctor.check_aws(NoCreds(), "Trainsweep")}
     assert checks["AWS credentials"].level == "warn"
     assert "--local does not" in checks["AWS credentials"].detail

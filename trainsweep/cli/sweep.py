@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-DEFAULT_STACK = "TrainsweepStack"
+DEFAULT_STACK = "Trainsweep"
 DEFAULT_RESULTS = Path("trainsweep-results")
 EXIT_FAILED = 1
 EXIT_USAGE = 2

@@ -33,15 +33,8 @@ ACCOUNT_ID = "123456789012"
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 BOOTSTRAP_VERSION = "30"
 SYNTH_CACHE_ENV = "TRAINSWEEP_SYNTH_CACHE"  # folder for synthesized assemblies ("" disables the cache)
-# Sources whose change invalidates a cached synth.
-_SYNTH_INPUTS = (
-    "app.py",
-    "cdk.json",
-    "infra",
-    "lambdas",
-    "trainsweep/layout.py",
-    "trainsweep/hyperparameters.py",
-)
+# Sources whose change invalidates a cached synth (the stack, its assets, and the package it imports).
+_SYNTH_INPUTS = ("app.py", "cdk.json", "package.json", "infra", "lambdas", "container", "trainsweep")
 
 
 @dataclass
@@ -116,14 +109,15 @@ def synthesize(root: Path = PROJECT_ROOT, *, region: str = "us-east-1", use_cach
         {
             "CDK_OUTDIR": str(outdir),
             "CDK_CONTEXT_JSON": json.dumps({"aws:cdk:bundling-stacks": []}),
-            "CDK_DEFAULT_ACCOUNT": ACCOUNT_ID,
-            "CDK_DEFAULT_REGION": region,
             "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": env.get(
                 "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20"
             ),
         }
     )
-    env.pop("AWS_ENDPOINT_URL", None)
+    # An environment-agnostic stack, as `cdk synth` without credentials makes it: the embedded AWS
+    # resolves the account and region pseudo parameters at deploy time.
+    for k in ("AWS_ENDPOINT_URL", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
+        env.pop(k, None)
     proc = subprocess.run(
         [sys.executable, str(app)], cwd=root, env=env, capture_output=True, text=True, check=False
     )

@@ -126,6 +126,7 @@ class LocalTrainingJob:
         self._proc: subprocess.Popen[bytes] | None = None
         self._output_pos = 0
         self._output_tail = b""
+        self.process_interval: tuple[float, float | None] | None = None  # perf_counter start/end
         self.state = JobState()
         self.state.start_time = _now()
         self._transition("Starting", "Preparing the instances for training")
@@ -200,6 +201,10 @@ class LocalTrainingJob:
         self._transition("Training", "Training image download completed. Training in progress.")
         self._spawn()
         outcome = self._supervise()
+        self.process_interval = (
+            self.process_interval[0] if self.process_interval else 0.0,
+            time.perf_counter(),
+        )
         self._flush_output()
         if outcome == "stopped":
             self._finish("Stopped", "Stopped", None)
@@ -244,6 +249,7 @@ class LocalTrainingJob:
         env["PYTHONUNBUFFERED"] = "1"
         if self.request.instance_type == LOCAL_CPU:
             env["CUDA_VISIBLE_DEVICES"] = ""  # `local` means the CPU even on a machine with a GPU
+        self.process_interval = (time.perf_counter(), None)
         with self.log_path.open("wb") as out:
             self._proc = subprocess.Popen(
                 [sys.executable, str(self.entry_point)],

@@ -129,6 +129,28 @@ class LocalSageMaker:
         if self._own_workroot:
             shutil.rmtree(self.workroot, ignore_errors=True)
 
+    def process_seconds(self) -> float:
+        """Wall time during which at least one training process ran (the union of their lifetimes)."""
+        now = time.perf_counter()
+        with self._lock:
+            spans = sorted(
+                (start, end if end is not None else now)
+                for job in self.jobs.values()
+                if job.process_interval is not None
+                for start, end in [job.process_interval]
+            )
+        total, cur_start, cur_end = 0.0, None, None
+        for start, end in spans:
+            if cur_end is None or start > cur_end:
+                if cur_end is not None and cur_start is not None:
+                    total += cur_end - cur_start
+                cur_start, cur_end = start, end
+            else:
+                cur_end = max(cur_end, end)
+        if cur_end is not None and cur_start is not None:
+            total += cur_end - cur_start
+        return total
+
     @property
     def running(self) -> list[str]:
         with self._lock:

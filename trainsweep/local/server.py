@@ -60,6 +60,8 @@ class EmbeddedAws:
         self.notifications: Any = None
         self.custom_resources: Any = None
         self.timings: dict[str, float] = {}
+        self._warnings: Any = None
+        self._log_levels: dict[str, int] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -90,6 +92,7 @@ class EmbeddedAws:
         from trainsweep.local.sagemaker import ENTRY_POINT, LocalSageMaker
 
         moto_api_backend.reset()  # a fresh AWS: nothing from an earlier run in this process
+        self._quiet()
         self._patches.set_item(default_user_config, "stepfunctions", {"execute_state_machine": True})
         self._patches.set_item(default_user_config, "lambda", {"use_docker": True})
         self._patches.set(sfn_models, "stepfunctions_backends", stepfunctions_parser_backends)
@@ -108,6 +111,9 @@ class EmbeddedAws:
             self._set_env(k, v)
         self._set_env("AWS_SESSION_TOKEN", None)
         self._set_env("AWS_PROFILE", None)
+        # Handlers log to CloudWatch on AWS, not to the user's terminal: keep their INFO lines out of the
+        # live table (set POWERTOOLS_LOG_LEVEL=INFO to see them).
+        self._set_env("POWERTOOLS_LOG_LEVEL", os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING"))
 
         self.notifications = AsyncNotifications(workers=self._notification_workers)
         self.notifications.install()
@@ -147,6 +153,14 @@ class EmbeddedAws:
 
         lambda_runner.uninstall()
         self._patches.restore()
+        if self._warnings is not None:
+            self._warnings.__exit__(None, None, None)
+            self._warnings = None
+        import logging
+
+        for name, level in self._log_levels.items():
+            logging.getLogger(name).setLevel(level)
+        self._log_levels.clear()
         from moto.moto_api._internal.models import moto_api_backend
 
         moto_api_backend.reset()
@@ -214,6 +228,19 @@ class EmbeddedAws:
         return deployed
 
     # ---- helpers --------------------------------------------------------------------------------
+
+    def _quiet(self) -> None:
+        """The server's request log and moto's notes on resources it skips are noise for users."""
+        import logging
+        import warnings
+
+        for name in ("werkzeug", "moto"):
+            logger = logging.getLogger(name)
+            self._log_levels[name] = logger.level
+            logger.setLevel(max(logger.level, logging.ERROR))
+        self._warnings = warnings.catch_warnings()
+        self._warnings.__enter__()
+        warnings.filterwarnings("ignore", message=".*not supported by moto's CloudFormation.*")
 
     def _set_env(self, key: str, value: str | None) -> None:
         if key not in self._saved_env:

@@ -35,7 +35,7 @@ class LocalRunResult:
     interrupted: bool = False
     error: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
-    training_seconds: float = 0.0  # wall time while at least one training process ran
+    training_seconds: float = 0.0  # wall time while at least one training process ran (union of lifetimes)
     resumed_runs: list[str] = field(default_factory=list)
 
 
@@ -71,26 +71,6 @@ def upload_data(s3: Any, bucket: str, sweep_id: str, uri: str) -> str:
     return f"s3://{bucket}/{prefix}"
 
 
-class _TrainingClock:
-    """Wall time during which at least one training process ran (the part that is not overhead)."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-        self._since: float | None = None
-
-    def sample(self, busy: bool) -> None:
-        now = time.perf_counter()
-        if busy and self._since is None:
-            self._since = now
-        elif not busy and self._since is not None:
-            self.total += now - self._since
-            self._since = None
-
-    def stop(self) -> float:
-        self.sample(False)
-        return self.total
-
-
 def run_local_sweep(
     spec_source: Any,
     *,
@@ -103,6 +83,7 @@ def run_local_sweep(
     has_gpu: Callable[[], bool] | None = None,
     job_env: dict[str, str] | None = None,
     now: datetime | None = None,
+    project_root: Path | None = None,
 ) -> LocalRunResult:
     """Run (or resume) a sweep locally and download its results; see the module docstring."""
     from trainsweep.aws import sweeps
@@ -123,13 +104,12 @@ def run_local_sweep(
                 f"cannot resume {sweep_id!r}: {previous / layout.JOBS_JSON} not found "
                 f"(resume a sweep downloaded under {out_root})"
             )
-    clock = _TrainingClock()
     result = LocalRunResult(sweep_id, dest, None, None)
     bucket: str | None = None
     aws = EmbeddedAws(entry_point=entry_point, stop_grace_s=stop_grace_s, has_gpu=has_gpu, job_env=job_env)
     try:
         aws.start()
-        stack = aws.deploy()
+        stack = aws.deploy(root=project_root)
         result.timings.update(aws.timings)
         bucket = stack.output("BucketName", "Bucket")
         machine = stack.output("StateMachineArn", "StateMachine")
@@ -144,7 +124,6 @@ def run_local_sweep(
                     s3=s3, bucket=str(bucket), sweep_id=sweep_id, sagemaker=sm, sfn=sfn,
                     execution_arn=execution_arn, region=aws.region,
                 )  # fmt: skip
-                clock.sample(bool(aws.sagemaker.running))
                 result.view = view
                 if on_update is not None:
                     on_update(view)
@@ -171,7 +150,8 @@ def run_local_sweep(
             aws.notifications.drain(30)
         raise
     finally:
-        result.training_seconds = clock.stop()
+        if aws.sagemaker is not None:
+            result.training_seconds = aws.sagemaker.process_seconds()
         try:
             if aws.port is not None and bucket is not None:
                 t0 = time.perf_counter()

@@ -1,0 +1,230 @@
+"""End to end: ``trainsweep run SPEC --local`` through the real stack, state machine, handlers and container.
+
+A tiny sweep of the CNN on a small MNIST-shaped dataset uploaded from ``file://`` as the ``train``
+channel: batch size 16 fits, batch size 128 does not (the dataset holds fewer samples than one batch),
+so the container fails that cell with a real reason. The test checks every cell's status and every
+artefact, that nothing is left running, then grows the dataset and resumes: only the failed cell runs
+again and the report covers both.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pytest
+from typer.testing import CliRunner
+
+from trainsweep import layout
+from trainsweep.cli import app
+
+pytestmark = pytest.mark.slow
+
+
+def _write_mnist(path: Path, train: int, test: int) -> None:
+    rng = np.random.default_rng(0)
+    np.savez(
+        path,
+        x_train=rng.integers(0, 255, (train, 28, 28), dtype=np.uint8),
+        y_train=rng.integers(0, 10, train),
+        x_test=rng.integers(0, 255, (test, 28, 28), dtype=np.uint8),
+        y_test=rng.integers(0, 10, test),
+    )
+
+
+def _spec(tmp_path: Path, data: Path, **extra: Any) -> Path:
+    spec = {
+        "name": "e2e",
+        "workload": {
+            "model": "mnist-cnn",
+            "epochs": 1,
+            "synthetic": False,
+            "hyperparameters": {"max-steps-per-epoch": 3, "max-eval-batches": 1},
+        },
+        "instance_types": ["local"],
+        "batch_sizes": [16, 128],
+        "repetitions": 1,
+        "max_runtime_seconds": 300,
+        "max_concurrency": 2,
+        "data": data.resolve().as_uri(),
+        **extra,
+    }
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def _sweep_dir(out: Path) -> Path:
+    dirs = [d for d in out.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+def _listening_ports() -> set[int]:
+    return {
+        c.laddr.port for c in psutil.Process().net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN
+    }
+
+
+def _cells(folder: Path) -> dict[int, dict[str, Any]]:
+    doc = json.loads((folder / layout.JOBS_JSON).read_text())
+    return {c["batch_size"]: c for c in doc["cells"]}
+
+
+def test_a_local_sweep_runs_every_cell_writes_every_artefact_and_resumes_the_failed_one(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=64, test=32)
+    spec = _spec(tmp_path, data_dir)
+    out = tmp_path / "results"
+    ports_before = _listening_ports()
+    threads_before = {t.ident for t in threading.enumerate()}
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+
+    folder = _sweep_dir(out)
+    sweep_id = folder.name
+    run16 = f"{sweep_id}-local-cpu-16-e0"
+    run128 = f"{sweep_id}-local-cpu-128-e0"
+
+    # Every cell's status, with the container's own reason for the failure.
+    cells = _cells(folder)
+    assert cells[16]["status"] == "completed"
+    assert cells[128]["status"] == "failed"
+    assert "dataset too small" in cells[128]["reason"]
+
+    # Every artefact of the completed cell, and the sweep's.
+    results = folder / layout.RESULTS_DIR
+    for rel in (
+        layout.execution_times_path("local-cpu", 16, 0, "json"),
+        layout.execution_times_path("local-cpu", 16, 0, "summary"),
+        layout.execution_times_path("local-cpu", 16, 0, "png"),
+        layout.run_record_path(run16),
+        layout.SWEEP_CSV,
+        layout.SWEEP_JSON,
+        layout.REPORT_HTML,
+    ):
+        assert (results / rel).is_file() and (results / rel).stat().st_size > 0, rel
+    assert list((results / layout.PLOTS_DIR).glob("*.png"))
+    assert json.loads((results / layout.run_record_path(run16)).read_text())["name"] == run16
+    assert (results / layout.execution_times_path("local-cpu", 16, 0, "png")).read_bytes()[:4] == b"\x89PNG"
+    summary = json.loads((results / layout.SWEEP_JSON).read_text())
+    assert run16 in json.dumps(summary)
+    # The raw logs the container uploaded (the failed run's too: its log says why).
+    assert (folder / "logs" / f"{run16}.log").read_text().count("step training time") >= 3
+    assert "dataset too small" in (folder / "logs" / f"{run128}.log").read_text()
+    assert json.loads((folder / layout.SPEC_JSON).read_text())["name"] == "e2e"
+    assert "Report:" in result.output
+
+    # Nothing left running: no listening port, no training process, no worker thread.
+    assert _listening_ports() <= ports_before
+    assert psutil.Process().children(recursive=True) == []
+    leftover = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
+    assert not [n for n in leftover if n.startswith(("job-", "s3-notify"))], leftover
+
+    # The status command reads the downloaded sweep.
+    status = runner.invoke(app, ["status", sweep_id, "--results", str(out), "--json"])
+    assert status.exit_code == 0, status.output
+    assert json.loads(status.output)["counts"]["failed"] == 1
+
+    # Fix the data, resume: only the failed cell runs again.
+    _write_mnist(data_dir / "mnist.npz", train=512, test=256)
+    before = (results / layout.run_record_path(run16)).read_bytes()
+    resumed = runner.invoke(
+        app, ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert f"Resumed 1 run(s): {run128}" in resumed.output
+    cells = _cells(folder)
+    assert cells[16]["status"] == "completed"
+    assert cells[128]["status"] == "completed", cells[128]
+    assert (results / layout.run_record_path(run128)).is_file()
+    assert (results / layout.run_record_path(run16)).read_bytes() == before  # not re-run
+    with (results / layout.SWEEP_CSV).open() as f:
+        rows = list(csv.DictReader(f))
+    assert sorted(int(r["batch_size"]) for r in rows) == [16, 128]  # the report covers both cells
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=256, test=64)
+    spec = _spec(tmp_path, data_dir, batch_sizes=[16], max_concurrency=1)
+    raw = json.loads(spec.read_text())
+    raw["workload"]["epochs"] = 50  # long enough to interrupt
+    raw["workload"]["hyperparameters"] = {}
+    spec.write_text(json.dumps(raw))
+    out = tmp_path / "results"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    cli = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "trainsweep"),
+            "run",
+            str(spec),
+            "--local",
+            "--no-watch",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "TMPDIR": str(scratch)},  # the jobs' SAGEMAKER_BASE_DIRs land here
+    )
+    try:
+        trainer = _wait_for_trainer(cli.pid, timeout=240)
+        _wait_for_steps(scratch, timeout=240)
+        cli.send_signal(signal.SIGINT)
+        output, _ = cli.communicate(timeout=120)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    text = output.decode(errors="replace")
+    assert cli.returncode == 130, text
+    assert "Interrupted" in text
+    assert not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE
+    folder = _sweep_dir(out)
+    assert (folder / layout.JOBS_JSON).is_file()
+    logs = list((folder / "logs").glob("*.log"))
+    assert logs and "step training time" in logs[0].read_text()
+
+
+def _wait_for_steps(scratch: Path, timeout: float) -> None:
+    """Until the training process has logged a few steps (its output lands in its base dir)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for log in scratch.glob("trainsweep-jobs-*/*/algo-1.log"):
+            if log.read_text(errors="replace").count("step training time") >= 3:
+                return
+        time.sleep(0.5)
+    raise AssertionError("the training process logged no steps")
+
+
+def _wait_for_trainer(pid: int, timeout: float) -> psutil.Process:
+    deadline = time.monotonic() + timeout
+    parent = psutil.Process(pid)
+    while time.monotonic() < deadline:
+        for child in parent.children(recursive=True):
+            try:
+                if any("train.py" in part for part in child.cmdline()):
+                    return child
+            except psutil.Error:
+                continue
+        time.sleep(0.5)
+    raise AssertionError("no training process started")
