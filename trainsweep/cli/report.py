@@ -97,6 +97,7 @@ def report_command(
             region=region,
             deadline_s=deadline_s,
             budget_usd=budget,
+            title=None if spec else root.resolve().name,
         )
         for relative, data in artefacts.items():
             target = root / relative
