@@ -237,7 +237,8 @@ def _process(task: _Task) -> _Processed:
         from trainsweep.artefacts import run_artefacts
         from trainsweep.logs import parse
 
-        run = parse(Path(task.path), name=task.run_name, computing_system=task.computing_system)
+        run = parse(Path(task.path), name=Path(task.path).name, computing_system=task.computing_system)
+        run.name = task.run_name  # unique within its results root (see _unique_run_names)
         artefacts = run_artefacts(run)
     except Exception as exc:  # a parser/renderer bug must not stop the import
         outcome.problems.append(
@@ -278,9 +279,17 @@ def _run_all(tasks: list[_Task], workers: int, progress: Progress | None) -> lis
     if workers > 1 and len(tasks) >= POOL_MIN_FILES:
         import multiprocessing
 
-        # spawn, not fork: the caller may run threads (e.g. a progress display) that fork would copy.
+        # Load the parser and matplotlib once here, so that forked workers start with them. fork (not
+        # spawn) also works when the caller's script has no ``if __name__ == "__main__"`` guard; the
+        # CLI's progress display runs no thread while the workers are forked (auto_refresh=False).
+        import trainsweep.artefacts
+        import trainsweep.logs
+        import trainsweep.plots.run  # noqa: F401
+
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         try:
-            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            with ProcessPoolExecutor(workers, mp_context=context) as pool:
                 futures = {pool.submit(_process, t): i for i, t in enumerate(tasks)}
                 for future in as_completed(futures):
                     finished(futures[future], future.result())

@@ -136,3 +136,70 @@ def test_import_of_an_empty_folder_succeeds_with_nothing_to_do(runner: CliRunner
     assert result.exit_code == 0, result.output
     quality = json.loads((tmp_path / "out/quality.json").read_text())
     assert quality["summary"]["files"] == 0
+
+
+# ---- through the parser ---------------------------------------------------------------------------
+
+
+def test_parse_prints_the_run_record_with_the_cell_from_the_name(runner: CliRunner, real_data: Path) -> None:
+    log = real_data / FCN / "logs/result-p2-8-512-e1.txt"
+    result = runner.invoke(app, ["parse", str(log)])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["kind"] == "trainsweep.run"
+    assert (record["name"], record["computing_system"], record["batch_size"], record["run_index"]) == (
+        "result-p2-8-512-e1",
+        "p2-8",
+        512,
+        1,
+    )
+    reference = json.loads((real_data / FCN / "execution-times/p2-8/512/e1.json").read_text())
+    assert record["epochs"][1]["step_s"] == list(reference["epochs"]["2"]["steps"].values())
+
+
+def test_parse_options_override_what_the_name_says(
+    runner: CliRunner, tmp_path: Path, real_data: Path
+) -> None:
+    log = tmp_path / "training.log"
+    log.write_bytes((real_data / FCN / "logs/result-p2-8-512-e1.txt").read_bytes())
+    result = runner.invoke(
+        app, ["parse", str(log), "--vmtype", "g4dn-1", "--batch-size", "512", "--run", "7"]
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert (record["name"], record["computing_system"], record["batch_size"], record["run_index"]) == (
+        "training",
+        "g4dn-1",
+        512,
+        7,
+    )
+
+
+def test_summary_of_a_log(runner: CliRunner, real_data: Path) -> None:
+    from trainsweep.logs import parse
+
+    log = real_data / MNIST / "logs/result-p3-1-512-e3.txt"
+    result = runner.invoke(app, ["summary", str(log)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == seed_summary(parse(log))
+    assert result.stdout.startswith("Model save time: -1.000000\n")
+
+
+def test_import_exits_0_and_lists_the_problems_when_some_files_are_bad(
+    runner: CliRunner, tmp_path: Path, real_data: Path
+) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "result-p2-8-512-e1.txt").write_bytes(
+        (real_data / FCN / "logs/result-p2-8-512-e1.txt").read_bytes()
+    )
+    (src / "result-p2-8-512-e2.txt").write_bytes(b"\x00\x01\x02 not a log \xff")
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["import", str(src), "--out", str(out), "--workers", "1"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "log files processed" in result.stdout
+    assert "Problems" in result.stdout and "result-p2-8-512-e2.txt" in result.stdout
+    assert (out / "execution-times/p2-8/512/e1.json").is_file()
+    assert json.loads((out / "quality.json").read_text())["summary"]["files"] == 2

@@ -142,11 +142,14 @@ def import_command(
         TimeElapsedColumn(),
         TextColumn("{task.fields[current]}", style="dim"),
     )
-    with Progress(*columns, console=console, transient=False) as bar:
+    # No refresh thread (auto_refresh=False): the import forks worker processes, which must not inherit
+    # a thread that may hold the terminal's lock; the bar is redrawn after each file instead.
+    with Progress(*columns, console=console, transient=False, auto_refresh=False) as bar:
         task = bar.add_task("Importing logs", total=None, current="")
 
         def progress(done: int, total: int, path: str) -> None:
             bar.update(task, completed=done, total=total, current=path)
+            bar.refresh()
 
         try:
             result = import_dir(directory, out, progress=progress, workers=workers)

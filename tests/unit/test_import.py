@@ -1,0 +1,317 @@
+"""`trainsweep.importer.import_dir`: discovery, per-file isolation, cross-file checks, quality.json."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from trainsweep.importer import ImportSourceError, import_dir
+
+FCN = "cloud-ML/seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker"
+MNIST = "cloud-ML/cnn-mnist/experimental-results/2020-07-MNIST-on-sagemaker"
+H7398 = "cloud-ML/_history/7398e0c/cnn-mnist/experimental-results/2020-07-MNIST-on-sagemaker"
+H8078 = "cloud-ML/_history/8078c07/cnn-mnist/experimental-results/2020-07-MNIST-on-sagemaker"
+
+
+def make_log(epochs: int = 2, steps: int = 5, base: float = 0.1, total: float | None = None) -> bytes:
+    """A small cloud-ML-style log (Python 3 Keras callback prints)."""
+    lines = ["Initialization time 0.5", "Train on 1280 samples, validate on 100 samples"]
+    t = 1_600_000_000.0
+    for e in range(1, epochs + 1):
+        lines += [f"Epoch {e}/{epochs}", f"Real time: {t}"]
+        for s in range(1, steps + 1):
+            value = 2.0 if (e, s) == (1, 1) else base + 0.001 * s
+            lines.append(f"{s} step training time: {value:.6f}s")
+        t += 3.0
+        lines += ["Validation time: 0.200000s", f"Real time: {t}", f"Epoch time: {3.0 if e == 1 else 0.9}s"]
+    lines += [f"Duracao do treinamento: {total if total is not None else 3.0 + 0.9 * (epochs - 1) + 0.5}"]
+    lines += ["Training complete."]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def outputs(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def quality(out: Path) -> dict:
+    return json.loads((out / "quality.json").read_text())
+
+
+def by_path(q: dict) -> dict[str, dict]:
+    return {f["path"]: f for f in q["files"]}
+
+
+def codes(entry: dict) -> set[str]:
+    return {p["code"] for p in entry["problems"]}
+
+
+# ---- a folder of logs -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "result-p3-1-256-e0.txt").write_bytes(make_log())
+    (src / "result-p3-1-256-e1.txt").write_bytes(make_log(base=0.2))
+    (src / "result-p3-1-512-e0.txt").write_bytes(make_log(steps=3, base=0.3))
+    return src
+
+
+def test_a_flat_folder_of_seed_logs_gives_the_seed_layout(logs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = import_dir(logs, out, workers=1)
+    assert result.processed == 3
+    files = outputs(out)
+    for cell in ("p3-1/256/e0", "p3-1/256/e1", "p3-1/512/e0"):
+        for ext in ("json", "summary", "png"):
+            assert f"execution-times/{cell}.{ext}" in files
+    assert "runs/result-p3-1-512-e0.json" in files
+    seed = json.loads(files["execution-times/p3-1/512/e0.json"])
+    assert seed["batch_size"] == "512"
+    assert list(seed["epochs"]["2"]["steps"].values()) == [0.301, 0.302, 0.303]
+    assert quality(out)["summary"]["files"] == 3
+
+
+def test_importing_twice_writes_the_same_bytes(logs: Path, tmp_path: Path) -> None:
+    import_dir(logs, tmp_path / "a", workers=1)
+    import_dir(logs, tmp_path / "b", workers=1)
+    assert outputs(tmp_path / "a") == outputs(tmp_path / "b")
+
+
+def test_the_process_pool_gives_the_same_results_as_one_process(logs: Path, tmp_path: Path) -> None:
+    for i in range(3):
+        (logs / f"result-p2-1-256-e{i}.txt").write_bytes(make_log(base=0.4 + i / 10))
+    import_dir(logs, tmp_path / "serial", workers=1)
+    import_dir(logs, tmp_path / "pool", workers=2)
+    assert outputs(tmp_path / "serial") == outputs(tmp_path / "pool")
+
+
+def test_progress_is_reported_after_every_file(logs: Path, tmp_path: Path) -> None:
+    calls: list[tuple[int, int, str]] = []
+    import_dir(logs, tmp_path / "out", workers=1, progress=lambda d, t, p: calls.append((d, t, p)))
+    assert [c[:2] for c in calls] == [(1, 3), (2, 3), (3, 3)]
+    assert {c[2] for c in calls} == {
+        "result-p3-1-256-e0.txt",
+        "result-p3-1-256-e1.txt",
+        "result-p3-1-512-e0.txt",
+    }
+
+
+def test_bad_files_are_reported_and_do_not_affect_the_others(logs: Path, tmp_path: Path) -> None:
+    import_dir(logs, tmp_path / "clean", workers=1)
+    (logs / "result-p3-1-1024-e0.txt").write_bytes(b"")
+    (logs / "result-p3-1-1024-e1.txt").write_bytes(bytes(range(256)) * 64)
+    (logs / "result-p3-1-1024-e2.txt").write_bytes(b"Downloading data from https://example.com/mnist.npz\n")
+    (logs / "job.log").write_bytes(b"\xff\xfe garbage \x00\x01\n" * 10)
+    out = tmp_path / "out"
+    result = import_dir(logs, out, workers=1)
+    assert result.processed == 7
+    q = by_path(quality(out))
+    for bad in ("result-p3-1-1024-e0.txt", "result-p3-1-1024-e1.txt", "result-p3-1-1024-e2.txt", "job.log"):
+        assert q[bad]["problems"], bad
+        assert q[bad]["steps"] == 0
+        assert not any(path.startswith("execution-times/p3-1/1024/") for path in q[bad]["outputs"])
+        assert f"runs/{Path(bad).stem}.json" in q[bad]["outputs"]
+    per_run = {
+        k: v for k, v in outputs(tmp_path / "clean").items() if k.startswith(("execution-times/", "runs/"))
+    }
+    now = outputs(out)
+    assert {k: now[k] for k in per_run} == per_run
+
+
+def test_files_that_are_not_training_logs_are_skipped_and_listed(logs: Path, tmp_path: Path) -> None:
+    (logs / "notes.txt").write_text("remember to run the p2 instances again\n")
+    (logs / "e0.json").write_text("{}")
+    (logs / "README.md").write_text("# logs\n")
+    result = import_dir(logs, tmp_path / "out", workers=1)
+    assert result.processed == 3
+    assert result.skipped == [{"path": "notes.txt", "reason": "no training-log content"}]
+
+
+def test_a_log_with_an_unusual_name_is_found_by_its_content(logs: Path, tmp_path: Path) -> None:
+    (logs / "sub").mkdir()
+    (logs / "sub" / "run-of-monday.txt").write_bytes(make_log())
+    result = import_dir(logs, tmp_path / "out", workers=1)
+    entry = by_path(result.quality)["sub/run-of-monday.txt"]
+    assert entry["results_root"] == "sub"
+    assert entry["outputs"] == ["sub/runs/run-of-monday.json"]  # no VMTYPE/BS/N: the record only
+
+
+def test_byte_identical_logs_under_different_names_are_flagged(logs: Path, tmp_path: Path) -> None:
+    (logs / "result-p2-8-256-e0.txt").write_bytes((logs / "result-p3-1-256-e0.txt").read_bytes())
+    q = quality(import_dir(logs, tmp_path / "out", workers=1).out)
+    dup = [d for d in q["duplicates"] if d["kind"] == "identical_bytes"]
+    assert [sorted(d["paths"]) for d in dup] == [["result-p2-8-256-e0.txt", "result-p3-1-256-e0.txt"]]
+    assert "import.duplicate_log" in codes(by_path(q)["result-p2-8-256-e0.txt"])
+    assert "import.duplicate_log" not in codes(by_path(q)["result-p3-1-512-e0.txt"])
+
+
+def test_the_same_timings_with_different_bytes_are_flagged_as_duplicated_content(
+    logs: Path, tmp_path: Path
+) -> None:
+    (logs / "result-p3-1-256-e2.txt").write_bytes(b"Using TensorFlow backend.\n" + make_log())
+    q = quality(import_dir(logs, tmp_path / "out", workers=1).out)
+    assert [sorted(d["paths"]) for d in q["duplicates"] if d["kind"] == "identical_timings"] == [
+        ["result-p3-1-256-e0.txt", "result-p3-1-256-e2.txt"]
+    ]
+    assert "import.duplicate_content" in codes(by_path(q)["result-p3-1-256-e2.txt"])
+
+
+def test_experiments_that_share_log_names_do_not_overwrite_each_other(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    for exp, base in (("fcn", 0.1), ("mnist", 0.5)):
+        (src / exp / "logs").mkdir(parents=True)
+        (src / exp / "logs" / "result-p2-1-256-e1.txt").write_bytes(make_log(base=base))
+    out = tmp_path / "out"
+    import_dir(src, out, workers=1)
+    fcn = json.loads((out / "fcn/execution-times/p2-1/256/e1.json").read_text())
+    mnist = json.loads((out / "mnist/execution-times/p2-1/256/e1.json").read_text())
+    assert fcn["epochs"]["2"]["steps"]["1"] == 0.101
+    assert mnist["epochs"]["2"]["steps"]["1"] == 0.501
+
+
+def test_two_logs_for_one_cell_keep_the_first_and_report_the_second(logs: Path, tmp_path: Path) -> None:
+    (logs / "result-p3-1-256-e0.out").write_bytes(make_log(base=0.7))  # sorts before the .txt
+    q = by_path(quality(import_dir(logs, tmp_path / "out", workers=1).out))
+    first, second = q["result-p3-1-256-e0.out"], q["result-p3-1-256-e0.txt"]
+    assert (first["run_name"], second["run_name"]) == ("result-p3-1-256-e0.out", "result-p3-1-256-e0.txt")
+    assert "import.output_collision" not in codes(first)
+    assert "import.output_collision" in codes(second)
+    assert "runs/result-p3-1-256-e0.txt.json" in second["outputs"]
+    seed = json.loads((tmp_path / "out/execution-times/p3-1/256/e0.json").read_text())
+    assert seed["epochs"]["2"]["steps"]["1"] == 0.701
+
+
+def test_ec2_logs_take_their_vmtype_from_the_instance_type_folder(tmp_path: Path) -> None:
+    src = tmp_path / "src" / "p3.2xlarge"
+    src.mkdir(parents=True)
+    (src / "result-1-256-e1.out").write_bytes(make_log())
+    out = tmp_path / "out"
+    import_dir(tmp_path / "src", out, workers=1)
+    assert (out / "p3.2xlarge/execution-times/p3-1/256/e1.json").is_file()
+
+
+def test_the_output_folder_inside_the_source_is_not_imported(logs: Path) -> None:
+    import_dir(logs, logs / "results", workers=1)
+    result = import_dir(logs, logs / "results", workers=1)
+    assert result.processed == 3
+
+
+def test_a_missing_source_folder_raises_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ImportSourceError, match="does not exist"):
+        import_dir(tmp_path / "nope", tmp_path / "out")
+
+
+# ---- the sweep artefacts of the analysis engineer -------------------------------------------------
+
+
+def _fake_report(monkeypatch: pytest.MonkeyPatch, fn) -> None:
+    module = types.ModuleType("trainsweep.report")
+    module.sweep_artefacts = fn  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "trainsweep.report", module)
+
+
+def test_sweep_artefacts_are_written_per_results_root(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = []
+
+    def sweep_artefacts(runs, *, spec=None, jobs=None, quality=None):
+        seen.append(([r.name for r in runs], [f["path"] for f in quality["files"]]))
+        return {"sweep.csv": b"name\n" + b"".join(r.name.encode() + b"\n" for r in runs)}
+
+    _fake_report(monkeypatch, sweep_artefacts)
+    out = tmp_path / "out"
+    import_dir(logs, out, workers=1)
+    assert (out / "sweep.csv").read_bytes().splitlines()[1:] == [
+        b"result-p3-1-256-e0",
+        b"result-p3-1-256-e1",
+        b"result-p3-1-512-e0",
+    ]
+    assert seen[0][1] == ["result-p3-1-256-e0.txt", "result-p3-1-256-e1.txt", "result-p3-1-512-e0.txt"]
+
+
+def test_a_failing_sweep_report_keeps_the_per_run_results(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def sweep_artefacts(runs, **kwargs):
+        raise ValueError("no prices")
+
+    _fake_report(monkeypatch, sweep_artefacts)
+    out = tmp_path / "out"
+    result = import_dir(logs, out, workers=1)
+    assert (out / "execution-times/p3-1/256/e0.json").is_file()
+    assert any("no prices" in n for n in result.quality["notes"])
+
+
+# ---- the real data --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_import(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    real = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real-data"
+    out = tmp_path_factory.mktemp("real-import")
+    result = import_dir(real, out, workers=2)
+    return out, result.quality
+
+
+def test_every_real_log_imports_without_a_crash(real_import: tuple[Path, dict]) -> None:
+    _, q = real_import
+    assert q["summary"]["files"] == 132
+    assert q["skipped"] == []
+    crashed = [f["path"] for f in q["files"] if f["status"] == "error"]
+    assert crashed == []
+
+
+def test_real_import_mirrors_the_reference_layout(real_import: tuple[Path, dict], real_data: Path) -> None:
+    out, _ = real_import
+    for ref in sorted((real_data / FCN / "execution-times").rglob("e*.json")):
+        ours = out / ref.relative_to(real_data)
+        theirs = json.loads(ref.read_text())
+        assert json.loads(ours.read_text())["epochs"]["3"]["steps"] == theirs["epochs"]["3"]["steps"]
+
+
+def test_real_import_flags_the_byte_identical_copies(real_import: tuple[Path, dict]) -> None:
+    _, q = real_import
+    groups = sorted(sorted(d["paths"]) for d in q["duplicates"] if d["kind"] == "identical_bytes")
+    assert groups == [
+        [f"{MNIST}/logs/result-p3-1-256-e1.txt", f"{MNIST}/logs/result-p3-1-256-e2.txt"],
+        [f"{MNIST}/logs/result-p3-1-512-e1.txt", f"{MNIST}/logs/result-p3-1-512-e2.txt"],
+        [f"{FCN}/logs/result-p2-1-256-e2.txt", f"{FCN}/logs/result-p2-8-256-e2.txt"],
+    ]
+
+
+def test_real_import_flags_the_failed_job(real_import: tuple[Path, dict]) -> None:
+    _, q = real_import
+    entry = by_path(q)[f"{H7398}/logs/result-g4dn-4-256-e1.txt"]
+    assert entry["status"] in ("failed", "empty")
+    assert any(p["severity"] == "error" for p in entry["problems"])
+    assert entry["outputs"] == [f"{H7398}/runs/result-g4dn-4-256-e1.json"]
+
+
+def test_real_import_flags_the_header_that_contradicts_the_name(real_import: tuple[Path, dict]) -> None:
+    _, q = real_import
+    entry = by_path(q)[f"{H7398}/logs/result-g4dn-1-2048-e1.txt"]
+    messages = " ".join(p["message"] for p in entry["problems"])
+    assert "header-contradicts-name" in codes(entry)
+    assert "2048" in messages and "1024" in messages, entry["problems"]
+
+
+def test_real_import_flags_the_log_that_begins_mid_epoch(real_import: tuple[Path, dict]) -> None:
+    _, q = real_import
+    entry = by_path(q)[f"{H8078}/logs/result-p2-1-256-e1.txt"]
+    assert entry["status"] == "partial"
+    assert entry["problems"]
+
+
+def test_real_import_counts_add_up(real_import: tuple[Path, dict]) -> None:
+    _, q = real_import
+    s = q["summary"]
+    assert sum(s["by_status"].values()) == s["files"]
+    assert s["problems"] == s["errors"] + s["warnings"] == sum(len(f["problems"]) for f in q["files"])
+    assert s["duplicate_groups"] == len(q["duplicates"])
