@@ -1,0 +1,244 @@
+"""Harness: the synthesized state machine deployed into moto with its real Lambda handlers.
+
+Each sweep gets a fresh moto with the stack's pieces the definition uses (bucket, topic, the four
+functions with their template environment) and scripted SageMaker outcomes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # app.py / infra/ live at the repository root
+sys.path.insert(0, str(ROOT / "tests" / "infra"))
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+BUCKET = "trainsweep-sm-test"
+# Short, real backoff: moto really sleeps between attempts.
+RETRY_CONTEXT = {"interval_s": 1, "max_attempts": 3, "backoff_rate": 2.0, "max_delay_s": 2}
+
+
+def render(value: Any, refs: dict[str, str]) -> Any:
+    """Resolve the CloudFormation intrinsics CDK uses in the definition and function environments."""
+    pseudo = {
+        "AWS::Partition": "aws",
+        "AWS::Region": REGION,
+        "AWS::AccountId": ACCOUNT,
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return pseudo.get(value["Ref"]) or refs[value["Ref"]]
+        if "Fn::GetAtt" in value:
+            return refs[f"{value['Fn::GetAtt'][0]}.{value['Fn::GetAtt'][1]}"]
+        if "Fn::Join" in value:
+            sep, parts = value["Fn::Join"]
+            return sep.join(str(render(p, refs)) for p in parts)
+        if "Fn::Sub" in value:
+            text = value["Fn::Sub"]
+            for k, v in pseudo.items():
+                text = text.replace("${" + k + "}", v)
+            return text
+        return {k: render(v, refs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render(v, refs) for v in value]
+    return value
+
+
+class FakeSageMaker:
+    """Scripted training outcomes, keyed by batch size: what the container and SageMaker would do.
+
+    ``ok`` uploads a log and completes; ``fail`` / ``oom`` upload a partial log and fail with that
+    reason; ``throttle`` rejects the first CreateTrainingJob call, then behaves like ``ok``;
+    ``cloudwatch-only`` completes but its log exists only in CloudWatch.
+    """
+
+    def __init__(self, script: dict[int, str]):
+        self.script = script
+        self.calls: list[dict[str, Any]] = []
+        self.rejected: list[str] = []
+        self.lock = threading.Lock()
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from moto.core.exceptions import JsonRESTError
+        from moto.sagemaker.models import SageMakerModelBackend
+
+        original = SageMakerModelBackend.create_training_job
+        fake = self
+
+        def create_training_job(backend: Any, **kwargs: Any) -> Any:
+            hp = kwargs["hyper_parameters"]
+            outcome = fake.script.get(int(hp.get("batch-size", 0)), "ok")
+            name = kwargs["training_job_name"]
+            with fake.lock:
+                if outcome == "throttle" and name not in fake.rejected:
+                    fake.rejected.append(name)
+                    raise JsonRESTError("ThrottlingException", "Rate exceeded")
+                fake.calls.append(kwargs)
+            job = original(backend, **kwargs)
+            fake.run(job, name, hp, outcome)
+            return job
+
+        monkeypatch.setattr(SageMakerModelBackend, "create_training_job", create_training_job)
+
+    def run(self, job: Any, name: str, hp: dict[str, str], outcome: str) -> None:
+        s3 = boto3.client("s3", region_name=REGION)
+        key = hp["trainsweep-log-prefix"] + hp["run-names"].split(",")[0] + ".log"
+        job.billable_time_in_seconds = 321
+        if outcome in ("ok", "throttle"):
+            s3.put_object(Bucket=BUCKET, Key=key, Body=make_log())
+        elif outcome == "cloudwatch-only":
+            logs = boto3.client("logs", region_name=REGION)
+            group, stream = "/aws/sagemaker/TrainingJobs", f"{name}/algo-1-1700000000"
+            with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+                logs.create_log_group(logGroupName=group)
+            logs.create_log_stream(logGroupName=group, logStreamName=stream)
+            now = int(time.time() * 1000)
+            events = [
+                {"timestamp": now + i, "message": m} for i, m in enumerate(make_log().decode().splitlines())
+            ]
+            logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events)
+        elif outcome in ("fail", "oom"):
+            s3.put_object(Bucket=BUCKET, Key=key, Body=make_log(epochs=1, steps=2, finished=False))
+            job.training_job_status = "Failed"
+            job.failure_reason = (
+                "AlgorithmError: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+                if outcome == "oom"
+                else "AlgorithmError: ExecuteUserScriptError: exit code 1"
+            )
+
+
+def make_log(epochs: int = 2, steps: int = 5, finished: bool = True) -> bytes:
+    """A small cloud-ML style training log (what the seed scripts printed)."""
+    lines = ["Tempo de Inicializacao: 1.5"]
+    for e in range(1, epochs + 1):
+        lines.append(f"Epoch {e}/{epochs}")
+        for s in range(1, steps + 1):
+            lines.append(f"{s} step training time: {0.25 + 0.01 * s:.6f}s")
+        if finished:
+            lines.append("Validation time: 0.300000s")
+            lines.append(f"Epoch time: {steps * 0.3 + 0.3:.6f}")
+    if finished:
+        lines.append("Duracao do treinamento: 5.0")
+    return ("\n".join(lines) + "\n").encode()
+
+
+class Sweep:
+    """A deployed copy of the state machine in moto, and what it did."""
+
+    def __init__(self, template: dict[str, Any], sagemaker: FakeSageMaker):
+        from trainsweep.aws.outputs import STATE_MACHINE_ARN
+
+        self.sagemaker = sagemaker
+        res = template["Resources"]
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket=BUCKET)
+        self.s3 = s3
+        sns = boto3.client("sns", region_name=REGION)
+        sqs = boto3.client("sqs", region_name=REGION)
+        iam = boto3.client("iam", region_name=REGION)
+        role = iam.create_role(RoleName="sm", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        refs: dict[str, str] = {}
+        for lid, r in res.items():
+            if r["Type"] == "AWS::S3::Bucket":
+                refs[lid] = BUCKET
+                refs[f"{lid}.Arn"] = f"arn:aws:s3:::{BUCKET}"
+            elif r["Type"] == "AWS::SNS::Topic":
+                self.topic = sns.create_topic(Name="trainsweep")["TopicArn"]
+                refs[lid] = self.topic
+            elif r["Type"] in ("AWS::IAM::Role", "AWS::KMS::Key"):
+                refs[f"{lid}.Arn"] = f"arn:aws:iam::{ACCOUNT}:role/{lid}"
+        queue = sqs.create_queue(QueueName="notifications")["QueueUrl"]
+        self.queue, self.sqs = queue, sqs
+        queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        sns.subscribe(
+            TopicArn=self.topic, Protocol="sqs", Endpoint=queue_arn, Attributes={"RawMessageDelivery": "true"}
+        )
+        lam = boto3.client("lambda", region_name=REGION)
+        for lid, r in res.items():
+            if r["Type"] != "AWS::Lambda::Function":
+                continue
+            env = render(r["Properties"].get("Environment", {}).get("Variables", {}), refs)
+            if "TRAINSWEEP_FUNCTION" not in env:
+                continue
+            arn = lam.create_function(
+                FunctionName=lid,
+                Runtime="python3.12",
+                Role=role,
+                Handler="handler.handler",
+                Code={"ZipFile": b"PK\x05\x06" + b"\x00" * 18},
+                Timeout=r["Properties"].get("Timeout", 60),
+                Environment={"Variables": env},
+            )["FunctionArn"]
+            refs[f"{lid}.Arn"] = arn
+        sm = next(r for r in res.values() if r["Type"] == "AWS::StepFunctions::StateMachine")
+        self.definition = json.loads(render(sm["Properties"]["DefinitionString"], refs))
+        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.arn = self.sfn.create_state_machine(
+            name="trainsweep", definition=json.dumps(self.definition), roleArn=role
+        )["stateMachineArn"]
+        assert STATE_MACHINE_ARN in template["Outputs"]
+
+    def run(self, execution_input: dict[str, Any], timeout: float = 240) -> dict[str, Any]:
+        ex = self.sfn.start_execution(stateMachineArn=self.arn, input=json.dumps(execution_input))[
+            "executionArn"
+        ]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            d = self.sfn.describe_execution(executionArn=ex)
+            if d["status"] != "RUNNING":
+                return d
+            time.sleep(0.2)
+        raise AssertionError(f"execution still running after {timeout} s")
+
+    def messages(self) -> list[str]:
+        out = self.sqs.receive_message(QueueUrl=self.queue, MaxNumberOfMessages=10)
+        return [m["Body"] for m in out.get("Messages", [])]
+
+    def keys(self, prefix: str) -> set[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+        return {o["Key"] for p in pages for o in p.get("Contents", [])}
+
+    def json(self, key: str) -> Any:
+        return json.loads(self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+
+
+@contextlib.contextmanager
+def moto_sweeps(template: dict[str, Any]) -> Iterator[Any]:
+    """A fresh moto with the interpreter glue installed; yields ``make(script) -> Sweep``."""
+    from trainsweep.local import lambda_runner, sfn_sagemaker
+
+    sfn_sagemaker.install()
+    lambda_runner.install(async_s3=True)
+    with (
+        pytest.MonkeyPatch.context() as mp,
+        mock_aws(config={"stepfunctions": {"execute_state_machine": True}}),
+    ):
+        mp.setenv("AWS_DEFAULT_REGION", REGION)
+
+        def make(script: dict[int, str]) -> Sweep:
+            fake = FakeSageMaker(script)
+            fake.install(mp)
+            return Sweep(template, fake)
+
+        try:
+            yield make
+        finally:
+            lambda_runner.wait_idle(30)
+            lambda_runner.uninstall()
