@@ -85,14 +85,18 @@ def iterations_per_usd(
     return (3600.0 / usd_per_hour - fixed_s) * ranks / step_s
 
 
-def _mean(xs: Sequence[float]) -> float | None:
-    xs = [x for x in xs if x is not None and math.isfinite(x)]
-    return statistics.fmean(xs) if xs else None
+def _finite(xs: Sequence[float | None]) -> list[float]:
+    return [x for x in xs if x is not None and math.isfinite(x)]
 
 
-def _std(xs: Sequence[float]) -> float | None:
-    xs = [x for x in xs if x is not None and math.isfinite(x)]
-    return statistics.stdev(xs) if len(xs) > 1 else (0.0 if xs else None)
+def _mean(xs: Sequence[float | None]) -> float | None:
+    v = _finite(xs)
+    return statistics.fmean(v) if v else None
+
+
+def _std(xs: Sequence[float | None]) -> float | None:
+    v = _finite(xs)
+    return statistics.stdev(v) if len(v) > 1 else (0.0 if v else None)
 
 
 def steady_steps(epochs: Sequence[Epoch]) -> list[float]:

@@ -148,6 +148,14 @@ def throughput_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     return fig
 
 
+def _minutes(r: ConfigMetrics) -> float:
+    return (r.time_to_train_s or 0.0) / 60
+
+
+def _usd(r: ConfigMetrics) -> float:
+    return r.cost_to_train_usd or 0.0
+
+
 def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     """Time to train against cost to train; the Pareto front joined, the pick starred."""
     fig = Figure(figsize=(8, 5))
@@ -164,8 +172,8 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     for itype in types:
         pts = [r for r in ok if r.instance_type == itype]
         ax.scatter(
-            [r.time_to_train_s / 60 for r in pts],  # type: ignore[operator]
-            [r.cost_to_train_usd for r in pts],
+            [_minutes(r) for r in pts],
+            [_usd(r) for r in pts],
             color=colours[itype],
             label=_short(itype),
             s=36,
@@ -174,8 +182,8 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     front = rec.pareto
     if front:
         ax.plot(
-            [r.time_to_train_s / 60 for r in front],  # type: ignore[operator]
-            [r.cost_to_train_usd for r in front],
+            [_minutes(r) for r in front],
+            [_usd(r) for r in front],
             color="black",
             linewidth=1,
             linestyle="--",
@@ -185,15 +193,15 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
         for r in front:
             ax.annotate(
                 f"{_short(r.instance_type)} bs {r.batch_size}",
-                (r.time_to_train_s / 60, r.cost_to_train_usd),  # type: ignore[operator]
+                (_minutes(r), _usd(r)),
                 textcoords="offset points",
                 xytext=(5, 5),
                 fontsize=7,
             )
     if rec.pick is not None:
         ax.scatter(
-            [rec.pick.time_to_train_s / 60],  # type: ignore[operator]
-            [rec.pick.cost_to_train_usd],
+            [_minutes(rec.pick)],
+            [_usd(rec.pick)],
             marker="*",
             s=260,
             facecolor="none",
@@ -233,7 +241,8 @@ def step_breakdown_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     ax.bar(x, comp, color=_COMPUTE_COLOUR, label="compute")
     ax.bar(x, wait, bottom=comp, color=_DATA_COLOUR, label="waiting for data")
     for xi, r, top in zip(x, ok, comp + wait, strict=True):
-        ax.text(xi, top, f"{100 * r.data_wait_share:.0f}%", ha="center", va="bottom", fontsize=7)  # type: ignore[operator]
+        share = r.data_wait_share or 0.0
+        ax.text(float(xi), float(top), f"{100 * share:.0f}%", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(x, labels, fontsize=7, rotation=45, ha="right")
     ax.set_ylabel("Steady step time (s)")
     ax.set_title("Step breakdown: data wait vs compute (label: data-wait share)", fontsize=11)
