@@ -1,0 +1,67 @@
+"""The real ResNet-50 sweep with its DescribeTrainingJob dumps: measured billable time where known."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainsweep.cost import billing
+from trainsweep.logs import parse
+from trainsweep.report import analyse
+
+CIFAR = "cloud-ML/resnet50-cifar/experimental-results/2020-08-CIFAR-on-sagemaker"
+
+
+@pytest.fixture(scope="module")
+def resnet(real_data):
+    root = real_data / CIFAR
+    runs = [parse(p) for p in sorted((root / "logs").glob("result-*.txt"))]
+    jobs = []
+    for dump in sorted((root / "sagemaker-logs").glob("*.json")):
+        desc = json.loads(dump.read_text())
+        bs = int(desc["HyperParameters"]["batch-size"])
+        jobs.append(
+            {
+                "run_name": f"result-p3-1-{bs}-e0",
+                "instance_type": desc["ResourceConfig"]["InstanceType"],
+                "batch_size": bs,
+                "status": desc["TrainingJobStatus"],
+                "billable_s": desc["BillableTimeInSeconds"],
+                "training_s": desc["TrainingTimeInSeconds"],
+            }
+        )
+    return analyse(runs, jobs=jobs, spec={"name": "resnet", "workload": {"epochs": 5}}), jobs
+
+
+def test_resnet_grid_is_four_batch_sizes_of_three_runs_on_p3_2xlarge(resnet):
+    a, _ = resnet
+    assert [(r.instance_type, r.batch_size, r.runs) for r in a.rows] == [
+        ("ml.p3.2xlarge", bs, 3) for bs in (256, 512, 1024, 2048)
+    ]
+
+
+def test_jobs_with_describe_training_job_are_billed_as_measured(resnet):
+    a, jobs = resnet
+    measured = {j["run_name"]: j["billable_s"] for j in jobs}
+    for m in a.run_metrics:
+        if m.name in measured:
+            assert (m.billable_s, m.billable_source) == (measured[m.name], "DescribeTrainingJob")
+            assert m.spot_savings_share == 0.0  # on-demand jobs: billed = trained
+        else:
+            assert m.billable_source == "model"
+    assert {r.billable_source for r in a.rows} == {"DescribeTrainingJob+model"}
+
+
+def test_the_overhead_model_is_within_seven_seconds_of_each_measured_bill(resnet):
+    a, jobs = resnet
+    measured = {j["run_name"]: j["billable_s"] for j in jobs}
+    for run, m in zip(a.runs, a.run_metrics, strict=True):
+        if m.name in measured:
+            assert abs(billing.modelled_billable_s(run.fit_s) - measured[m.name]) <= 7.0
+
+
+def test_recommendation_picks_the_cheapest_batch_size(resnet):
+    a, _ = resnet
+    cheapest = min(a.rows, key=lambda r: r.cost_to_train_usd)
+    assert a.recommendation.pick is cheapest
