@@ -38,6 +38,8 @@ def test_full_mode_writes_a_log_the_parser_reads_without_problems(run_job):
     assert run.init_s is not None and run.init_s > 0
     assert run.header.workload == "mnist-cnn"
     assert run.header.epochs == 2
+    assert run.model_save_s is not None
+    assert (res.base / "model" / "t1-local-cpu-16-e1.pt").stat().st_size > 1_000_000  # the trained CNN
 
 
 def test_full_mode_writes_the_seeds_legacy_lines_next_to_mllog(run_job):

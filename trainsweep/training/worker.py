@@ -291,6 +291,19 @@ class CellRun:
             if self.primary:
                 self.log.real_time()
         self.header(mllog.FIT_TIME, time.perf_counter() - fit0)
+        if self.primary:
+            # the trained model, as the seeds saved theirs (SageMaker uploads <base>/model as model.tar.gz)
+            t0 = time.perf_counter()
+            model = (
+                self.model.module
+                if isinstance(self.model, nn.parallel.DistributedDataParallel)
+                else self.model
+            )
+            self.paths.model.mkdir(parents=True, exist_ok=True)
+            torch.save(model.state_dict(), self.paths.model / f"{self.cell.run_name}.pt")
+            save_s = time.perf_counter() - t0
+            self.header(mllog.MODEL_SAVE_TIME, save_s)
+            self.legacy(f"Model saved: {self.paths.model / f'{self.cell.run_name}.pt'} ({save_s}s)")
 
     def early_stop(self) -> dict[str, Any]:
         cfg = self.cfg
