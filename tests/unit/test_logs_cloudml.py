@@ -71,6 +71,11 @@ def test_val_accuracy_after_epoch_time_belongs_to_the_epoch_just_closed() -> Non
     run = parse(log)
     assert [e.validation_accuracy for e in run.epochs] == [0.25, 0.5]
     assert len(run.epochs) == 2
+    assert run.extra["cloudml.accuracy_after_epoch_time"] is True
+
+
+def test_val_accuracy_before_epoch_time_is_flagged_as_such(cloudml_log) -> None:
+    assert parse(cloudml_log()).extra["cloudml.accuracy_after_epoch_time"] is False
 
 
 def test_real_time_between_epochs_belongs_to_the_next_epoch() -> None:
@@ -79,8 +84,8 @@ def test_real_time_between_epochs_belongs_to_the_next_epoch() -> None:
         b"Real time: 12.0\nEpoch 2/2\n1 step training time: 0.5s\nReal time: 13.0s\nEpoch time: 1.0s\n"
     )
     run = parse(log)
-    assert [e.real_time for e in run.epochs] == [[10.0, 11.0], [12.0, 13.0]]
-    assert run.real_time == [10.0, 11.0, 12.0, 13.0]
+    assert [list(e.real_time) for e in run.epochs] == [[10.0, 11.0], [12.0, 13.0]]
+    assert list(run.real_time) == [10.0, 11.0, 12.0, 13.0]
     assert run.largest_real_time_delta == 3.0
 
 
@@ -106,3 +111,23 @@ def test_carriage_return_line_ends_are_read() -> None:
     log = b"Epoch 1/1\r\n1 step training time: 0.5s\r\nValidation time: 0.1s\r\nEpoch time: 1.0s\r\n"
     run = parse(log)
     assert list(run.epochs[0].step_s) == [0.5] and run.epochs[0].epoch_s == 1.0
+
+
+def test_step_numbers_that_are_not_consecutive_are_kept_as_logged() -> None:
+    log = (
+        b"Epoch 1/1\n"
+        + b"".join(b"%d step training time: 0.5s\n" % n for n in (1, 2, 2, 4, 10))
+        + b"Epoch time: 3s\n"
+    )
+    run = parse(log)
+    assert list(run.epochs[0].step_numbers) == [1, 2, 2, 4, 10]
+    assert list(run.epochs[0].step_s) == [0.5] * 5
+
+
+def test_long_runs_of_consecutive_step_numbers_are_kept_exactly() -> None:
+    log = (
+        b"Epoch 1/1\n"
+        + b"".join(b"%d step training time: 0.5s\n" % n for n in range(7, 20007))
+        + b"Epoch time: 3s\n"
+    )
+    assert list(parse(log).epochs[0].step_numbers) == list(range(7, 20007))

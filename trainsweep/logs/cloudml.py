@@ -21,45 +21,55 @@ a ``val_accuracy`` seen after ``Epoch time:`` belongs to the epoch just closed; 
 from __future__ import annotations
 
 import re
+from array import array
 
-from trainsweep.logs.lines import Alternation, LineCounter
+from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch, RunHeader
-from trainsweep.logs.numbers import NUM, duration_problem, timestamp_problem
+from trainsweep.logs.numbers import MAX_DURATION_S, NUMX, duration_problem, timestamp_problem
 
 DIALECT = "cloud-ml"
+ACCURACY_AFTER_EPOCH_TIME = "cloudml.accuracy_after_epoch_time"
+"""``run.extra`` key: True when ``val_accuracy`` was printed after ``Epoch time:`` (tf.keras logs)."""
 
-_S = rb"s?"
-ALT = Alternation(
-    rb"\n",
-    [
-        ("step", rb"(\d+) step training time: " + NUM),
-        ("real", rb"Real time: " + NUM),
-        ("last", rb"(\d+) steps training: " + NUM),
-        ("ehdr", rb"Epoch (\d+)/(\d+)"),
-        ("etime", rb"Epoch time: " + NUM),
-        ("vtime", rb"Validation time: " + NUM),
-        ("vacc", rb"[\x08\r ]*\d+/\d+ \[=+\][^\n]*? - val_acc(?:uracy)?: " + NUM),
-        ("ebeg", rb"on_epoch_begin: " + NUM),
-        ("eend", rb"on_epoch_end: " + NUM),
-        (
-            "init",
-            rb"(?:\('Tempo de [Ii]nicializacao: ', |Tempo de [Ii]nicializacao:? |Initialization [Tt]ime:? )"
-            + NUM,
-        ),
-        ("fit", rb"Tempo do fit: " + NUM),
-        ("save", rb"Tempo levado para o modelo ser salvo: " + NUM),
-        ("total", rb"Duracao do treinamento: *" + NUM),
-        ("trainon", rb"Train on (\d+) samples"),
-        ("xshape", rb"(?:x_train shape|Conjunto de treinamento): \((\d+),"),
-        ("nsamples", rb"(\d+) train samples"),
-        ("banner", rb" *- (Total|Tamanho do batch|GPUs solicitadas|Numero de epocas): (\d+)"),
-        ("cmd", rb"((?:[^\s/]*/)*python[0-9.]*[ \t][^\n]*?\.py\b[^\n]*)"),
-        ("tb", rb"Traceback \(most recent call last\)"),
-        ("done", rb"Training complete"),
-        ("test", rb"Test (loss|accuracy): " + NUM),
-        ("pre", rb"(?:Downloading data from|Using TensorFlow backend|Dados carregados de|Training \.\.\.)"),
-    ],
+# Lines that change state or carry run-level facts: one regex, every alternative starts with a literal
+# character after the newline, so that a line that is none of them is rejected after one comparison.
+# The kind of a match is the name of its last group (``m.lastindex``); other values precede it.
+RARE = re.compile(
+    rb"\n(?:"
+    rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: (?P<etime>" + NUMX + rb"))"
+    rb"|Validation time: (?P<vtime>" + NUMX + rb")"
+    rb"|on_epoch_(?:begin: (?P<ebeg>" + NUMX + rb")|end: (?P<eend>" + NUMX + rb"))"
+    rb"|\('Tempo de [Ii]nicializacao: ', (?P<init2>" + NUMX + rb")"
+    rb"|Tempo (?:de [Ii]nicializacao:? (?P<init3>" + NUMX + rb")|do fit: (?P<fit>" + NUMX + rb")"
+    rb"|levado para o modelo ser salvo: (?P<save>" + NUMX + rb"))"
+    rb"|Initialization [Tt]ime:? (?P<init>" + NUMX + rb")"
+    rb"|Duracao do treinamento: *(?P<total>" + NUMX + rb")"
+    rb"|Train(?: on (?P<trainon>\d+) samples|ing(?P<done> complete)|ing(?P<pre> \.\.\.))"
+    rb"|x_train shape: \((?P<xshape>\d+),"
+    rb"|Conjunto de treinamento: \((?P<conj>\d+),"
+    rb"| (?:   )?- (Total|Tamanho do batch|GPUs solicitadas|Numero de epocas): (?P<banner>\d+)"
+    rb"|Traceback(?P<tb> \(most recent call last\))"
+    rb"|Test (loss|accuracy): (?P<test>" + NUMX + rb")"
+    rb"|D(?:ownloading data from|ados carregados de)(?P<pre2>)"
+    rb"|Using TensorFlow backend(?P<pre3>)"
+    rb")"
 )
+_KIND = {i: name for name, i in RARE.groupindex.items()}
+_KIND_ALIAS = {"init2": "init", "init3": "init", "conj": "xshape", "pre2": "pre", "pre3": "pre"}
+KIND_OF = {i: _KIND_ALIAS.get(name, name) for i, name in _KIND.items()}
+
+_VALUE = rb"[-+0-9.eEnaifINFty]+"
+# Frequent lines, read in bulk (``findall``) between two rare lines: steps and wall-clock stamps.
+STEP = re.compile(rb"\n(\d+) steps? training(?: time)?: (" + NUMX + rb")")
+STEP_NUMBER = re.compile(rb"\n(\d+) step training time: ")
+STEP_TIME = re.compile(rb"step training time: (" + _VALUE + rb")")
+REAL = re.compile(rb"Real time: (" + _VALUE + rb")")
+REAL_ONE = re.compile(rb"Real time: (" + NUMX + rb")")
+# val_accuracy sits at the end of the last progress bar of an epoch, not at a line start.
+VACC = re.compile(rb"val_acc(?:uracy)?: (" + NUMX + rb")")
+# The command line (``python3 mnist_cnn.py --batch-size 1024 ...``) is looked for at the top of the log.
+CMD = re.compile(rb"\n((?:[^\s/]*/)*python[0-9.]*[ \t][^\n]*?\.py\b[^\n]*)")
+_CMD_WINDOW = 1 << 16
 
 # The first Keras progress bar of the first epoch: ``  256/60000 [....`` -> batch size 256 of 60000.
 _FIRST_BAR = re.compile(rb"\n[\x08\r ]*(\d+)/(\d+) \[[=>.]")
@@ -72,7 +82,46 @@ _RUN_TIMES = {
     "save": ("model save time", "model_save_s"),
     "total": ("total time", "total_s"),
 }
+_BANNER_FIELDS = {
+    "Total": "train_samples",
+    "Tamanho do batch": "batch_size",
+    "GPUs solicitadas": "gpus",
+    "Numero de epocas": "epochs",
+}
 _CMD_OPT = re.compile(r"--(batch[-_]size|num[-_]gpus|gpus|epochs)[= ](\d+)")
+_INF = float("inf")
+
+
+class _Counting:
+    """``b"1 2 3 ... n"`` and where each number starts in it, built once and grown on demand."""
+
+    text = b""
+    starts: array = array("l", [0, 0])
+
+    @classmethod
+    def span(cls, first: int, count: int) -> bytes | None:
+        last = first + count - 1
+        if first < 1 or count < 1 or last > 1 << 22:
+            return None
+        if last + 1 >= len(cls.starts):
+            top = max(last + 1, 2 * len(cls.starts), 4096)
+            cls.text = b" ".join(b"%d" % i for i in range(1, top + 1)) + b" "
+            cls.starts = array("l", [0, 0])
+            pos = 0
+            for i in range(1, top + 1):
+                pos += len(b"%d" % i) + 1
+                cls.starts.append(pos)
+        return cls.text[cls.starts[first] : cls.starts[last + 1] - 1]
+
+
+def _step_numbers(numbers: list[bytes]) -> array:
+    """The logged step numbers; a run of consecutive numbers (the usual case) is checked byte for byte
+    against ``first .. first + n - 1`` instead of converting each number."""
+    first = int(numbers[0])
+    expected = _Counting.span(first, len(numbers))
+    if expected is not None and b" ".join(numbers) == expected:
+        return array("l", range(first, first + len(numbers)))
+    return array("l", map(int, numbers))
 
 
 class CloudMLReader:
@@ -85,8 +134,9 @@ class CloudMLReader:
         self.fit_s: float | None = None
         self.total_s: float | None = None
         self.model_save_s: float | None = None
-        self.real_time: list[float] = []
-        self.extra: dict[str, float] = {}
+        self.real_time: array = array("d")
+        """Wall-clock stamps as a compact array (8 bytes each; EC2 logs print one per step)."""
+        self.extra: dict[str, float | bool] = {}
         self.problems: list[tuple[str, str, int | None, str]] = []
         self.records = 0
         """How many cloud-ML lines were recognised (0: not this dialect)."""
@@ -101,11 +151,13 @@ class CloudMLReader:
         self.unclosed: list[int] = []
         self._cur: Epoch | None = None
         self._closed: Epoch | None = None
-        self._pending_rt: list[float] = []
+        self._pending_rt: array = array("d")
         self._pending_start: float | None = None
         self._bar_budget: int | None = None
         self._bar_done = False
         self._tb_budget = 0
+        self._cmd_budget = _CMD_WINDOW
+        self._facts: dict[str, dict[str, int]] = {}
 
     # ---- scanning --------------------------------------------------------------------------------
 
@@ -116,21 +168,75 @@ class CloudMLReader:
             self._first_bar(region, 0)
         if self._tb_budget:
             self._exception_line(region, 0)
-        kind_of = ALT.kind_of
-        fg = ALT.first_group
-        g_step = fg["step"]
-        g_real = fg["real"]
-        n = 0
-        for m in ALT.regex.finditer(region):
-            n += 1
-            kind = kind_of[m.lastindex]  # type: ignore[index]
-            if kind == "step":
-                self._step(int(m.group(g_step)), float(m.group(g_step + 1)), lc, m.start())
-            elif kind == "real":
-                self._real(float(m.group(g_real)), lc, m.start())
+        if self._cmd_budget > 0:
+            self._find_command_line(region)
+        if not self.last_step_form and b" steps training: " in region:
+            self.last_step_form = True
+        events: list[re.Match[bytes]] = list(RARE.finditer(region))
+        if b"val_acc" in region:
+            events.extend(VACC.finditer(region))
+            events.sort(key=re.Match.start)
+        if not events:
+            self._bulk(region, 0, len(region), lc)
+            return
+        pos = 0
+        for m in events:
+            self._bulk(region, pos, m.start(), lc)
+            pos = m.end()
+            g = m.lastindex
+            self._rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
+        self._bulk(region, pos, len(region), lc)
+        self.records += len(events)
+
+    def _bulk(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
+        """Steps and ``Real time`` stamps between two rare lines all belong to the same epoch.
+
+        Step numbers and step times come from two ``findall`` passes (each a plain scan in C); when
+        the two disagree, or a value is not a plain number, the stretch is read line by line instead.
+        """
+        if end - start < 12:
+            return
+        if region.find(b" steps training: ", start, end) >= 0:  # the oldest logs' last-step form
+            self._steps_one_by_one(region, start, end, lc)
+        elif region.find(b"step training time: ", start, end) >= 0:
+            numbers = STEP_NUMBER.findall(region, start, end)
+            values = STEP_TIME.findall(region, start, end)
+            try:
+                if len(numbers) != len(values):
+                    raise ValueError("step lines of another form")
+                times = array("d", map(float, values))
+                total = sum(times)
+                if not (total < _INF and min(times) >= 0.0 and max(times) <= MAX_DURATION_S):
+                    raise ValueError("absurd step time")
+            except ValueError:
+                self._steps_one_by_one(region, start, end, lc)
             else:
-                self._rare(kind, m, fg[kind], region, lc)
-        self.records += n
+                self.records += len(times)
+                ep = self._cur if self._cur is not None else self._open_implicit()
+                if self.first_step_number is None:
+                    self.first_step_number = int(numbers[0])
+                ep.step_s.extend(times)
+                ep.step_numbers.extend(_step_numbers(numbers))
+        if region.find(b"Real time: ", start, end) >= 0:
+            stamps = REAL.findall(region, start, end)
+            try:
+                values_rt = array("d", map(float, stamps))
+                if not (sum(values_rt) < _INF and min(values_rt) >= 0.0):
+                    raise ValueError("absurd stamp")
+            except ValueError:
+                for m in REAL_ONE.finditer(region, start, end):
+                    self.records += 1
+                    self._real(float(m.group(1)), lc, m.start())
+            else:
+                self.records += len(values_rt)
+                self.real_time.extend(values_rt)
+                (self._cur.real_time if self._cur is not None else self._pending_rt).extend(values_rt)
+
+    def _steps_one_by_one(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
+        """The slow path for a stretch with an absurd step time: each step checked, with its line."""
+        for m in STEP.finditer(region, start, end):
+            self.records += 1
+            self._step(int(m.group(1)), float(m.group(2)), lc, m.start())
 
     def _step(self, number: int, value: float, lc: LineCounter, pos: int) -> None:
         why = duration_problem(value)
@@ -138,9 +244,7 @@ class CloudMLReader:
             msg = f"step {number} time {value!r} {why}; the step is ignored"
             self._problem("absurd-value", msg, lc.at(pos))
             return
-        ep = self._cur
-        if ep is None:
-            ep = self._open_implicit(number)
+        ep = self._cur if self._cur is not None else self._open_implicit()
         if self.first_step_number is None:
             self.first_step_number = number
         ep.step_s.append(value)
@@ -158,19 +262,14 @@ class CloudMLReader:
             self._pending_rt.append(value)
 
     def _rare(self, kind: str, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
-        if kind == "last":
-            self.last_step_form = True
-            self._step(int(m.group(g)), float(m.group(g + 1)), lc, m.start())
-        elif kind == "ehdr":
-            self._epoch_header(int(m.group(g)), int(m.group(g + 1)), lc.at(m.start()))
+        if kind == "ehdr":
+            self._epoch_header(int(m.group(g - 1)), int(m.group(g)))
             if not self._bar_done and self._bar_budget is None:
                 self._bar_budget = _BAR_WINDOW
                 self._first_bar(region, m.end())
         elif kind == "etime":
             v = self._duration("Epoch time", m.group(g), lc, m.start())
-            ep = self._cur
-            if ep is None:
-                ep = self._open_implicit(None)
+            ep = self._cur if self._cur is not None else self._open_implicit()
             if v is not None:
                 ep.epoch_s = v
             self._closed = ep
@@ -187,8 +286,10 @@ class CloudMLReader:
                 return
             if self._cur is not None and self._cur.steps:
                 self._cur.validation_accuracy = v
+                self.extra.setdefault(ACCURACY_AFTER_EPOCH_TIME, False)
             elif self._closed is not None:
                 self._closed.validation_accuracy = v
+                self.extra[ACCURACY_AFTER_EPOCH_TIME] = True
         elif kind == "ebeg":
             t = float(m.group(g))
             if self._cur is not None and not self._cur.steps:
@@ -198,34 +299,38 @@ class CloudMLReader:
         elif kind == "eend":
             if self._cur is not None:
                 self._cur.end_time = float(m.group(g))
-        elif kind in ("init", "fit", "save", "total"):
+        elif kind in _RUN_TIMES:
             label, attr = _RUN_TIMES[kind]
             v = self._duration(label, m.group(g), lc, m.start())
             if v is not None:
                 setattr(self, attr, v)
-        elif kind in ("trainon", "xshape", "nsamples"):
-            if self.header.train_samples is None:
-                self.header.train_samples = int(m.group(g))
+        elif kind in ("trainon", "xshape"):
+            self._fact("dataset", "train_samples", int(m.group(g)))
         elif kind == "banner":
-            self._banner(m.group(g).decode(), int(m.group(g + 1)))
-        elif kind == "cmd":
-            self._command_line(m.group(g).decode("utf-8", "replace").strip())
+            self._banner(m.group(g - 1).decode(), int(m.group(g)))
         elif kind == "tb":
             self._traceback(region, m.end(), lc.at(m.start()))
         elif kind == "done":
             self.saw_done = True
         elif kind == "test":
-            self.extra["test_" + m.group(g).decode()] = float(m.group(g + 1))
+            self.extra["test_" + m.group(g - 1).decode()] = float(m.group(g))
         elif kind == "pre":
             self.saw_preamble = True
 
+    def _find_command_line(self, region: bytes) -> None:
+        m = CMD.search(region, 0, self._cmd_budget)
+        self._cmd_budget -= len(region)
+        if m is not None:
+            self._cmd_budget = 0
+            self.records += 1
+            self._command_line(m.group(1).decode("utf-8", "replace").strip())
+
     # ---- state changes -----------------------------------------------------------------------
 
-    def _epoch_header(self, index: int, of: int, line: int) -> None:
+    def _epoch_header(self, index: int, of: int) -> None:
         if self.announced_epochs is None:
             self.announced_epochs = of
-        if self.header.epochs is None:
-            self.header.epochs = of
+        self._fact("epochhdr", "epochs", of)
         if not self.epochs:
             if index > 1:
                 self.started_without_header = True
@@ -235,25 +340,23 @@ class CloudMLReader:
             self._closed = self._cur
         if self.epochs and self.epochs[-1].index is None:  # type: ignore[comparison-overlap]
             self.epochs[-1].index = index - 1
-        ep = Epoch(index=index)
-        ep.real_time.extend(self._pending_rt)
+        ep = Epoch(index=index, real_time=array("d", self._pending_rt))  # type: ignore[arg-type]
         ep.start_time = self._pending_start
-        self._pending_rt.clear()
+        del self._pending_rt[:]
         self._pending_start = None
         self.epochs.append(ep)
         self._cur = ep
 
-    def _open_implicit(self, step_number: int | None) -> Epoch:
+    def _open_implicit(self) -> Epoch:
         """Steps (or an epoch time) with no ``Epoch N/M`` before them: the log starts mid-epoch."""
         if not self.epochs:
             self.started_without_header = True
             index = None
         else:
             index = self.epochs[-1].index + 1 if self.epochs[-1].index is not None else None
-        ep = Epoch(index=index)  # type: ignore[arg-type]
-        ep.real_time.extend(self._pending_rt)
+        ep = Epoch(index=index, real_time=array("d", self._pending_rt))  # type: ignore[arg-type]
         ep.start_time = self._pending_start
-        self._pending_rt.clear()
+        del self._pending_rt[:]
         self._pending_start = None
         self.epochs.append(ep)
         self._cur = ep
@@ -269,34 +372,39 @@ class CloudMLReader:
                 self._bar_done = True
             return
         self._bar_done = True
-        if self.header.batch_size is None and self.header.train_samples in (None, int(m.group(2))):
-            self.header.batch_size = int(m.group(1))
-            if self.header.train_samples is None:
-                self.header.train_samples = int(m.group(2))
+        self._fact("bar", "batch_size", int(m.group(1)))
+        self._fact("bar", "train_samples", int(m.group(2)))
 
     def _banner(self, label: str, value: int) -> None:
-        h = self.header
-        if label == "Total" and h.train_samples is None:
-            h.train_samples = value
-        elif label == "Tamanho do batch":
-            h.batch_size = value
-        elif label == "GPUs solicitadas":
-            h.gpus = value
-        elif label == "Numero de epocas":
-            h.epochs = value
+        field = _BANNER_FIELDS[label]
+        self._fact("banner", field, value)
 
     def _command_line(self, text: str) -> None:
-        h = self.header
-        if h.command_line is None:
-            h.command_line = text
+        if self.header.command_line is None:
+            self.header.command_line = text
         for opt, val in _CMD_OPT.findall(text):
-            v = int(val)
-            if opt.startswith("batch"):
-                h.batch_size = v
-            elif opt in ("num-gpus", "num_gpus", "gpus"):
-                h.gpus = v
-            elif opt == "epochs":
-                h.epochs = v
+            field = "batch_size" if opt.startswith("batch") else "epochs" if opt == "epochs" else "gpus"
+            self._fact("cmd", field, int(val))
+
+    def _fact(self, source: str, field: str, value: int) -> None:
+        """What one kind of line says about the run; the first statement of each source counts."""
+        self._facts.setdefault(source, {}).setdefault(field, value)
+
+    def _resolve_header(self) -> None:
+        """Command line > banner > dataset lines > epoch headers > first progress bar, in any order."""
+        f = self._facts
+        h = self.header
+
+        def first(field: str, *sources: str) -> int | None:
+            return next((f[s][field] for s in sources if field in f.get(s, {})), None)
+
+        h.train_samples = first("train_samples", "dataset", "banner", "bar")
+        h.gpus = first("gpus", "cmd", "banner")
+        h.epochs = first("epochs", "cmd", "banner", "epochhdr")
+        h.batch_size = first("batch_size", "cmd", "banner")
+        bar = f.get("bar", {})
+        if h.batch_size is None and "batch_size" in bar and h.train_samples in (None, bar["train_samples"]):
+            h.batch_size = bar["batch_size"]
 
     def _traceback(self, region: bytes, pos: int, line: int) -> None:
         if self.traceback_line is None:
@@ -328,7 +436,8 @@ class CloudMLReader:
     # ---- result ------------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """Close the reading: number epochs that never got a header, drop empty trailing state."""
+        """Close the reading: settle the header, number epochs that never got a header."""
+        self._resolve_header()
         if self._cur is not None and self._cur.epoch_s is None:
             self.unclosed.append(self._cur.index)
         expected = 1

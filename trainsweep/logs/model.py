@@ -57,8 +57,9 @@ class Epoch:
     validation_s: float | None = None
     validation_accuracy: float | None = None
     epoch_s: float | None = None
-    real_time: list[float] = field(default_factory=list)
-    """Wall-clock stamps (Unix seconds) seen during the epoch, e.g. the seeds' ``Real time:`` lines."""
+    real_time: list[float] | array = field(default_factory=list)
+    """Wall-clock stamps (Unix seconds) seen during the epoch, e.g. the seeds' ``Real time:`` lines.
+    A list or an ``array('d')`` (the parser's choice: EC2 logs print one stamp per step)."""
     start_time: float | None = None
     end_time: float | None = None
 
@@ -140,8 +141,9 @@ class RunTimings:
     fit_s: float | None = None
     total_s: float | None = None
     model_save_s: float | None = None
-    real_time: list[float] = field(default_factory=list)
-    """All wall-clock stamps in log order; the seeds' largest_real_time_delta is last - first."""
+    real_time: list[float] | array = field(default_factory=list)
+    """All wall-clock stamps in log order; the seeds' largest_real_time_delta is last - first.
+    A list or an ``array('d')`` (see :attr:`Epoch.real_time`)."""
     epochs: list[Epoch] = field(default_factory=list)
     """Epochs of the primary rank (rank 0, or the only rank the log shows)."""
     ranks: dict[int, list[Epoch]] = field(default_factory=dict)

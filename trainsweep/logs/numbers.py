@@ -7,6 +7,9 @@ import math
 NUM = rb"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity))"
 """A float as Python 2/3 print it: 12- and 17-digit forms, ``{:6f}``, exponents, nan/inf."""
 
+NUMX = rb"(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity))"
+""":data:`NUM` without its capturing group."""
+
 MAX_DURATION_S = 30 * 24 * 3600.0
 """No single step, epoch or phase of a training job takes a month: longer is a broken number."""
 

@@ -85,7 +85,8 @@ def parse(
             region, carry = buf[:cut], buf[cut:] or b"\n"
             for r in readers:
                 r.feed(region, newlines_before)
-            newlines_before += region.count(b"\n")
+            # Newlines before the next region: all read so far (plus the virtual first one) but the carry's.
+            newlines_before = newlines + 1 - carry.count(b"\n")
             if cut == len(buf):
                 newlines_before -= 1  # the b"\n" put in front of the rest is not in the log
     except (OSError, TypeError, ValueError) as exc:
@@ -106,11 +107,12 @@ def parse(
 
     for code, message, line, severity in text.problems:
         run.add_problem(code, message, line, severity)  # type: ignore[arg-type]
-    if ml.has_data:
+    dialect = _choose_dialect(cloud, mo, ml)
+    if dialect == "mllog":
         _from_mllog(run, ml)
-    elif mo.has_data:
+    elif dialect == "mo833":
         _from_mo833(run, mo)
-    elif cloud.records:
+    elif dialect == "cloud-ml":
         _from_cloudml(run, cloud)
     for reader in readers:
         for code, message, line, severity in reader.problems:
@@ -120,6 +122,19 @@ def parse(
     checks.check_run(run, naming, text, cloud if run.dialect == "cloud-ml" else None, ml, train_samples)
     run.problems.sort(key=lambda p: (p.line is not None, p.line or 0))
     return run
+
+
+def _choose_dialect(cloud: CloudMLReader, mo: Mo833Reader, ml: MllogReader) -> str | None:
+    """The dialect with the most steps; on a tie MLLOG, then MO833 (the container echoes seed lines)."""
+    steps = {
+        "mllog": sum(e.steps for eps in ml.ranks.values() for e in eps.values()) if ml.has_data else -1,
+        "mo833": sum(e.steps for eps in mo.ranks.values() for e in eps.values()) if mo.has_data else -1,
+        "cloud-ml": sum(e.steps for e in cloud.epochs) if cloud.records else -1,
+    }
+    best = max(steps.values())
+    if best < 0:
+        return None
+    return next(d for d in ("mllog", "mo833", "cloud-ml") if steps[d] == best)
 
 
 def _run_name(file_name: str | None) -> str:
