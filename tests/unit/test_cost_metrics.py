@@ -176,3 +176,9 @@ def test_a_job_stopped_early_still_counts_with_a_note(status):
     assert m.billable_source == "model"  # the job's bill covers 3 epochs, not the 10 to train
     (row,) = metrics.aggregate([m])
     assert "stopped early" in row.notes
+
+
+def test_an_unknown_vmtype_keeps_its_name_and_gets_no_price():
+    (row,) = metrics.aggregate([metrics.run_metrics(_run(vm="x9-1"))])
+    assert row.instance_type == "x9-1" and row.usd_per_hour is None
+    assert row.cost_to_train_usd is None and "no price for x9-1" in row.notes

@@ -125,7 +125,8 @@ def resolve_instance_type(run: RunTimings, job: Mapping[str, Any] | None = None)
         t = instances.from_vmtype(run.computing_system)
         if t is not None:
             return t.name
-    return run.header.instance_type
+    # Unknown to the catalogue: keep what the log or its name says, so the row is still identifiable.
+    return run.header.instance_type or run.computing_system
 
 
 @dataclass

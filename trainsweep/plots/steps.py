@@ -92,8 +92,18 @@ def rank_timeline_figure(run: RunTimings, *, max_steps: int = 60, skip: int = 1)
                 comp = e.compute_s[k] if e.compute_s is not None and k < len(e.compute_s) else None
                 if wait is not None and comp is not None:
                     split = True
-                    ax.barh(row, wait, left=t, color=_DATA_COLOUR, height=0.6)
-                    ax.barh(row, comp, left=t + wait, color=_COMPUTE_COLOUR, height=0.6)
+                    ax.barh(
+                        row, wait, left=t, color=_DATA_COLOUR, height=0.6, edgecolor="white", linewidth=0.4
+                    )
+                    ax.barh(
+                        row,
+                        comp,
+                        left=t + wait,
+                        color=_COMPUTE_COLOUR,
+                        height=0.6,
+                        edgecolor="white",
+                        linewidth=0.4,
+                    )
                     t += wait + comp
                 else:
                     ax.barh(

@@ -59,7 +59,7 @@ def heatmap_figure(
     if not types or not sizes:
         return _empty(fig, "no configurations to show")
     grid = np.full((len(types), len(sizes)), np.nan)
-    label = [["" for _ in sizes] for _ in types]
+    label = [["not run" for _ in sizes] for _ in types]
     for r in rows:
         if r.batch_size is None:
             continue
@@ -68,8 +68,10 @@ def heatmap_figure(
         if v is not None and math.isfinite(v):
             grid[i, j] = v
             label[i][j] = _fmt(v)
+        elif r.status != OK:
+            label[i][j] = r.status
         else:
-            label[i][j] = r.status if r.status != OK else "n/a"
+            label[i][j] = "no price" if r.usd_per_hour is None else "n/a"
     ax = fig.add_subplot()
     finite = grid[np.isfinite(grid)]
     cmap = "viridis_r" if lower_is_better else "viridis"

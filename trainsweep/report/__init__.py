@@ -121,14 +121,24 @@ def sweep_plots(a: SweepAnalysis) -> dict[str, tuple[str, bytes]]:
         ),
         figure_png(distribution_figure(samples)),
     )
+    ok_runs = [
+        run for run, m in zip(a.runs, a.run_metrics, strict=True) if m.status == "ok" and run.steps_total
+    ]
+    if ok_runs:
+        # The recommended configuration's run, unless another configuration shows several ranks.
+        pick_runs = [run for run, m in a.runs_of(pick) if m.status == "ok"] if pick is not None else []
+        widest = max(ok_runs, key=lambda r: len(r.ranks))
+        shown = pick_runs[0] if pick_runs and len(pick_runs[0].ranks) >= len(widest.ranks) else widest
+        why = (
+            "recommended configuration" if pick_runs and shown is pick_runs[0] else "the run with most ranks"
+        )
+        out["rank-timeline"] = (
+            f"Per-rank timeline of steps 2-61 of {shown.name} ({why}).",
+            figure_png(rank_timeline_figure(shown)),
+        )
     if pick is not None:
         pairs = [(run, m) for run, m in a.runs_of(pick) if m.status == "ok"]
         if pairs:
-            run = pairs[0][0]
-            out["rank-timeline"] = (
-                f"Per-rank timeline of the first steps of {run.name} (recommended configuration).",
-                figure_png(rank_timeline_figure(run)),
-            )
             for run, _ in pairs[:3]:
                 out[f"step-times-{_safe(run.name)}"] = (
                     f"Step times per epoch of {run.name} (recommended configuration).",

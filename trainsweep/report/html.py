@@ -22,6 +22,7 @@ h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;marg
 table{border-collapse:collapse;font-size:.82rem;width:100%}
 th,td{border:1px solid #ddd;padding:.25rem .4rem;text-align:right;white-space:nowrap}
 td.t,th.t{text-align:left;white-space:normal}
+td.t:last-child{min-width:16em}
 th{background:#f3f3f3;cursor:pointer;position:sticky;top:0}
 th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 tr.pick td{background:#eef7ee;font-weight:600}tr.bad td{color:#999}
