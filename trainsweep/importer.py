@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -265,39 +265,59 @@ def _problem(code: str, message: str, severity: str = "warning", line: int | Non
     return {"code": code, "message": message, "line": line, "severity": severity}
 
 
-def _run_all(tasks: list[_Task], workers: int, progress: Progress | None) -> list[_Processed]:
-    results: dict[int, _Processed] = {}
-    done = 0
+class _Workers:
+    """An optional process pool. Jobs run in this process when the pool is off or breaks."""
 
-    def finished(i: int, processed: _Processed) -> None:
-        nonlocal done
-        results[i] = processed
-        done += 1
-        if progress is not None:
-            progress(done, len(tasks), tasks[i].relative)
+    def __init__(self, workers: int, jobs: int):
+        self.pool: ProcessPoolExecutor | None = None
+        if workers > 1 and jobs >= POOL_MIN_FILES:
+            import multiprocessing
 
-    if workers > 1 and len(tasks) >= POOL_MIN_FILES:
-        import multiprocessing
+            # Load the parser and matplotlib once here, so that forked workers start with them. fork (not
+            # spawn) also works when the caller's script has no ``if __name__ == "__main__"`` guard; the
+            # CLI's progress display runs no thread while the workers are forked (auto_refresh=False).
+            import trainsweep.artefacts
+            import trainsweep.logs
+            import trainsweep.plots.run  # noqa: F401
 
-        # Load the parser and matplotlib once here, so that forked workers start with them. fork (not
-        # spawn) also works when the caller's script has no ``if __name__ == "__main__"`` guard; the
-        # CLI's progress display runs no thread while the workers are forked (auto_refresh=False).
-        import trainsweep.artefacts
-        import trainsweep.logs
-        import trainsweep.plots.run  # noqa: F401
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            self.pool = ProcessPoolExecutor(workers, mp_context=context)
 
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-        try:
-            with ProcessPoolExecutor(workers, mp_context=context) as pool:
-                futures = {pool.submit(_process, t): i for i, t in enumerate(tasks)}
+    def run(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[tuple[int, Any]]:
+        """Yield ``(index, fn(item))`` for every item, in completion order."""
+        done: set[int] = set()
+        if self.pool is not None:
+            try:
+                futures = {self.pool.submit(fn, item): i for i, item in enumerate(items)}
                 for future in as_completed(futures):
-                    finished(futures[future], future.result())
-        except BrokenProcessPool:
-            pass  # a worker died (e.g. out of memory); finish the rest in this process
-    for i, task in enumerate(tasks):
-        if i not in results:
-            finished(i, _process(task))
+                    i = futures[future]
+                    try:
+                        result = future.result()
+                    except BrokenProcessPool:
+                        raise
+                    except Exception:  # e.g. a result that would not pickle: redone in this process below
+                        continue
+                    done.add(i)
+                    yield i, result
+            except BrokenProcessPool:  # a worker died (e.g. out of memory): go on in this process
+                self.close()
+        for i, item in enumerate(items):
+            if i not in done:
+                yield i, fn(item)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
+            self.pool = None
+
+
+def _run_files(workers: _Workers, tasks: list[_Task], progress: Progress | None) -> list[_Processed]:
+    results: dict[int, _Processed] = {}
+    for i, processed in workers.run(_process, tasks):
+        results[i] = processed
+        if progress is not None:
+            progress(len(results), len(tasks), tasks[i].relative)
     return [results[i] for i in range(len(tasks))]
 
 
@@ -387,6 +407,7 @@ def import_dir(
     *,
     progress: Progress | None = None,
     workers: int | None = None,
+    report: bool = True,
 ) -> ImportResult:
     """Analyse every training log below ``src`` and write the results layout below ``out``.
 
@@ -396,6 +417,7 @@ def import_dir(
             ``runs/<name>.json``, the sweep artefacts when available, and ``quality.json`` at the top.
         progress: called after each log with (done, total, relative path).
         workers: parallel worker processes (default: the CPUs available; 1 = in this process).
+        report: also write each results root's sweep artefacts (table, plots, ``report.html``).
 
     Raises:
         ImportSourceError: ``src`` does not exist or is not a folder. Problems with single files never
@@ -409,7 +431,22 @@ def import_dir(
     tasks, skipped = discover(src_path, exclude=out_path)
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    processed = _run_all(tasks, max(1, workers), progress)
+    pool = _Workers(max(1, workers), len(tasks))
+    try:
+        return _import(tasks, skipped, out_path, pool, progress, report)
+    finally:
+        pool.close()
+
+
+def _import(
+    tasks: list[_Task],
+    skipped: list[dict[str, str]],
+    out_path: Path,
+    pool: _Workers,
+    progress: Progress | None,
+    report: bool,
+) -> ImportResult:
+    processed = _run_files(pool, tasks, progress)
     outcomes = [p.outcome for p in processed]
     duplicates = _cross_file_checks(outcomes)
 
@@ -445,12 +482,32 @@ def import_dir(
         "skipped": skipped,
         "notes": notes,
     }
-    _write_sweep_artefacts(out_path, outcomes, runs, quality, written, notes)
+    if report:
+        _write_sweep_artefacts(pool, out_path, outcomes, runs, quality, written, notes)
+    else:
+        notes.append("sweep artefacts (sweep.csv, sweep.json, report.html, plots) not requested")
     _write(out_path, layout.QUALITY_JSON, (json.dumps(quality, indent=1) + "\n").encode())
     return ImportResult(out_path, outcomes, skipped, quality, runs)
 
 
+_REPORT_UNAVAILABLE = "unavailable"
+
+
+def _sweep_artefacts_job(job: tuple[list[RunTimings], dict[str, Any]]) -> dict[str, bytes] | str:
+    """One results root's sweep artefacts (runs in a worker); a string says why there are none."""
+    runs, quality = job
+    try:
+        sweep_artefacts = importlib.import_module("trainsweep.report").sweep_artefacts
+    except (ImportError, AttributeError):
+        return _REPORT_UNAVAILABLE
+    try:
+        return dict(sweep_artefacts(runs, quality=quality))
+    except Exception as exc:  # the per-run results stand even if the sweep report fails
+        return f"{type(exc).__name__}: {exc}"
+
+
 def _write_sweep_artefacts(
+    pool: _Workers,
     out: Path,
     outcomes: list[FileOutcome],
     runs: dict[str, RunTimings],
@@ -459,32 +516,37 @@ def _write_sweep_artefacts(
     notes: list[str],
 ) -> None:
     """Per results root: the analysis engineer's sweep table, plots and report, when available."""
-    try:
-        report = importlib.import_module("trainsweep.report")
-        sweep_artefacts = report.sweep_artefacts
-    except (ImportError, AttributeError):
-        notes.append("sweep artefacts (sweep.csv, sweep.json, report.html, plots) skipped: trainsweep.report")
-        notes[-1] += " has no sweep_artefacts in this installation"
-        return
-    roots: dict[str, list[FileOutcome]] = defaultdict(list)
+    members: dict[str, list[FileOutcome]] = defaultdict(list)
     for o in outcomes:
-        roots[o.results_root].append(o)
-    for root, members in sorted(roots.items()):
-        group_runs = [runs[o.path] for o in members if o.path in runs and runs[o.path].steps_total > 0]
-        if not group_runs:
-            continue
-        group_quality = dict(quality, files=[o.to_dict() for o in members])
-        try:
-            artefacts = sweep_artefacts(group_runs, quality=group_quality)
-        except Exception as exc:  # the per-run results stand even if the sweep report fails
-            notes.append(f"sweep artefacts for {root or '.'} failed: {type(exc).__name__}: {exc}")
-            continue
-        for relative, data in artefacts.items():
-            target = _join(root, relative)
-            if target == layout.QUALITY_JSON or target in written:
-                continue
-            _write(out, target, data)
-            written.add(target)
+        members[o.results_root].append(o)
+    roots: list[str] = []
+    jobs: list[tuple[list[RunTimings], dict[str, Any]]] = []
+    for root, group in sorted(members.items()):
+        group_runs = [runs[o.path] for o in group if o.path in runs and runs[o.path].steps_total > 0]
+        if group_runs:
+            roots.append(root)
+            jobs.append((group_runs, dict(quality, files=[o.to_dict() for o in group])))
+    unavailable = False
+    failures: dict[str, str] = {}
+    for i, result in pool.run(_sweep_artefacts_job, jobs):
+        if result == _REPORT_UNAVAILABLE:
+            unavailable = True
+        elif isinstance(result, str):
+            failures[roots[i]] = result
+        else:
+            for relative, data in sorted(result.items()):
+                target = _join(roots[i], relative)
+                if target == layout.QUALITY_JSON or target in written:
+                    continue
+                _write(out, target, data)
+                written.add(target)
+    if unavailable:
+        notes.append(
+            "sweep artefacts (sweep.csv, sweep.json, report.html, plots) skipped: "
+            "trainsweep.report has no sweep_artefacts in this installation"
+        )
+    for root in sorted(failures):
+        notes.append(f"sweep artefacts for {root or '.'} failed: {failures[root]}")
 
 
 def iter_problem_rows(result: ImportResult) -> Iterable[tuple[str, str, str, str]]:

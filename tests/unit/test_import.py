@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -249,6 +250,32 @@ def test_a_failing_sweep_report_keeps_the_per_run_results(
     assert any("no prices" in n for n in result.quality["notes"])
 
 
+def test_sweep_artefacts_of_several_roots_are_made_in_the_worker_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def sweep_artefacts(runs, *, spec=None, jobs=None, quality=None):
+        return {"sweep.csv": f"{len(runs)} runs in process {os.getpid()}\n".encode()}
+
+    _fake_report(monkeypatch, sweep_artefacts)  # forked workers inherit it
+    src = tmp_path / "src"
+    for exp in ("a", "b"):
+        (src / exp / "logs").mkdir(parents=True)
+        for n in range(3):
+            (src / exp / "logs" / f"result-p3-1-256-e{n}.txt").write_bytes(make_log(base=0.1 * (n + 1)))
+    out = tmp_path / "out"
+    import_dir(src, out, workers=2)
+    texts = [(out / exp / "sweep.csv").read_text() for exp in ("a", "b")]
+    assert all(t.startswith("3 runs in process ") for t in texts)
+    assert not any(t.endswith(f"process {os.getpid()}\n") for t in texts)
+
+
+def test_the_sweep_report_can_be_left_out(logs: Path, tmp_path: Path) -> None:
+    result = import_dir(logs, tmp_path / "out", workers=1, report=False)
+    assert not (tmp_path / "out" / "report.html").exists()
+    assert (tmp_path / "out" / "execution-times/p3-1/256/e0.json").is_file()
+    assert any("not requested" in n for n in result.quality["notes"])
+
+
 # ---- the real data --------------------------------------------------------------------------------
 
 
@@ -266,6 +293,14 @@ def test_every_real_log_imports_without_a_crash(real_import: tuple[Path, dict]) 
     assert q["skipped"] == []
     crashed = [f["path"] for f in q["files"] if f["status"] == "error"]
     assert crashed == []
+
+
+def test_real_import_writes_a_sweep_report_per_experiment(real_import: tuple[Path, dict]) -> None:
+    out, q = real_import
+    assert q["notes"] == []
+    for root in (FCN, MNIST, H7398, H8078):
+        assert (out / root / "report.html").is_file(), root
+        assert (out / root / "sweep.csv").is_file(), root
 
 
 def test_real_import_mirrors_the_reference_layout(real_import: tuple[Path, dict], real_data: Path) -> None:

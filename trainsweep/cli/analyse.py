@@ -124,6 +124,9 @@ def import_command(
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Parallel processes (default: one per CPU).")
     ] = None,
+    report: Annotated[
+        bool, typer.Option("--report/--no-report", help="Also write sweep.csv, plots and report.html.")
+    ] = True,
 ) -> None:
     """Analyse every log below DIR: per-run artefacts, sweep report, quality.json under OUT.
 
@@ -152,7 +155,7 @@ def import_command(
             bar.refresh()
 
         try:
-            result = import_dir(directory, out, progress=progress, workers=workers)
+            result = import_dir(directory, out, progress=progress, workers=workers, report=report)
         except TrainsweepError as exc:
             raise _fail(str(exc)) from None
         except OSError as exc:
