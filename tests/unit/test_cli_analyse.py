@@ -203,3 +203,12 @@ def test_import_exits_0_and_lists_the_problems_when_some_files_are_bad(
     assert "Problems" in result.stdout and "result-p2-8-512-e2.txt" in result.stdout
     assert (out / "execution-times/p2-8/512/e1.json").is_file()
     assert json.loads((out / "quality.json").read_text())["summary"]["files"] == 2
+
+
+def test_summary_of_a_failed_log_reports_the_problem_on_stderr(runner: CliRunner, real_data: Path) -> None:
+    log = real_data / "cloud-ML/_history/7398e0c/cnn-mnist/experimental-results/2020-07-MNIST-on-sagemaker"
+    result = runner.invoke(app, ["summary", str(log / "logs/result-g4dn-4-256-e1.txt")])
+    assert result.exit_code == 0, result.output
+    assert "error:" in result.stderr
+    assert result.stdout.startswith("Model save time: -1.000000\n")
+    assert "  Number of steps: 0.000000\n" in result.stdout

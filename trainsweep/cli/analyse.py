@@ -60,6 +60,15 @@ def parse_command(
     sys.stdout.write(run_record_bytes(timings).decode())
 
 
+def _report_problems(timings: Any) -> None:
+    """The parser's problems go to stderr, so that stdout stays the seed text."""
+    console = Console(stderr=True)
+    for p in timings.problems:
+        where = f"line {p.line}: " if p.line else ""
+        colour = "red" if p.severity == "error" else "yellow"
+        console.print(f"[{colour}]{p.severity}:[/] {where}{p.message} [dim]({p.code})[/]", highlight=False)
+
+
 def _load_json(path: Path) -> dict[str, Any] | None:
     """The file's JSON object if it is one, else None (then it is read as a log)."""
     with path.open("rb") as f:
@@ -108,7 +117,9 @@ def summary_command(
             raise _fail(f"{source} is JSON but neither a run record nor a seed e<N>.json (no 'epochs')")
         seed = data
     else:
-        seed = seed_json(_parse_log(source, vmtype=None, batch_size=None, run=None))
+        timings = _parse_log(source, vmtype=None, batch_size=None, run=None)
+        _report_problems(timings)
+        seed = seed_json(timings)
     try:
         text = format_seed_summary(seed, original=original)
     except (TypeError, ValueError, AttributeError) as exc:
