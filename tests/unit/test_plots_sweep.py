@@ -130,5 +130,6 @@ def test_rank_timeline_draws_one_row_per_rank_with_wait_and_compute():
     fig = st.rank_timeline_figure(run)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1", "rank 2", "rank 3"]
-    assert len(ax.patches) == 4 * 2 * 2  # steps 2-3 of 4 ranks, wait + compute each
+    spans = [len(c.get_paths()) for c in ax.collections]
+    assert spans == [2, 2] * 4  # steps 2-3 of 4 ranks: a wait and a compute bar each
     assert "waiting for data" in ax.get_title()

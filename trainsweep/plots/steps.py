@@ -12,6 +12,7 @@ from trainsweep.logs.model import Epoch, RunTimings
 
 _DATA_COLOUR = "#d95f02"
 _COMPUTE_COLOUR = "#1b9e77"
+_ALT_COLOUR = "#66c2a5"
 MAX_PANELS = 24
 
 
@@ -81,6 +82,8 @@ def rank_timeline_figure(run: RunTimings, *, max_steps: int = 60, skip: int = 1)
         t = 0.0
         n = 0
         seen = 0
+        # (start, width) per colour; one collection per colour and rank keeps long runs cheap to draw.
+        bars: dict[str, list[tuple[float, float]]] = {_DATA_COLOUR: [], _COMPUTE_COLOUR: [], _ALT_COLOUR: []}
         for e in epochs:
             for k in range(e.steps):
                 seen += 1
@@ -92,33 +95,25 @@ def rank_timeline_figure(run: RunTimings, *, max_steps: int = 60, skip: int = 1)
                 comp = e.compute_s[k] if e.compute_s is not None and k < len(e.compute_s) else None
                 if wait is not None and comp is not None:
                     split = True
-                    ax.barh(
-                        row, wait, left=t, color=_DATA_COLOUR, height=0.6, edgecolor="white", linewidth=0.4
-                    )
-                    ax.barh(
-                        row,
-                        comp,
-                        left=t + wait,
-                        color=_COMPUTE_COLOUR,
-                        height=0.6,
-                        edgecolor="white",
-                        linewidth=0.4,
-                    )
+                    bars[_DATA_COLOUR].append((t, wait))
+                    bars[_COMPUTE_COLOUR].append((t + wait, comp))
                     t += wait + comp
                 else:
-                    ax.barh(
-                        row, e.step_s[k], left=t, color=_COMPUTE_COLOUR if n % 2 else "#66c2a5", height=0.6
-                    )
+                    bars[_COMPUTE_COLOUR if n % 2 else _ALT_COLOUR].append((t, e.step_s[k]))
                     t += e.step_s[k]
                 n += 1
+        for colour, spans in bars.items():
+            if spans:
+                ax.broken_barh(spans, (row - 0.3, 0.6), facecolors=colour, edgecolor="white", linewidth=0.4)
         drawn = max(drawn, n)
     if not drawn:
         ax.text(0.5, 0.5, "no step times in this log", ha="center", va="center", transform=ax.transAxes)
         ax.set_xticks([])
         ax.set_yticks([])
         return fig
+    ax.set_ylim(len(ranks) - 0.5, -0.5)
+    ax.set_xlim(left=0)
     ax.set_yticks(range(len(ranks)), [f"rank {r}" for r in ranks])
-    ax.invert_yaxis()
     ax.set_xlabel(f"Time since the start of step {skip + 1} (s)")
     what = "orange = waiting for data, green = compute" if split else "alternating shades = consecutive steps"
     ax.set_title(f"{run.name}: steps {skip + 1}-{skip + drawn} per rank ({what})", fontsize=10)
