@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from trainsweep.logs.model import RunTimings
 from trainsweep.plots import figure_png
@@ -45,6 +45,8 @@ def step_times_figure(run: RunTimings) -> Figure:
         )
     if positive:
         ax.set_yscale("log")
+        # Plain numbers ("0.1", "10"): easier to read than 10^-1 and no mathtext layout per label.
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, which="major", alpha=0.3)
