@@ -92,7 +92,8 @@ class LocalPipBundling:
     def __init__(self, name: str):
         self.name = name
 
-    def try_bundle(self, output_dir: str, **_options: object) -> bool:
+    def try_bundle(self, output_dir: str, *_options: object, **_keywords: object) -> bool:
+        # jsii passes the BundlingOptions positionally; nothing in them changes a local build.
         build_asset(self.name, Path(output_dir))
         return True
 

@@ -184,22 +184,36 @@ def test_four_handler_functions_know_their_source_folder_and_the_bucket(template
     assert sorted(names) == ["aggregate_sweep", "export_log", "parse_run", "plan_sweep"]
 
 
-def test_only_the_aggregate_function_carries_pandas_and_only_plotting_ones_matplotlib():
+def test_only_the_plotting_functions_carry_matplotlib_and_none_carries_pandas_or_scipy():
     def requirements(name: str) -> set[str]:
         lines = (ROOT / "lambdas" / name / "requirements.txt").read_text().splitlines()
         return {ln.split("==")[0].strip().lower() for ln in lines if ln.strip() and not ln.startswith("#")}
 
-    assert "pandas" in requirements("aggregate_sweep")
-    for name in ("plan_sweep", "parse_run", "export_log"):
-        assert "pandas" not in requirements(name), name
     for name in ("plan_sweep", "export_log"):
-        assert not requirements(name) & {"matplotlib", "numpy", "scipy"}, name
+        assert not requirements(name) & {"matplotlib", "numpy", "pandas", "scipy"}, name
+    for name in ("parse_run", "aggregate_sweep"):  # e<N>.png, report plots
+        assert {"matplotlib", "numpy"} <= requirements(name), name
+        assert not requirements(name) & {"pandas", "scipy"}, name
     for name in ("plan_sweep", "parse_run", "export_log", "aggregate_sweep"):
         assert all(
             "==" in ln
             for ln in (ROOT / "lambdas" / name / "requirements.txt").read_text().splitlines()
             if ln.strip() and not ln.startswith("#")
         ), f"{name}: pin every requirement"
+
+
+def test_the_core_the_functions_import_needs_neither_pandas_nor_scipy():
+    used = set()
+    for p in (ROOT / "trainsweep").rglob("*.py"):
+        if p.relative_to(ROOT / "trainsweep").parts[0] in ("cli", "local"):
+            continue
+        for line in p.read_text().splitlines():
+            words = line.strip().split()
+            if len(words) >= 2 and words[0] in ("import", "from"):
+                used.add(words[1].split(".")[0])
+    assert not used & {"pandas", "scipy"}, (
+        "add them to the functions that need them (lambdas/*/requirements.txt)"
+    )
 
 
 # ---- notifications and outputs ---------------------------------------------------------------------
