@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,13 @@ def test_pagination_stops_when_the_token_repeats_or_a_page_is_empty():
 # ---- AggregateSweep -----------------------------------------------------------------------------
 
 
-def test_aggregate_writes_the_sweep_artefacts_and_every_cells_status(s3, handler, context, real_data):
+def test_aggregate_writes_the_sweep_artefacts_and_every_cells_status(
+    s3, handler, context, real_data, monkeypatch
+):
+    # The functions' assets carry neither pandas nor scipy (lambdas/*/requirements.txt): prove the
+    # parse and aggregate paths run without them.
+    for module in ("pandas", "scipy"):
+        monkeypatch.setitem(sys.modules, module, None)
     sweep = "demo-1"
     plan = handler("plan_sweep")(
         {

@@ -202,20 +202,6 @@ def test_only_the_plotting_functions_carry_matplotlib_and_none_carries_pandas_or
         ), f"{name}: pin every requirement"
 
 
-def test_the_core_the_functions_import_needs_neither_pandas_nor_scipy():
-    used = set()
-    for p in (ROOT / "trainsweep").rglob("*.py"):
-        if p.relative_to(ROOT / "trainsweep").parts[0] in ("cli", "local"):
-            continue
-        for line in p.read_text().splitlines():
-            words = line.strip().split()
-            if len(words) >= 2 and words[0] in ("import", "from"):
-                used.add(words[1].split(".")[0])
-    assert not used & {"pandas", "scipy"}, (
-        "add them to the functions that need them (lambdas/*/requirements.txt)"
-    )
-
-
 # ---- notifications and outputs ---------------------------------------------------------------------
 
 
