@@ -37,5 +37,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     s3io.put_json(s3, config.bucket, layout.spec_key(plan.sweep_id), plan.spec.to_dict())
     s3io.put_bytes(s3, config.bucket, layout.jobs_key(plan.sweep_id), plan.jobs_json())
     cloud_types = [t for t in plan.spec.instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
-    quotas = training_instance_quotas(boto3.client("service-quotas"), cloud_types) if cloud_types else {}
+    quotas = (
+        training_instance_quotas(boto3.client("service-quotas"), cloud_types, spot=plan.spec.spot)
+        if cloud_types
+        else {}
+    )
     return state_input(plan.to_state_input(), quotas)

@@ -90,6 +90,9 @@ def test_quotas_are_read_across_pages_and_unreadable_means_unknown():
     ]
     got = quotas.training_instance_quotas(_Quotas(pages), ["ml.p3.2xlarge", "ml.g4dn.xlarge", "ml.p2.xlarge"])
     assert got == {"ml.p3.2xlarge": 2, "ml.g4dn.xlarge": 0, "ml.p2.xlarge": None}
+    spot = quotas.training_instance_quotas(_Quotas(pages), ["ml.p3.2xlarge"], spot=True)
+    assert spot == {"ml.p3.2xlarge": None}, "spot sweeps read the spot quotas, which these pages lack"
+    assert quotas.quota_name("ml.p3.2xlarge", spot=True) == "ml.p3.2xlarge for spot training job usage"
     denied = quotas.training_instance_quotas(_Quotas(PermissionError("denied")), ["ml.p3.2xlarge"])
     assert denied == {"ml.p3.2xlarge": None}
 

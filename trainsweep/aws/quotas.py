@@ -10,18 +10,20 @@ LOG = logging.getLogger(__name__)
 SERVICE_CODE = "sagemaker"
 
 
-def quota_name(instance_type: str) -> str:
-    """The Service Quotas name of the training quota of an instance type."""
-    return f"{instance_type} for training job usage"
+def quota_name(instance_type: str, *, spot: bool = False) -> str:
+    """The Service Quotas name of the (spot) training quota of an instance type."""
+    return f"{instance_type} for {'spot ' if spot else ''}training job usage"
 
 
-def training_instance_quotas(client: Any, instance_types: Iterable[str]) -> dict[str, int | None]:
+def training_instance_quotas(
+    client: Any, instance_types: Iterable[str], *, spot: bool = False
+) -> dict[str, int | None]:
     """Instances of each type the account may use for training at once; None where unreadable.
 
     Unreadable (no permission, API not available, quota not listed) is not an error: the sweep runs
     with the spec's concurrency and SageMaker's ResourceLimitExceeded is retried.
     """
-    wanted = {quota_name(t): t for t in instance_types}
+    wanted = {quota_name(t, spot=spot): t for t in instance_types}
     found: dict[str, int | None] = {t: None for t in wanted.values()}
     if not wanted:
         return found
