@@ -19,7 +19,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainsweep.logs.cloudml import ACCURACY_AFTER_EPOCH_TIME
 from trainsweep.logs.model import Epoch, RunTimings
+
+__all__ = [
+    "ACCURACY_AFTER_EPOCH_TIME",
+    "MISSING",
+    "dumps_seed_json",
+    "format_seed_summary",
+    "seed_json",
+    "seed_summary",
+]
 
 MISSING = -1.0
 """The original scripts' value for a scalar the log did not contain."""
@@ -33,19 +43,14 @@ OUTSTANDING_FACTOR = 1.2
 _EPOCH_KEYS_ACCURACY_FIRST = ("validation_accuracy", "validation_time", "epoch_time")
 _EPOCH_KEYS_ACCURACY_LAST = ("validation_time", "epoch_time", "validation_accuracy")
 
-# RunTimings.extra key a parser may set to say where the accuracy line sat relative to "Epoch time:".
-ACCURACY_AFTER_EPOCH_TIME = "cloudml.accuracy_after_epoch_time"
-
 
 def _scalar(x: float | None) -> float:
     return x if x is not None and math.isfinite(x) else MISSING
 
 
 def _accuracy_after_epoch_time(run: RunTimings) -> bool:
-    flag = run.extra.get(ACCURACY_AFTER_EPOCH_TIME)
-    if flag is not None:
-        return bool(flag)
-    return "tfkeras" in run.dialect.replace(".", "").replace("-", "").replace("_", "").lower()
+    """The parser says whether the log printed the accuracy after ``Epoch time:`` (tf.keras)."""
+    return bool(run.extra.get(ACCURACY_AFTER_EPOCH_TIME, False))
 
 
 def _step_keys(epoch: Epoch) -> list[str]:
@@ -67,7 +72,10 @@ def seed_json(run: RunTimings) -> dict[str, Any]:
     total = run.total_s if run.total_s is not None and math.isfinite(run.total_s) else run.fit_s
     order = _EPOCH_KEYS_ACCURACY_LAST if _accuracy_after_epoch_time(run) else _EPOCH_KEYS_ACCURACY_FIRST
     epochs: dict[str, Any] = {}
-    for epoch in run.epochs:
+    indexes = [e.index for e in run.epochs]
+    if len(set(indexes)) != len(indexes):  # e.g. a training restarted in the same log: keep every epoch
+        indexes = list(range(1, len(indexes) + 1))
+    for index, epoch in zip(indexes, run.epochs, strict=True):
         values = {
             "validation_accuracy": epoch.validation_accuracy,
             "validation_time": _scalar(epoch.validation_s),
@@ -80,7 +88,7 @@ def seed_json(run: RunTimings) -> dict[str, Any]:
             if key == "validation_accuracy" and (value is None or not math.isfinite(value)):
                 continue
             entry[key] = value
-        epochs[str(epoch.index)] = entry
+        epochs[str(index)] = entry
     return {
         "init": _scalar(run.init_s),
         "total_training": _scalar(total),

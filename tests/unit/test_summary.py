@@ -139,6 +139,14 @@ def test_repeated_step_numbers_do_not_lose_steps() -> None:
     assert list(seed_json(run)["epochs"]["1"]["steps"].values()) == [0.5, 0.2, 0.2]
 
 
+def test_repeated_epoch_numbers_do_not_lose_epochs() -> None:
+    run = make_run([[0.5], [0.2], [0.3]])
+    run.epochs[2].index = 2  # a restarted training in the same log
+    data = seed_json(run)
+    assert list(data["epochs"]) == ["1", "2", "3"]
+    assert data["epochs"]["3"]["steps"] == {"1": 0.3}
+
+
 def test_non_finite_step_times_are_left_out_of_the_json() -> None:
     run = make_run([[0.5, float("nan"), 0.2]])
     text = dumps_seed_json(seed_json(run))
