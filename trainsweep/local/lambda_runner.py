@@ -139,7 +139,9 @@ def wait_idle(timeout: float = 60.0) -> bool:
 
 def _is_s3_notification(event: Any) -> bool:
     records = event.get("Records") if isinstance(event, dict) else None
-    return bool(records) and all(isinstance(r, dict) and r.get("eventSource") == "aws:s3" for r in records)
+    if not isinstance(records, list) or not records:
+        return False
+    return all(isinstance(r, dict) and r.get("eventSource") == "aws:s3" for r in records)
 
 
 def invoke_function(function: Any, event: Any) -> tuple[str, bool, str]:

@@ -127,7 +127,10 @@ def _handler_class() -> type:
             # WaitForTaskToken is listed because moto's callback machinery assumes its endpoint exists
             # (it calls ``interrupt_all`` on it after every integration pattern).
             super().__init__(
-                supported_integration_patterns={ResourceCondition.Sync, ResourceCondition.WaitForTaskToken}
+                supported_integration_patterns={
+                    ResourceCondition.Sync,  # type: ignore[arg-type]  # moto types its enum values as str
+                    ResourceCondition.WaitForTaskToken,  # type: ignore[arg-type]
+                }
             )
 
         def _get_supported_parameters(self) -> set[str] | None:
@@ -140,7 +143,7 @@ def _handler_class() -> type:
                 env=env,
                 error_name=CustomErrorName(error),
                 event_type=HistoryEventType.TaskFailed,
-                event_details=EventDetails(
+                event_details=EventDetails(  # type: ignore[typeddict-item]  # moto's total=True TypedDict
                     taskFailedEventDetails=TaskFailedEventDetails(
                         error=error,
                         cause=cause,
@@ -210,7 +213,7 @@ def _handler_class() -> type:
                             env=env,
                             error_name=StatesErrorName(typ=StatesErrorNameType.StatesTaskFailed),
                             event_type=HistoryEventType.TaskFailed,
-                            event_details=EventDetails(
+                            event_details=EventDetails(  # type: ignore[typeddict-item]  # moto's total=True TypedDict
                                 taskFailedEventDetails=TaskFailedEventDetails(
                                     resource=self._get_sfn_resource(),
                                     resourceType=self._get_sfn_resource_type(),
