@@ -62,3 +62,12 @@ def test_one_gpu_or_the_cpu_runs_the_worker_directly(tmp_path, monkeypatch):
     sup = Supervisor(Paths(tmp_path))
     cmd = sup.worker_command(parse_config(HYPER, Paths(tmp_path)), Path("c.json"), 0)
     assert cmd[:3] == [sys.executable, "-m", "trainsweep.training.worker"]
+
+
+def test_only_the_first_host_uploads_the_log(tmp_path, monkeypatch):
+    cfg = parse_config({**HYPER, "trainsweep-log-bucket": "logs-bucket"}, Paths(tmp_path))
+    monkeypatch.setenv("SM_HOSTS", '["algo-1", "algo-2"]')
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-1")
+    assert Supervisor(Paths(tmp_path)).upload_bucket(cfg) == "logs-bucket"
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-2")
+    assert Supervisor(Paths(tmp_path)).upload_bucket(cfg) is None

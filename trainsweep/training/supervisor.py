@@ -159,6 +159,12 @@ class Supervisor:
 
     # ---- the job -----------------------------------------------------------------------------
 
+    def upload_bucket(self, cfg: JobConfig) -> str | None:
+        """The log bucket on the first host; None on the others (one log per run name: theirs would
+        overwrite it, and it holds rank 0's epoch lines)."""
+        all_hosts, current = hosts(self.paths)
+        return cfg.log_bucket if current == all_hosts[0] else None
+
     def bad_input(self, raw: dict[str, str], names: list[str], reason: str) -> int:
         for name in names:
             self.append_failure(name, reason, "error")
@@ -183,7 +189,10 @@ class Supervisor:
         except JobConfigError as e:
             return self.bad_input(raw, names, str(e))
         uploader = LogUploader(
-            bucket=cfg.log_bucket, prefix=cfg.log_prefix, logs_dir=paths.logs, period_s=cfg.log_upload_s
+            bucket=self.upload_bucket(cfg),
+            prefix=cfg.log_prefix,
+            logs_dir=paths.logs,
+            period_s=cfg.log_upload_s,
         )
         uploader.start()
         results: list[CellResult] = []
