@@ -75,7 +75,7 @@ def main() -> None:
     with EmbeddedAws(notification_workers=args.workers) as aws:
         stack = aws.deploy()
         t_ready = time.perf_counter() - t0
-        bucket = stack.output("BucketName", "Bucket")
+        bucket = stack.output("BucketName")
         s3 = aws.client("s3")
 
         t1 = time.perf_counter()

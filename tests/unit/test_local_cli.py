@@ -196,3 +196,10 @@ def test_doctor_without_credentials_says_local_mode_still_works(monkeypatch: pyt
     checks = {c.name: c for c in doctor.check_aws(NoCreds(), "Trainsweep")}
     assert checks["AWS credentials"].level == "warn"
     assert "--local does not" in checks["AWS credentials"].detail
+
+
+def test_the_default_stack_is_the_one_the_cdk_app_deploys() -> None:
+    from trainsweep.aws import outputs
+    from trainsweep.cli import sweep
+
+    assert sweep.DEFAULT_STACK == outputs.STACK_NAME

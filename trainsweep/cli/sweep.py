@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-DEFAULT_STACK = "Trainsweep"
+DEFAULT_STACK = "Trainsweep"  # == trainsweep.aws.outputs.STACK_NAME (CLI modules import only typer/rich)
 DEFAULT_RESULTS = Path("trainsweep-results")
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -143,9 +143,11 @@ def _stack(session: Any, stack: str) -> tuple[str, str]:
     from trainsweep.aws import sweeps
 
     outputs = sweeps.stack_outputs(session.client("cloudformation"), stack)
+    from trainsweep.aws import outputs as names
+
     return (
-        sweeps.pick_output(outputs, "BucketName", "Bucket"),
-        sweeps.pick_output(outputs, "StateMachineArn", "StateMachine"),
+        sweeps.pick_output(outputs, names.BUCKET_NAME),
+        sweeps.pick_output(outputs, names.STATE_MACHINE_ARN),
     )
 
 

@@ -199,13 +199,17 @@ class EmbeddedAws:
             config=Config(retries={"max_attempts": 2, "mode": "standard"}),
         )
 
-    def deploy(self, *, stack_name: str | None = None, root: Path | None = None) -> Any:
-        """Synthesize the project's CDK app and create its stack here; returns a :class:`DeployedStack`."""
+    def deploy(
+        self, *, stack_name: str | None = None, root: Path | None = None, assembly: Path | None = None
+    ) -> Any:
+        """Create the project's stack here (synthesized now unless ``assembly`` is given); returns a
+        :class:`~trainsweep.local.deploy.DeployedStack`."""
         from trainsweep.local.deploy import PROJECT_ROOT, read_stacks, synthesize
 
-        t0 = time.perf_counter()
-        assembly = synthesize(root or PROJECT_ROOT, region=self.region)
-        self.timings["synth"] = time.perf_counter() - t0
+        if assembly is None:
+            t0 = time.perf_counter()
+            assembly = synthesize(root or PROJECT_ROOT, region=self.region)
+            self.timings["synth"] = time.perf_counter() - t0
         stacks = read_stacks(assembly)
         if stack_name:
             stacks = [s for s in stacks if s.name == stack_name] or stacks[:1]

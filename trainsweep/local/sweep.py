@@ -11,6 +11,7 @@ and whatever results exist are downloaded before the interrupt propagates.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,6 +72,36 @@ def upload_data(s3: Any, bucket: str, sweep_id: str, uri: str) -> str:
     return f"s3://{bucket}/{prefix}"
 
 
+class _Synth:
+    """``synthesize`` in a background thread; :meth:`result` waits for it (and re-raises its error)."""
+
+    def __init__(self, root: Path | None) -> None:
+        from trainsweep.local.deploy import PROJECT_ROOT, synthesize
+
+        self.waited = 0.0
+        self._out: list[Any] = []
+        self._thread = threading.Thread(
+            target=lambda: self._out.append(_capture(synthesize, root or PROJECT_ROOT)), daemon=True
+        )
+        self._thread.start()
+
+    def result(self) -> Path:
+        t0 = time.perf_counter()
+        self._thread.join()
+        self.waited = time.perf_counter() - t0
+        ok, value = self._out[0]
+        if not ok:
+            raise value
+        return Path(value)
+
+
+def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
+    try:
+        return True, fn(*args)
+    except Exception as exc:
+        return False, exc
+
+
 def run_local_sweep(
     spec_source: Any,
     *,
@@ -86,6 +117,7 @@ def run_local_sweep(
     project_root: Path | None = None,
 ) -> LocalRunResult:
     """Run (or resume) a sweep locally and download its results; see the module docstring."""
+    from trainsweep.aws import outputs as output_names
     from trainsweep.aws import sweeps
     from trainsweep.local.executor import gpu_available
     from trainsweep.local.server import EmbeddedAws
@@ -107,12 +139,16 @@ def run_local_sweep(
     result = LocalRunResult(sweep_id, dest, None, None)
     bucket: str | None = None
     aws = EmbeddedAws(entry_point=entry_point, stop_grace_s=stop_grace_s, has_gpu=has_gpu, job_env=job_env)
+    # Synthesis (a Node.js subprocess) overlaps the server's start.
+    synth = _Synth(project_root)
     try:
         aws.start()
-        stack = aws.deploy(root=project_root)
+        assembly = synth.result()
+        stack = aws.deploy(assembly=assembly)
         result.timings.update(aws.timings)
-        bucket = stack.output("BucketName", "Bucket")
-        machine = stack.output("StateMachineArn", "StateMachine")
+        result.timings["synth_wait"] = synth.waited
+        bucket = stack.output(output_names.BUCKET_NAME)
+        machine = stack.output(output_names.STATE_MACHINE_ARN)
         s3, sfn, sm = aws.client("s3"), aws.client("stepfunctions"), aws.client("sagemaker")
         spec_dict = spec.to_dict()
         if spec.data and spec.data.startswith("file://"):
