@@ -200,7 +200,8 @@ def test_import_exits_0_and_lists_the_problems_when_some_files_are_bad(
     )
     assert result.exit_code == 0, result.output
     assert "log files processed" in result.stdout
-    assert "Problems" in result.stdout and "result-p2-8-512-e2.txt" in result.stdout
+    assert "Problems by kind" in result.stdout
+    assert "Errors" in result.stdout and "result-p2-8-512-e2.txt" in result.stdout
     assert (out / "execution-times/p2-8/512/e1.json").is_file()
     assert json.loads((out / "quality.json").read_text())["summary"]["files"] == 2
 

@@ -195,18 +195,31 @@ def _print_import_report(result: Any, out: Path) -> None:
     console.print(counts)
     rows = list(iter_problem_rows(result))
     if rows:
-        problems = Table(title="Problems", title_justify="left")
-        for name in ("file", "severity", "code", "what"):
-            problems.add_column(name, overflow="fold")
-        for path, severity, code, message in rows[:PROBLEM_ROWS_SHOWN]:
+        # One line per kind of problem (thousands of logs share a few kinds), then every error in full.
+        kinds: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for path, severity, code, message in rows:
+            kinds.setdefault((severity, code), []).append((path, message))
+        by_kind = Table(title="Problems by kind", title_justify="left")
+        for name, justify in (("severity", "left"), ("code", "left"), ("files", "right"), ("first", "left")):
+            by_kind.add_column(name, overflow="fold", justify=justify)  # type: ignore[arg-type]
+        for (severity, code), hits in sorted(kinds.items(), key=lambda kv: (kv[0][0] != "error", kv[0][1])):
             style = "red" if severity == "error" else "yellow"
-            problems.add_row(path, f"[{style}]{severity}[/]", code, message)
-        console.print(problems)
-        if len(rows) > PROBLEM_ROWS_SHOWN:
-            console.print(f"... and {len(rows) - PROBLEM_ROWS_SHOWN} more problems: see {out}/quality.json")
+            path, message = hits[0]
+            by_kind.add_row(f"[{style}]{severity}[/]", code, str(len(hits)), f"{path}: {message}")
+        console.print(by_kind)
+        errors = [r for r in rows if r[1] == "error"]
+        if errors:
+            table = Table(title="Errors", title_justify="left")
+            for name in ("file", "code", "what"):
+                table.add_column(name, overflow="fold")
+            for path, _severity, code, message in errors[:PROBLEM_ROWS_SHOWN]:
+                table.add_row(path, code, message)
+            console.print(table)
+            if len(errors) > PROBLEM_ROWS_SHOWN:
+                console.print(f"... and {len(errors) - PROBLEM_ROWS_SHOWN} more errors")
     for note in result.quality.get("notes", []):
         console.print(f"[dim]note: {note}[/]")
-    console.print(f"Results in {out}; quality report: {out / 'quality.json'}")
+    console.print(f"Results in {out}; every problem, file by file: {out / 'quality.json'}")
 
 
 def register(app: typer.Typer) -> None:
