@@ -272,3 +272,40 @@ def test_close_releases_the_port_and_restores_moto(make_aws, stack_artifact) -> 
 
     assert default_user_config["stepfunctions"]["execute_state_machine"] is False
     assert not [t for t in threading.enumerate() if t.name.startswith(("s3-notify", "job-"))]
+
+
+class Flaky(Recorder):
+    """Fails its first ``failures`` invocations (AWS retries asynchronous invocations twice)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.calls = 0
+
+    def handler(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RuntimeError("transient")
+        return super().handler(event, context)
+
+
+def test_a_failed_notification_is_retried_until_it_succeeds(make_aws, stack_artifact) -> None:
+    flaky = Flaky(failures=1)
+    aws = make_aws(flaky)
+    stack = aws.deploy_template(stack_artifact)
+    aws.client("s3").put_object(Bucket=stack.output("BucketName"), Key="logs/a.log", Body=b"x")
+    assert aws.notifications.drain(30)
+    assert flaky.calls == 2
+    assert [unquote_plus(k) for k in flaky.keys] == ["logs/a.log"]
+    assert (aws.notifications.stats.retried, aws.notifications.stats.delivered) == (1, 1)
+
+
+def test_a_notification_that_keeps_failing_is_counted_after_two_retries(make_aws, stack_artifact) -> None:
+    flaky = Flaky(failures=10)
+    aws = make_aws(flaky)
+    stack = aws.deploy_template(stack_artifact)
+    aws.client("s3").put_object(Bucket=stack.output("BucketName"), Key="logs/b.log", Body=b"x")
+    assert aws.notifications.drain(30)
+    assert flaky.calls == 3
+    assert aws.notifications.stats.failed == 1
+    assert aws.notifications.errors
