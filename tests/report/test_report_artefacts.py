@@ -220,3 +220,17 @@ def test_quality_findings_and_parser_problems_are_listed(fcn_runs):
     )
     codes = [(w["source"], w["code"]) for w in a.warnings]
     assert ("import", "duplicate") in codes and ("parser", "steps-per-epoch") in codes
+
+
+def test_without_a_spec_cells_mixing_5_and_30_epoch_runs_compare_at_the_common_count(fcn_runs):
+    runs = [copy.deepcopy(r) for r in fcn_runs if r.computing_system == "p3-1" and r.batch_size == 256]
+    long = runs[0]
+    for i in range(6, 31):  # extend one run to 30 epochs (copies of its epoch 5)
+        e = copy.deepcopy(long.epochs[4])
+        e.index = i
+        long.epochs.append(e)
+    long.header.epochs = 30
+    a = analyse(runs)
+    assert a.epochs == 5
+    (row,) = a.rows
+    assert row.time_to_train_std_s < 1.0  # all three runs are compared over 5 epochs

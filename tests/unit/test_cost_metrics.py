@@ -182,3 +182,14 @@ def test_an_unknown_vmtype_keeps_its_name_and_gets_no_price():
     (row,) = metrics.aggregate([metrics.run_metrics(_run(vm="x9-1"))])
     assert row.instance_type == "x9-1" and row.usd_per_hour is None
     assert row.cost_to_train_usd is None and "no price for x9-1" in row.notes
+
+
+def test_a_run_longer_than_asked_contributes_its_first_epochs():
+    m = metrics.run_metrics(_run(fit_s=8.6), epochs=2)
+    assert m.time_to_train_s == pytest.approx(6.0 + 1.3)
+
+
+def test_known_bill_of_a_run_with_other_epochs_is_not_used():
+    job = {"run_name": "r", "status": "Completed", "billable_s": 500}
+    m = metrics.run_metrics(_run(), epochs=2, job=job)
+    assert m.billable_source == "model"

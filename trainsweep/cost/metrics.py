@@ -220,9 +220,13 @@ def run_metrics(
         measured = [t for t in (_epoch_time(e) for e in eps) if t is not None]
         m.training_s = run.fit_s if run.fit_s and math.isfinite(run.fit_s) else (sum(measured) or None)
     target = epochs or run.header.epochs or m.epochs_measured or None
-    if target and m.training_s is not None and m.epochs_measured >= target:
+    if target and m.training_s is not None and m.epochs_measured == target:
         m.time_to_train_s = m.training_s
-    elif target and m.first_epoch_s is not None and m.epoch_s is not None:
+    elif target and m.epochs_measured > target:
+        # A longer run than asked for: its first ``target`` epochs as measured.
+        firsts = [_epoch_time(e) for e in eps[:target]]
+        m.time_to_train_s = sum(t for t in firsts if t is not None) if None not in firsts else None
+    if m.time_to_train_s is None and target and m.first_epoch_s is not None and m.epoch_s is not None:
         m.time_to_train_s = m.first_epoch_s + (target - 1) * m.epoch_s
     if m.batch_size and m.step_s:
         m.samples_per_s = m.batch_size / m.step_s
@@ -233,7 +237,7 @@ def run_metrics(
             "TrainingTimeInSeconds": (job or {}).get("training_s"),
         }
     )
-    ran_all = not target or m.epochs_measured >= target
+    ran_all = not target or m.epochs_measured == target
     if known["billable_s"] is not None and ran_all:
         m.billable_s, m.billable_source = known["billable_s"], "DescribeTrainingJob"
         m.spot_savings_share = known["spot_savings_share"]

@@ -144,6 +144,19 @@ def copies_to_drop(groups: Sequence[Sequence[str]], runs: Mapping[str, RunTiming
     return out
 
 
+def common_epochs(runs: Sequence[RunTimings]) -> int | None:
+    """The epochs to compare configurations at when no spec says: the most common requested (or, when
+    the header does not say, measured) epoch count among the runs; ties go to the larger count."""
+    counts: dict[int, int] = {}
+    for r in runs:
+        n = r.header.epochs or sum(1 for e in r.epochs if e.steps or e.epoch_s)
+        if n:
+            counts[n] = counts.get(n, 0) + 1
+    if not counts:
+        return None
+    return max(counts, key=lambda n: (counts[n], n))
+
+
 def analyse(
     runs: Sequence[RunTimings],
     *,
@@ -163,6 +176,8 @@ def analyse(
         epochs = (spec_d.get("workload") or {}).get("epochs")
         instance_count = int(spec_d.get("instance_count") or 1)
         region = spec_d.get("region") or region
+    if epochs is None:
+        epochs = common_epochs(runs)
     jobs = list(jobs or [])
     by_name = {k: j for j in jobs if (k := _job_key(j))}
     runs = list(runs)

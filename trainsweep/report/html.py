@@ -271,7 +271,9 @@ def _runs(a: SweepAnalysis) -> str:
 
 
 def _method(a: SweepAnalysis) -> str:
-    epochs = a.epochs if a.epochs is not None else "as many as each log shows (or its header states)"
+    epochs = a.epochs if a.epochs is not None else "as many as each log shows"
+    if a.epochs is not None and not (a.spec or {}).get("workload"):
+        epochs = f"{a.epochs} (the most common epoch count of the runs; no spec says otherwise)"
     items = [
         (
             "Steady step time",
@@ -286,8 +288,8 @@ def _method(a: SweepAnalysis) -> str:
         ),
         (
             "Time to train",
-            f"The training loop for {epochs} epochs: measured when the run did them all, else "
-            "epoch 1 + (epochs - 1) x epoch time.",
+            f"The training loop for {epochs} epochs: measured when the run did exactly that many (a "
+            "longer run: its first epochs), else epoch 1 + (epochs - 1) x epoch time.",
         ),
         (
             "Billable time",
