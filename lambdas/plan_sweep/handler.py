@@ -3,7 +3,8 @@
 Input: the spec itself, or ``{"spec": ..., "sweep_id": ...}`` (the CLI names its sweeps). Output: the
 plan's state input with jobs grouped by instance type and capped by the account's quotas
 (``trainsweep.aws.workflow``). A bad spec, an over-budget sweep or a zero quota raises
-``SpecError``/``BudgetExceededError``/``QuotaError``: the state machine fails with that message.
+``SpecError``/``BudgetExceededError``/``QuotaError``/``SweepTooLargeError``: the state machine fails
+with that message, and nothing is written.
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     spec, sweep_id = (raw["spec"], raw.get("sweep_id")) if wrapped else (raw, None)
     plan = plan_sweep(spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket)
 
-    s3 = boto3.client("s3")
-    s3io.put_json(s3, config.bucket, layout.spec_key(plan.sweep_id), plan.spec.to_dict())
-    s3io.put_bytes(s3, config.bucket, layout.jobs_key(plan.sweep_id), plan.jobs_json())
     cloud_types = [t for t in plan.spec.instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
     quotas = (
         training_instance_quotas(boto3.client("service-quotas"), cloud_types, spot=plan.spec.spot)
         if cloud_types
         else {}
     )
-    return state_input(plan.to_state_input(), quotas)
+    state = state_input(plan.to_state_input(), quotas)  # raises before anything is written
+
+    s3 = boto3.client("s3")
+    s3io.put_json(s3, config.bucket, layout.spec_key(plan.sweep_id), plan.spec.to_dict())
+    s3io.put_bytes(s3, config.bucket, layout.jobs_key(plan.sweep_id), plan.jobs_json())
+    return state

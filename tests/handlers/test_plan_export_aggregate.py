@@ -14,7 +14,7 @@ from handler_helpers import BUCKET, s3_event
 
 from trainsweep import layout
 from trainsweep.aws import cloudwatch, quotas
-from trainsweep.aws.workflow import QuotaError, group_jobs
+from trainsweep.aws.workflow import QuotaError, SweepTooLargeError, group_jobs
 from trainsweep.errors import BudgetExceededError, SpecError
 
 SPEC: dict[str, Any] = {
@@ -71,6 +71,16 @@ def test_quotas_cap_each_type_and_a_zero_quota_fails_fast():
     # fewer concurrent jobs than types: the groups that run together stay within the total
     groups, outer = group_jobs(jobs, 1, {})
     assert outer == 1 and all(g["max_concurrency"] == 1 for g in groups)
+
+
+def test_a_sweep_too_large_for_the_workflow_state_fails_fast(s3, handler, context):
+    big = {**SPEC, "instance_types": ["ml.p3.2xlarge", "ml.g4dn.xlarge", "ml.g5.xlarge"], "repetitions": 50}
+    big["batch_sizes"] = [32, 64, 128, 256]
+    with pytest.raises(SweepTooLargeError, match="split the grid"):
+        handler("plan_sweep")({"input": {"spec": big, "sweep_id": "big"}}, context)
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="sweeps/big/")
+    ok = handler("plan_sweep")({"input": {"spec": {**big, "repetitions": 10}, "sweep_id": "ok"}}, context)
+    assert ok["job_count"] == 120
 
 
 class _Quotas:

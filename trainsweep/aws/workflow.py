@@ -7,6 +7,7 @@ the same time add up to at most the spec's ``max_concurrency``. Pure functions, 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,17 @@ from trainsweep.errors import TrainsweepError
 
 class QuotaError(TrainsweepError):
     """The account may not run any training instance of a type the sweep needs."""
+
+
+class SweepTooLargeError(TrainsweepError):
+    """The sweep's jobs and results would not fit in one Step Functions state."""
+
+
+# Step Functions passes at most 256 KiB between states. After the Map, the state holds the plan and one
+# status record per cell; keep a margin for the spec and the summary.
+STATE_LIMIT_BYTES = 256 * 1024
+STATE_MARGIN_BYTES = 16 * 1024
+CELL_RECORD_BYTES = 400
 
 
 def group_jobs(
@@ -73,4 +85,12 @@ def state_input(
     out["job_count"] = sum(len(g["jobs"]) for g in groups)
     out["groups"] = groups
     out["group_concurrency"] = group_concurrency
+    cells = sum(len(j["run_names"]) for g in groups for j in g["jobs"])
+    needed = len(json.dumps(out)) + cells * CELL_RECORD_BYTES + STATE_MARGIN_BYTES
+    if needed > STATE_LIMIT_BYTES:
+        raise SweepTooLargeError(
+            f"this sweep ({out['job_count']} jobs, {cells} cells) needs about {needed // 1024} KiB of "
+            f"workflow state, more than Step Functions' {STATE_LIMIT_BYTES // 1024} KiB: split the grid into "
+            "several sweeps (fewer instance types, batch sizes or repetitions each)"
+        )
     return out
