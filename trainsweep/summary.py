@@ -155,7 +155,14 @@ class _Lines:
 
 
 def _div(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b is not None and b != 0 else None
+    """a / b, or None when it is not a finite number (missing operand, zero or tiny divisor)."""
+    if a is None or b is None or b == 0:
+        return None
+    try:
+        q = a / b
+    except OverflowError:
+        return None
+    return q if math.isfinite(q) else None
 
 
 def format_seed_summary(data: Mapping[str, Any], *, original: bool = False) -> str:
@@ -210,6 +217,7 @@ def format_seed_summary(data: Mapping[str, Any], *, original: bool = False) -> s
         _Step(str(ek), str(sk), float(sv))
         for ek, e in epochs.items()
         for sk, sv in (e.get("steps") or {}).items()
+        if original or math.isfinite(float(sv))
     ]
     n_steps = len(steps)
     steps_total = _total(s.seconds for s in steps) if steps else None
@@ -229,10 +237,11 @@ def format_seed_summary(data: Mapping[str, Any], *, original: bool = False) -> s
     out.add(f"  Outstanding step times: > {OUTSTANDING_FACTOR}x the average time")
     if average is not None:
         for s in steps:
-            if s.seconds > OUTSTANDING_FACTOR * average and average != 0:
+            times = _div(s.seconds, average)
+            if s.seconds > OUTSTANDING_FACTOR * average and times is not None:
                 out.add(
                     f"    - Epoch({s.epoch}) Step({s.step}) Time({s.seconds:.3f})"
-                    f" - {s.seconds / average:.2f} times larger than average"
+                    f" - {times:.2f} times larger than average"
                 )
 
     head = None if validations_total is None or first is None else validations_total + first
@@ -258,10 +267,10 @@ def _estimator_line(label: str, sample: Sequence[float], n_steps: int, rest: flo
         return f"  - {label}: n/a - Estimated time: n/a - Error: n/a %"
     mean = statistics.mean(sample)
     estimate = mean * (n_steps - 1)
-    if rest == 0:
+    error = _div(abs(estimate - rest), rest)
+    if error is None:
         return f"  - {label}: {mean:f} - Estimated time: {estimate:f} - Error: n/a %"
-    error = abs(estimate - rest) / rest * 100
-    return f"  - {label}: {mean:f} - Estimated time: {estimate:f} - Error: {error:.2f} %"
+    return f"  - {label}: {mean:f} - Estimated time: {estimate:f} - Error: {error * 100:.2f} %"
 
 
 def seed_summary(run: RunTimings) -> str:

@@ -8,6 +8,8 @@ from array import array
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.summary import (
@@ -213,6 +215,16 @@ def test_original_mode_keeps_the_original_arithmetic_on_missing_values(two_epoch
     assert lines[i + 1] == " - -20.00 % of the total training time."
 
 
+def test_non_finite_values_in_a_seed_json_are_left_out_of_the_statistics() -> None:
+    data = seed_json(make_run([[2.0, 0.1, 0.1]], validation=[0.5], epoch_s=[3.0], total_s=4.0))
+    data["epochs"]["1"]["steps"]["4"] = float("nan")
+    data["epochs"]["1"]["validation_time"] = float("inf")
+    text = format_seed_summary(data)
+    assert "  Number of steps: 3.000000" in text
+    assert "  Total time spent on validations: n/a" in text
+    assert "nan" not in text and "inf" not in text
+
+
 @pytest.mark.parametrize(
     "run",
     [
@@ -228,3 +240,43 @@ def test_degenerate_runs_give_a_summary_with_na_instead_of_crashing(run: RunTimi
     assert text.startswith("Model save time: -1.000000\n")
     assert "T Mi Iavg prediction errors" in text
     assert "n/a" in text
+
+
+# ---- never crash ----------------------------------------------------------------------------------
+
+
+_times = st.one_of(
+    st.none(),
+    st.floats(min_value=0.0, max_value=1e6),
+    st.sampled_from([float("nan"), float("inf"), 0.0, -1.0]),
+)
+
+
+@st.composite
+def _runs(draw) -> RunTimings:
+    epochs = draw(st.lists(st.lists(st.floats(min_value=0.0, max_value=1e4), max_size=12), max_size=5))
+    n = len(epochs)
+    run = make_run(
+        epochs,
+        validation=draw(st.lists(_times, min_size=n, max_size=n)) if n else None,
+        accuracy=draw(st.lists(_times, min_size=n, max_size=n)) if n else None,
+        epoch_s=draw(st.lists(_times, min_size=n, max_size=n)) if n else None,
+        init_s=draw(_times),
+        total_s=draw(_times),
+        fit_s=draw(_times),
+        real_time=draw(st.lists(st.floats(min_value=1e9, max_value=2e9), max_size=3)),
+    )
+    return run
+
+
+@settings(max_examples=200, deadline=None)
+@given(_runs())
+def test_any_run_gives_valid_json_and_a_summary_with_every_line(run: RunTimings) -> None:
+    text = dumps_seed_json(seed_json(run))
+    data = json.loads(text)  # valid JSON: no NaN/Infinity
+    summary = seed_summary(run)
+    assert format_seed_summary(data) == summary
+    lines = summary.splitlines()
+    assert lines[0].startswith("Model save time: ")
+    assert lines[-1].startswith("  - Avg steps 2-11: ")
+    assert "nan" not in summary and "inf" not in summary
