@@ -97,7 +97,10 @@ def _print_table(results: list[Any], agg: dict[str, Any]) -> None:
     console = Console()
     table = Table(title="early-stop rule replayed on complete logs", show_lines=False)
     for col in ("log", "steps used", "pred. epoch s", "90 % interval", "actual s", "error", "seeds' error"):
-        table.add_column(col, justify="left" if col == "log" else "right")
+        if col == "log":
+            table.add_column(col, overflow="fold", min_width=18)
+        else:
+            table.add_column(col, justify="right")
     for r in results:
         interval = (
             f"{r.predicted_epoch_low_s:.3f}-{r.predicted_epoch_high_s:.3f}"
