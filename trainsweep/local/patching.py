@@ -21,7 +21,7 @@ class Patches:
         setattr(target, name, value)
         return original
 
-    def set_item(self, mapping: dict[str, Any], key: str, value: Any) -> None:
+    def set_item(self, mapping: Any, key: str, value: Any) -> None:
         """Replace ``mapping[key]`` by ``value`` until :meth:`restore`."""
         self._saved.append((mapping, key, mapping.get(key), key in mapping))
         mapping[key] = value

@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from trainsweep.local.executor import DEFAULT_MAX_RUNTIME_S, JobState, LocalTrainingJob, TrainingJobRequest
+from trainsweep.local.executor import (
+    DEFAULT_MAX_RUNTIME_S,
+    JobState,
+    LocalTrainingJob,
+    TrainingJobRequest,
+    gpu_available,
+)
 from trainsweep.local.patching import Patches
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -184,7 +190,6 @@ class LocalSageMaker:
         workdir = self.workroot / fake.training_job_name
         workdir.mkdir(parents=True, exist_ok=True)
         logs = _CloudWatchWriter(backend.account_id, backend.region_name, fake.training_job_name)
-        extra = {"has_gpu": self._has_gpu} if self._has_gpu is not None else {}
         job = LocalTrainingJob(
             request,
             entry_point=self.entry_point,
@@ -199,7 +204,7 @@ class LocalSageMaker:
             on_change=lambda state: _mirror(fake, state),
             on_output=logs.write,
             stop_grace_s=self._stop_grace_s,
-            **extra,
+            has_gpu=self._has_gpu or gpu_available,
         )
         with self._lock:
             self.jobs[request.name] = job
