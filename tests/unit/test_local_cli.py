@@ -203,3 +203,44 @@ def test_the_default_stack_is_the_one_the_cdk_app_deploys() -> None:
     from trainsweep.cli import sweep
 
     assert sweep.DEFAULT_STACK == outputs.STACK_NAME
+
+
+CLOUD_STACK = {
+    "Resources": {
+        "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "results-bucket"}},
+        "Machine": {
+            "Type": "AWS::StepFunctions::StateMachine",
+            "Properties": {
+                "StateMachineName": "sweep",
+                "DefinitionString": json.dumps(
+                    {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+                ),
+                "RoleArn": "arn:aws:iam::123456789012:role/sfn",
+            },
+        },
+    },
+    "Outputs": {
+        "BucketName": {"Value": {"Ref": "Bucket"}},
+        "StateMachineArn": {"Value": {"Ref": "Machine"}},
+    },
+}
+
+
+def test_run_in_the_cloud_starts_the_stacks_state_machine_on_the_spec(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(CLOUD_SPEC)
+    with mock_aws():
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(
+            StackName="Trainsweep", TemplateBody=json.dumps(CLOUD_STACK)
+        )
+        result = runner.invoke(app, ["run", str(spec), "--region", "us-east-1", "--no-watch"])
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        arn = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
+        executions = sfn.list_executions(stateMachineArn=arn)["executions"]
+        started = sfn.describe_execution(executionArn=executions[0]["executionArn"])
+    assert result.exit_code == 0, result.output
+    assert len(executions) == 1
+    payload = json.loads(started["input"])
+    assert payload["sweep_id"] == executions[0]["name"]
+    assert payload["spec"]["instance_types"] == ["ml.g4dn.xlarge"]
+    assert f"trainsweep status {payload['sweep_id']}" in result.output
