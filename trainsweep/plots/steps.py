@@ -36,7 +36,7 @@ def distribution_figure(samples: Mapping[str, Sequence[float]], *, title: str | 
     items = [(k, v) for k, v in items if v.size >= 2][:MAX_PANELS]
     cols = min(4, max(1, len(items)))
     nrows = max(1, math.ceil(len(items) / cols))
-    fig = Figure(figsize=(3.2 * cols, 2.6 * nrows + 0.5))
+    fig = Figure(figsize=(3.2 * cols, 2.6 * nrows + 0.4), layout="constrained")
     if not items:
         ax = fig.add_subplot()
         ax.text(0.5, 0.5, "no step times to show", ha="center", va="center", transform=ax.transAxes)
@@ -58,7 +58,6 @@ def distribution_figure(samples: Mapping[str, Sequence[float]], *, title: str | 
         ax.set_ylabel("Density (1/ms)", fontsize=8)
         ax.tick_params(labelsize=7)
     fig.suptitle(title or "Steady step-time distributions (p1-p99) with fitted normal", fontsize=11)
-    fig.tight_layout()
     return fig
 
 
