@@ -234,3 +234,22 @@ def test_without_a_spec_cells_mixing_5_and_30_epoch_runs_compare_at_the_common_c
     assert a.epochs == 5
     (row,) = a.rows
     assert row.time_to_train_std_s < 1.0  # all three runs are compared over 5 epochs
+
+
+def test_runs_of_a_packed_job_get_a_modelled_bill_not_a_share_of_one_overhead(fcn_runs):
+    runs = [r for r in fcn_runs if r.computing_system == "p3-1" and r.run_index == 0]
+    jobs = [
+        {
+            "run_name": r.name,
+            "job_name": "s-p3-1-packed-e0",
+            "instance_type": "ml.p3.2xlarge",
+            "batch_size": r.batch_size,
+            "status": "completed",
+            "billable_s": 50.0,
+        }
+        for r in runs
+    ]
+    a = analyse(runs, jobs=jobs)
+    assert {m.billable_source for m in a.run_metrics} == {"model"}
+    solo = analyse(runs[:1], jobs=jobs[:1])
+    assert solo.run_metrics[0].billable_source == "DescribeTrainingJob"

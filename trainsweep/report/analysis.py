@@ -144,6 +144,24 @@ def copies_to_drop(groups: Sequence[Sequence[str]], runs: Mapping[str, RunTiming
     return out
 
 
+def _unpack_bills(jobs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Drop the bill of runs that shared one job (``packing: per-instance``).
+
+    A packed job's bill is split evenly among its runs, so it carries one job overhead for several
+    configurations; training with one configuration costs its own job, which the model gives.
+    """
+    per_job: dict[str, int] = {}
+    for j in jobs:
+        if j.get("job_name"):
+            per_job[str(j["job_name"])] = per_job.get(str(j["job_name"]), 0) + 1
+    out: list[Mapping[str, Any]] = []
+    for j in jobs:
+        if per_job.get(str(j.get("job_name")), 0) > 1 and j.get("billable_s") is not None:
+            j = {**j, "billable_s": None, "packed_billable_s": j["billable_s"]}
+        out.append(j)
+    return out
+
+
 def common_epochs(runs: Sequence[RunTimings]) -> int | None:
     """The epochs to compare configurations at when no spec says: the most common requested (or, when
     the header does not say, measured) epoch count among the runs; ties go to the larger count."""
@@ -178,7 +196,7 @@ def analyse(
         region = spec_d.get("region") or region
     if epochs is None:
         epochs = common_epochs(runs)
-    jobs = list(jobs or [])
+    jobs = _unpack_bills(list(jobs or []))
     by_name = {k: j for j in jobs if (k := _job_key(j))}
     runs = list(runs)
     copies = copies_to_drop(duplicate_groups(quality), {r.name: r for r in runs})
