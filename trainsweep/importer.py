@@ -17,13 +17,15 @@ import importlib
 import json
 import os
 import re
+import tarfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from trainsweep import layout
 from trainsweep.errors import TrainsweepError
@@ -46,6 +48,9 @@ TRAINING_MARKERS = (
     b":::MLLOG",
     b"[MO833]",
 )
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+ARCHIVE_MAX_BYTES = 512 * 1024 * 1024
+"""Archives (e.g. SageMaker's ``model.tar.gz`` with the training log inside) up to this size are searched."""
 POOL_MIN_FILES = 4
 """Below this many logs, parsing in-process is faster than starting worker processes."""
 
@@ -116,6 +121,52 @@ class _Task:
     results_root: str
     run_name: str
     computing_system: str | None
+    member: str | None = None
+    """The log's name inside the archive at ``path``; None for a plain file."""
+
+
+@contextmanager
+def _open_log(path: str, member: str | None) -> Iterator[IO[bytes]]:
+    """The log's bytes: the file itself, or one member of a tar archive (read, never extracted)."""
+    if member is None:
+        with open(path, "rb") as f:  # noqa: PTH123 - plain open is the fast path in workers
+            yield f
+        return
+    with tarfile.open(path, "r:*") as archive:
+        f = archive.extractfile(member)
+        if f is None:
+            raise OSError(f"{member} is not a regular file in {path}")
+        with f:
+            yield f
+
+
+def _archive_logs(path: Path) -> tuple[list[str], str | None]:
+    """The names of the training logs inside a tar archive, or the reason it cannot be searched."""
+    try:
+        if path.stat().st_size > ARCHIVE_MAX_BYTES:
+            return [], f"archive larger than {ARCHIVE_MAX_BYTES // (1024 * 1024)} MiB: not searched for logs"
+        found = []
+        with tarfile.open(path, "r:*") as archive:
+            for m in archive:
+                name = PurePosixPath(m.name).name
+                if (
+                    not m.isfile()
+                    or name.startswith(".")
+                    or PurePosixPath(name).suffix.lower() not in LOG_SUFFIXES
+                ):
+                    continue
+                if layout.parse_seed_log_name(name) is None and not name.lower().endswith(".log"):
+                    f = archive.extractfile(m)
+                    if f is None or not _has_training_content(f.read(SNIFF_BYTES)):
+                        continue
+                found.append(m.name)
+        return found, None
+    except (OSError, tarfile.TarError, EOFError) as exc:
+        return [], f"cannot read the archive: {exc}"
+
+
+def _has_training_content(head: bytes) -> bool:
+    return any(marker in head for marker in TRAINING_MARKERS)
 
 
 def _looks_like_training_log(path: Path) -> bool:
@@ -124,7 +175,7 @@ def _looks_like_training_log(path: Path) -> bool:
             head = f.read(SNIFF_BYTES)
     except OSError:
         return True  # let the parser report why it cannot be read
-    return any(marker in head for marker in TRAINING_MARKERS)
+    return _has_training_content(head)
 
 
 def _results_root(relative_dir: PurePosixPath) -> str:
@@ -164,7 +215,26 @@ def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], li
             path = here / filename
             relative = PurePosixPath(path.relative_to(src).as_posix())
             suffix = path.suffix.lower()
-            if filename.startswith(".") or suffix not in LOG_SUFFIXES or not path.is_file():
+            if filename.startswith(".") or not path.is_file():
+                continue
+            if filename.lower().endswith(ARCHIVE_SUFFIXES):
+                members, why = _archive_logs(path)
+                if why is not None:
+                    skipped.append({"path": str(relative), "reason": why})
+                for member in members:
+                    inner = relative / PurePosixPath(member.lstrip("/")).as_posix().removeprefix("./")
+                    tasks.append(
+                        _Task(
+                            path=str(path),
+                            relative=str(inner),
+                            results_root=_results_root(relative.parent),
+                            run_name=PurePosixPath(member).stem,
+                            computing_system=None,
+                            member=member,
+                        )
+                    )
+                continue
+            if suffix not in LOG_SUFFIXES:
                 continue
             seed_name = layout.parse_seed_log_name(filename) is not None
             if not seed_name and suffix != ".log" and not _looks_like_training_log(path):
@@ -188,7 +258,9 @@ def _unique_run_names(tasks: list[_Task]) -> list[_Task]:
     for t in tasks:
         seen[(t.results_root, t.run_name)] += 1
     return [
-        _Task(t.path, t.relative, t.results_root, PurePosixPath(t.relative).name, t.computing_system)
+        _Task(
+            t.path, t.relative, t.results_root, PurePosixPath(t.relative).name, t.computing_system, t.member
+        )
         if seen[(t.results_root, t.run_name)] > 1
         else t
         for t in tasks
@@ -205,10 +277,10 @@ class _Processed:
     artefacts: dict[str, bytes]
 
 
-def _file_sha256(path: str) -> tuple[str, int]:
+def _file_sha256(task: _Task) -> tuple[str, int]:
     h = hashlib.sha256()
     size = 0
-    with open(path, "rb") as f:  # noqa: PTH123 - plain open is the fast path in workers
+    with _open_log(task.path, task.member) as f:
         while piece := f.read(1 << 20):
             h.update(piece)
             size += len(piece)
@@ -229,15 +301,17 @@ def _process(task: _Task) -> _Processed:
     """Parse one log and render its artefacts; never raises (a failure becomes the outcome)."""
     outcome = FileOutcome(task.relative, task.results_root, task.run_name, status="error")
     try:
-        outcome.sha256, outcome.size = _file_sha256(task.path)
-    except OSError as exc:
+        outcome.sha256, outcome.size = _file_sha256(task)
+    except (OSError, tarfile.TarError, EOFError) as exc:
         outcome.problems.append(_problem("import.unreadable", f"cannot read the file: {exc}", "error"))
         return _Processed(outcome, None, {})
     try:
         from trainsweep.artefacts import run_artefacts
         from trainsweep.logs import parse
 
-        run = parse(Path(task.path), name=Path(task.path).name, computing_system=task.computing_system)
+        file_name = PurePosixPath(task.member).name if task.member else Path(task.path).name
+        with _open_log(task.path, task.member) as f:
+            run = parse(f, name=file_name, computing_system=task.computing_system)
         run.name = task.run_name  # unique within its results root (see _unique_run_names)
         artefacts = run_artefacts(run)
     except Exception as exc:  # a parser/renderer bug must not stop the import

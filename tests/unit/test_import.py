@@ -289,7 +289,7 @@ def real_import(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 
 def test_every_real_log_imports_without_a_crash(real_import: tuple[Path, dict]) -> None:
     _, q = real_import
-    assert q["summary"]["files"] == 132
+    assert q["summary"]["files"] == 133  # 132 log files and the log inside the ResNet model.tar.gz
     assert q["skipped"] == []
     crashed = [f["path"] for f in q["files"] if f["status"] == "error"]
     assert crashed == []
@@ -314,9 +314,11 @@ def test_real_import_mirrors_the_reference_layout(real_import: tuple[Path, dict]
 def test_real_import_flags_the_byte_identical_copies(real_import: tuple[Path, dict]) -> None:
     _, q = real_import
     groups = sorted(sorted(d["paths"]) for d in q["duplicates"] if d["kind"] == "identical_bytes")
+    resnet_output = "cloud-ML/resnet50-cifar/experimental-results/2020-08-CIFAR-on-sagemaker/output"
     assert groups == [
         [f"{MNIST}/logs/result-p3-1-256-e1.txt", f"{MNIST}/logs/result-p3-1-256-e2.txt"],
         [f"{MNIST}/logs/result-p3-1-512-e1.txt", f"{MNIST}/logs/result-p3-1-512-e2.txt"],
+        [f"{resnet_output}/model.tar.gz.extracted/log.txt", f"{resnet_output}/model.tar.gz/log.txt"],
         [f"{FCN}/logs/result-p2-1-256-e2.txt", f"{FCN}/logs/result-p2-8-256-e2.txt"],
     ]
 
@@ -350,3 +352,58 @@ def test_real_import_counts_add_up(real_import: tuple[Path, dict]) -> None:
     assert sum(s["by_status"].values()) == s["files"]
     assert s["problems"] == s["errors"] + s["warnings"] == sum(len(f["problems"]) for f in q["files"])
     assert s["duplicate_groups"] == len(q["duplicates"])
+
+
+# ---- archives (SageMaker's model.tar.gz carries the log) ------------------------------------------
+
+
+def _tar(path: Path, members: dict[str, bytes]) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+
+def test_logs_inside_a_tar_archive_are_read_without_extracting(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "output").mkdir(parents=True)
+    _tar(
+        src / "output" / "model.tar.gz",
+        {
+            "result-p3-1-256-e3.txt": make_log(base=0.6),
+            "model.h5": b"\x89HDF\r\n weights",
+            "./notes.txt": b"hi",
+        },
+    )
+    out = tmp_path / "out"
+    q = by_path(import_dir(src, out, workers=1).quality)
+    assert list(q) == ["output/model.tar.gz/result-p3-1-256-e3.txt"]
+    entry = q["output/model.tar.gz/result-p3-1-256-e3.txt"]
+    assert (entry["status"], entry["results_root"], entry["steps"]) == ("complete", "output", 10)
+    seed = json.loads((out / "output/execution-times/p3-1/256/e3.json").read_text())
+    assert seed["epochs"]["2"]["steps"]["1"] == 0.601
+    assert not list(tmp_path.rglob("model.h5"))
+
+
+def test_an_archived_log_and_its_extracted_copy_are_flagged_as_duplicates(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    _tar(src / "model.tar.gz", {"log.txt": make_log()})
+    (src / "model.tar.gz.extracted").mkdir()
+    (src / "model.tar.gz.extracted" / "log.txt").write_bytes(make_log())
+    q = import_dir(src, tmp_path / "out", workers=1).quality
+    assert [sorted(d["paths"]) for d in q["duplicates"]] == [
+        ["model.tar.gz.extracted/log.txt", "model.tar.gz/log.txt"]
+    ]
+
+
+def test_a_corrupt_archive_is_skipped_with_the_reason(logs: Path, tmp_path: Path) -> None:
+    (logs / "model.tar.gz").write_bytes(b"\x1f\x8b\x08 this is not really gzip")
+    result = import_dir(logs, tmp_path / "out", workers=1)
+    assert result.processed == 3
+    assert [s["path"] for s in result.skipped] == ["model.tar.gz"]
+    assert result.skipped[0]["reason"].startswith("cannot read the archive")
