@@ -271,6 +271,15 @@ class AlignmentSummary:
     effective_delay_pct: float
     start_diff_s: MeanStd
     fetch_diff_s: MeanStd
+    fetch_align: Align = False
+    start_align: Align = False
+
+    @property
+    def short_label(self) -> str:
+        def word(a: Align) -> str:
+            return a if a else "as run"
+
+        return f"fetch {word(self.fetch_align)}, start {word(self.start_align)}"
 
 
 def summarise(sim: SimulatedIterations, min_index: int = SUMMARY_MIN_INDEX) -> AlignmentSummary:
@@ -288,6 +297,8 @@ def summarise(sim: SimulatedIterations, min_index: int = SUMMARY_MIN_INDEX) -> A
         else 0.0,
         start_diff_s=_mean_std(sim.start_diff_s[keep]),
         fetch_diff_s=_mean_std(sim.fetch_diff_s[keep]),
+        fetch_align=sim.fetch_align,
+        start_align=sim.start_align,
     )
 
 

@@ -135,3 +135,28 @@ def test_prices_refresh_caches_what_the_pricing_api_says(monkeypatch, tmp_path):
     assert "cached 1 prices" in res.output
     show = runner.invoke(app, ["prices", "show"])
     assert "3.500" in show.output and "Pricing API" in show.output
+
+
+FF = "FusionFlow/simulator/no_deps/DDP4GPUFULLTRACE"
+
+
+def test_what_if_prints_fusionflow_total_summary_figures(real_data):
+    trace = real_data / FF / "FETCH_ALIGN_False_START_ALIGN_False/debug/sim_info.csv"
+    res = runner.invoke(app, ["what-if", str(trace), "--csv"])
+    assert res.exit_code == 0, res.output
+    got = {row[0]: row[1:4] for row in (line.split(",") for line in res.output.splitlines()[1:])}
+    assert got["FETCH_ALIGN_min_START_ALIGN_min"] == ["0.988±0.5667", "0.1026±0.5682", "0.002±0.0118"]
+    assert len(got) == 9
+    table = runner.invoke(app, ["what-if", str(trace)], env={"COLUMNS": "120"})
+    assert (
+        table.exit_code == 0
+        and "fetch avg, start avg" in table.output
+        and "fetch as run, start" in table.output
+    )
+
+
+def test_what_if_refuses_a_table_that_is_not_a_trace(tmp_path):
+    bad = tmp_path / "x.csv"
+    bad.write_text(",a\n0,1\n")
+    res = runner.invoke(app, ["what-if", str(bad)])
+    assert res.exit_code == 1 and "sim_info" in res.output

@@ -169,7 +169,74 @@ def prices_refresh(
         )
 
 
+def what_if_command(
+    trace: Annotated[
+        Path,
+        typer.Argument(
+            metavar="SIM_INFO_CSV",
+            help="Per-iteration, per-GPU DDP trace (DS-Analyzer/FusionFlow sim_info.csv).",
+        ),
+    ],
+    csv_out: Annotated[
+        bool, typer.Option("--csv", help="Print CSV (FusionFlow's total_summary columns) instead of a table.")
+    ] = False,
+) -> None:
+    """Data-stall what-if: iteration, stall and delay times with fetch start/duration aligned across GPUs."""
+    if not trace.is_file():
+        raise _fail(f"{trace} is not a file: give a sim_info.csv")
+    from trainsweep.stalls import read_sim_info, what_if_table
+
+    try:
+        rows = what_if_table(read_sim_info(trace))
+    except (ValueError, KeyError) as exc:
+        raise _fail(f"{trace}: {exc}") from None
+    if csv_out:
+        import csv
+        import sys
+
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(
+            [
+                "Align",
+                "Avg iteration time (sec)",
+                "Avg training stall time (sec)",
+                "Avg delay time (sec)",
+                "Effective Delay time (%)",
+                "Avg preprocessing start diff (sec)",
+                "Avg preprocessing diff (sec)",
+            ]
+        )
+        for r in rows:
+            w.writerow(
+                [
+                    r.label,
+                    r.iteration_s.format(),
+                    r.stall_s.format(),
+                    r.delay_s.format(),
+                    r.effective_delay_pct,
+                    r.start_diff_s.format(),
+                    r.fetch_diff_s.format(),
+                ]
+            )
+        return
+    from rich.table import Table
+
+    table = Table(title=f"What-if over {rows[0].iterations if rows else 0} iterations (index > 10)")
+    for h in ("aligned", "iteration (s)", "stall (s)", "delay (s)", "delay>30ms"):
+        table.add_column(h, justify="left" if h == "aligned" else "right")
+    for r in rows:
+        table.add_row(
+            r.short_label,
+            r.iteration_s.format(),
+            r.stall_s.format(),
+            r.delay_s.format(),
+            f"{r.effective_delay_pct:.1f}%",
+        )
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the app."""
     app.command("report")(report_command)
     app.add_typer(prices_app, name="prices")
+    app.command("what-if")(what_if_command)
