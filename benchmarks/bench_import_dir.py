@@ -1,6 +1,6 @@
 """Benchmark: ``trainsweep import`` of the shared real data, one process against the worker pool.
 
-Imports every log under ../shared/fixtures/real-data (132 logs, ~40 MB) with ``workers=1`` (the
+Imports every log under ../shared/fixtures/real-data (133 logs, ~14 MB) with ``workers=1`` (the
 baseline, measured in the same run) and with ``--workers N`` (default: the CPUs available), once with
 and once without the per-experiment sweep report, and prints wall times, logs per second, and the
 pool's speed-up ratio. It also splits one process's per-log cost into parse / seed JSON + summary /
