@@ -9,17 +9,13 @@ from constructs import Construct
 
 from trainsweep import layout
 
-RAW_LOG_TAG = "trainsweep-kind"
-"""Object tag (value ``raw-log``) the lifecycle rule for raw logs matches: S3 filters cannot say
-``sweeps/*/logs/``, so uploads of raw logs carry this tag (``imports/`` is matched by prefix)."""
-RAW_LOG_TAG_VALUE = "raw-log"
-
 
 class ResultsBucket(Construct):
     """A KMS-encrypted, versioned, SSL-only bucket with public access blocked.
 
     Args:
-        raw_log_days: expire raw logs (``imports/`` and objects tagged as raw logs) after this many days;
+        raw_log_days: expire raw logs (``imports/``, and objects tagged ``layout.RAW_LOG_TAGGING``: S3
+            filters cannot say ``sweeps/*/logs/``) after this many days;
             None keeps them.
         noncurrent_days: expire overwritten versions after this many days (the container re-uploads
             its growing log every few seconds, so a run leaves many versions).
@@ -59,7 +55,7 @@ class ResultsBucket(Construct):
                 ),
                 s3.LifecycleRule(
                     id="expire-raw-logs",
-                    tag_filters={RAW_LOG_TAG: RAW_LOG_TAG_VALUE},
+                    tag_filters={layout.RAW_LOG_TAG_KEY: layout.RAW_LOG_TAG_VALUE},
                     expiration=Duration.days(raw_log_days),
                 ),
             ]

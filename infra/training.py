@@ -75,9 +75,14 @@ class TrainingPlatform(Construct):
         objects = bucket.arn_for_objects
         self.role.add_to_policy(
             iam.PolicyStatement(
-                sid="WriteLogsAndOutput",
-                actions=["s3:PutObject"],
-                resources=[objects(f"{any_sweep}/{layout.LOGS_DIR}/*"), objects(f"{any_sweep}/output/*")],
+                sid="WriteLogs",  # tagged uploads (layout.RAW_LOG_TAGGING) need PutObjectTagging too
+                actions=["s3:PutObject", "s3:PutObjectTagging"],
+                resources=[objects(f"{any_sweep}/{layout.LOGS_DIR}/*")],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="WriteOutput", actions=["s3:PutObject"], resources=[objects(f"{any_sweep}/output/*")]
             )
         )
         self.role.add_to_policy(

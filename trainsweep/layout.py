@@ -20,6 +20,12 @@ RESULTS_DIR = "results"
 # Prefixes that trigger processing (S3 ObjectCreated -> ParseLog). Outputs never go below them.
 TRIGGER_SUFFIX_LOG = ".log"
 
+# Object tag of raw-log uploads (``PutObject(Tagging=RAW_LOG_TAGGING)``): the bucket's optional raw-log
+# expiry matches it, because S3 lifecycle filters cannot say ``sweeps/*/logs/``.
+RAW_LOG_TAG_KEY = "trainsweep-kind"
+RAW_LOG_TAG_VALUE = "raw-log"
+RAW_LOG_TAGGING = f"{RAW_LOG_TAG_KEY}={RAW_LOG_TAG_VALUE}"
+
 # Relative names below a results root.
 EXECUTION_TIMES_DIR = "execution-times"
 RUNS_DIR = "runs"

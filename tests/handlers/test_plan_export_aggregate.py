@@ -136,6 +136,8 @@ def test_export_copies_every_page_of_a_job_without_a_log(s3, handler, context):
     lines = s3.get_object(Bucket=BUCKET, Key=out["exported"])["Body"].read().decode().splitlines()
     assert len(lines) == 12_345
     assert lines[0].startswith("0 step") and lines[-1].startswith("12344 step")
+    tags = s3.get_object_tagging(Bucket=BUCKET, Key=out["exported"])["TagSet"]
+    assert tags == [{"Key": layout.RAW_LOG_TAG_KEY, "Value": layout.RAW_LOG_TAG_VALUE}]
 
 
 def test_export_leaves_a_job_alone_that_wrote_its_own_log(s3, handler, context):

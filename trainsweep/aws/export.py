@@ -33,5 +33,5 @@ def export_job_log(
         LOG.info("no CloudWatch stream for %s in %s", job["job_name"], log_group)
         return None
     text = b"".join(stream_text(logs, log_group, s) for s in streams)
-    s3io.put_bytes(s3, bucket, key, text)
+    s3io.put_bytes(s3, bucket, key, text, tagging=layout.RAW_LOG_TAGGING)
     return key

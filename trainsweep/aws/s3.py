@@ -67,8 +67,9 @@ def get_json(s3: Any, bucket: str, key: str) -> Any | None:
     return None if data is None else json.loads(data)
 
 
-def put_bytes(s3: Any, bucket: str, key: str, data: bytes) -> None:
-    s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type(key))
+def put_bytes(s3: Any, bucket: str, key: str, data: bytes, *, tagging: str | None = None) -> None:
+    extra = {"Tagging": tagging} if tagging else {}
+    s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type(key), **extra)
 
 
 def put_json(s3: Any, bucket: str, key: str, value: Any) -> None:
