@@ -117,3 +117,28 @@ def test_outputs_never_trigger_processing_again(s3, real_data):
         assert len(calls) == 1, calls
     finally:
         lambda_runner.uninstall()
+
+
+def test_a_log_replaced_while_it_is_parsed_does_not_overwrite_newer_artefacts(
+    s3, handler, context, monkeypatch
+):
+    from trainsweep.aws import runs
+
+    sweep, run = "demo-20260101-000000", "demo-20260101-000000-p3-1-64-e0"
+    key = layout.log_key(sweep, run)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"Epoch 1/2\n1 step training time: 0.5s\n")
+    real_parse = runs._parse_versioned
+
+    def parse_then_grow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        parsed = real_parse(*args, **kwargs)
+        s3.put_object(
+            Bucket=BUCKET,
+            Key=key,
+            Body=b"Epoch 1/2\n1 step training time: 0.5s\n2 step training time: 0.4s\n",
+        )
+        return parsed
+
+    monkeypatch.setattr(runs, "_parse_versioned", parse_then_grow)
+    assert handler("parse_run")(s3_event(key), context) == {"written": []}
+    monkeypatch.setattr(runs, "_parse_versioned", real_parse)
+    assert handler("parse_run")(s3_event(key), context)["written"]

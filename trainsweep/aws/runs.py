@@ -24,26 +24,34 @@ def parse_object(s3: Any, bucket: str, key: str, run_name: str) -> Any | None:
     A log the parser cannot read still yields a run (status ``unreadable``, with problems), never an
     exception: S3 retries failing asynchronous invocations, and a bad object would loop.
     """
+    parsed = _parse_versioned(s3, bucket, key, run_name)
+    return None if parsed is None else parsed[0]
+
+
+def _parse_versioned(s3: Any, bucket: str, key: str, run_name: str) -> tuple[Any, str] | None:
     from trainsweep.logs import parse
     from trainsweep.logs.model import RunTimings
 
-    chunks = s3io.iter_chunks(s3, bucket, key)
-    if chunks is None:
+    opened = s3io.open_chunks(s3, bucket, key)
+    if opened is None:
         return None
+    chunks, version = opened
     try:
-        return parse(chunks, name=run_name)
+        return parse(chunks, name=run_name), version
     except Exception as exc:  # a parser bug must not lose the report: record it as the run's problem
         LOG.exception("parser failed on s3://%s/%s", bucket, key)
         run = RunTimings(name=run_name, status="unreadable", failure_reason=f"parser error: {exc}")
         run.add_problem("parser-error", f"the parser raised {type(exc).__name__}: {exc}", severity="error")
-        return run
+        return run, version
 
 
 def process_log(s3: Any, bucket: str, key: str) -> list[str]:
     """Parse the raw log at ``key`` (already URL-decoded) and write its artefacts; returns the keys.
 
     Keys that are not raw logs (``layout.classify_log_key``) are ignored, so a stray notification
-    cannot make the function write anything.
+    cannot make the function write anything. A running job re-uploads its growing log: when the
+    object changed while it was being parsed, nothing is written, so a slow notification for an old
+    version never overwrites the artefacts of a newer one (whose own notification follows).
     """
     from trainsweep.artefacts import run_artefacts
 
@@ -51,11 +59,16 @@ def process_log(s3: Any, bucket: str, key: str) -> list[str]:
     if location is None:
         LOG.info("ignoring %s: not a raw log key", key)
         return []
-    run = parse_object(s3, bucket, key, location.run_name)
-    if run is None:
+    parsed = _parse_versioned(s3, bucket, key, location.run_name)
+    if parsed is None:
         LOG.info("ignoring %s: the object is gone", key)
         return []
-    return s3io.put_all(s3, bucket, layout.results_prefix(location.sweep_id), run_artefacts(run))
+    run, version = parsed
+    files = run_artefacts(run)
+    if s3io.etag(s3, bucket, key) != version:
+        LOG.info("ignoring %s: a newer version arrived while parsing", key)
+        return []
+    return s3io.put_all(s3, bucket, layout.results_prefix(location.sweep_id), files)
 
 
 def record_job(

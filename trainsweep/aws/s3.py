@@ -51,15 +51,36 @@ def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
 
 def iter_chunks(s3: Any, bucket: str, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes] | None:
     """Stream an object in chunks (logs can be large); None if it does not exist."""
+    opened = open_chunks(s3, bucket, key, chunk_size)
+    return None if opened is None else opened[0]
+
+
+def open_chunks(
+    s3: Any, bucket: str, key: str, chunk_size: int = 1 << 20
+) -> tuple[Iterator[bytes], str] | None:
+    """Like :func:`iter_chunks`, with the ETag of the version being read; None if it does not exist."""
     from botocore.exceptions import ClientError
 
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+        response = s3.get_object(Bucket=bucket, Key=key)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
             return None
         raise
-    return iter(lambda: body.read(chunk_size), b"")
+    body = response["Body"]
+    return iter(lambda: body.read(chunk_size), b""), str(response.get("ETag", ""))
+
+
+def etag(s3: Any, bucket: str, key: str) -> str | None:
+    """The object's current ETag; None if it does not exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return str(s3.head_object(Bucket=bucket, Key=key).get("ETag", ""))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
 
 
 def get_json(s3: Any, bucket: str, key: str) -> Any | None:
