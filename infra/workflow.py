@@ -8,6 +8,7 @@ errors are retried and which are caught. What the steps compute lives in ``train
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,8 @@ class RetryPolicy:
     def from_context(cls, value: Any) -> RetryPolicy:
         if not value:
             return cls()
+        if isinstance(value, str):  # `-c retry='{"interval_s": 10}'` arrives as text
+            value = json.loads(value)
         return cls(**{k: type(getattr(cls(), k))(v) for k, v in dict(value).items()})
 
 

@@ -248,3 +248,22 @@ def test_app_py_synthesizes_without_docker_or_credentials(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert Path(tmp_path, f"{outputs.STACK_NAME}.template.json").is_file()
+
+
+def test_retry_backoff_comes_from_context_as_object_or_json_text():
+    from infra.workflow import RetryPolicy
+
+    assert RetryPolicy.from_context(None) == RetryPolicy()
+    assert RetryPolicy.from_context({"interval_s": 5}).interval_s == 5
+    assert RetryPolicy.from_context('{"max_attempts": "2"}').max_attempts == 2
+
+
+def test_training_task_retries_with_backoff_and_jitter_and_catches_everything_else(template):
+    sm = next(r for r in resources(template, "AWS::StepFunctions::StateMachine").values())
+    text = json.dumps(sm["Properties"]["DefinitionString"])
+    for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
+        assert f'\\"{name}\\":' in text, name
+    assert text.count("arn:aws:states:::sagemaker:createTrainingJob.sync") == 4
+    assert text.count('\\"JitterStrategy\\":\\"FULL\\"') == 4
+    assert text.count('\\"MaxRuntimeInSeconds.$\\":\\"$.job.max_runtime_seconds\\"') == 4
+    assert text.count('\\"MaxConcurrencyPath\\"') == 2
