@@ -16,7 +16,6 @@ import hashlib
 import importlib
 import json
 import os
-import re
 import tarfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -120,7 +119,6 @@ class _Task:
     relative: str
     results_root: str
     run_name: str
-    computing_system: str | None
     member: str | None = None
     """The log's name inside the archive at ``path``; None for a plain file."""
 
@@ -185,22 +183,6 @@ def _results_root(relative_dir: PurePosixPath) -> str:
     return "/".join(parts)
 
 
-_DIGITS = re.compile(r"^\d+$")
-
-
-def _folder_vmtype(name: str, folder: str) -> str | None:
-    """VMTYPE for the EC2 form ``result-<GPUS>-<BS>-e<N>`` in a folder named after the instance type."""
-    cell = layout.parse_seed_log_name(name)
-    if cell is None or (cell.vmtype is not None and not _DIGITS.match(cell.vmtype)):
-        return None
-    from trainsweep import instances
-
-    for candidate in (folder, f"ml.{folder}"):
-        if candidate in instances.CATALOGUE:
-            return instances.vmtype(candidate)
-    return None
-
-
 def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], list[dict[str, str]]]:
     """Find the logs below ``src``; returns (tasks in path order, skipped files with the reason)."""
     tasks: list[_Task] = []
@@ -229,7 +211,6 @@ def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], li
                             relative=str(inner),
                             results_root=_results_root(relative.parent),
                             run_name=PurePosixPath(member).stem,
-                            computing_system=None,
                             member=member,
                         )
                     )
@@ -246,7 +227,6 @@ def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], li
                     relative=str(relative),
                     results_root=_results_root(relative.parent),
                     run_name=path.stem,
-                    computing_system=_folder_vmtype(filename, here.name),
                 )
             )
     return _unique_run_names(tasks), skipped
@@ -258,9 +238,7 @@ def _unique_run_names(tasks: list[_Task]) -> list[_Task]:
     for t in tasks:
         seen[(t.results_root, t.run_name)] += 1
     return [
-        _Task(
-            t.path, t.relative, t.results_root, PurePosixPath(t.relative).name, t.computing_system, t.member
-        )
+        _Task(t.path, t.relative, t.results_root, PurePosixPath(t.relative).name, t.member)
         if seen[(t.results_root, t.run_name)] > 1
         else t
         for t in tasks
@@ -309,9 +287,12 @@ def _process(task: _Task) -> _Processed:
         from trainsweep.artefacts import run_artefacts
         from trainsweep.logs import parse
 
-        file_name = PurePosixPath(task.member).name if task.member else Path(task.path).name
-        with _open_log(task.path, task.member) as f:
-            run = parse(f, name=file_name, computing_system=task.computing_system)
+        if task.member is None:
+            # A path, so that the parser also sees the folder (old EC2 logs are named by GPU count only).
+            run = parse(Path(task.path))
+        else:
+            with _open_log(task.path, task.member) as f:
+                run = parse(f, name=PurePosixPath(task.member).name)
         run.name = task.run_name  # unique within its results root (see _unique_run_names)
         artefacts = run_artefacts(run)
     except Exception as exc:  # a parser/renderer bug must not stop the import
