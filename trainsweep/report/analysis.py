@@ -247,18 +247,21 @@ def analyse(
                     "line": p.line,
                 }
             )
-    for m in metrics:
-        if m.instance_type and m.instance_type not in instances.CATALOGUE:
-            warnings.append(
-                {
-                    "source": "analysis",
-                    "run": m.name,
-                    "code": "unknown-instance-type",
-                    "severity": "warning",
-                    "message": f"{m.instance_type!r} is not in the instance catalogue: no price",
-                    "line": None,
-                }
-            )
+    unknown = sorted(
+        {m.instance_type for m in metrics if m.instance_type and m.instance_type not in instances.CATALOGUE}
+    )
+    for itype in unknown:
+        named = [m.name for m in metrics if m.instance_type == itype]
+        warnings.append(
+            {
+                "source": "analysis",
+                "run": ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else ""),
+                "code": "unknown-instance-type",
+                "severity": "warning",
+                "message": f"{itype!r} is not in the instance catalogue: no price, no GPU count",
+                "line": None,
+            }
+        )
     return SweepAnalysis(
         runs=runs,
         run_metrics=metrics,

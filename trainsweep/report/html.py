@@ -297,7 +297,7 @@ def _method(a: SweepAnalysis) -> str:
             f"per-job overhead of {a.overhead_s:.1f} s plus the time to train. The overhead "
             "(container start, data download, initialisation, upload) is the median of billable minus "
             "in-log fit() time over four real ml.p3.2xlarge SageMaker jobs (129.5-140.2 s; the log "
-            "explained only 30-37% of the bill).",
+            "explained only 30-37% of the bill). Runs that shared one packed job are modelled too.",
         ),
         ("Prices", f"On-demand SageMaker training USD per instance-hour in {a.region}: {a.prices}."),
         ("USD/epoch", f"Epoch time x price x {a.instance_count} instance(s)."),
@@ -319,7 +319,8 @@ def _method(a: SweepAnalysis) -> str:
             "Recommendation",
             "Among configurations with status ok: fastest = least time to train, cheapest = least USD to "
             "train, Pareto set = those no other configuration beats on both. With a deadline: the cheapest "
-            "that meets it; with a budget: the fastest within it; with neither: the cheapest.",
+            "that meets it; with a budget: the fastest within it; with neither: the cheapest. Others "
+            "within 5% of the pick on the deciding quantity are named beside it.",
         ),
         (
             "Status",
