@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from trainsweep.logs import parse
 
 
@@ -162,3 +164,18 @@ def test_a_bad_log_does_not_change_the_next_run(cloudml_log) -> None:
     parse(os.urandom(3000), name="a.txt")
     parse(b"Epoch 1/1\n1 step training time: nan\n", name="a.txt")
     assert parse(cloudml_log(), name="a.txt").to_record() == good
+
+
+@pytest.mark.parametrize(
+    "preamble",
+    [
+        b"Using TensorFlow backend.\n",
+        b"Dados carregados de /opt/ml/input/data/train/train.pickle\n",
+        b"Training ...\n",
+        b"Train on 60000 samples, validate on 10000 samples\n",
+        b"x_train shape: (60000, 28, 28, 1)\n",
+    ],
+)
+def test_a_known_preamble_without_steps_is_a_failed_job_not_an_unknown_format(preamble: bytes) -> None:
+    run = parse(b"some noise\n" + preamble)
+    assert (run.dialect, run.status, codes(run)) == ("cloud-ml", "failed", ["no-training"])

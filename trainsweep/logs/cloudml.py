@@ -35,7 +35,7 @@ ACCURACY_AFTER_EPOCH_TIME = "cloudml.accuracy_after_epoch_time"
 # character after the newline, so that a line that is none of them is rejected after one comparison.
 # The kind of a match is the name of its last group (``m.lastindex``); other values precede it.
 RARE = re.compile(
-    rb"\n(?:"
+    rb"\n(?=[EVo(TIDxCU ])(?:"  # the first characters below: one set test rejects most lines
     rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: (?P<etime>" + NUMX + rb"))"
     rb"|Validation time: (?P<vtime>" + NUMX + rb")"
     rb"|on_epoch_(?:begin: (?P<ebeg>" + NUMX + rb")|end: (?P<eend>" + NUMX + rb"))"

@@ -41,7 +41,7 @@ class Problem:
         return cls(d["code"], d["message"], d.get("line"), d.get("severity", "warning"))
 
 
-@dataclass
+@dataclass(slots=True)
 class Epoch:
     """One epoch of one rank. ``index`` is 1-based as in the seed layout."""
 
