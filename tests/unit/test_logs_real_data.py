@@ -252,3 +252,14 @@ def test_a_mo833_log_of_rank_two_alone_makes_rank_two_primary() -> None:
     run = parsed(MO833 / "c5x/TEST_NODE-TEST_EXPERIMENT_ID-1625080072.5994425.out")
     assert list(run.ranks) == [2]
     assert list(run.epochs[0].step_s) == [6.6157, 5.0636, 4.7806]
+
+
+ONE_PER_FOLDER = sorted({p.parent: p for p in LOGS}.values())
+
+
+@pytest.mark.parametrize("path", ONE_PER_FOLDER, ids=_ids(ONE_PER_FOLDER))
+def test_a_real_log_read_in_odd_sized_chunks_gives_the_same_run(path: Path) -> None:
+    data = path.read_bytes()
+    chunked = parse((data[i : i + 4093] for i in range(0, len(data), 4093)), name=path.name).to_record()
+    whole = parse(data, name=path.name).to_record()
+    assert chunked == whole
