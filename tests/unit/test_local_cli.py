@@ -244,3 +244,23 @@ def test_run_in_the_cloud_starts_the_stacks_state_machine_on_the_spec(tmp_path: 
     assert payload["sweep_id"] == executions[0]["name"]
     assert payload["spec"]["instance_types"] == ["ml.g4dn.xlarge"]
     assert f"trainsweep status {payload['sweep_id']}" in result.output
+
+
+def test_without_a_terminal_progress_is_a_line_per_change() -> None:
+    import io
+
+    from rich.console import Console
+
+    from trainsweep.aws.sweeps import CellView, SweepView
+    from trainsweep.cli.sweep import _watch_factory
+
+    buf = io.StringIO()
+    update, close = _watch_factory(Console(file=buf, force_terminal=False), True)
+    cell = CellView("r", "j", "local", 32, 0, status="running")
+    update(SweepView("s", "RUNNING", [cell]))
+    update(SweepView("s", "RUNNING", [cell]))
+    update(SweepView("s", "SUCCEEDED", [CellView("r", "j", "local", 32, 0, status="done")]))
+    close()
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith("RUNNING: 1 running") and lines[1].endswith("SUCCEEDED: 1 done")

@@ -96,12 +96,27 @@ def render_view(view: Any) -> Table:
 
 
 def _watch_factory(console: Console, enabled: bool) -> tuple[Any, Any]:
-    """(callback for each view, closer): a rich Live table when watching, quiet otherwise."""
+    """(callback for each view, closer): a live table on a terminal, a line per change otherwise.
+
+    The live table is transient: the final table, with the cells' final statuses, is printed once the
+    results are downloaded.
+    """
     if not enabled:
         return (lambda view: None), (lambda: None)
+    if not console.is_terminal:
+        last: list[str] = []
+
+        def log_line(view: Any) -> None:
+            counts = ", ".join(f"{n} {s}" for s, n in view.counts.items() if n) or "planning"
+            line = f"{view.execution_status or 'starting'}: {counts}"
+            if not last or last[-1] != line:
+                last.append(line)
+                console.print(f"[{time.strftime('%H:%M:%S')}] {line}", highlight=False)
+
+        return log_line, (lambda: None)
     from rich.live import Live
 
-    live = Live(console=console, refresh_per_second=2, transient=False)
+    live = Live(console=console, refresh_per_second=2, transient=True)
     started = False
 
     def update(view: Any) -> None:
