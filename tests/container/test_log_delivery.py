@@ -12,7 +12,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.container.conftest import ENTRY_POINT, PREFIX, QUICK, job_env, log_settings, write_hyperparameters
+from tests.container.conftest import (
+    BUCKET,
+    ENTRY_POINT,
+    PREFIX,
+    QUICK,
+    job_env,
+    log_settings,
+    write_hyperparameters,
+)
+from trainsweep import layout
 from trainsweep.logs import parse
 
 pytestmark = pytest.mark.slow
@@ -47,6 +56,8 @@ def test_the_log_is_uploaded_while_the_job_runs_and_once_more_at_exit(run_job, s
     assert res.returncode == 0, res.stderr
     assert s3_server.get(f"{PREFIX}d1-local-cpu-16-e1.log") == res.log("d1-local-cpu-16-e1").encode()
     assert s3_server.keys() == [f"{PREFIX}d1-local-cpu-16-e1.log"]
+    tags = s3_server.client.get_object_tagging(Bucket=BUCKET, Key=f"{PREFIX}d1-local-cpu-16-e1.log")["TagSet"]
+    assert {"Key": layout.RAW_LOG_TAG_KEY, "Value": layout.RAW_LOG_TAG_VALUE} in tags  # raw-log lifecycle
 
 
 def test_sigterm_stops_the_job_and_leaves_the_whole_log_in_s3(tmp_path, s3_server):

@@ -91,7 +91,13 @@ class LogUploader:
                     if self._client is None:
                         self._client = self._client_factory()
                     key = log_object_key(self.prefix, path.name[: -len(layout.TRIGGER_SUFFIX_LOG)])
-                    self._client.put_object(Bucket=self.bucket, Key=key, Body=body, ContentType="text/plain")
+                    self._client.put_object(
+                        Bucket=self.bucket,
+                        Key=key,
+                        Body=body,
+                        ContentType="text/plain",
+                        Tagging=layout.RAW_LOG_TAGGING,  # lets the bucket's raw-log lifecycle rule expire it
+                    )
                     self._sent[path.name] = (len(body), st.st_mtime_ns) if len(body) == st.st_size else stamp
                     self.uploads += 1
                     done += 1
