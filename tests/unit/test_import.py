@@ -94,7 +94,9 @@ def test_the_process_pool_gives_the_same_results_as_one_process(logs: Path, tmp_
 
 def test_progress_is_reported_after_every_file(logs: Path, tmp_path: Path) -> None:
     calls: list[tuple[int, int, str]] = []
-    import_dir(logs, tmp_path / "out", workers=1, progress=lambda d, t, p: calls.append((d, t, p)))
+    import_dir(
+        logs, tmp_path / "out", workers=1, report=False, progress=lambda d, t, p: calls.append((d, t, p))
+    )
     assert [c[:2] for c in calls] == [(1, 3), (2, 3), (3, 3)]
     assert {c[2] for c in calls} == {
         "result-p3-1-256-e0.txt",
@@ -104,13 +106,13 @@ def test_progress_is_reported_after_every_file(logs: Path, tmp_path: Path) -> No
 
 
 def test_bad_files_are_reported_and_do_not_affect_the_others(logs: Path, tmp_path: Path) -> None:
-    import_dir(logs, tmp_path / "clean", workers=1)
+    import_dir(logs, tmp_path / "clean", workers=1, report=False)
     (logs / "result-p3-1-1024-e0.txt").write_bytes(b"")
     (logs / "result-p3-1-1024-e1.txt").write_bytes(bytes(range(256)) * 64)
     (logs / "result-p3-1-1024-e2.txt").write_bytes(b"Downloading data from https://example.com/mnist.npz\n")
     (logs / "job.log").write_bytes(b"\xff\xfe garbage \x00\x01\n" * 10)
     out = tmp_path / "out"
-    result = import_dir(logs, out, workers=1)
+    result = import_dir(logs, out, workers=1, report=False)
     assert result.processed == 7
     q = by_path(quality(out))
     for bad in ("result-p3-1-1024-e0.txt", "result-p3-1-1024-e1.txt", "result-p3-1-1024-e2.txt", "job.log"):
@@ -129,7 +131,7 @@ def test_files_that_are_not_training_logs_are_skipped_and_listed(logs: Path, tmp
     (logs / "notes.txt").write_text("remember to run the p2 instances again\n")
     (logs / "e0.json").write_text("{}")
     (logs / "README.md").write_text("# logs\n")
-    result = import_dir(logs, tmp_path / "out", workers=1)
+    result = import_dir(logs, tmp_path / "out", workers=1, report=False)
     assert result.processed == 3
     assert result.skipped == [{"path": "notes.txt", "reason": "no training-log content"}]
 
@@ -137,7 +139,7 @@ def test_files_that_are_not_training_logs_are_skipped_and_listed(logs: Path, tmp
 def test_a_log_with_an_unusual_name_is_found_by_its_content(logs: Path, tmp_path: Path) -> None:
     (logs / "sub").mkdir()
     (logs / "sub" / "run-of-monday.txt").write_bytes(make_log())
-    result = import_dir(logs, tmp_path / "out", workers=1)
+    result = import_dir(logs, tmp_path / "out", workers=1, report=False)
     entry = by_path(result.quality)["sub/run-of-monday.txt"]
     assert entry["results_root"] == "sub"
     assert entry["outputs"] == ["sub/runs/run-of-monday.json"]  # no VMTYPE/BS/N: the record only
@@ -145,7 +147,7 @@ def test_a_log_with_an_unusual_name_is_found_by_its_content(logs: Path, tmp_path
 
 def test_byte_identical_logs_under_different_names_are_flagged(logs: Path, tmp_path: Path) -> None:
     (logs / "result-p2-8-256-e0.txt").write_bytes((logs / "result-p3-1-256-e0.txt").read_bytes())
-    q = quality(import_dir(logs, tmp_path / "out", workers=1).out)
+    q = quality(import_dir(logs, tmp_path / "out", workers=1, report=False).out)
     dup = [d for d in q["duplicates"] if d["kind"] == "identical_bytes"]
     assert [sorted(d["paths"]) for d in dup] == [["result-p2-8-256-e0.txt", "result-p3-1-256-e0.txt"]]
     assert "import.duplicate_log" in codes(by_path(q)["result-p2-8-256-e0.txt"])
@@ -156,7 +158,7 @@ def test_the_same_timings_with_different_bytes_are_flagged_as_duplicated_content
     logs: Path, tmp_path: Path
 ) -> None:
     (logs / "result-p3-1-256-e2.txt").write_bytes(b"Using TensorFlow backend.\n" + make_log())
-    q = quality(import_dir(logs, tmp_path / "out", workers=1).out)
+    q = quality(import_dir(logs, tmp_path / "out", workers=1, report=False).out)
     assert [sorted(d["paths"]) for d in q["duplicates"] if d["kind"] == "identical_timings"] == [
         ["result-p3-1-256-e0.txt", "result-p3-1-256-e2.txt"]
     ]
@@ -169,7 +171,7 @@ def test_experiments_that_share_log_names_do_not_overwrite_each_other(tmp_path: 
         (src / exp / "logs").mkdir(parents=True)
         (src / exp / "logs" / "result-p2-1-256-e1.txt").write_bytes(make_log(base=base))
     out = tmp_path / "out"
-    import_dir(src, out, workers=1)
+    import_dir(src, out, workers=1, report=False)
     fcn = json.loads((out / "fcn/execution-times/p2-1/256/e1.json").read_text())
     mnist = json.loads((out / "mnist/execution-times/p2-1/256/e1.json").read_text())
     assert fcn["epochs"]["2"]["steps"]["1"] == 0.101
@@ -178,7 +180,7 @@ def test_experiments_that_share_log_names_do_not_overwrite_each_other(tmp_path: 
 
 def test_two_logs_for_one_cell_keep_the_first_and_report_the_second(logs: Path, tmp_path: Path) -> None:
     (logs / "result-p3-1-256-e0.out").write_bytes(make_log(base=0.7))  # sorts before the .txt
-    q = by_path(quality(import_dir(logs, tmp_path / "out", workers=1).out))
+    q = by_path(quality(import_dir(logs, tmp_path / "out", workers=1, report=False).out))
     first, second = q["result-p3-1-256-e0.out"], q["result-p3-1-256-e0.txt"]
     assert (first["run_name"], second["run_name"]) == ("result-p3-1-256-e0.out", "result-p3-1-256-e0.txt")
     assert "import.output_collision" not in codes(first)
@@ -193,13 +195,13 @@ def test_ec2_logs_take_their_vmtype_from_the_instance_type_folder(tmp_path: Path
     src.mkdir(parents=True)
     (src / "result-1-256-e1.out").write_bytes(make_log())
     out = tmp_path / "out"
-    import_dir(tmp_path / "src", out, workers=1)
+    import_dir(tmp_path / "src", out, workers=1, report=False)
     assert (out / "p3.2xlarge/execution-times/p3-1/256/e1.json").is_file()
 
 
 def test_the_output_folder_inside_the_source_is_not_imported(logs: Path) -> None:
-    import_dir(logs, logs / "results", workers=1)
-    result = import_dir(logs, logs / "results", workers=1)
+    import_dir(logs, logs / "results", workers=1, report=False)
+    result = import_dir(logs, logs / "results", workers=1, report=False)
     assert result.processed == 3
 
 
@@ -380,7 +382,7 @@ def test_logs_inside_a_tar_archive_are_read_without_extracting(tmp_path: Path) -
         },
     )
     out = tmp_path / "out"
-    q = by_path(import_dir(src, out, workers=1).quality)
+    q = by_path(import_dir(src, out, workers=1, report=False).quality)
     assert list(q) == ["output/model.tar.gz/result-p3-1-256-e3.txt"]
     entry = q["output/model.tar.gz/result-p3-1-256-e3.txt"]
     assert (entry["status"], entry["results_root"], entry["steps"]) == ("complete", "output", 10)
@@ -395,7 +397,7 @@ def test_an_archived_log_and_its_extracted_copy_are_flagged_as_duplicates(tmp_pa
     _tar(src / "model.tar.gz", {"log.txt": make_log()})
     (src / "model.tar.gz.extracted").mkdir()
     (src / "model.tar.gz.extracted" / "log.txt").write_bytes(make_log())
-    q = import_dir(src, tmp_path / "out", workers=1).quality
+    q = import_dir(src, tmp_path / "out", workers=1, report=False).quality
     assert [sorted(d["paths"]) for d in q["duplicates"]] == [
         ["model.tar.gz.extracted/log.txt", "model.tar.gz/log.txt"]
     ]
@@ -403,7 +405,7 @@ def test_an_archived_log_and_its_extracted_copy_are_flagged_as_duplicates(tmp_pa
 
 def test_a_corrupt_archive_is_skipped_with_the_reason(logs: Path, tmp_path: Path) -> None:
     (logs / "model.tar.gz").write_bytes(b"\x1f\x8b\x08 this is not really gzip")
-    result = import_dir(logs, tmp_path / "out", workers=1)
+    result = import_dir(logs, tmp_path / "out", workers=1, report=False)
     assert result.processed == 3
     assert [s["path"] for s in result.skipped] == ["model.tar.gz"]
     assert result.skipped[0]["reason"].startswith("cannot read the archive")
