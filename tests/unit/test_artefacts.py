@@ -120,3 +120,21 @@ def test_a_log_without_step_times_gets_no_seed_timings(cell_run: RunTimings) -> 
     cell_run.epochs = []
     cell_run.status = "failed"
     assert list(run_artefacts(cell_run)) == ["runs/result-p3-1-512-e2.json"]
+
+
+def test_a_trainsweep_container_log_gets_seed_outputs_from_rank_0(mllog_log) -> None:
+    from trainsweep.logs import parse
+
+    run = parse(mllog_log(epochs=2, steps=3, ranks=2), name="sweep1-g4dn-1-64-e0")
+    out = run_artefacts(run)
+    seed = json.loads(out["execution-times/g4dn-1/64/e0.json"])
+    assert seed["epochs"]["1"] == {
+        "steps": {"1": 0.5, "2": 0.5, "3": 0.5},  # rank 0 (rank 1 took 1.5 s a step)
+        "validation_accuracy": 0.51,
+        "validation_time": 0.25,
+        "epoch_time": 2.0,
+    }
+    assert (seed["init"], seed["fit_time"], seed["batch_size"]) == (1.5, 4.5, "64")
+    record = json.loads(out["runs/sweep1-g4dn-1-64-e0.json"])
+    assert sorted(record["ranks"]) == ["1"]  # rank 0 is the record's own epochs
+    assert "Number of steps: 6.000000" in out["execution-times/g4dn-1/64/e0.summary"].decode()
