@@ -309,3 +309,44 @@ def test_a_notification_that_keeps_failing_is_counted_after_two_retries(make_aws
     assert flaky.calls == 3
     assert aws.notifications.stats.failed == 1
     assert aws.notifications.errors
+
+
+def test_a_custom_resource_gets_string_properties_and_its_answer_reaches_the_stack(
+    make_aws, stack_artifact
+) -> None:
+    import urllib.request
+
+    seen: list[dict[str, Any]] = []
+
+    class Answering(Recorder):
+        def handler(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+            if "RequestType" not in event:
+                return super().handler(event, context)
+            seen.append(event["ResourceProperties"])
+            body = json.dumps(
+                {
+                    "Status": "SUCCESS",
+                    "PhysicalResourceId": "thing",
+                    "StackId": event["StackId"],
+                    "RequestId": event["RequestId"],
+                    "LogicalResourceId": event["LogicalResourceId"],
+                    "Data": {"Answer": "42"},
+                }
+            ).encode()
+            # As AWS's cfn-response module does: an empty content type.
+            req = urllib.request.Request(
+                event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": ""}
+            )
+            urllib.request.urlopen(req, timeout=10).read()
+            return {}
+
+    aws = make_aws(Answering())
+    template = stack_artifact.template
+    template["Resources"]["Thing"] = {
+        "Type": "Custom::Thing",
+        "Properties": {"ServiceToken": {"Fn::GetAtt": ["Fn", "Arn"]}, "Count": 5, "Enabled": True},
+    }
+    template["Outputs"]["Answer"] = {"Value": {"Fn::GetAtt": ["Thing", "Answer"]}}
+    stack = aws.deploy_template(stack_artifact)
+    assert seen and seen[0]["Count"] == "5" and seen[0]["Enabled"] == "true"
+    assert stack.output("Answer") == "42"

@@ -223,6 +223,7 @@ class CustomResources:
         self._patches = Patches()
         self.bucket_notifications: list[dict[str, Any]] = []
         self.invoked: list[str] = []
+        self.failures: list[str] = []
         self._lock = threading.Lock()
 
     def install(self) -> None:
@@ -272,32 +273,46 @@ class CustomResources:
     def _invoke(
         self, model: Any, props: dict[str, Any], rtype: str, account_id: str, region: str, kw: dict[str, Any]
     ) -> None:
+        """Run the provider function in the background, as CloudFormation does: it answers by PUTting to
+        the ResponseURL (moto's cfnresponse endpoint), which completes the resource and the stack."""
+        from moto import settings
         from moto.awslambda.utils import get_backend
 
         function = get_backend(account_id, region).get_function(props["ServiceToken"])
+        response_url = (
+            f"http://localhost:{settings.moto_server_port()}/cloudformation_{region}/cfnresponse"
+            f"?stack={kw['StackId']}"
+        )
         event = {
             "RequestType": "Create",
             "ServiceToken": props["ServiceToken"],
-            "ResponseURL": "",
+            "ResponseURL": response_url,
             "StackId": kw["StackId"],
             "RequestId": model.request_id,
             "LogicalResourceId": kw["LogicalId"],
             "ResourceType": rtype,
             "ResourceProperties": _stringify(props),
         }
-        headers: dict[str, str] = {}
-        result = function.invoke(json.dumps(event), {}, headers)
-        if "x-amz-function-error" in headers:
-            raise LocalModeError(f"custom resource {kw['LogicalId']} ({rtype}) failed: {result!r}")
-        data: dict[str, Any] = {}
-        try:
-            parsed = json.loads(result or "{}")
-            if isinstance(parsed, dict):
-                data = parsed.get("Data", {}) or {}
-        except ValueError:
-            pass
-        self.invoked.append(kw["LogicalId"])
-        model.set_data(data)
+
+        def run() -> None:
+            headers: dict[str, str] = {}
+            try:
+                result = function.invoke(json.dumps(event), {}, headers)
+            except Exception as exc:
+                result, headers["x-amz-function-error"] = repr(exc), "Unhandled"
+            if "x-amz-function-error" in headers:
+                with self._lock:
+                    self.failures.append(f"custom resource {kw['LogicalId']} ({rtype}) failed: {result!r}")
+            elif not model.is_created():
+                with self._lock:
+                    self.failures.append(
+                        f"custom resource {kw['LogicalId']} ({rtype}) returned without answering "
+                        "CloudFormation"
+                    )
+
+        with self._lock:
+            self.invoked.append(kw["LogicalId"])
+        threading.Thread(target=run, name=f"custom-resource-{kw['LogicalId']}", daemon=True).start()
 
     def apply_bucket_notifications(self, s3: Any) -> int:
         """Put the notification configurations CDK's handler would have put (after CreateStack)."""
@@ -353,6 +368,10 @@ def deploy_stack(
         status = described["StackStatus"]
         if status.endswith("_COMPLETE") and "ROLLBACK" not in status:
             break
+        if custom_resources.failures:
+            raise LocalModeError(
+                f"deploying {name} into the embedded AWS failed: {custom_resources.failures[0]}"
+            )
         if status.endswith("FAILED") or "ROLLBACK" in status or time.monotonic() > deadline:
             events = cfn.describe_stack_events(StackName=name).get("StackEvents", [])
             reasons = [e.get("ResourceStatusReason") for e in events if e.get("ResourceStatusReason")]
