@@ -127,6 +127,28 @@ def test_bad_files_are_reported_and_do_not_affect_the_others(logs: Path, tmp_pat
     assert {k: now[k] for k in per_run} == per_run
 
 
+def test_a_crash_while_processing_one_file_is_reported_and_the_import_goes_on(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainsweep.artefacts
+
+    real = trainsweep.artefacts.run_artefacts
+
+    def flaky(run):
+        if run.name == "result-p3-1-256-e1":
+            raise RuntimeError("renderer bug")
+        return real(run)
+
+    monkeypatch.setattr(trainsweep.artefacts, "run_artefacts", flaky)
+    result = import_dir(logs, tmp_path / "out", workers=1, report=False)
+    q = by_path(result.quality)
+    assert q["result-p3-1-256-e1.txt"]["status"] == "error"
+    assert [p["code"] for p in q["result-p3-1-256-e1.txt"]["problems"]] == ["import.crashed"]
+    assert "renderer bug" in q["result-p3-1-256-e1.txt"]["problems"][0]["message"]
+    assert (tmp_path / "out/execution-times/p3-1/512/e0.json").is_file()
+    assert result.quality["summary"]["by_status"] == {"complete": 2, "error": 1}
+
+
 def test_files_that_are_not_training_logs_are_skipped_and_listed(logs: Path, tmp_path: Path) -> None:
     (logs / "notes.txt").write_text("remember to run the p2 instances again\n")
     (logs / "e0.json").write_text("{}")
