@@ -89,7 +89,8 @@ _BANNER_FIELDS = {
     "Numero de epocas": "epochs",
 }
 _CMD_OPT = re.compile(r"--(batch[-_]size|num[-_]gpus|gpus|epochs)[= ](\d+)")
-_INF = float("inf")
+_PLAIN = b"0123456789. "
+"""Bytes of plain non-negative decimals: values made only of these need no further check but size."""
 
 
 class _Counting:
@@ -158,6 +159,7 @@ class CloudMLReader:
         self._tb_budget = 0
         self._cmd_budget = _CMD_WINDOW
         self._facts: dict[str, dict[str, int]] = {}
+        self._last_form_here = False
 
     # ---- scanning --------------------------------------------------------------------------------
 
@@ -170,8 +172,8 @@ class CloudMLReader:
             self._exception_line(region, 0)
         if self._cmd_budget > 0:
             self._find_command_line(region)
-        if not self.last_step_form and b" steps training: " in region:
-            self.last_step_form = True
+        self._last_form_here = b" steps training: " in region
+        self.last_step_form |= self._last_form_here
         events: list[re.Match[bytes]] = list(RARE.finditer(region))
         if b"val_acc" in region:
             events.extend(VACC.finditer(region))
@@ -196,17 +198,17 @@ class CloudMLReader:
         """
         if end - start < 12:
             return
-        if region.find(b" steps training: ", start, end) >= 0:  # the oldest logs' last-step form
-            self._steps_one_by_one(region, start, end, lc)
-        elif region.find(b"step training time: ", start, end) >= 0:
+        if self._last_form_here and region.find(b" steps training: ", start, end) >= 0:
+            self._steps_one_by_one(region, start, end, lc)  # the oldest logs' last-step form
+        elif values := STEP_TIME.findall(region, start, end):
             numbers = STEP_NUMBER.findall(region, start, end)
-            values = STEP_TIME.findall(region, start, end)
             try:
                 if len(numbers) != len(values):
                     raise ValueError("step lines of another form")
+                if b" ".join(values).translate(None, _PLAIN):
+                    raise ValueError("a sign, an exponent, nan or inf: check each value")
                 times = array("d", map(float, values))
-                total = sum(times)
-                if not (total < _INF and min(times) >= 0.0 and max(times) <= MAX_DURATION_S):
+                if max(times) > MAX_DURATION_S:
                     raise ValueError("absurd step time")
             except ValueError:
                 self._steps_one_by_one(region, start, end, lc)
@@ -217,12 +219,11 @@ class CloudMLReader:
                     self.first_step_number = int(numbers[0])
                 ep.step_s.extend(times)
                 ep.step_numbers.extend(_step_numbers(numbers))
-        if region.find(b"Real time: ", start, end) >= 0:
-            stamps = REAL.findall(region, start, end)
+        if stamps := REAL.findall(region, start, end):
             try:
+                if b" ".join(stamps).translate(None, _PLAIN):
+                    raise ValueError("a sign, an exponent, nan or inf: check each value")
                 values_rt = array("d", map(float, stamps))
-                if not (sum(values_rt) < _INF and min(values_rt) >= 0.0):
-                    raise ValueError("absurd stamp")
             except ValueError:
                 for m in REAL_ONE.finditer(region, start, end):
                     self.records += 1
