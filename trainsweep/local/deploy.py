@@ -32,6 +32,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT_ID = "123456789012"
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 BOOTSTRAP_VERSION = "30"
+SYNTH_CACHE_KEEP = 4
 SYNTH_CACHE_ENV = "TRAINSWEEP_SYNTH_CACHE"  # folder for synthesized assemblies ("" disables the cache)
 # Sources whose change invalidates a cached synth (the stack, its assets, and the package it imports).
 _SYNTH_INPUTS = ("app.py", "cdk.json", "package.json", "infra", "lambdas", "container", "trainsweep")
@@ -102,6 +103,7 @@ def synthesize(root: Path = PROJECT_ROOT, *, region: str = "us-east-1", use_cach
     if cache is not None:
         target = cache / f"{_synth_digest(root)}-{region}"
         if (target / "manifest.json").is_file():
+            os.utime(target)  # recently used: pruning keeps it
             return target
     outdir = Path(tempfile.mkdtemp(prefix="trainsweep-synth-"))
     env = dict(os.environ)
@@ -134,7 +136,17 @@ def synthesize(root: Path = PROJECT_ROOT, *, region: str = "us-east-1", use_cach
         staging.rename(target)
     except OSError:  # another run cached it first
         shutil.rmtree(staging, ignore_errors=True)
+    _prune(target.parent)
     return target
+
+
+def _prune(cache: Path, keep: int = SYNTH_CACHE_KEEP) -> None:
+    """Keep the newest ``keep`` cached assemblies (each source change makes a new one)."""
+    entries = sorted(
+        (p for p in cache.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True
+    )
+    for old in entries[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def read_stacks(assembly: Path) -> list[StackArtifact]:
