@@ -264,3 +264,31 @@ def test_without_a_terminal_progress_is_a_line_per_change() -> None:
     lines = buf.getvalue().splitlines()
     assert len(lines) == 2
     assert lines[0].endswith("RUNNING: 1 running") and lines[1].endswith("SUCCEEDED: 1 done")
+
+
+def test_run_local_refuses_several_instances_per_job_naming_the_field_once(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local]\n"
+        "batch_sizes: [32]\ninstance_count: 2\n"
+    )
+    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.output.count("instance_count:") == 1
+
+
+def test_run_local_gpu_without_a_gpu_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainsweep.local import executor
+
+    monkeypatch.setattr(executor, "gpu_available", lambda: False)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local_gpu]\n"
+        "batch_sizes: [32]\n"
+    )
+    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "no NVIDIA GPU" in result.output
+    assert not list(tmp_path.glob("*/jobs.json"))

@@ -196,9 +196,7 @@ def run(
         else:
             _run_cloud(console, spec_path, out, resume, stack, profile, region, watch=not no_watch)
     except SpecError as e:
-        _error(console, str(e))
-        for where, what in e.errors:
-            console.print(f"  {where}: {what}", highlight=False)
+        _error(console, str(e))  # the message lists every (field, problem)
         raise typer.Exit(EXIT_USAGE) from None
     except TrainsweepError as e:
         _error(console, str(e))
