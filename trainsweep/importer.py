@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -323,17 +323,22 @@ def _problem(code: str, message: str, severity: str = "warning", line: int | Non
 class _Workers:
     """An optional process pool. Jobs run in this process when the pool is off or breaks."""
 
-    def __init__(self, workers: int, jobs: int):
+    def __init__(self, workers: int, jobs: int, *, preload: tuple[str, ...] = ()):
         self.pool: ProcessPoolExecutor | None = None
         if workers > 1 and jobs >= POOL_MIN_FILES:
             import multiprocessing
 
-            # Load the parser and matplotlib once here, so that forked workers start with them. fork (not
-            # spawn) also works when the caller's script has no ``if __name__ == "__main__"`` guard; the
-            # CLI's progress display runs no thread while the workers are forked (auto_refresh=False).
+            # Load the parser, matplotlib (and the report's pandas) once here, so that forked workers
+            # start with them instead of each importing them. fork (not spawn) also works when the
+            # caller's script has no ``if __name__ == "__main__"`` guard; the CLI's progress display
+            # runs no thread while the workers are forked (auto_refresh=False).
             import trainsweep.artefacts
             import trainsweep.logs
             import trainsweep.plots.run  # noqa: F401
+
+            for module in preload:
+                with suppress(ImportError):  # reported where it is used
+                    importlib.import_module(module)
 
             methods = multiprocessing.get_all_start_methods()
             context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
@@ -486,7 +491,7 @@ def import_dir(
     tasks, skipped = discover(src_path, exclude=out_path)
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    pool = _Workers(max(1, workers), len(tasks))
+    pool = _Workers(max(1, workers), len(tasks), preload=("trainsweep.report",) if report else ())
     try:
         return _import(tasks, skipped, out_path, pool, progress, report)
     finally:
@@ -576,7 +581,8 @@ def _write_sweep_artefacts(
         members[o.results_root].append(o)
     roots: list[str] = []
     jobs: list[tuple[list[RunTimings], dict[str, Any]]] = []
-    for root, group in sorted(members.items()):
+    # Largest results roots first, so that the pool does not end waiting on one big experiment.
+    for root, group in sorted(members.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         group_runs = [runs[o.path] for o in group if o.path in runs and runs[o.path].steps_total > 0]
         if group_runs:
             roots.append(root)
