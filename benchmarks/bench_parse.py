@@ -202,7 +202,10 @@ def memory(tmp: Path, gigabytes: float) -> None:
     print(f"    peak RSS of the parsing child: {peak:.1f} MB (VmHWM; target < 100 MB)")
     maxrss = int(maxrss_kb) / 1024
     print(f"    its ru_maxrss: {maxrss:.1f} MB; a child that only imports the parser: {floor_mb:.1f} MB")
-    print(f"    of which step arrays: {int(steps) * 16 / 1e6:.1f} MB (8-byte time + 8-byte number per step)")
+    print(
+        f"    of which step arrays {int(steps) * 16 / 1e6:.1f} MB (8-byte time + 8-byte number per step), "
+        f"stamp arrays {int(stamps) * 16 / 1e6:.1f} MB (run + epoch, 8 bytes each)"
+    )
     log.unlink()
 
 

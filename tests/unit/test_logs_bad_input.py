@@ -54,6 +54,7 @@ def test_the_70_byte_failed_job_log_is_failed_without_training() -> None:
     assert run.status == "failed"
     assert codes(run) == ["no-training"]
     assert "70 bytes" in run.problems[0].message
+    assert run.failure_reason == "the log ends before the first training step"
 
 
 def test_a_traceback_marks_the_job_failed_with_its_exception(cloudml_log) -> None:

@@ -90,6 +90,7 @@ def check_run(
     if not run.epochs or not any(e.steps for e in run.epochs):
         if run.status != "failed":
             run.status = "failed"
+            run.failure_reason = "the log ends before the first training step"
             run.add_problem(
                 "no-training",
                 f"the log ends before the first training step ({run.bytes_read} bytes): "
