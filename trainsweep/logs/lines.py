@@ -1,28 +1,6 @@
-"""Building blocks of the dialect readers: one alternation regex per dialect, line numbers on demand."""
+"""Line numbers on demand for the dialect readers, which scan regions of whole lines."""
 
 from __future__ import annotations
-
-import re
-from collections.abc import Sequence
-
-
-class Alternation:
-    """Several named patterns compiled into ONE bytes regex, dispatched by the alternative that matched.
-
-    Scanning a whole chunk with one compiled regex (``finditer``) keeps the work per byte in C; only the
-    matches reach Python. ``kind_of[m.lastindex]`` names the alternative, ``first_group[kind]`` is the
-    number of its first inner group.
-    """
-
-    def __init__(self, prefix: bytes, alternatives: Sequence[tuple[str, bytes]]):
-        parts = [b"(?P<" + name.encode() + b">" + body + b")" for name, body in alternatives]
-        self.regex = re.compile(prefix + b"(?:" + b"|".join(parts) + b")")
-        self.kind_of: dict[int, str] = {}
-        self.first_group: dict[str, int] = {}
-        for name, _ in alternatives:
-            idx = self.regex.groupindex[name]
-            self.kind_of[idx] = name
-            self.first_group[name] = idx + 1
 
 
 class LineCounter:
