@@ -350,3 +350,33 @@ def test_a_custom_resource_gets_string_properties_and_its_answer_reaches_the_sta
     stack = aws.deploy_template(stack_artifact)
     assert seen and seen[0]["Count"] == "5" and seen[0]["Enabled"] == "true"
     assert stack.output("Answer") == "42"
+
+
+def test_after_close_moto_in_process_mocks_behave_as_before(make_aws, stack_artifact) -> None:
+    import boto3
+    from moto import mock_aws
+
+    aws = make_aws(Recorder())
+    aws.deploy_template(stack_artifact)
+    aws.close()
+    template = {
+        "Resources": {
+            "M": {
+                "Type": "AWS::StepFunctions::StateMachine",
+                "Properties": {
+                    "DefinitionString": json.dumps(
+                        {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+                    ),
+                    "RoleArn": "arn:aws:iam::123456789012:role/r",
+                },
+            }
+        }
+    }
+    with mock_aws():
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(
+            StackName="After", TemplateBody=json.dumps(template)
+        )
+        machines = boto3.client("stepfunctions", region_name="us-east-1").list_state_machines()[
+            "stateMachines"
+        ]
+    assert len(machines) == 1

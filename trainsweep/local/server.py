@@ -19,6 +19,7 @@ a context manager; it also runs on Ctrl-C.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import time
 from collections.abc import Callable
@@ -95,6 +96,9 @@ class EmbeddedAws:
         self._quiet()
         self._patches.set_item(default_user_config, "stepfunctions", {"execute_state_machine": True})
         self._patches.set_item(default_user_config, "lambda", {"use_docker": True})
+        # CloudFormation creates state machines through this module global; executions read the parser's
+        # backend. Modules that import the name must bind the original first (they would keep the alias).
+        importlib.import_module("moto.stepfunctions.responses")
         self._patches.set(sfn_models, "stepfunctions_backends", stepfunctions_parser_backends)
         sfn_sagemaker.install()
         lambda_runner.install(
