@@ -292,3 +292,11 @@ def test_run_local_gpu_without_a_gpu_is_refused_before_anything_starts(
     assert result.exit_code == 1
     assert "no NVIDIA GPU" in result.output
     assert not list(tmp_path.glob("*/jobs.json"))
+
+
+def test_status_of_an_unknown_sweep_says_where_it_looked(tmp_path: Path) -> None:
+    with mock_aws():
+        result = runner.invoke(app, ["status", "nope", "--results", str(tmp_path), "--region", "us-east-1"])
+    assert result.exit_code == 1
+    assert "stack 'Trainsweep' not found" in result.output
+    assert f"no downloaded sweep 'nope' under {tmp_path}" in result.output

@@ -346,7 +346,8 @@ def status(
         if view is None:
             view = _cloud_view(stack, sweep_id, profile, region)
     except TrainsweepError as e:
-        _error(err, str(e))
+        where = f"sweep {sweep_id!r}" if sweep_id else "a sweep"
+        _error(err, f"{e}\n(no downloaded {where} under {results}/ either)")
         raise typer.Exit(EXIT_FAILED) from None
     if as_json:
         typer.echo(json.dumps(view.to_dict(), indent=2, default=str))
