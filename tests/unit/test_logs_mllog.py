@@ -118,3 +118,10 @@ def test_missing_data_wait_values_are_nan_not_zero() -> None:
     )
     ep = parse((a + "\n" + b + "\n").encode()).epochs[0]
     assert math.isnan(ep.data_wait_s[0]) and ep.data_wait_s[1] == 0.2  # type: ignore[index]
+
+
+def test_an_eval_accuracy_without_a_value_is_no_accuracy_and_no_problem() -> None:
+    step = mllog.format_line(mllog.STEP, {"step": 1, "step_s": 0.5}, metadata={"epoch_num": 1})
+    acc = mllog.format_line(mllog.EVAL_ACCURACY, None, metadata={"epoch_num": 1})
+    run = parse((step + "\n" + acc + "\n").encode())
+    assert run.problems == [] and run.epochs[0].validation_accuracy is None

@@ -109,6 +109,8 @@ class MllogReader:
         elif key == mllog.VALIDATION_TIME:
             self._epoch(rank, meta).validation_s = _duration(key, value)
         elif key == mllog.EVAL_ACCURACY:
+            if value is None:  # a run without evaluation data logs the key with no value
+                return
             acc = float(value)
             if not math.isfinite(acc):
                 raise _AbsurdValueError(f"{key} {acc!r} is not finite; ignored")
