@@ -131,3 +131,11 @@ def test_long_runs_of_consecutive_step_numbers_are_kept_exactly() -> None:
         + b"Epoch time: 3s\n"
     )
     assert list(parse(log).epochs[0].step_numbers) == list(range(7, 20007))
+
+
+def test_step_numbers_beyond_the_cached_sequence_are_read_exactly() -> None:
+    numbers = range(199_995, 200_005)
+    log = (
+        b"Epoch 1/1\n" + b"".join(b"%d step training time: 0.5s\n" % n for n in numbers) + b"Epoch time: 3s\n"
+    )
+    assert list(parse(log).epochs[0].step_numbers) == list(numbers)

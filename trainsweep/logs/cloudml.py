@@ -93,6 +93,10 @@ _PLAIN = b"0123456789. "
 """Bytes of plain non-negative decimals: values made only of these need no further check but size."""
 
 
+_COUNTING_MAX = 1 << 17
+"""Step numbers up to this are checked against the cached sequence (about 1 MB); larger ones are parsed."""
+
+
 class _Counting:
     """``b"1 2 3 ... n"`` and where each number starts in it, built once and grown on demand."""
 
@@ -102,7 +106,7 @@ class _Counting:
     @classmethod
     def span(cls, first: int, count: int) -> bytes | None:
         last = first + count - 1
-        if first < 1 or count < 1 or last > 1 << 22:
+        if first < 1 or count < 1 or last > _COUNTING_MAX:
             return None
         if last + 1 >= len(cls.starts):
             top = max(last + 1, 2 * len(cls.starts), 4096)
