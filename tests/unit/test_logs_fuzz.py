@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +82,27 @@ def test_chunk_boundaries_never_change_the_run(parts: list[bytes], sizes: list[i
         chunks.append(data[i : i + n])
         i, k = i + n, k + 1
     assert parse(iter(chunks)).to_record() == parse(data).to_record()
+
+
+_REAL = Path(__file__).resolve().parents[2].parent / "shared/fixtures/real-data/cloud-ML"
+_SAMPLES = [
+    _REAL / "seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker/logs/result-p2-1-1024-e0.txt",
+    _REAL / "cnn-mnist/mnist-logs/p3.2xlarge/result-1-2048-e1.out",
+    _REAL / "resnet50-cifar/experimental-results/2020-08-CIFAR-on-sagemaker/logs/result-p3-1-2048-e0.txt",
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(_SAMPLES), st.floats(0, 1), st.floats(0, 1), st.binary(max_size=8), st.integers(1, 5000)
+)
+def test_any_cut_or_splice_of_a_real_log_never_raises_and_chunks_do_not_matter(
+    path: Path, a: float, b: float, junk: bytes, size: int
+) -> None:
+    data = path.read_bytes()
+    i, j = sorted((int(a * len(data)), int(b * len(data))))
+    piece = data[i:j] + junk + data[j : j + 5000]
+    whole = parse(piece, name=path.name)
+    assert whole.status in ("complete", "partial", "failed", "empty", "unreadable")
+    chunked = parse((piece[k : k + size] for k in range(0, len(piece), size)), name=path.name)
+    assert chunked.to_record() == whole.to_record()
