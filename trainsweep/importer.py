@@ -550,16 +550,11 @@ def _import(
     return ImportResult(out_path, outcomes, skipped, quality, runs)
 
 
-_REPORT_UNAVAILABLE = "unavailable"
-
-
 def _sweep_artefacts_job(job: tuple[list[RunTimings], dict[str, Any]]) -> dict[str, bytes] | str:
     """One results root's sweep artefacts (runs in a worker); a string says why there are none."""
+    from trainsweep.report import sweep_artefacts
+
     runs, quality = job
-    try:
-        sweep_artefacts = importlib.import_module("trainsweep.report").sweep_artefacts
-    except (ImportError, AttributeError):
-        return _REPORT_UNAVAILABLE
     try:
         return dict(sweep_artefacts(runs, quality=quality))
     except Exception as exc:  # the per-run results stand even if the sweep report fails
@@ -587,12 +582,9 @@ def _write_sweep_artefacts(
         if group_runs:
             roots.append(root)
             jobs.append((group_runs, dict(quality, files=[o.to_dict() for o in group])))
-    unavailable = False
     failures: dict[str, str] = {}
     for i, result in pool.run(_sweep_artefacts_job, jobs):
-        if result == _REPORT_UNAVAILABLE:
-            unavailable = True
-        elif isinstance(result, str):
+        if isinstance(result, str):
             failures[roots[i]] = result
         else:
             for relative, data in sorted(result.items()):
@@ -601,11 +593,6 @@ def _write_sweep_artefacts(
                     continue
                 _write(out, target, data)
                 written.add(target)
-    if unavailable:
-        notes.append(
-            "sweep artefacts (sweep.csv, sweep.json, report.html, plots) skipped: "
-            "trainsweep.report has no sweep_artefacts in this installation"
-        )
     for root in sorted(failures):
         notes.append(f"sweep artefacts for {root or '.'} failed: {failures[root]}")
 
