@@ -147,9 +147,10 @@ class _Lines:
 
     def percent(self, template: str, part: float | None, whole: float | None) -> None:
         ratio = _div(part, whole)
+        pct = ratio * 100 if ratio is not None else None  # a huge finite ratio can still overflow here
         self.lines.append(
-            template % (ratio * 100)
-            if ratio is not None
+            template % pct
+            if pct is not None and math.isfinite(pct)
             else template.replace("%.2f", "n/a").replace("%%", "%")
         )
 
