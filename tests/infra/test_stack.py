@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from synth_helpers import ROOT, as_list, resources, statements, synth
 
 from trainsweep import layout
@@ -230,7 +231,11 @@ def test_the_training_image_is_built_from_the_container_folder():
     assert (ROOT / "container" / "Dockerfile").is_file(), "container/Dockerfile is missing"
 
 
-def test_app_py_synthesizes_without_docker_or_credentials(tmp_path):
+@pytest.mark.parametrize(
+    "cli_env", [{}, {"CDK_DEFAULT_ACCOUNT": "123456789012", "CDK_DEFAULT_REGION": "eu-west-1"}]
+)
+def test_app_py_synthesizes_without_docker_or_credentials(tmp_path, cli_env):
+    """Also as ``cdk deploy`` runs it, with the account and region of the credentials in the environment."""
     import os
     import subprocess
     import sys
@@ -238,6 +243,8 @@ def test_app_py_synthesizes_without_docker_or_credentials(tmp_path):
     assert (ROOT / "container" / "Dockerfile").is_file(), "app.py builds the image asset from it"
     env = {**os.environ, "CDK_OUTDIR": str(tmp_path), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
     env.pop("CDK_DEFAULT_ACCOUNT", None)
+    env.pop("CDK_DEFAULT_REGION", None)
+    env.update(cli_env)
     proc = subprocess.run(
         [sys.executable, str(ROOT / "app.py")],
         cwd=ROOT,
