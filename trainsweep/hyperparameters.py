@@ -12,6 +12,7 @@ RUN_NAMES = "run-names"  # comma-separated, aligned with batch-sizes; one log pe
 NUM_GPUS = "num-gpus"  # "0" = all visible
 MODE = "mode"  # full | early-stop
 SYNTHETIC = "synthetic"  # "true" -> random tensors of the dataset's shape
+SYNTHETIC_SAMPLES = "synthetic-samples"  # synthetic epoch size (all batch sizes see the same epoch)
 LEARNING_RATE = "learning-rate"
 EARLY_STOP_PRECISION = "early-stop-precision"  # relative 95 % CI half-width, default "0.02"
 EARLY_STOP_MAX_STEPS = "early-stop-max-steps"

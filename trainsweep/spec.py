@@ -92,6 +92,7 @@ _VALUE_RULES: dict[str, tuple[str, float]] = {
     for attr, rule in {
         "NUM_GPUS": ("int", 0),
         "MAX_STEPS_PER_EPOCH": ("int", 0),
+        "SYNTHETIC_SAMPLES": ("int", 0),
         "EARLY_STOP_MAX_STEPS": ("int", 3),
         "EARLY_STOP_MIN_STEPS": ("int", 2),
         "VALIDATION_BATCHES": ("int", 2),

@@ -159,3 +159,27 @@ def test_resnet50_on_cifar10_python_batches_from_the_channel(run_job):
     assert run.problems == []
     assert [e.steps for e in run.epochs] == [3]  # 12 samples / 4
     assert run.header.workload == "resnet50-cifar10"
+
+
+def test_synthetic_samples_give_every_batch_size_the_same_epoch(run_job):
+    """With ``synthetic-samples`` an epoch is N samples whatever the batch size: ceil(N / BS) steps."""
+    steps = {}
+    for bs in (8, 16):
+        name = f"t9-local-cpu-{bs}-e0"
+        hyper = {**QUICK, "epochs": "1", "batch-size": str(bs), "run-names": name, "synthetic-samples": "48"}
+        hyper.pop("max-steps-per-epoch", None)
+        res = run_job(hyper)
+        assert res.returncode == 0, res.stderr
+        run = parse(res.log_path(name))
+        assert run.problems == []
+        assert run.header.train_samples == 48
+        steps[bs] = [e.steps for e in run.epochs]
+    assert steps == {8: [6], 16: [3]}
+
+
+def test_synthetic_samples_without_synthetic_data_is_refused(run_job):
+    res = run_job(
+        {**QUICK, "synthetic": "false", "epochs": "1", "batch-size": "8", "synthetic-samples": "48"}
+    )
+    assert res.returncode != 0
+    assert "synthetic-samples" in (res.failure or "")

@@ -48,7 +48,9 @@ def test_quickstart_is_a_small_synthetic_local_sweep() -> None:
     assert spec.is_local
     assert spec.workload.synthetic
     assert 2 <= len(spec.batch_sizes) <= 3
-    assert int(spec.workload.hyperparameters[hp.MAX_STEPS_PER_EPOCH]) <= 50
+    # one small epoch of the same size for every batch size, so the report compares like with like
+    assert int(spec.workload.hyperparameters[hp.SYNTHETIC_SAMPLES]) <= 4096
+    assert hp.MAX_STEPS_PER_EPOCH not in spec.workload.hyperparameters
 
 
 @pytest.mark.parametrize("model", ["mnist-cnn", "resnet50-cifar10"])

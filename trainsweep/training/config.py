@@ -97,6 +97,7 @@ class JobConfig:
     cells: tuple[Cell, ...]
     mode: str = "full"
     synthetic: bool = False
+    synthetic_samples: int | None = None
     num_gpus: int = 0
     learning_rate: float | None = None
     max_steps_per_epoch: int | None = None
@@ -117,6 +118,7 @@ class JobConfig:
             "cells": [[c.run_name, c.batch_size] for c in self.cells],
             "mode": self.mode,
             "synthetic": self.synthetic,
+            "synthetic_samples": self.synthetic_samples,
             "num_gpus": self.num_gpus,
             "learning_rate": self.learning_rate,
             "max_steps_per_epoch": self.max_steps_per_epoch,
@@ -141,6 +143,7 @@ class JobConfig:
             cells=tuple(Cell(n, b) for n, b in d["cells"]),
             mode=d["mode"],
             synthetic=d["synthetic"],
+            synthetic_samples=d.get("synthetic_samples"),
             num_gpus=d["num_gpus"],
             learning_rate=d["learning_rate"],
             max_steps_per_epoch=d["max_steps_per_epoch"],
@@ -251,6 +254,11 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
     if len(set(names)) != len(names):
         raise JobConfigError(f"run names must be unique, got {names}")
     synthetic = _bool(raw, hp.SYNTHETIC, False)
+    synthetic_samples = _int(raw, hp.SYNTHETIC_SAMPLES, 0, minimum=0) or None
+    if synthetic_samples and not synthetic:
+        raise JobConfigError(
+            f"{hp.SYNTHETIC_SAMPLES!r} sizes the synthetic dataset: set {hp.SYNTHETIC}=true too"
+        )
     rule_kw: dict[str, float | int | None] = {}
     precision = _float(raw, hp.EARLY_STOP_PRECISION, None)
     if precision is not None:
@@ -283,6 +291,7 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         cells=tuple(Cell(n, b) for n, b in zip(names, sizes, strict=True)),
         mode=mode,
         synthetic=synthetic,
+        synthetic_samples=synthetic_samples,
         num_gpus=_int(raw, hp.NUM_GPUS, 0, minimum=0),
         learning_rate=_float(raw, hp.LEARNING_RATE, None),
         max_steps_per_epoch=_int(raw, hp.MAX_STEPS_PER_EPOCH, 0, minimum=0) or None,

@@ -206,9 +206,14 @@ class SyntheticBatches(Batches):
         seed: int,
         rank: int = 0,
         world_size: int = 1,
+        train_samples: int | None = None,
     ):
         g = torch.Generator(device="cpu").manual_seed(seed)
         samples = info.train_samples if train else info.eval_samples
+        if train_samples:  # a smaller synthetic dataset; validation keeps the real train/eval ratio
+            ratio = info.eval_samples / info.train_samples
+            eval_samples = max(round(train_samples * ratio), batch_size * world_size)  # >= one batch
+            samples = train_samples if train else eval_samples
         pool = min(self.POOL * batch_size, samples)
         x = torch.randn((pool, *info.shape), generator=g).to(device)
         y = torch.randint(0, info.classes, (pool,), generator=g).to(device)

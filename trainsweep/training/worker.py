@@ -133,7 +133,7 @@ class CellRun:
         per_rank = cell.batch_size // rank.world_size
         if cfg.synthetic:
             mk = dict(batch_size=per_rank, device=self.device, seed=cfg.seed, rank=rank.rank,
-                      world_size=rank.world_size)  # fmt: skip
+                      world_size=rank.world_size, train_samples=cfg.synthetic_samples)  # fmt: skip
             self.train_data: Batches = SyntheticBatches(info, train=True, **mk)  # type: ignore[arg-type]
             self.eval_data: Batches = SyntheticBatches(info, train=False, **mk)  # type: ignore[arg-type]
         else:
