@@ -57,6 +57,7 @@ _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d$")
 _DATA_URI = r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|file://.+)$"
 _NAME_MAX = 40  # sweep name part of a sweep id; leaves room for the timestamp and the job tail
 _SWEEP_ID_MAX = 80
+_ATTEMPT = re.compile(r"^[a-z0-9]{1,8}$")
 
 HyperparameterValue = str | int | float | bool
 
@@ -666,7 +667,12 @@ def _hyperparameters(
     return out
 
 
-def _expand(spec: SweepSpec, sweep_id: str, region: str, bucket: str | None) -> list[dict[str, Any]]:
+def _expand(
+    spec: SweepSpec, sweep_id: str, region: str, bucket: str | None, attempt: str | None = None
+) -> list[dict[str, Any]]:
+    # A resumed sweep's jobs need new SageMaker names (names are unique per account and region for
+    # good), while its runs keep theirs: logs and results land under the same keys.
+    job_prefix = f"{sweep_id}-{attempt}" if attempt else sweep_id
     jobs = []
     for instance_type in spec.instance_types:
         short = instances.vmtype(instance_type)
@@ -676,9 +682,9 @@ def _expand(spec: SweepSpec, sweep_id: str, region: str, bucket: str | None) -> 
             else:
                 groups = [(None, list(spec.batch_sizes))]
             for name_bs, batch_sizes in groups:
-                name = job_name(sweep_id, short, name_bs, rep)
+                name = job_name(job_prefix, short, name_bs, rep)
                 runs = (
-                    [name]
+                    [job_name(sweep_id, short, name_bs, rep)]
                     if name_bs is not None
                     else [job_name(sweep_id, short, bs, rep) for bs in batch_sizes]
                 )
@@ -752,6 +758,7 @@ def plan_sweep(
     now: datetime | None = None,
     price: PriceFn | None = None,
     enforce_budget: bool = True,
+    attempt: str | None = None,
 ) -> SweepPlan:
     """Expand a spec into jobs and price its worst case.
 
@@ -766,6 +773,8 @@ def plan_sweep(
             :func:`trainsweep.cost.prices.hourly_usd`.
         enforce_budget: raise when the worst case exceeds ``budget_usd`` (the CLI's plan view shows
             an over-budget plan before refusing it).
+        attempt: a short token (``[a-z0-9]{1,8}``) for a resumed sweep: its job names get it, so
+            SageMaker accepts them again; run names (logs, results) stay those of the sweep.
 
     Raises:
         SpecError: invalid spec or sweep id, or a budget that cannot be checked (unknown price).
@@ -782,9 +791,13 @@ def plan_sweep(
     if sweep_id is None:
         sweep_id = make_sweep_id(spec.name, now)
     _check_sweep_id(sweep_id)
+    if attempt is not None and not _ATTEMPT.match(attempt):
+        raise SpecError(
+            f"invalid attempt {attempt!r}: 1 to 8 lower-case letters and digits", [("attempt", "")]
+        )
     created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    jobs = _expand(spec, sweep_id, region, bucket)
+    jobs = _expand(spec, sweep_id, region, bucket, attempt)
     _check_jobs(jobs)
 
     price = price or _default_price

@@ -31,8 +31,12 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     config = FunctionConfig.from_env()
     raw = event.get("input", event)
     wrapped = isinstance(raw, dict) and "spec" in raw and "workload" not in raw
-    spec, sweep_id = (raw["spec"], raw.get("sweep_id")) if wrapped else (raw, None)
-    plan = plan_sweep(spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket)
+    spec, sweep_id, attempt = (
+        (raw["spec"], raw.get("sweep_id"), raw.get("attempt")) if wrapped else (raw, None, None)
+    )
+    plan = plan_sweep(
+        spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket, attempt=attempt
+    )
 
     cloud_types = [t for t in plan.spec.instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
     quotas = (

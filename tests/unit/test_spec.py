@@ -622,3 +622,21 @@ def test_local_job_without_data_is_refused_unless_synthetic_or_downloading() -> 
             instance_types=["local"], workload={"model": "mnist-cnn", "hyperparameters": {"download": True}}
         )
     )
+
+
+def test_a_resumed_attempt_renames_the_jobs_but_not_their_runs() -> None:
+    """SageMaker never accepts a job name twice: a resume's jobs get new names, its logs the old keys."""
+    spec = {
+        "name": "again",
+        "workload": {"model": "mnist-cnn", "synthetic": True},
+        "instance_types": ["ml.p3.2xlarge"],
+        "batch_sizes": [256, 512],
+    }
+    first = plan_sweep(spec, sweep_id="again-20261122-120000", price=lambda t, r: 3.06)
+    resumed = plan_sweep(spec, sweep_id="again-20261122-120000", price=lambda t, r: 3.06, attempt="r1a2b3c")
+    assert [j["run_names"] for j in resumed.jobs] == [j["run_names"] for j in first.jobs]
+    assert not {j["job_name"] for j in resumed.jobs} & {j["job_name"] for j in first.jobs}
+    for job in resumed.jobs:
+        assert len(job["job_name"]) <= 63
+        assert layout.parse_job_name(job["job_name"]) == layout.parse_job_name(job["run_names"][0])
+        assert job["hyperparameters"]["run-names"] == job["run_names"][0]

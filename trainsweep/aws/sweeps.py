@@ -119,14 +119,35 @@ def execution_name(sweep_id: str, suffix: str = "") -> str:
 
 
 def start_sweep(
-    sfn: Any, state_machine_arn: str, spec: dict[str, Any], sweep_id: str, *, suffix: str = ""
+    sfn: Any,
+    state_machine_arn: str,
+    spec: dict[str, Any],
+    sweep_id: str,
+    *,
+    suffix: str = "",
+    attempt: str | None = None,
 ) -> str:
-    """Start the state machine on a spec (PlanSweep validates and expands it); returns the execution ARN."""
-    payload = {"spec": spec, "sweep_id": sweep_id}
+    """Start the state machine on a spec (PlanSweep validates and expands it); returns the execution ARN.
+
+    ``attempt`` (resumes) gives the jobs new SageMaker names; their runs keep the sweep's names.
+    """
+    payload: dict[str, Any] = {"spec": spec, "sweep_id": sweep_id}
+    if attempt:
+        payload["attempt"] = attempt
     response = sfn.start_execution(
         stateMachineArn=state_machine_arn, name=execution_name(sweep_id, suffix), input=json.dumps(payload)
     )
     return str(response["executionArn"])
+
+
+def resume_attempt(index: int, now: float | None = None) -> str:
+    """A short token that gives a resumed sweep's jobs SageMaker names not used before (``r`` + base 36)."""
+    n = int((time.time() if now is None else now) * 10) * 10 + index % 10
+    digits = ""
+    while n:
+        n, d = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    return "r" + digits[-7:]
 
 
 def execution_arn_for(state_machine_arn: str, name: str) -> str:
@@ -474,7 +495,10 @@ def resume_sweep(
     new_cells: list[dict[str, Any]] = []
     status, error = "SUCCEEDED", None
     for i, reduced in enumerate(plan.specs):
-        arn = start_sweep(sfn, state_machine_arn, reduced, sweep_id, suffix=f"resume{i}-{int(time.time())}")
+        attempt = resume_attempt(i)
+        arn = start_sweep(
+            sfn, state_machine_arn, reduced, sweep_id, suffix=f"resume{i}-{int(time.time())}", attempt=attempt
+        )
         ended = watch(arn)
         if ended != "SUCCEEDED":
             status, error = ended, execution_error(sfn, arn)
