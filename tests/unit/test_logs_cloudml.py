@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from trainsweep.logs import parse
 
 
@@ -139,3 +141,41 @@ def test_step_numbers_beyond_the_cached_sequence_are_read_exactly() -> None:
         b"Epoch 1/1\n" + b"".join(b"%d step training time: 0.5s\n" % n for n in numbers) + b"Epoch time: 3s\n"
     )
     assert list(parse(log).epochs[0].step_numbers) == list(numbers)
+
+
+def test_consecutive_step_numbers_are_held_as_a_range_whatever_the_chunking() -> None:
+    log = (
+        b"Epoch 1/2\n"
+        + b"".join(b"%d step training time: 0.5s\n" % n for n in range(1, 3001))
+        + b"Epoch time: 3s\nEpoch 2/2\n"
+        + b"".join(b"%d step training time: 0.5s\n" % n for n in (1, 2, 2, 4))
+        + b"Epoch time: 3s\n"
+    )
+    for chunk in (7, 100, 1 << 20):
+        run = parse(log[i : i + chunk] for i in range(0, len(log), chunk))
+        first, second = run.epochs
+        assert first.step_numbers == range(1, 3001)
+        assert type(second.step_numbers) is not range and list(second.step_numbers) == [1, 2, 2, 4]
+
+
+def test_leading_zero_step_numbers_are_consecutive_values() -> None:
+    log = b"Epoch 1/1\n01 step training time: 0.5s\n02 step training time: 0.5s\nEpoch time: 3s\n"
+    assert parse(log).epochs[0].step_numbers == range(1, 3)
+
+
+def test_stamps_are_held_once_and_the_run_view_reads_like_a_list() -> None:
+    log = (
+        b"Real time: 10.0\nEpoch 1/2\n1 step training time: 0.5s\nReal time: 11.0s\nEpoch time: 1.0s\n"
+        b"Epoch 2/2\nEpoch time: 1.0s\nReal time: 12.0\nReal time: 13.0\n"
+    )
+    run = parse(log)
+    stamps = run.real_time
+    assert [list(e.real_time) for e in run.epochs] == [[10.0, 11.0], []]
+    assert stamps == [10.0, 11.0, 12.0, 13.0] and len(stamps) == 4
+    assert (stamps[0], stamps[1], stamps[2], stamps[-1], stamps[-3]) == (10.0, 11.0, 12.0, 13.0, 11.0)
+    assert stamps[1:3] == [11.0, 12.0] and list(reversed(stamps)) == [13.0, 12.0, 11.0, 10.0]
+    run.epochs[0].real_time.append(11.5)  # a view of the epochs' arrays, not a copy
+    assert list(stamps) == [10.0, 11.0, 11.5, 12.0, 13.0]
+    for bad in (5, -6):
+        with pytest.raises(IndexError):
+            stamps[bad]

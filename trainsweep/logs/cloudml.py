@@ -24,7 +24,7 @@ import re
 from array import array
 
 from trainsweep.logs.lines import LineCounter
-from trainsweep.logs.model import Epoch, RunHeader
+from trainsweep.logs.model import Epoch, JoinedStamps, RunHeader
 from trainsweep.logs.numbers import MAX_DURATION_S, NUMX, duration_problem, timestamp_problem
 
 DIALECT = "cloud-ml"
@@ -119,14 +119,40 @@ class _Counting:
         return cls.text[cls.starts[first] : cls.starts[last + 1] - 1]
 
 
-def _step_numbers(numbers: list[bytes]) -> array:
-    """The logged step numbers; a run of consecutive numbers (the usual case) is checked byte for byte
-    against ``first .. first + n - 1`` instead of converting each number."""
+def _step_numbers(numbers: list[bytes]) -> range | array:
+    """The logged step numbers: a ``range`` when they are consecutive (the usual case; checked byte for
+    byte against ``first .. first + n - 1`` instead of converting each number), else an ``array('l')``.
+    Which of the two depends only on the values, never on how the log was cut into regions."""
     first = int(numbers[0])
+    consecutive = range(first, first + len(numbers))
     expected = _Counting.span(first, len(numbers))
     if expected is not None and b" ".join(numbers) == expected:
-        return array("l", range(first, first + len(numbers)))
-    return array("l", map(int, numbers))
+        return consecutive
+    values = array("l", map(int, numbers))
+    return consecutive if values == array("l", consecutive) else values
+
+
+def _add_step_numbers(ep: Epoch, numbers: range | array) -> None:
+    """Append ``numbers`` to the epoch's step numbers, which stay a ``range`` (48 bytes instead of 8 a
+    step) for as long as the epoch's numbers are consecutive."""
+    have = ep.step_numbers
+    if not have:
+        ep.step_numbers = numbers
+    elif type(have) is range and type(numbers) is range and have.stop == numbers.start:
+        ep.step_numbers = range(have.start, numbers.stop)
+    else:
+        if type(have) is range:
+            have = ep.step_numbers = array("l", have)
+        have.extend(numbers)
+
+
+def _compact(ep: Epoch) -> None:
+    """Copy a finished epoch's arrays to their exact size (growing arrays keep spare room)."""
+    ep.step_s = array("d", ep.step_s)
+    if len(ep.real_time):
+        ep.real_time = array("d", ep.real_time)
+    if type(ep.step_numbers) is not range:
+        ep.step_numbers = array("l", ep.step_numbers)
 
 
 class CloudMLReader:
@@ -139,8 +165,9 @@ class CloudMLReader:
         self.fit_s: float | None = None
         self.total_s: float | None = None
         self.model_save_s: float | None = None
-        self.real_time: array = array("d")
-        """Wall-clock stamps as a compact array (8 bytes each; EC2 logs print one per step)."""
+        self.real_time: JoinedStamps = JoinedStamps([])
+        """Every wall-clock stamp, set by :meth:`finish`: a view of the epochs' stamp arrays (8 bytes a
+        stamp, held once; EC2 logs print one per step) and of those after the last epoch."""
         self.extra: dict[str, float | bool] = {}
         self.problems: list[tuple[str, str, int | None, str]] = []
         self.records = 0
@@ -222,7 +249,7 @@ class CloudMLReader:
                 if self.first_step_number is None:
                     self.first_step_number = int(numbers[0])
                 ep.step_s.extend(times)
-                ep.step_numbers.extend(_step_numbers(numbers))
+                _add_step_numbers(ep, _step_numbers(numbers))
         if stamps := REAL.findall(region, start, end):
             try:
                 if b" ".join(stamps).translate(None, _PLAIN):
@@ -234,7 +261,6 @@ class CloudMLReader:
                     self._real(float(m.group(1)), lc, m.start())
             else:
                 self.records += len(values_rt)
-                self.real_time.extend(values_rt)
                 (self._cur.real_time if self._cur is not None else self._pending_rt).extend(values_rt)
 
     def _steps_one_by_one(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
@@ -253,14 +279,13 @@ class CloudMLReader:
         if self.first_step_number is None:
             self.first_step_number = number
         ep.step_s.append(value)
-        ep.step_numbers.append(number)
+        _add_step_numbers(ep, range(number, number + 1))
 
     def _real(self, value: float, lc: LineCounter, pos: int) -> None:
         why = timestamp_problem(value)
         if why is not None:
             self._problem("absurd-value", f"Real time {value!r} {why}; ignored", lc.at(pos))
             return
-        self.real_time.append(value)
         if self._cur is not None:
             self._cur.real_time.append(value)
         else:
@@ -349,6 +374,8 @@ class CloudMLReader:
         ep.start_time = self._pending_start
         del self._pending_rt[:]
         self._pending_start = None
+        if self.epochs:
+            _compact(self.epochs[-1])
         self.epochs.append(ep)
         self._cur = ep
 
@@ -363,6 +390,8 @@ class CloudMLReader:
         ep.start_time = self._pending_start
         del self._pending_rt[:]
         self._pending_start = None
+        if self.epochs:
+            _compact(self.epochs[-1])
         self.epochs.append(ep)
         self._cur = ep
         return ep
@@ -443,6 +472,9 @@ class CloudMLReader:
     def finish(self) -> None:
         """Close the reading: settle the header, number epochs that never got a header."""
         self._resolve_header()
+        if self.epochs:
+            _compact(self.epochs[-1])
+        self.real_time = JoinedStamps([*(ep.real_time for ep in self.epochs), self._pending_rt])
         if self._cur is not None and self._cur.epoch_s is None:
             self.unclosed.append(self._cur.index)
         expected = 1

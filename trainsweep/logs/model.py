@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, Literal
 
 SCHEMA_VERSION = 1
@@ -41,6 +43,49 @@ class Problem:
         return cls(d["code"], d["message"], d.get("line"), d.get("severity", "warning"))
 
 
+class JoinedStamps(Sequence[float]):
+    """A run's wall-clock stamps kept once, in the arrays that hold them (its epochs' ``real_time`` and
+    the stamps after the last epoch): a read-only sequence of their concatenation, in log order.
+
+    The cloud-ML reader gives it as :attr:`RunTimings.real_time`, so that a log with a stamp per step
+    does not hold every stamp twice. It reads like the list it stands for (``len``, indexing, slicing,
+    iteration, ``==`` with a list or array) and reflects the arrays as they are now.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self, parts: list[array | list[float]]) -> None:
+        self._parts = parts
+
+    def __len__(self) -> int:
+        return sum(map(len, self._parts))
+
+    def __iter__(self) -> Iterator[float]:
+        return chain.from_iterable(self._parts)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return list(self)[i]
+        i = i.__index__()
+        parts = self._parts if i >= 0 else reversed(self._parts)
+        k = i if i >= 0 else -i - 1
+        for part in parts:
+            if k < len(part):
+                return part[k] if i >= 0 else part[-k - 1]
+            k -= len(part)
+        raise IndexError("stamp index out of range")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (JoinedStamps, list, tuple, array)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"JoinedStamps({list(self)!r})"
+
+
 @dataclass(slots=True)
 class Epoch:
     """One epoch of one rank. ``index`` is 1-based as in the seed layout."""
@@ -48,8 +93,10 @@ class Epoch:
     index: int
     step_s: array = field(default_factory=lambda: array("d"))
     """Duration of each training step, in log order (seconds)."""
-    step_numbers: array = field(default_factory=lambda: array("l"))
-    """Step number as logged (restarts at 1 each epoch); same length as ``step_s``."""
+    step_numbers: array | range = field(default_factory=lambda: array("l"))
+    """Step number as logged (restarts at 1 each epoch); same length as ``step_s``. An ``array('l')``
+    or, when the numbers are consecutive (the usual case), a ``range`` (the parser's choice: 48 bytes
+    instead of 8 a step); read it as a sequence of ints."""
     data_wait_s: array | None = None
     """Per step: time waiting for the next batch (new logs only), aligned with ``step_s``."""
     compute_s: array | None = None
@@ -141,9 +188,10 @@ class RunTimings:
     fit_s: float | None = None
     total_s: float | None = None
     model_save_s: float | None = None
-    real_time: list[float] | array = field(default_factory=list)
+    real_time: list[float] | array | JoinedStamps = field(default_factory=list)
     """All wall-clock stamps in log order; the seeds' largest_real_time_delta is last - first.
-    A list or an ``array('d')`` (see :attr:`Epoch.real_time`)."""
+    A list, an ``array('d')`` or a :class:`JoinedStamps` view of the epochs' stamps (the parser's
+    choice: EC2 logs print one stamp per step); read it as a sequence of floats."""
     epochs: list[Epoch] = field(default_factory=list)
     """Epochs of the primary rank (rank 0, or the only rank the log shows)."""
     ranks: dict[int, list[Epoch]] = field(default_factory=dict)
