@@ -174,8 +174,10 @@ run = parse(sys.argv[1])
 dt = time.perf_counter() - t
 status = Path("/proc/self/status").read_text().splitlines()
 hwm = next(int(x.split()[1]) for x in status if x.startswith("VmHWM"))
+fields = ("step_s", "step_numbers", "real_time")
+held = [sum(sys.getsizeof(getattr(e, a)) for e in run.epochs) for a in fields]
 print(run.steps_total, len(run.epochs), len(run.real_time), run.status, dt, hwm,
-      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, *held)
 """
 FLOOR = """
 from pathlib import Path
@@ -192,7 +194,7 @@ def memory(tmp: Path, gigabytes: float) -> None:
         f"(b) peak memory parsing a generated {size / 1e9:.2f} GB log ({epochs} real epoch blocks, one run)"
     )
     out = subprocess.run([sys.executable, "-c", CHILD, str(log)], check=True, capture_output=True, text=True)
-    steps, n_epochs, stamps, status, dt, hwm_kb, maxrss_kb = out.stdout.split()
+    steps, n_epochs, stamps, status, dt, hwm_kb, maxrss_kb, times_b, numbers_b, stamps_b = out.stdout.split()
     floor = subprocess.run([sys.executable, "-c", FLOOR], check=True, capture_output=True, text=True)
     peak, floor_mb = int(hwm_kb) / 1024, int(floor.stdout) / 1024
     print(
@@ -203,8 +205,10 @@ def memory(tmp: Path, gigabytes: float) -> None:
     maxrss = int(maxrss_kb) / 1024
     print(f"    its ru_maxrss: {maxrss:.1f} MB; a child that only imports the parser: {floor_mb:.1f} MB")
     print(
-        f"    of which step arrays {int(steps) * 16 / 1e6:.1f} MB (8-byte time + 8-byte number per step), "
-        f"stamp arrays {int(stamps) * 16 / 1e6:.1f} MB (run + epoch, 8 bytes each)"
+        f"    held by the run: step times {int(times_b) / 1e6:.1f} MB ({int(steps) * 8 / 1e6:.1f} MB of "
+        f"8-byte values), step numbers {int(numbers_b) / 1e6:.1f} MB (a range per epoch where "
+        f"consecutive), stamps {int(stamps_b) / 1e6:.1f} MB ({int(stamps) * 8 / 1e6:.1f} MB of values, "
+        "held once)"
     )
     log.unlink()
 
