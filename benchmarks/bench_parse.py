@@ -175,7 +175,8 @@ dt = time.perf_counter() - t
 status = Path("/proc/self/status").read_text().splitlines()
 hwm = next(int(x.split()[1]) for x in status if x.startswith("VmHWM"))
 fields = ("step_s", "step_numbers", "real_time")
-held = [sum(sys.getsizeof(getattr(e, a)) for e in run.epochs) for a in fields]
+held = [sum(map(sys.getsizeof, {id(x): x for x in (getattr(e, a) for e in run.epochs)}.values()))
+        for a in fields]  # objects shared by several epochs counted once
 print(run.steps_total, len(run.epochs), len(run.real_time), run.status, dt, hwm,
       resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, *held)
 """

@@ -179,3 +179,9 @@ def test_stamps_are_held_once_and_the_run_view_reads_like_a_list() -> None:
     for bad in (5, -6):
         with pytest.raises(IndexError):
             stamps[bad]
+
+
+def test_epochs_with_the_same_step_numbers_share_one_range(cloudml_log) -> None:
+    run = parse(cloudml_log(epochs=3, steps=4))
+    assert run.epochs[0].step_numbers == range(1, 5)
+    assert run.epochs[0].step_numbers is run.epochs[1].step_numbers is run.epochs[2].step_numbers

@@ -146,12 +146,15 @@ def _add_step_numbers(ep: Epoch, numbers: range | array) -> None:
         have.extend(numbers)
 
 
-def _compact(ep: Epoch) -> None:
-    """Copy a finished epoch's arrays to their exact size (growing arrays keep spare room)."""
+def _compact(ep: Epoch, ranges: dict[range, range]) -> None:
+    """Copy a finished epoch's arrays to their exact size (growing arrays keep spare room); epochs with
+    the same consecutive step numbers (every full epoch of a run) share one immutable ``range``."""
     ep.step_s = array("d", ep.step_s)
     if len(ep.real_time):
         ep.real_time = array("d", ep.real_time)
-    if type(ep.step_numbers) is not range:
+    if type(ep.step_numbers) is range:
+        ep.step_numbers = ranges.setdefault(ep.step_numbers, ep.step_numbers)
+    else:
         ep.step_numbers = array("l", ep.step_numbers)
 
 
@@ -191,6 +194,7 @@ class CloudMLReader:
         self._cmd_budget = _CMD_WINDOW
         self._facts: dict[str, dict[str, int]] = {}
         self._last_form_here = False
+        self._ranges: dict[range, range] = {}
 
     # ---- scanning --------------------------------------------------------------------------------
 
@@ -375,7 +379,7 @@ class CloudMLReader:
         del self._pending_rt[:]
         self._pending_start = None
         if self.epochs:
-            _compact(self.epochs[-1])
+            _compact(self.epochs[-1], self._ranges)
         self.epochs.append(ep)
         self._cur = ep
 
@@ -391,7 +395,7 @@ class CloudMLReader:
         del self._pending_rt[:]
         self._pending_start = None
         if self.epochs:
-            _compact(self.epochs[-1])
+            _compact(self.epochs[-1], self._ranges)
         self.epochs.append(ep)
         self._cur = ep
         return ep
@@ -473,7 +477,7 @@ class CloudMLReader:
         """Close the reading: settle the header, number epochs that never got a header."""
         self._resolve_header()
         if self.epochs:
-            _compact(self.epochs[-1])
+            _compact(self.epochs[-1], self._ranges)
         self.real_time = JoinedStamps([*(ep.real_time for ep in self.epochs), self._pending_rt])
         if self._cur is not None and self._cur.epoch_s is None:
             self.unclosed.append(self._cur.index)
