@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainsweep.errors import LocalModeError
+from trainsweep.errors import LocalModeError, TrainsweepError
 from trainsweep.local.patching import Patches
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -54,17 +54,12 @@ class DeployedStack:
 
     def output(self, *candidates: str) -> str:
         """The first output whose key equals, or else contains, one of the candidates (case-insensitive)."""
-        lowered = {k.lower(): v for k, v in self.outputs.items()}
-        for c in candidates:
-            if c.lower() in lowered:
-                return lowered[c.lower()]
-        for c in candidates:
-            for k, v in lowered.items():
-                if c.lower() in k:
-                    return v
-        raise LocalModeError(
-            f"stack {self.name} has no output like {' / '.join(candidates)}; outputs: {sorted(self.outputs)}"
-        )
+        from trainsweep.aws.sweeps import pick_output
+
+        try:
+            return pick_output(self.outputs, *candidates)
+        except TrainsweepError as e:
+            raise LocalModeError(f"stack {self.name}: {e}") from None
 
 
 # ---- synth ----------------------------------------------------------------------------------------
