@@ -661,6 +661,10 @@ def _hyperparameters(
     else:
         out[hp.BATCH_SIZES] = ",".join(map(str, batch_sizes))
     out[hp.RUN_NAMES] = ",".join(run_names)
+    if spec.mode == "early-stop" and hp.EARLY_STOP_MAX_SECONDS not in out:
+        # SageMaker does not tell a job its MaxRuntime: give each batch size's watch at most half of its
+        # share, so a noisy step time that never reaches the precision still ends in a prediction.
+        out[hp.EARLY_STOP_MAX_SECONDS] = str(max(30, spec.max_runtime_seconds // (2 * len(batch_sizes))))
     if bucket:
         out[hp.LOG_BUCKET] = bucket
         out[hp.LOG_PREFIX] = layout.logs_prefix(sweep_id)

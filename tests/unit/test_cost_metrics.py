@@ -193,3 +193,41 @@ def test_known_bill_of_a_run_with_other_epochs_is_not_used():
     job = {"run_name": "r", "status": "Completed", "billable_s": 500}
     m = metrics.run_metrics(_run(), epochs=2, job=job)
     assert m.billable_source == "model"
+
+
+def _early_stopped_run(epochs_requested: int = 90) -> RunTimings:
+    """What an early-stop job logs: one partial epoch, then the prediction of the full run."""
+    from trainsweep.predict import Prediction
+
+    pred = Prediction(
+        epochs=epochs_requested, steps_per_epoch=196, step_s=0.25, step_half_width_rel=0.01,
+        train_epoch_s=49.0, validation_s=3.0, epoch_s=52.0, epoch_low_s=51.0, epoch_high_s=53.0,
+        total_s=epochs_requested * 52.0 + 8.0, total_low_s=0.0, total_high_s=0.0, warmup_excess_s=8.0,
+        steps_watched=30, stop_reason="precision", interval=0.9, precision=0.02,
+    )  # fmt: skip
+    partial = _epoch(1, [8.0] + [0.25] * 29)  # no Epoch time: the job stopped inside epoch 1
+    run = _run(epochs=[partial], header=RunHeader(epochs=epochs_requested))
+    run.prediction = pred.to_dict()
+    return run
+
+
+def test_an_early_stopped_run_is_judged_by_its_prediction_of_the_full_run():
+    m = metrics.run_metrics(_early_stopped_run(90))
+    assert m.prediction_used
+    assert m.epoch_s == pytest.approx(52.0)  # not the 30 partial steps it ran
+    assert m.time_to_train_s == pytest.approx(90 * 52.0 + 8.0)
+    assert m.billable_s == pytest.approx(billing.FIXED_OVERHEAD_S + 90 * 52.0 + 8.0)
+    assert m.billable_source == "model"
+
+
+def test_an_early_stopped_run_predicts_the_spec_epochs_when_they_differ():
+    m = metrics.run_metrics(_early_stopped_run(90), epochs=10)
+    assert m.time_to_train_s == pytest.approx(90 * 52.0 + 8.0 - 80 * 52.0)
+
+
+def test_a_run_that_trained_every_epoch_ignores_a_prediction():
+    run = _run()
+    run.prediction = _early_stopped_run(3).prediction
+    m = metrics.run_metrics(run, epochs=3)
+    assert not m.prediction_used
+    assert m.epoch_s == pytest.approx(1.3)

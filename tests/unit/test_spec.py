@@ -640,3 +640,20 @@ def test_a_resumed_attempt_renames_the_jobs_but_not_their_runs() -> None:
         assert len(job["job_name"]) <= 63
         assert layout.parse_job_name(job["job_name"]) == layout.parse_job_name(job["run_names"][0])
         assert job["hyperparameters"]["run-names"] == job["run_names"][0]
+
+
+@pytest.mark.parametrize(("packing", "expected"), [("per-cell", "300"), ("per-instance", "150")])
+def test_early_stop_watches_at_most_half_of_each_batch_sizes_share_of_the_runtime(packing, expected) -> None:
+    p = plan(mode="early-stop", packing=packing, batch_sizes=[256, 512], max_runtime_seconds=600)
+    assert {j["hyperparameters"][hp.EARLY_STOP_MAX_SECONDS] for j in p.jobs} == {expected}
+
+
+def test_an_explicit_early_stop_cap_is_kept() -> None:
+    spec = make_spec(mode="early-stop", max_runtime_seconds=600)
+    spec["workload"]["hyperparameters"] = {hp.EARLY_STOP_MAX_SECONDS: 42}
+    p = plan_sweep(spec, now=NOW, price=table_price)
+    assert {j["hyperparameters"][hp.EARLY_STOP_MAX_SECONDS] for j in p.jobs} == {"42"}
+
+
+def test_full_mode_jobs_get_no_early_stop_cap() -> None:
+    assert all(hp.EARLY_STOP_MAX_SECONDS not in j["hyperparameters"] for j in plan().jobs)

@@ -141,6 +141,8 @@ class RunMetrics:
     reason: str | None = None
     epochs_measured: int = 0
     steps_per_epoch: int | None = None
+    prediction_used: bool = False
+    """The figures come from the run's early-stop prediction, not from complete epochs."""
     step_s: float | None = None
     first_epoch_s: float | None = None
     epoch_s: float | None = None
@@ -220,7 +222,15 @@ def run_metrics(
         measured = [t for t in (_epoch_time(e) for e in eps) if t is not None]
         m.training_s = run.fit_s if run.fit_s and math.isfinite(run.fit_s) else (sum(measured) or None)
     target = epochs or run.header.epochs or m.epochs_measured or None
-    if target and m.training_s is not None and m.epochs_measured == target:
+    pred = _early_stop_prediction(run, target)
+    if pred is not None:
+        # An early-stopped run measured only the start of its training: its own prediction of the full
+        # run (steady step, full epoch of training + validation, warm-up excess) is the figure to compare.
+        m.step_s, m.steps_per_epoch, m.epoch_s = pred["step_s"], int(pred["steps_per_epoch"]), pred["epoch_s"]
+        target = target or int(pred["epochs"])
+        m.time_to_train_s = pred["total_s"] + (target - int(pred["epochs"])) * pred["epoch_s"]
+        m.prediction_used = True
+    elif target and m.training_s is not None and m.epochs_measured == target:
         m.time_to_train_s = m.training_s
     elif target and m.epochs_measured > target:
         # A longer run than asked for: its first ``target`` epochs as measured.
@@ -237,7 +247,7 @@ def run_metrics(
             "TrainingTimeInSeconds": (job or {}).get("training_s"),
         }
     )
-    ran_all = not target or m.epochs_measured == target
+    ran_all = (not target or m.epochs_measured == target) and not m.prediction_used
     if known["billable_s"] is not None and ran_all:
         m.billable_s, m.billable_source = known["billable_s"], "DescribeTrainingJob"
         m.spot_savings_share = known["spot_savings_share"]
@@ -376,6 +386,11 @@ def aggregate(
             failed = len(members) - len(ok)
             if failed:
                 notes.append(f"{failed} of {len(members)} runs failed")
+            predicted = sum(1 for r in ok if r.prediction_used)
+            if predicted:
+                notes.append(
+                    f"{predicted} run(s) early-stopped: epoch and training times are their predictions"
+                )
             early = sum(1 for r in ok if r.reason)
             if early:
                 notes.append(f"{early} run(s) stopped early ({ok[0].reason if early == 1 else 'see runs'})")
@@ -391,3 +406,20 @@ def aggregate(
     order = {name: i for i, name in enumerate(instances.CATALOGUE)}
     rows.sort(key=lambda r: (order.get(r.instance_type, len(order)), r.instance_type, r.batch_size or 0))
     return rows
+
+
+_PREDICTION_KEYS = ("step_s", "steps_per_epoch", "epoch_s", "total_s", "epochs")
+
+
+def _early_stop_prediction(run: RunTimings, target: int | None) -> dict[str, float] | None:
+    """The container's early-stop prediction when the run stopped before ``target`` epochs, else None."""
+    pred = run.prediction
+    if not isinstance(pred, Mapping):
+        return None
+    values = {k: pred.get(k) for k in _PREDICTION_KEYS}
+    if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in values.values()):
+        return None
+    measured = sum(1 for e in run.epochs if e.epoch_s is not None)
+    if target and measured >= target:
+        return None  # the run did train every epoch: measured beats predicted
+    return {k: float(v) for k, v in values.items()}  # type: ignore[arg-type]
