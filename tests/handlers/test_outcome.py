@@ -60,3 +60,18 @@ def test_a_completed_job_without_a_full_log_is_not_called_completed():
     assert cell_status(ok, "partial", None)[0] == "partial"
     assert cell_status(ok, "failed", "CUDA out of memory")[0] == "infeasible"
     assert cell_status(ok, "unreadable", None) == ("failed", "log status: unreadable")
+
+
+def test_a_spot_job_keeps_its_training_time_beside_the_billable_time():
+    """Managed spot bills less than it trains: both numbers travel, so the report shows the saving."""
+    outcome = job_outcome(
+        {"TrainingJobStatus": "Completed", "BillableTimeInSeconds": 300, "TrainingTimeInSeconds": 1000}, None
+    )
+    assert (outcome.billable_s, outcome.training_s) == (300.0, 1000.0)
+
+
+def test_a_failed_job_keeps_its_training_time_too():
+    cause = json.loads(_failed("boom")["Cause"])
+    cause["TrainingTimeInSeconds"] = 77
+    outcome = job_outcome(None, {"Error": "States.TaskFailed", "Cause": json.dumps(cause)})
+    assert outcome.training_s == 77.0

@@ -36,6 +36,8 @@ class Cell:
     status: CellStatus
     reason: str | None
     billable_s: float | None
+    training_s: float | None = None
+    """SageMaker's TrainingTimeInSeconds share; with billable_s it shows managed-spot savings."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,6 +51,7 @@ class JobOutcome:
     reason: str | None
     kind: Literal["ok", "oom", "timeout", "failed"]
     billable_s: float | None
+    training_s: float | None = None
 
 
 def is_out_of_memory(text: str | None) -> bool:
@@ -59,7 +62,13 @@ def job_outcome(training: dict[str, Any] | None, error: dict[str, Any] | None) -
     """Classify the training task's result (the DescribeTrainingJob output, or ``{Error, Cause}``)."""
     if error is None:
         training = training or {}
-        return JobOutcome(True, None, "ok", _float(training.get("BillableTimeInSeconds")))
+        return JobOutcome(
+            True,
+            None,
+            "ok",
+            _float(training.get("BillableTimeInSeconds")),
+            _float(training.get("TrainingTimeInSeconds")),
+        )
     name = str(error.get("Error", "Error"))
     cause = error.get("Cause") or ""
     described: dict[str, Any] = {}
@@ -70,6 +79,7 @@ def job_outcome(training: dict[str, Any] | None, error: dict[str, Any] | None) -
         except ValueError:
             described = {}
     billable = _float(described.get("BillableTimeInSeconds"))
+    trained = _float(described.get("TrainingTimeInSeconds"))
     failure = described.get("FailureReason")
     secondary = described.get("SecondaryStatus")
     status = described.get("TrainingJobStatus")
@@ -79,10 +89,10 @@ def job_outcome(training: dict[str, Any] | None, error: dict[str, Any] | None) -
         reason = f"{name}: {cause}" if cause else name
     reason = reason[:_REASON_MAX]
     if is_out_of_memory(failure) or (not described and is_out_of_memory(cause)):
-        return JobOutcome(False, reason, "oom", billable)
+        return JobOutcome(False, reason, "oom", billable, trained)
     if secondary in _TIMEOUT_SECONDARY or name == "States.Timeout":
-        return JobOutcome(False, reason, "timeout", billable)
-    return JobOutcome(False, reason, "failed", billable)
+        return JobOutcome(False, reason, "timeout", billable, trained)
+    return JobOutcome(False, reason, "failed", billable, trained)
 
 
 def cell_status(

@@ -91,6 +91,7 @@ def record_job(
     run_names: list[str] = list(job["run_names"])
     batch_sizes: list[int] = list(job.get("batch_sizes") or [])
     billable = outcome.billable_s / len(run_names) if outcome.billable_s is not None and run_names else None
+    trained = outcome.training_s / len(run_names) if outcome.training_s is not None and run_names else None
     cells = []
     for i, run_name in enumerate(run_names):
         run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name)
@@ -109,6 +110,7 @@ def record_job(
                 status=status,
                 reason=reason,
                 billable_s=billable,
+                training_s=trained,
             )
         )
     return cells
