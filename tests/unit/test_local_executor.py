@@ -133,20 +133,21 @@ def test_stop_ends_the_job_stopped_and_kills_a_process_that_ignores_sigterm(make
     assert not _alive(child), "a child of the training process survived the stop"
 
 
-def test_local_gpu_without_a_gpu_fails_with_a_clear_reason(make_job) -> None:
-    job, _, _ = make_job("print('never runs')\n", instance_type="local_gpu")
+@pytest.mark.parametrize(
+    ("instance_type", "reason"),
+    [
+        ("local_gpu", "needs an NVIDIA GPU"),  # this machine has no GPU
+        ("ml.p3.2xlarge", "local mode runs instance types"),  # a cloud type is refused locally
+    ],
+)
+def test_an_instance_type_local_mode_cannot_run_fails_with_a_clear_reason(
+    make_job, instance_type: str, reason: str
+) -> None:
+    job, _, _ = make_job("print('never runs')\n", instance_type=instance_type)
     job.start()
     assert job.wait(30)
     assert job.state.status == "Failed"
-    assert "needs an NVIDIA GPU" in (job.state.failure_reason or "")
-
-
-def test_a_cloud_instance_type_is_refused_locally(make_job) -> None:
-    job, _, _ = make_job("print('never runs')\n", instance_type="ml.p3.2xlarge")
-    job.start()
-    assert job.wait(30)
-    assert job.state.status == "Failed"
-    assert "local mode runs instance types" in (job.state.failure_reason or "")
+    assert reason in (job.state.failure_reason or "")
 
 
 def test_hyperparameters_arrive_as_strings_in_json(make_job) -> None:
