@@ -374,14 +374,7 @@ class CloudMLReader:
             self._closed = self._cur
         if self.epochs and self.epochs[-1].index is None:  # type: ignore[comparison-overlap]
             self.epochs[-1].index = index - 1
-        ep = Epoch(index=index, real_time=array("d", self._pending_rt))  # type: ignore[arg-type]
-        ep.start_time = self._pending_start
-        del self._pending_rt[:]
-        self._pending_start = None
-        if self.epochs:
-            _compact(self.epochs[-1], self._ranges)
-        self.epochs.append(ep)
-        self._cur = ep
+        self._start_epoch(index)
 
     def _open_implicit(self) -> Epoch:
         """Steps (or an epoch time) with no ``Epoch N/M`` before them: the log starts mid-epoch."""
@@ -390,6 +383,10 @@ class CloudMLReader:
             index = None
         else:
             index = self.epochs[-1].index + 1 if self.epochs[-1].index is not None else None
+        return self._start_epoch(index)
+
+    def _start_epoch(self, index: int | None) -> Epoch:
+        """Open epoch ``index`` with the stamps seen before it; the previous epoch's arrays are compacted."""
         ep = Epoch(index=index, real_time=array("d", self._pending_rt))  # type: ignore[arg-type]
         ep.start_time = self._pending_start
         del self._pending_rt[:]
