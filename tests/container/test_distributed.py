@@ -35,23 +35,23 @@ def test_two_ranks_write_their_own_step_events_into_one_log(tmp_path):
     assert run.epochs[0].validation_s is not None  # rank 0 writes the epoch-level lines
 
 
-def test_several_gpus_run_under_torchrun_on_one_host(tmp_path, monkeypatch):
-    monkeypatch.setenv("SM_HOSTS", '["algo-1"]')
-    monkeypatch.setenv("SM_CURRENT_HOST", "algo-1")
+def _torchrun_command(tmp_path, monkeypatch, hosts: str, current: str, gpus: int) -> list[str]:
+    monkeypatch.setenv("SM_HOSTS", hosts)
+    monkeypatch.setenv("SM_CURRENT_HOST", current)
     sup = Supervisor(Paths(tmp_path))
-    monkeypatch.setattr(sup, "_gpus", lambda cfg: 4)
-    cmd = sup.worker_command(parse_config(HYPER, Paths(tmp_path)), Path("c.json"), 0)
+    monkeypatch.setattr(sup, "_gpus", lambda cfg: gpus)
+    return sup.worker_command(parse_config(HYPER, Paths(tmp_path)), Path("c.json"), 0)
+
+
+def test_several_gpus_run_under_torchrun_on_one_host(tmp_path, monkeypatch):
+    cmd = _torchrun_command(tmp_path, monkeypatch, '["algo-1"]', "algo-1", 4)
     assert cmd[1:4] == ["-m", "torch.distributed.run", "--nproc_per_node=4"]
     assert "--standalone" in cmd
     assert cmd[-6:] == ["-m", "trainsweep.training.worker", "--config", "c.json", "--cell", "0"]
 
 
 def test_several_hosts_join_one_torchrun_job_led_by_the_first_host(tmp_path, monkeypatch):
-    monkeypatch.setenv("SM_HOSTS", '["algo-1", "algo-2"]')
-    monkeypatch.setenv("SM_CURRENT_HOST", "algo-2")
-    sup = Supervisor(Paths(tmp_path))
-    monkeypatch.setattr(sup, "_gpus", lambda cfg: 8)
-    cmd = sup.worker_command(parse_config(HYPER, Paths(tmp_path)), Path("c.json"), 0)
+    cmd = _torchrun_command(tmp_path, monkeypatch, '["algo-1", "algo-2"]', "algo-2", 8)
     assert "--nnodes=2" in cmd and "--node_rank=1" in cmd and "--master_addr=algo-1" in cmd
 
 
