@@ -39,34 +39,32 @@ class StepClock:
         self._ready: torch.cuda.Event | None = None
         self._step = 0
 
-    def _event(self) -> torch.cuda.Event:
-        return self._pool.pop() if self._pool else torch.cuda.Event(enable_timing=True)
+    def _record(self) -> torch.cuda.Event:
+        """Record a (pooled) timing event on the current stream."""
+        ev = self._pool.pop() if self._pool else torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
 
     def epoch_start(self) -> None:
         self._step = 0
         if self.cuda:
             if self._prev_end is not None and not self._pending:
                 self._pool.append(self._prev_end)
-            ev = self._event()
-            ev.record()
-            self._prev_end = ev
+            self._prev_end = self._record()
         else:
             self._t_prev = time.perf_counter()
 
     def data_ready(self) -> None:
         """The step's input is ready (on the device's stream); compute starts now."""
         if self.cuda:
-            ev = self._event()
-            ev.record()
-            self._ready = ev
+            self._ready = self._record()
         else:
             self._t_ready = time.perf_counter()
 
     def step_end(self) -> None:
         self._step += 1
         if self.cuda:
-            end = self._event()
-            end.record()
+            end = self._record()
             assert self._ready is not None
             self._pending.append((self._step, self._ready, end))
             self._ready = None
