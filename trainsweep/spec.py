@@ -513,6 +513,13 @@ def _default_price(instance_type: str, region: str) -> float | None:
     return hourly_usd(instance_type, region)
 
 
+def job_cost_usd(job: dict[str, Any], hourly: float | None) -> float | None:
+    """A job's worst case at ``hourly`` USD per instance-hour (all its instances for its max runtime)."""
+    if hourly is None:
+        return None
+    return job["instance_count"] * job["max_runtime_seconds"] / 3600 * hourly
+
+
 def sanitise(text: str) -> str:
     """Lower-case ``[a-z0-9-]`` form of a name: other characters become '-', runs collapse."""
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", text.lower())).strip("-")
@@ -811,13 +818,7 @@ def plan_sweep(
     unpriced = [t for t, p in prices.items() if p is None]
     cost: float | None = None
     if not unpriced:
-        cost = round(
-            sum(
-                j["instance_count"] * j["max_runtime_seconds"] / 3600 * (prices[j["instance_type"]] or 0.0)
-                for j in jobs
-            ),
-            2,
-        )
+        cost = round(sum(job_cost_usd(j, prices[j["instance_type"]]) or 0.0 for j in jobs), 2)
     per_job_s = spec.spot_max_wait_seconds or spec.max_runtime_seconds
     worst_s = math.ceil(len(jobs) / spec.max_concurrency) * per_job_s
 

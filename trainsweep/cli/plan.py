@@ -90,13 +90,6 @@ def _print_spec_errors(console: Console, where: str, error: Any) -> None:
     console.print("Fields and allowed values: `trainsweep schema`.", highlight=False)
 
 
-def _job_cost(sweep: SweepPlan, job: dict[str, Any]) -> float | None:
-    hourly = sweep.hourly_usd.get(job["instance_type"])
-    if hourly is None:
-        return None
-    return float(job["instance_count"] * job["max_runtime_seconds"] / 3600 * hourly)
-
-
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
@@ -114,7 +107,7 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from trainsweep.spec import format_duration
+    from trainsweep.spec import format_duration, job_cost_usd
 
     spec = sweep.spec
     title = escape(
@@ -128,7 +121,7 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
         ("run", "right", lambda j: f"e{j['repetition']}"),
         ("instances", "right", lambda j: str(j["instance_count"])),
         ("max runtime", "right", lambda j: format_duration(j["max_runtime_seconds"])),
-        ("worst case", "right", lambda j: _usd(_job_cost(sweep, j))),
+        ("worst case", "right", lambda j: _usd(job_cost_usd(j, sweep.hourly_usd.get(j["instance_type"])))),
     ]
     rows = [[cell(job) for _, _, cell in columns] for job in sweep.jobs]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, (h, _, _) in enumerate(columns)]
