@@ -214,7 +214,6 @@ def load_results(
             runs.append(RunTimings.from_record(json.loads(p.read_text(encoding="utf-8"))))
         except (OSError, ValueError, KeyError, RecordVersionError) as e:
             problems.append(f"{p.name}: {e}")
-    quality = None
     qp = root / layout.QUALITY_JSON
     if top is not None and not qp.is_file():
         top_path = Path(top).resolve()
@@ -224,29 +223,24 @@ def load_results(
                 break
             if parent == top_path:
                 break
-    if qp.is_file():
-        try:
-            quality = json.loads(qp.read_text(encoding="utf-8"))
-        except ValueError as e:
-            problems.append(f"{layout.QUALITY_JSON}: {e}")
-    jobs = None
-    jp = root / layout.JOBS_JSON
-    if jp.is_file():
-        try:
-            data = json.loads(jp.read_text(encoding="utf-8"))
-            # The aggregated sweep's final cell statuses ("cells"); a bare list is taken as such too.
-            # Planned jobs alone carry no outcome, so they are not read as statuses.
-            jobs = data.get("cells") if isinstance(data, Mapping) else data
-            if jobs is not None and not isinstance(jobs, list):
-                problems.append(f"{layout.JOBS_JSON}: expected a list of job records")
-                jobs = None
-        except ValueError as e:
-            problems.append(f"{layout.JOBS_JSON}: {e}")
-    spec = None
-    sp = root / layout.SPEC_JSON
-    if sp.is_file():
-        try:
-            spec = json.loads(sp.read_text(encoding="utf-8"))
-        except ValueError as e:
-            problems.append(f"{layout.SPEC_JSON}: {e}")
+    quality = _read_json(qp, layout.QUALITY_JSON, problems)
+    # The aggregated sweep's final cell statuses ("cells"); a bare list is taken as such too.
+    # Planned jobs alone carry no outcome, so they are not read as statuses.
+    data = _read_json(root / layout.JOBS_JSON, layout.JOBS_JSON, problems)
+    jobs = data.get("cells") if isinstance(data, Mapping) else data
+    if jobs is not None and not isinstance(jobs, list):
+        problems.append(f"{layout.JOBS_JSON}: expected a list of job records")
+        jobs = None
+    spec = _read_json(root / layout.SPEC_JSON, layout.SPEC_JSON, problems)
     return runs, quality, jobs, spec, problems
+
+
+def _read_json(path: Any, name: str, problems: list[str]) -> Any:
+    """The JSON in ``path``, or None when it is absent or unreadable (then named in ``problems``)."""
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        problems.append(f"{name}: {e}")
+        return None
