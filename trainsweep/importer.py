@@ -384,6 +384,13 @@ def _run_files(workers: _Workers, tasks: list[_Task], progress: Progress | None)
 # ---- cross-file checks and writing -------------------------------------------------------------------
 
 
+def _flag_each(same: list[FileOutcome], code: str, message: str) -> None:
+    """Give each file of a group of copies the problem ``code``; ``{others}`` in ``message``: the rest."""
+    for o in same:
+        others = ", ".join(x.path for x in same if x.path != o.path)
+        o.problems.append(_problem(code, message.format(others=others)))
+
+
 def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
     duplicates: list[dict[str, Any]] = []
     by_sha: dict[str, list[FileOutcome]] = defaultdict(list)
@@ -393,17 +400,13 @@ def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
     for sha, same in by_sha.items():
         if len(same) < 2:
             continue
-        paths = [o.path for o in same]
-        duplicates.append({"kind": "identical_bytes", "sha256": sha, "paths": paths})
-        for o in same:
-            others = ", ".join(p for p in paths if p != o.path)
-            o.problems.append(
-                _problem(
-                    "import.duplicate_log",
-                    f"byte-identical to {others}: the same run filed under another name; "
-                    "at most one of them is the run its name says",
-                )
-            )
+        duplicates.append({"kind": "identical_bytes", "sha256": sha, "paths": [o.path for o in same]})
+        _flag_each(
+            same,
+            "import.duplicate_log",
+            "byte-identical to {others}: the same run filed under another name; "
+            "at most one of them is the run its name says",
+        )
     by_timings: dict[str, list[FileOutcome]] = defaultdict(list)
     for o in outcomes:
         if o.timings_fingerprint is not None:
@@ -411,17 +414,13 @@ def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
     for same in by_timings.values():
         if len({o.sha256 for o in same}) < 2:
             continue  # only byte-identical copies, reported above
-        paths = [o.path for o in same]
-        duplicates.append({"kind": "identical_timings", "paths": paths})
-        for o in same:
-            others = ", ".join(p for p in paths if p != o.path)
-            o.problems.append(
-                _problem(
-                    "import.duplicate_content",
-                    f"the same step, validation and epoch times as {others} (different bytes): "
-                    "a copy of one run, not an independent repetition",
-                )
-            )
+        duplicates.append({"kind": "identical_timings", "paths": [o.path for o in same]})
+        _flag_each(
+            same,
+            "import.duplicate_content",
+            "the same step, validation and epoch times as {others} (different bytes): "
+            "a copy of one run, not an independent repetition",
+        )
     return duplicates
 
 
