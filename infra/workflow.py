@@ -146,17 +146,11 @@ class SweepStateMachine(Construct):
             result_path=sfn.JsonPath.DISCARD,
         ).next(failed)
 
-        plan_task = tasks.LambdaInvoke(
+        plan_task = _invoke(
             self,
             "PlanSweep",
-            lambda_function=plan,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "input": sfn.JsonPath.entire_payload,
-                    "execution": sfn.JsonPath.string_at("$$.Execution.Name"),
-                }
-            ),
-            payload_response_only=True,
+            plan,
+            {"input": sfn.JsonPath.entire_payload, "execution": sfn.JsonPath.string_at("$$.Execution.Name")},
             result_path="$.plan",
         )
         plan_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
@@ -165,29 +159,23 @@ class SweepStateMachine(Construct):
         start_job = sfn.Pass(
             self, "StartJob", parameters={"outcome": {}, "sweep_id.$": "$.sweep_id", "job.$": "$.job"}
         )
-        export_task = tasks.LambdaInvoke(
+        export_task = _invoke(
             self,
             "ExportLog",
-            lambda_function=export,
-            payload=sfn.TaskInput.from_object(
-                {"sweep_id": sfn.JsonPath.string_at("$.sweep_id"), "job": sfn.JsonPath.object_at("$.job")}
-            ),
-            payload_response_only=True,
+            export,
+            {"sweep_id": sfn.JsonPath.string_at("$.sweep_id"), "job": sfn.JsonPath.object_at("$.job")},
             result_path=sfn.JsonPath.DISCARD,
         )
-        parse_task = tasks.LambdaInvoke(
+        parse_task = _invoke(
             self,
             "ParseRun",
-            lambda_function=parse,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "sweep_id": sfn.JsonPath.string_at("$.sweep_id"),
-                    "job": sfn.JsonPath.object_at("$.job"),
-                    # {training} or {error}: whichever the training task left (a missing path is an error)
-                    "outcome": sfn.JsonPath.object_at("$.outcome"),
-                }
-            ),
-            payload_response_only=True,
+            parse,
+            {
+                "sweep_id": sfn.JsonPath.string_at("$.sweep_id"),
+                "job": sfn.JsonPath.object_at("$.job"),
+                # {training} or {error}: whichever the training task left (a missing path is an error)
+                "outcome": sfn.JsonPath.object_at("$.outcome"),
+            },
         )
         parse_failed = sfn.Pass(
             self,
@@ -255,17 +243,11 @@ class SweepStateMachine(Construct):
         )
         groups_map.item_processor(jobs_map)
 
-        aggregate_task = tasks.LambdaInvoke(
+        aggregate_task = _invoke(
             self,
             "AggregateSweep",
-            lambda_function=aggregate,
-            payload=sfn.TaskInput.from_object(
-                {
-                    "sweep_id": sfn.JsonPath.string_at("$.plan.sweep_id"),
-                    "cells": sfn.JsonPath.list_at("$.cells"),
-                }
-            ),
-            payload_response_only=True,
+            aggregate,
+            {"sweep_id": sfn.JsonPath.string_at("$.plan.sweep_id"), "cells": sfn.JsonPath.list_at("$.cells")},
             result_path="$.summary",
         )
         aggregate_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
@@ -325,6 +307,25 @@ class SweepStateMachine(Construct):
                 conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
             )
         )
+
+
+def _invoke(
+    scope: Construct,
+    construct_id: str,
+    function: lambda_.IFunction,
+    payload: dict[str, Any],
+    *,
+    result_path: str | None = None,
+) -> tasks.LambdaInvoke:
+    """A Lambda task whose state output is the function's own return value (no invocation metadata)."""
+    return tasks.LambdaInvoke(
+        scope,
+        construct_id,
+        lambda_function=function,
+        payload=sfn.TaskInput.from_object(payload),
+        payload_response_only=True,
+        result_path=result_path,
+    )
 
 
 def _spot_data(spot: bool, data: bool) -> sfn.Condition:
