@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainsweep.logs import parse
+from trainsweep.logs.cloudml import ACCURACY_AFTER_EPOCH_TIME
 
 
 def test_a_well_formed_log_is_complete_without_problems(cloudml_log) -> None:
@@ -73,11 +74,11 @@ def test_val_accuracy_after_epoch_time_belongs_to_the_epoch_just_closed() -> Non
     run = parse(log)
     assert [e.validation_accuracy for e in run.epochs] == [0.25, 0.5]
     assert len(run.epochs) == 2
-    assert run.extra["cloudml.accuracy_after_epoch_time"] is True
+    assert run.extra[ACCURACY_AFTER_EPOCH_TIME] is True
 
 
 def test_val_accuracy_before_epoch_time_is_flagged_as_such(cloudml_log) -> None:
-    assert parse(cloudml_log()).extra["cloudml.accuracy_after_epoch_time"] is False
+    assert parse(cloudml_log()).extra[ACCURACY_AFTER_EPOCH_TIME] is False
 
 
 def test_real_time_between_epochs_belongs_to_the_next_epoch() -> None:
