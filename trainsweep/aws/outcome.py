@@ -125,3 +125,21 @@ def _float(value: Any) -> float | None:
         return None if value is None else float(value)
     except (TypeError, ValueError):
         return None
+
+
+def job_cells(job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The identity of each cell a planned job runs (run name, job, instance type, batch size, repetition).
+
+    A packed job runs several batch sizes, one run name each; a missing batch size reads as None.
+    """
+    sizes = list(job.get("batch_sizes") or [])
+    return [
+        {
+            "run_name": run_name,
+            "job_name": job["job_name"],
+            "instance_type": job["instance_type"],
+            "batch_size": sizes[i] if i < len(sizes) else None,
+            "repetition": job.get("repetition"),
+        }
+        for i, run_name in enumerate(job.get("run_names", []))
+    ]

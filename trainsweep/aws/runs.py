@@ -13,7 +13,7 @@ from typing import Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
-from trainsweep.aws.outcome import Cell, cell_status, job_outcome
+from trainsweep.aws.outcome import Cell, cell_status, job_cells, job_outcome
 
 LOG = logging.getLogger(__name__)
 
@@ -89,11 +89,11 @@ def record_job(
 
     outcome = job_outcome(training, error)
     run_names: list[str] = list(job["run_names"])
-    batch_sizes: list[int] = list(job.get("batch_sizes") or [])
     billable = outcome.billable_s / len(run_names) if outcome.billable_s is not None and run_names else None
     trained = outcome.training_s / len(run_names) if outcome.training_s is not None and run_names else None
     cells = []
-    for i, run_name in enumerate(run_names):
+    for ident in job_cells(job):
+        run_name = ident["run_name"]
         run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name)
         if run is not None:
             s3io.put_all(s3, bucket, layout.results_prefix(sweep_id), run_artefacts(run))
@@ -102,11 +102,7 @@ def record_job(
         )
         cells.append(
             Cell(
-                run_name=run_name,
-                job_name=job["job_name"],
-                instance_type=job["instance_type"],
-                batch_size=batch_sizes[i] if i < len(batch_sizes) else None,
-                repetition=job.get("repetition"),
+                **ident,
                 status=status,
                 reason=reason,
                 billable_s=billable,

@@ -19,6 +19,7 @@ from typing import Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
+from trainsweep.aws.outcome import job_cells
 from trainsweep.errors import TrainsweepError
 
 LIVE_STATES = ("pending", "running", "done", "failed", "infeasible")
@@ -168,20 +169,7 @@ def execution_error(sfn: Any, execution_arn: str) -> str | None:
 
 
 def _plan_cells(jobs_doc: dict[str, Any]) -> list[CellView]:
-    cells = []
-    for job in jobs_doc.get("jobs", []):
-        sizes = list(job.get("batch_sizes") or [])
-        for i, run in enumerate(job.get("run_names", [])):
-            cells.append(
-                CellView(
-                    run_name=run,
-                    job_name=job["job_name"],
-                    instance_type=job["instance_type"],
-                    batch_size=sizes[i] if i < len(sizes) else None,
-                    repetition=job.get("repetition"),
-                )
-            )
-    return cells
+    return [CellView(**ident) for job in jobs_doc.get("jobs", []) for ident in job_cells(job)]
 
 
 def _apply_final(cells: list[CellView], final: Iterable[dict[str, Any]]) -> None:
