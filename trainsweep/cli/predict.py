@@ -14,13 +14,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from trainsweep.cli.common import fail
+
 LOG_SUFFIXES = (".txt", ".out", ".log")
 SKIPPED_DIRS = ("execution-times",)  # seed outputs, not logs
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 def collect_logs(paths: list[Path]) -> list[Path]:
@@ -28,7 +25,7 @@ def collect_logs(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         if not p.exists():
-            raise _fail(f"{p} does not exist")
+            raise fail(f"{p} does not exist")
         if p.is_dir():
             found = [
                 f
@@ -71,7 +68,7 @@ def predict_eval_command(
 
     files = collect_logs(logs)
     if not files:
-        raise _fail("no logs found (looked for *.txt, *.out, *.log)")
+        raise fail("no logs found (looked for *.txt, *.out, *.log)")
     rule = StopRule(precision=precision)
     results = []
     group: dict[str, str] = {}
@@ -79,7 +76,7 @@ def predict_eval_command(
         try:
             run = parse(f)
         except OSError as exc:
-            raise _fail(f"cannot read {f}: {exc.strerror or exc}") from None
+            raise fail(f"cannot read {f}: {exc.strerror or exc}") from None
         res = replay(run, rule, max_epochs=max_epochs)
         res.log = str(f)
         # a grid is one experiment folder (its logs/ folder's parent) x computing system

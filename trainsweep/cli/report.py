@@ -12,13 +12,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from trainsweep.cli.common import fail
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)
 _UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400}
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 def parse_duration(text: str) -> float:
@@ -68,14 +65,14 @@ def report_command(
 ) -> None:
     """Rebuild sweep.csv, sweep.json, report.html and plots/ from run records, offline, into DIR."""
     if not folder.is_dir():
-        raise _fail(f"{folder} is not a folder: give the folder `trainsweep download` or `import` wrote")
+        raise fail(f"{folder} is not a folder: give the folder `trainsweep download` or `import` wrote")
     try:
         deadline_s = parse_duration(deadline) if deadline is not None else None
     except ValueError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     roots = _results_roots(folder)
     if not roots:
-        raise _fail(
+        raise fail(
             f"no runs/*.json below {folder}: is this a results folder? (`trainsweep import LOGS --out DIR`)"
         )
 
@@ -150,7 +147,7 @@ def prices_refresh(
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
     except ImportError:
-        raise _fail("boto3 is not installed: pip install 'trainsweep[aws]'") from None
+        raise fail("boto3 is not installed: pip install 'trainsweep[aws]'") from None
     from trainsweep.cost.prices import PRICING_API_REGION, refresh
 
     regions = region or ["us-east-1"]
@@ -158,7 +155,7 @@ def prices_refresh(
     try:
         path, fetched, missing = refresh(client, regions)
     except (BotoCoreError, ClientError) as exc:
-        raise _fail(f"the AWS Pricing API did not answer: {exc} (check credentials and network)") from None
+        raise fail(f"the AWS Pricing API did not answer: {exc} (check credentials and network)") from None
     n = sum(len(v) for v in fetched.values())
     Console().print(f"cached {n} prices for {', '.join(regions)} in {path}", highlight=False)
     if missing:
@@ -183,13 +180,13 @@ def what_if_command(
 ) -> None:
     """Data-stall what-if: iteration, stall and delay times with fetch start/duration aligned across GPUs."""
     if not trace.is_file():
-        raise _fail(f"{trace} is not a file: give a sim_info.csv")
+        raise fail(f"{trace} is not a file: give a sim_info.csv")
     from trainsweep.stalls import read_sim_info, what_if_table
 
     try:
         rows = what_if_table(read_sim_info(trace))
     except (ValueError, KeyError) as exc:
-        raise _fail(f"{trace}: {exc}") from None
+        raise fail(f"{trace}: {exc}") from None
     if csv_out:
         import csv
         import sys
