@@ -316,8 +316,9 @@ def _process(task: _Task) -> _Processed:
     return _Processed(outcome, run, artefacts)
 
 
-def _problem(code: str, message: str, severity: str = "warning", line: int | None = None) -> dict[str, Any]:
-    return {"code": code, "message": message, "line": line, "severity": severity}
+def _problem(code: str, message: str, severity: str = "warning") -> dict[str, Any]:
+    """An import-level problem: about the whole file, so it has no line."""
+    return {"code": code, "message": message, "line": None, "severity": severity}
 
 
 class _Workers:
