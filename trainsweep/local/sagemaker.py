@@ -38,22 +38,22 @@ def s3_channel_fetcher(endpoint_url: str, region: str) -> Callable[[str, Path], 
     def fetch(uri: str, dest: Path) -> None:
         import boto3
 
+        from trainsweep.aws import s3 as s3io
+
         parsed = urlparse(uri)
         if parsed.scheme != "s3":
             raise ValueError(f"channel URI must be s3://, got {uri!r}")
         bucket, prefix = parsed.netloc, parsed.path.lstrip("/")
         s3 = boto3.client("s3", endpoint_url=endpoint_url, region_name=region)
         found = False
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            for obj in page.get("Contents", []):
-                key = obj["Key"]
-                rel = key[len(prefix) :].lstrip("/") if key != prefix else Path(key).name
-                if not rel or key.endswith("/"):
-                    continue
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                s3.download_file(bucket, key, str(target))
-                found = True
+        for key in s3io.list_keys(s3, bucket, prefix):
+            rel = key[len(prefix) :].lstrip("/") if key != prefix else Path(key).name
+            if not rel or key.endswith("/"):
+                continue
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(target))
+            found = True
         if not found:
             raise FileNotFoundError(f"no objects under {uri}")
 
