@@ -13,19 +13,16 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from trainsweep.cli.common import fail
+
 PROBLEM_ROWS_SHOWN = 40
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 def _readable_file(path: Path) -> None:
     if not path.exists():
-        raise _fail(f"{path} does not exist")
+        raise fail(f"{path} does not exist")
     if path.is_dir():
-        raise _fail(f"{path} is a folder; give one log file (use `trainsweep import` for a folder)")
+        raise fail(f"{path} is a folder; give one log file (use `trainsweep import` for a folder)")
 
 
 def _parse_log(path: Path, *, vmtype: str | None, batch_size: int | None, run: int | None) -> Any:
@@ -34,7 +31,7 @@ def _parse_log(path: Path, *, vmtype: str | None, batch_size: int | None, run: i
     try:
         return parse(path, computing_system=vmtype, batch_size=batch_size, run_index=run)
     except OSError as exc:
-        raise _fail(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise fail(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
 def parse_command(
@@ -105,16 +102,16 @@ def summary_command(
     data = _load_json(source)
     if data is not None and "kind" in data:
         if data.get("kind") != RECORD_KIND:
-            raise _fail(f"{source} is a {data.get('kind')!r} file, not a run record or a seed e<N>.json")
+            raise fail(f"{source} is a {data.get('kind')!r} file, not a run record or a seed e<N>.json")
         try:
             seed = seed_json(RunTimings.from_record(data))
         except RecordVersionError as exc:
-            raise _fail(f"{source}: {exc}") from None
+            raise fail(f"{source}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
-            raise _fail(f"{source} is not a valid run record ({type(exc).__name__}: {exc})") from None
+            raise fail(f"{source} is not a valid run record ({type(exc).__name__}: {exc})") from None
     elif data is not None:
         if not isinstance(data.get("epochs"), dict):
-            raise _fail(f"{source} is JSON but neither a run record nor a seed e<N>.json (no 'epochs')")
+            raise fail(f"{source} is JSON but neither a run record nor a seed e<N>.json (no 'epochs')")
         seed = data
     else:
         timings = _parse_log(source, vmtype=None, batch_size=None, run=None)
@@ -123,7 +120,7 @@ def summary_command(
     try:
         text = format_seed_summary(seed, original=original)
     except (TypeError, ValueError, AttributeError) as exc:
-        raise _fail(f"{source}: malformed seed JSON ({type(exc).__name__}: {exc})") from None
+        raise fail(f"{source}: malformed seed JSON ({type(exc).__name__}: {exc})") from None
     sys.stdout.write(text)
 
 
@@ -168,9 +165,9 @@ def import_command(
         try:
             result = import_dir(directory, out, progress=progress, workers=workers, report=report)
         except TrainsweepError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
         except OSError as exc:
-            raise _fail(f"cannot write to {out}: {exc.strerror or exc}") from None
+            raise fail(f"cannot write to {out}: {exc.strerror or exc}") from None
         bar.update(task, completed=result.processed, total=max(result.processed, 1), current="done")
     _print_import_report(result, out)
 
