@@ -33,7 +33,8 @@ sys.path.insert(0, str(HERE))
 
 from seed_parse_baseline import parse_lines  # noqa: E402
 
-from trainsweep.logs import parse  # noqa: E402
+from trainsweep.logs import native, parse  # noqa: E402
+from trainsweep.logs.spill import MEMORY_BUDGET_BYTES  # noqa: E402
 
 GREP_PATTERN = "step training time|Real time|Epoch|Validation time|val_acc|MO833"
 
@@ -88,6 +89,13 @@ def throughput(tmp: Path, megabytes: float) -> None:
     def run_parser() -> None:
         parse(corpus)
 
+    def run_parser_python_path() -> None:
+        scan, native.scan_stretch = native.scan_stretch, None
+        try:
+            parse(corpus)
+        finally:
+            native.scan_stretch = scan
+
     def run_baseline() -> None:
         with corpus.open("r", encoding="utf-8", errors="replace") as f:  # the original read sys.stdin
             parse_lines(f)
@@ -101,14 +109,21 @@ def throughput(tmp: Path, megabytes: float) -> None:
 
     c_grep, w_grep = best_of(2, run_grep)
     c_parse, w_parse = best_of(2, run_parser)
+    c_py, w_py = best_of(2, run_parser_python_path)
     c_base, w_base = best_of(1, run_baseline)
     print("    MB per CPU second (MB per wall second in brackets):")
     print(f"    grep -c -E '{GREP_PATTERN}': {mb / c_grep:8.1f}  ({mb / w_grep:.1f})  physical bound")
-    print(f"    trainsweep.logs.parse:      {mb / c_parse:8.1f}  ({mb / w_parse:.1f})")
+    scanner = "with the C scanner" if native.scan_stretch is not None else "C scanner NOT BUILT"
+    print(f"    trainsweep.logs.parse:      {mb / c_parse:8.1f}  ({mb / w_parse:.1f})  {scanner}")
+    print(f"    ... its Python path alone:  {mb / c_py:8.1f}  ({mb / w_py:.1f})  TRAINSWEEP_PURE_PYTHON=1")
     print(f"    baseline (seed algorithm):  {mb / c_base:8.1f}  ({mb / w_base:.1f})")
     print(
         f"    parse / baseline = {c_base / c_parse:.1f}x in CPU time, {w_base / w_parse:.1f}x in wall time "
         f"(target >= 20x); grep / parse = {c_parse / c_grep:.1f}x"
+    )
+    print(
+        f"    Python path alone / baseline = {c_base / c_py:.1f}x in CPU time, "
+        f"{w_base / w_py:.1f}x in wall time"
     )
 
 
@@ -174,11 +189,12 @@ run = parse(sys.argv[1])
 dt = time.perf_counter() - t
 status = Path("/proc/self/status").read_text().splitlines()
 hwm = next(int(x.split()[1]) for x in status if x.startswith("VmHWM"))
-fields = ("step_s", "step_numbers", "real_time")
+fields = ("_step_s", "step_numbers", "_real_time")
 held = [sum(map(sys.getsizeof, {id(x): x for x in (getattr(e, a) for e in run.epochs)}.values()))
-        for a in fields]  # objects shared by several epochs counted once
+        for a in fields]  # in memory (a spilled epoch holds only where its values lie on disk); shared once
+spilled = sum(e.spilled for e in run.epochs)
 print(run.steps_total, len(run.epochs), len(run.real_time), run.status, dt, hwm,
-      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, *held)
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, *held, spilled)
 """
 FLOOR = """
 from pathlib import Path
@@ -195,7 +211,8 @@ def memory(tmp: Path, gigabytes: float) -> None:
         f"(b) peak memory parsing a generated {size / 1e9:.2f} GB log ({epochs} real epoch blocks, one run)"
     )
     out = subprocess.run([sys.executable, "-c", CHILD, str(log)], check=True, capture_output=True, text=True)
-    steps, n_epochs, stamps, status, dt, hwm_kb, maxrss_kb, times_b, numbers_b, stamps_b = out.stdout.split()
+    fields = out.stdout.split()
+    steps, n_epochs, stamps, status, dt, hwm_kb, maxrss_kb, times_b, numbers_b, stamps_b, spilled = fields
     floor = subprocess.run([sys.executable, "-c", FLOOR], check=True, capture_output=True, text=True)
     peak, floor_mb = int(hwm_kb) / 1024, int(floor.stdout) / 1024
     print(
@@ -210,6 +227,10 @@ def memory(tmp: Path, gigabytes: float) -> None:
         f"8-byte values), step numbers {int(numbers_b) / 1e6:.1f} MB (a range per epoch where "
         f"consecutive), stamps {int(stamps_b) / 1e6:.1f} MB ({int(stamps) * 8 / 1e6:.1f} MB of values, "
         "held once)"
+    )
+    print(
+        f"    {int(spilled):,} of {int(n_epochs):,} epochs had their step times and stamps moved to the "
+        f"spill file (values beyond spill.MEMORY_BUDGET_BYTES = {MEMORY_BUDGET_BYTES >> 20} MiB)"
     )
     log.unlink()
 

@@ -34,13 +34,16 @@ PACKAGE_EXCLUDE = ("cli", "local")
 # Removed from installed dependencies: never imported at run time, and they count against the 250 MB.
 PRUNE_DIRS = ("__pycache__", "tests", "test", "testing")
 PRUNE_GLOBS = ("*.pyc", "*.pyi")
+# Not copied from the package: the optional C log scanner (its source, and a build made for this machine's
+# Python, which is not the Lambda runtime's); the functions read logs with the Python path.
+PACKAGE_SKIP_SUFFIXES = (".pyc", ".c", ".so")
 
 
 def _package_files(root: Path) -> list[Path]:
     files = []
     for p in sorted(root.rglob("*")):
         rel = p.relative_to(root)
-        if p.is_dir() or "__pycache__" in rel.parts or p.suffix == ".pyc":
+        if p.is_dir() or "__pycache__" in rel.parts or p.suffix in PACKAGE_SKIP_SUFFIXES:
             continue
         if rel.parts[0] in PACKAGE_EXCLUDE:
             continue

@@ -58,6 +58,9 @@ def test_bundled_functions_fit_lambda_and_only_plotting_ones_carry_matplotlib(cl
         assert (asset / "handler.py").is_file() and (asset / "trainsweep" / "layout.py").is_file()
         assert not (asset / "trainsweep" / "cli").exists() and not (asset / "trainsweep" / "local").exists()
         assert not (asset / "pandas").exists() and not (asset / "scipy").exists()
+        built_here = [*(asset / "trainsweep").rglob("*.so"), *(asset / "trainsweep").rglob("*.c")]
+        assert not built_here, built_here  # the C log scanner is for this machine's Python, not Lambda's
+        assert (asset / "trainsweep" / "logs" / "native.py").is_file()
         assert (asset / "matplotlib").is_dir() == (name in ("parse_run", "aggregate_sweep")), name
         assert sizes[name] < LAMBDA_UNZIPPED_LIMIT, (name, sizes[name])
     assert sorted(sizes) == ["aggregate_sweep", "export_log", "parse_run", "plan_sweep"]

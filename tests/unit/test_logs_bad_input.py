@@ -118,6 +118,26 @@ def test_absurd_step_times_are_dropped_with_their_line_and_the_rest_is_kept() ->
     assert list(run.epochs[0].step_numbers) == [1, 6]
 
 
+@pytest.mark.parametrize(
+    "log",
+    [
+        b"Epoch 1/1\n1 step training time: 0.5s\n"
+        b"99999999999999999999 step training time: 0.5s\nEpoch time: 1s\n",
+        b"Epoch 1/1\n1 step training time: 1e-3s\n"
+        b"99999999999999999999 step training time: 1e-3s\nEpoch time: 1s\n",
+        b"[MO833] Rank,0,Epoch,0,Iteration,0,It. time,1.0,Elapsed time,2.0\n"
+        b"[MO833] Rank,0,Epoch,0,Iteration,99999999999999999999,It. time,1.0,Elapsed time,3.0\n",
+    ],
+    ids=["cloud-ml", "cloud-ml-slow-path", "mo833"],
+)
+def test_a_step_number_beyond_64_bits_is_dropped_with_its_line(log: bytes) -> None:
+    run = parse(log)
+    absurd = [p for p in run.problems if p.code == "absurd-value"]
+    assert [p.line for p in absurd] == [2] if log.startswith(b"[") else [3]
+    assert "step" in absurd[0].message.lower() or "Iteration" in absurd[0].message
+    assert list(run.epochs[0].step_numbers) == [1] and run.steps_total == 1
+
+
 def test_an_absurd_epoch_time_is_dropped() -> None:
     run = parse(b"Epoch 1/1\n1 step training time: 0.5s\nEpoch time: -3.0s\n")
     assert run.epochs[0].epoch_s is None

@@ -139,8 +139,8 @@ def _check_cloudml_shape(run: RunTimings, r: CloudMLReader) -> bool:
             "the earlier part is missing (e.g. a CloudWatch export without pagination)",
         )
         partial = True
-    for idx in r.unclosed[:-1] if r.unclosed and r.unclosed[-1] == run.epochs[-1].index else r.unclosed:
-        run.add_problem("epoch-not-closed", f"epoch {idx} has no 'Epoch time:' line")
+    for ep in r.unclosed[:-1] if r.unclosed and r.unclosed[-1] is run.epochs[-1] else r.unclosed:
+        run.add_problem("epoch-not-closed", f"epoch {ep.index} has no 'Epoch time:' line")
     last = run.epochs[-1]
     if last.epoch_s is None:
         run.add_problem(

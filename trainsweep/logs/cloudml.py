@@ -23,9 +23,16 @@ from __future__ import annotations
 import re
 from array import array
 
+from trainsweep.logs import native
 from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch, JoinedStamps, RunHeader
-from trainsweep.logs.numbers import MAX_DURATION_S, NUMX, duration_problem, timestamp_problem
+from trainsweep.logs.numbers import (
+    MAX_DURATION_S,
+    NUMX,
+    duration_problem,
+    step_number_problem,
+    timestamp_problem,
+)
 
 DIALECT = "cloud-ml"
 ACCURACY_AFTER_EPOCH_TIME = "cloudml.accuracy_after_epoch_time"
@@ -183,7 +190,8 @@ class CloudMLReader:
         self.first_step_number: int | None = None
         self.announced_epochs: int | None = None
         self.last_step_form = False
-        self.unclosed: list[int] = []
+        self.unclosed: list[Epoch] = []
+        """Epochs that never printed ``Epoch time:`` (their indexes are settled by :meth:`finish`)."""
         self._cur: Epoch | None = None
         self._closed: Epoch | None = None
         self._pending_rt: array = array("d")
@@ -228,18 +236,28 @@ class CloudMLReader:
     def _bulk(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
         """Steps and ``Real time`` stamps between two rare lines all belong to the same epoch.
 
-        Step numbers and step times come from two ``findall`` passes (each a plain scan in C); when
+        Read by :func:`native.scan_stretch` (C) when it is built and the stretch is plain; otherwise
+        step numbers and step times come from two ``findall`` passes (each a plain scan in C); when
         the two disagree, or a value is not a plain number, the stretch is read line by line instead.
         """
         if end - start < 12:
             return
-        if self._last_form_here and region.find(b" steps training: ", start, end) >= 0:
+        last_form = self._last_form_here and region.find(b" steps training: ", start, end) >= 0
+        scan = native.scan_stretch
+        if scan is not None and not last_form:
+            found = scan(region, start, end, MAX_DURATION_S)  # the same reading, in C; None: not plain
+            if found is not None:
+                self._add_scanned(*found)
+                return
+        if last_form:
             self._steps_one_by_one(region, start, end, lc)  # the oldest logs' last-step form
         elif values := STEP_TIME.findall(region, start, end):
             numbers = STEP_NUMBER.findall(region, start, end)
             try:
                 if len(numbers) != len(values):
                     raise ValueError("step lines of another form")
+                if max(map(len, numbers)) > 18:
+                    raise ValueError("a step number too large for 64 bits")
                 if b" ".join(values).translate(None, _PLAIN):
                     raise ValueError("a sign, an exponent, nan or inf: check each value")
                 times = array("d", map(float, values))
@@ -267,6 +285,20 @@ class CloudMLReader:
                 self.records += len(values_rt)
                 (self._cur.real_time if self._cur is not None else self._pending_rt).extend(values_rt)
 
+    def _add_scanned(self, times: bytes, numbers: bytes | None, first: int, stamps: bytes) -> None:
+        """What :func:`native.scan_stretch` found: 8-byte step times, numbers (None: consecutive), stamps."""
+        if times:
+            n = len(times) // 8
+            self.records += n
+            ep = self._cur if self._cur is not None else self._open_implicit()
+            if self.first_step_number is None:
+                self.first_step_number = first
+            ep.step_s.frombytes(times)
+            _add_step_numbers(ep, range(first, first + n) if numbers is None else array("l", numbers))
+        if stamps:
+            self.records += len(stamps) // 8
+            (self._cur.real_time if self._cur is not None else self._pending_rt).frombytes(stamps)
+
     def _steps_one_by_one(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
         """The slow path for a stretch with an absurd step time: each step checked, with its line."""
         for m in STEP.finditer(region, start, end):
@@ -274,6 +306,9 @@ class CloudMLReader:
             self._step(int(m.group(1)), float(m.group(2)), lc, m.start())
 
     def _step(self, number: int, value: float, lc: LineCounter, pos: int) -> None:
+        if (why := step_number_problem(number)) is not None:
+            self._problem("absurd-value", f"step number {number} {why}; the step is ignored", lc.at(pos))
+            return
         why = duration_problem(value)
         if why is not None:
             msg = f"step {number} time {value!r} {why}; the step is ignored"
@@ -370,7 +405,7 @@ class CloudMLReader:
                 self.started_without_header = True
         elif self._cur is not None:
             # The previous epoch never printed ``Epoch time:``.
-            self.unclosed.append(self._cur.index)
+            self.unclosed.append(self._cur)
             self._closed = self._cur
         if self.epochs and self.epochs[-1].index is None:  # type: ignore[comparison-overlap]
             self.epochs[-1].index = index - 1
@@ -477,7 +512,7 @@ class CloudMLReader:
             _compact(self.epochs[-1], self._ranges)
         self.real_time = JoinedStamps([*(ep.real_time for ep in self.epochs), self._pending_rt])
         if self._cur is not None and self._cur.epoch_s is None:
-            self.unclosed.append(self._cur.index)
+            self.unclosed.append(self._cur)
         expected = 1
         for ep in self.epochs:
             if ep.index is None:  # type: ignore[comparison-overlap]

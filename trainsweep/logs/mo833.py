@@ -15,7 +15,7 @@ import re
 
 from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch
-from trainsweep.logs.numbers import NUM, duration_problem
+from trainsweep.logs.numbers import NUM, duration_problem, step_number_problem
 
 DIALECT = "mo833"
 TOKEN = b"[MO833]"
@@ -71,7 +71,10 @@ class Mo833Reader:
                 ep = eps[epoch_index] = Epoch(index=epoch_index)
             if full.group(4) is not None:
                 it, elapsed = float(full.group(5)), float(full.group(6))
-                if self._ok("It. time", it, lc, m.start()):
+                if (why := step_number_problem(int(full.group(4)) + 1)) is not None:
+                    msg = f"Iteration {full.group(4).decode()} {why}; the step is ignored"
+                    self.problems.append(("absurd-value", msg, lc.at(m.start()), "warning"))
+                elif self._ok("It. time", it, lc, m.start()):
                     ep.step_s.append(it)
                     ep.step_numbers.append(int(full.group(4)) + 1)
                 self._elapsed(rank, elapsed, lc, m.start())

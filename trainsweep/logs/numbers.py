@@ -14,6 +14,15 @@ MAX_DURATION_S = 30 * 24 * 3600.0
 """No single step, epoch or phase of a training job takes a month: longer is a broken number."""
 
 
+MAX_STEP_NUMBER = 10**18 - 1
+"""Step numbers are kept as 64-bit integers; a longer one (19 digits or more) is a broken number."""
+
+
+def step_number_problem(number: int) -> str | None:
+    """Why ``number`` cannot be a step number, or None when it can."""
+    return f"is larger than {MAX_STEP_NUMBER}" if number > MAX_STEP_NUMBER else None
+
+
 def duration_problem(value: float) -> str | None:
     """Why ``value`` cannot be a duration in seconds, or None when it can."""
     if math.isnan(value):

@@ -1,0 +1,189 @@
+"""The C scanner of the cloud-ML reader (trainsweep/logs/_scan.c) against the Python path it stands in for.
+
+The Python path is the reference: for every input the two must give the same run record. The scanner
+must also be built in this install (it is what makes the parse benchmark's figure): a missing C compiler
+at install time fails here rather than silently halving the speed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import struct
+import subprocess
+import sys
+from array import array
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from trainsweep.logs import cloudml, native, parse
+from trainsweep.logs.numbers import MAX_DURATION_S
+
+SCAN = native.scan_stretch
+LOG_SUFFIXES = (".txt", ".out", ".log")
+
+
+def test_the_scanner_is_built_and_used_by_default() -> None:
+    assert SCAN is not None, "trainsweep/logs/_scan.c was not built: reinstall with a C compiler (gcc)"
+    out = subprocess.run(
+        [sys.executable, "-c", "from trainsweep.logs import native; print(native.scan_stretch is None)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"TRAINSWEEP_PURE_PYTHON": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert out.stdout.strip() == "True", "TRAINSWEEP_PURE_PYTHON=1 must turn the scanner off"
+
+
+def records(source, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """The run record of ``source`` read with the scanner and with the Python path alone."""
+    monkeypatch.setattr(native, "scan_stretch", SCAN)
+    fast = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
+    monkeypatch.setattr(native, "scan_stretch", None)
+    slow = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
+    monkeypatch.setattr(native, "scan_stretch", SCAN)
+    return fast, slow
+
+
+def test_every_real_log_reads_the_same_with_and_without_it(
+    real_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = [p for p in sorted(real_data.rglob("*")) if p.is_file() and p.suffix in LOG_SUFFIXES]
+    assert len(logs) > 100
+    for p in logs:
+        fast, slow = records(p.read_bytes(), monkeypatch)
+        assert fast == slow, p
+
+
+def scan(text: bytes):
+    return SCAN(b"\n" + text, 0, len(text) + 1, MAX_DURATION_S)
+
+
+def test_plain_stretch() -> None:
+    times, numbers, first, stamps = scan(
+        b"Real time: 1592371754.45\n3 step training time: 0.25s\n4 step training time: 1.5s\nReal time: 7\n"
+    )
+    assert array("d", times).tolist() == [0.25, 1.5]
+    assert numbers is None and first == 3
+    assert array("d", stamps).tolist() == [1592371754.45, 7.0]
+
+
+def test_numbers_that_are_not_consecutive_come_back() -> None:
+    _times, numbers, first, _ = scan(b"5 step training time: 1.0s\n2 step training time: 2.0s\n")
+    assert array("l", numbers).tolist() == [5, 2] and first == 5
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"1 step training time: -0.5s\n",  # a sign
+        b"1 step training time: 1e-3s\n",  # an exponent
+        b"1 step training time: nan\n",
+        b"1 step training time: 1.2.3s\n",  # not a number float() reads
+        b"1 step training time: .s\n",
+        b"1 step training time: 99999999999s\n",  # absurd: longer than a month
+        b"x step training time: 0.5s\n",  # a step time without a step number
+        b"12345678901234567890 step training time: 0.5s\n",  # a step number beyond 64 bits
+        b"Real time: -5\n",
+        b"Real time: 1.5e9\n",
+        b"1 step training time: 0." + b"1" * 70 + b"s\n",  # longer than the C path reads
+    ],
+)
+def test_what_the_python_path_must_read_gives_none(text: bytes) -> None:
+    assert scan(text) is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        # halfway between two doubles: the 80-bit quotient is exact and the C path must not round it
+        b"9007199254740993",
+        b"9007199254740995",
+        b"4503599627370496.5",
+        b"0.30000000000000004",
+        b"0.1",
+        b"1592371754.4500001",
+        b"0000.000000000000000000000000123",
+        b"123456789012345678.9",
+        b"0",
+        b"0.",
+        b".5",
+        b"2.2250738585072014",
+    ],
+)
+def test_values_are_what_float_gives(value: bytes) -> None:
+    found = scan(b"Real time: " + value + b"\n")
+    assert found is not None
+    assert struct.unpack("d", found[3])[0] == float(value)
+
+
+def test_many_random_decimals_are_what_float_gives() -> None:
+    rng = random.Random(7)
+    values = []
+    for _ in range(20000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 24)))
+        dot = rng.randint(0, len(digits))
+        values.append((digits[:dot] + "." + digits[dot:]).encode() if rng.random() < 0.9 else digits.encode())
+    for x in (rng.random() * 10 ** rng.randint(-6, 9) for _ in range(20000)):
+        values.append(repr(x).encode() if "e" not in repr(x) else b"1.5")
+    text = b"".join(b"Real time: " + v + b"\n" for v in values)
+    found = scan(text)
+    assert found is not None
+    assert array("d", found[3]).tolist() == [float(v) for v in values]
+
+
+FRAGMENTS = [
+    b"Epoch 1/3",
+    b"Epoch 2/3",
+    b"Epoch time: 1.5s",
+    b"Validation time: 0.1",
+    b"1 step training time: 0.25s",
+    b"2 step training time: 0.2500000000000001s",
+    b"3 step training time: 12.000000000000002s",
+    b"7 step training time: 0.1s",
+    b"2 step training time: -1",
+    b"2 step training time: 1e3",
+    b"2 step training time: ",
+    b"9 step training time: 3.",
+    b"99999999999999999999 step training time: 1.5s",
+    b"40 steps training: 2.5s",
+    b"step training time: 0.5s",
+    b" 3 step training time: 0.5s",
+    b"Real time: 1592371754.45",
+    b"Real time: 1592371754.450000001",
+    b"Real time: inf",
+    b"Real time: ",
+    b"xReal time: 5",
+    b"60000/60000 [==============================] - 2s - val_accuracy: 0.97",
+    b"\x08" * 10 + b"1 step training time: 0.3s",
+    b"",
+]
+lines = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=20)), max_size=50)
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.differing_executors],
+)
+@given(lines, st.sampled_from([b"\n", b"\r\n"]))
+def test_any_mix_of_lines_reads_the_same_with_and_without_it(parts: list[bytes], sep: bytes) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        fast, slow = records(sep.join(parts), mp)
+    assert fast == slow
+
+
+def test_the_reader_uses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+
+    def spy(*args):
+        calls.append(args[1:3])
+        return SCAN(*args)
+
+    monkeypatch.setattr(native, "scan_stretch", spy)
+    run = parse(b"Epoch 1/1\n1 step training time: 0.5s\n2 step training time: 0.25s\nEpoch time: 1s\n")
+    assert calls and run.epochs[0].step_s.tolist() == [0.5, 0.25]
+    assert cloudml.native is native

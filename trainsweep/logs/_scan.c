@@ -1,0 +1,256 @@
+/* The cloud-ML reader's hot loop in C: step lines and wall-clock stamps of one stretch of a log.
+ *
+ * A stretch is the text between two "rare" lines (epoch headers, validation times, ...). Almost all of
+ * a log's bytes are in stretches, and almost all of a stretch is lines like
+ *
+ *     37 step training time: 0.2518s
+ *     Real time: 1592371754.45
+ *
+ * scan_stretch() reads such a stretch exactly as cloudml.CloudMLReader._bulk's fast path does with its
+ * regular expressions (STEP_TIME, STEP_NUMBER and REAL with findall, then float() and int()), in one
+ * pass per literal, without making a Python object per value. Whenever that fast path would not apply
+ * (a sign, an exponent, nan or inf, a malformed or absurd value, step numbers that do not pair with step
+ * times, a number too long for 64 bits), it returns None and the caller runs the Python code, which
+ * stays the reference: the two must agree on every input (tests/unit/test_native_scan.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#define _GNU_SOURCE
+#include <Python.h>
+#include <float.h>
+#include <stdint.h>
+#include <string.h>
+
+static const char STEP_LIT[] = "step training time: ";
+static const char REAL_LIT[] = "Real time: ";
+#define STEP_LEN (sizeof(STEP_LIT) - 1)
+#define REAL_LEN (sizeof(REAL_LIT) - 1)
+#define MAX_VALUE 64   /* longer plain numbers go to the Python path */
+#define MAX_DIGITS 18  /* step numbers that surely fit in 64 bits */
+
+/* The regex class [-+0-9.eEnaifINFty] that a value's run of characters is made of. */
+static int value_char(unsigned char c) {
+    if (c >= '0' && c <= '9') return 1;
+    switch (c) {
+        case '-': case '+': case '.': case 'e': case 'E': case 'n': case 'a':
+        case 'i': case 'f': case 'I': case 'N': case 'F': case 't': case 'y':
+            return 1;
+        default:
+            return 0;
+    }
+}
+
+/* A growing array of 8-byte values. */
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap; /* in items */
+} Buf;
+
+static int buf_push(Buf *b, const void *item) {
+    if (b->len == b->cap) {
+        Py_ssize_t cap = b->cap ? 2 * b->cap : 256;
+        char *d = PyMem_Realloc(b->data, (size_t)cap * 8);
+        if (d == NULL) return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len * 8, item, 8);
+    b->len++;
+    return 0;
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && LDBL_MANT_DIG == 64
+/* A plain decimal (digits, at most one dot) with at most 19 significant digits and at most 27 after the
+ * dot, as the correctly rounded double that float() gives: the digits m and 10^k are exact in the x87
+ * 80-bit format (64-bit mantissa), their quotient is rounded once to 64 bits, then to 53. That second
+ * rounding can only differ from rounding the exact value when the 64-bit quotient lies exactly half-way
+ * between two doubles: then 0 is returned and the caller uses CPython's own (slower) conversion. */
+static int fast_decimal(const char *p, const char *end, double *out) {
+    static long double powers_of_ten[28];
+    if (powers_of_ten[0] == 0.0L) {
+        long double x = 1.0L;
+        for (int i = 0; i < 28; i++, x *= 10.0L) powers_of_ten[i] = x;
+    }
+    uint64_t m = 0;
+    int significant = 0, after_dot = -1;
+    for (const char *c = p; c < end; c++) {
+        if (*c == '.') {
+            after_dot = 0;
+            continue;
+        }
+        if (after_dot >= 0) after_dot++;
+        if (m == 0 && *c == '0') continue;
+        if (++significant > 19) return 0;
+        m = m * 10 + (uint64_t)(*c - '0');
+    }
+    int k = after_dot > 0 ? after_dot : 0;
+    if (k > 27) return 0;
+    if (m == 0) {
+        *out = 0.0;
+        return 1;
+    }
+    long double q = (long double)m / powers_of_ten[k];
+    union {
+        long double ld;
+        struct {
+            uint64_t mantissa;
+            uint16_t sign_exponent;
+        } bits;
+    } u;
+    memset(&u, 0, sizeof u);
+    u.ld = q;
+    if ((u.bits.mantissa & 0x7FF) == 0x400) return 0; /* exactly half-way: let CPython round it */
+    double d = (double)q;
+    if (!(d >= DBL_MIN)) return 0; /* subnormal doubles have fewer bits: not this path */
+    *out = d;
+    return 1;
+}
+#else
+static int fast_decimal(const char *p, const char *end, double *out) {
+    (void)p, (void)end, (void)out;
+    return 0;
+}
+#endif
+
+/* The value whose run of class characters starts at p (before end): 1 and *out when it is a plain
+ * decimal (digits and at most one dot, at least one digit) that float() reads, 0 when the Python path
+ * must look at it, -1 on a Python error. *next is set to the end of the run. */
+static int plain_value(const char *p, const char *end, double *out, const char **next) {
+    const char *q = p;
+    int digits = 0, dots = 0, plain = 1;
+    while (q < end && value_char((unsigned char)*q)) {
+        if (*q >= '0' && *q <= '9') digits++;
+        else if (*q == '.') dots++;
+        else plain = 0;
+        q++;
+    }
+    *next = q;
+    Py_ssize_t n = q - p;
+    if (!plain || digits == 0 || dots > 1 || n >= MAX_VALUE) return 0;
+    if (fast_decimal(p, q, out)) return 1;
+    char tmp[MAX_VALUE];
+    memcpy(tmp, p, (size_t)n);
+    tmp[n] = '\0';
+    char *stop = NULL;
+    double v = PyOS_string_to_double(tmp, &stop, NULL);
+    if (v == -1.0 && PyErr_Occurred()) return -1;
+    if (stop != tmp + n) return 0;
+    *out = v;
+    return 1;
+}
+
+/* The step number before a "step training time: " at p: r"\n(\d+) " ending at p, starting at or after
+ * lo. 1 and *out when present, 0 when absent, 2 when present but too long for the C path. */
+static int step_number(const char *lo, const char *p, long long *out) {
+    if (p - 1 < lo || p[-1] != ' ') return 0;
+    const char *q = p - 1; /* the space */
+    while (q - 1 >= lo && q[-1] >= '0' && q[-1] <= '9') q--;
+    Py_ssize_t digits = (p - 1) - q;
+    if (digits == 0 || q - 1 < lo || q[-1] != '\n') return 0;
+    if (digits > MAX_DIGITS) return 2;
+    long long v = 0;
+    for (const char *d = q; d < p - 1; d++) v = v * 10 + (*d - '0');
+    *out = v;
+    return 1;
+}
+
+static PyObject *scan_stretch(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t start, end;
+    double max_duration;
+    if (!PyArg_ParseTuple(args, "y*nnd", &view, &start, &end, &max_duration)) return NULL;
+    PyObject *result = NULL;
+    Buf times = {0}, numbers = {0}, stamps = {0};
+    Py_ssize_t n_numbers = 0;
+    int consecutive = 1, bail = 0;
+    long long first = 0, expect = 0;
+
+    if (start < 0) start = 0;
+    if (end > view.len) end = view.len;
+    const char *base = view.buf;
+    const char *lo = base + start, *hi = base + (end > start ? end : start);
+
+    /* Step times (STEP_TIME) and the step numbers before them (STEP_NUMBER), paired by order. */
+    for (const char *p = lo; !bail && hi - p >= (Py_ssize_t)STEP_LEN;) {
+        const char *hit = memmem(p, (size_t)(hi - p), STEP_LIT, STEP_LEN);
+        if (hit == NULL) break;
+        const char *v = hit + STEP_LEN;
+        long long number = 0;
+        int has_number = step_number(lo, hit, &number);
+        if (has_number == 2) bail = 1;
+        if (has_number == 1) {
+            if (buf_push(&numbers, &number) < 0) goto nomem;
+            if (n_numbers == 0) first = expect = number;
+            if (number != expect) consecutive = 0;
+            expect = number + 1;
+            n_numbers++;
+        }
+        p = v;
+        if (v < hi && value_char((unsigned char)*v)) {
+            double t;
+            const char *next;
+            int ok = plain_value(v, hi, &t, &next);
+            if (ok < 0) goto done;
+            if (ok == 0 || !(t <= max_duration)) bail = 1;
+            else if (buf_push(&times, &t) < 0) goto nomem;
+            p = next;
+        }
+    }
+    if (!bail && times.len > 0 && n_numbers != times.len) bail = 1;
+
+    /* Wall-clock stamps (REAL). */
+    for (const char *p = lo; !bail && hi - p >= (Py_ssize_t)REAL_LEN;) {
+        const char *hit = memmem(p, (size_t)(hi - p), REAL_LIT, REAL_LEN);
+        if (hit == NULL) break;
+        const char *v = hit + REAL_LEN;
+        p = v;
+        if (v < hi && value_char((unsigned char)*v)) {
+            double t;
+            const char *next;
+            int ok = plain_value(v, hi, &t, &next);
+            if (ok < 0) goto done;
+            if (ok == 0) bail = 1;
+            else if (buf_push(&stamps, &t) < 0) goto nomem;
+            p = next;
+        }
+    }
+
+    if (bail) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    /* (step times, step numbers or None when consecutive, first step number, stamps) */
+    PyObject *t = PyBytes_FromStringAndSize(times.data, times.len * 8);
+    PyObject *nums = (times.len == 0 || consecutive)
+                         ? Py_NewRef(Py_None)
+                         : PyBytes_FromStringAndSize(numbers.data, numbers.len * 8);
+    PyObject *s = PyBytes_FromStringAndSize(stamps.data, stamps.len * 8);
+    if (t && nums && s) result = Py_BuildValue("(OOLO)", t, nums, times.len ? first : 0LL, s);
+    Py_XDECREF(t);
+    Py_XDECREF(nums);
+    Py_XDECREF(s);
+    goto done;
+nomem:
+    PyErr_NoMemory();
+done:
+    PyMem_Free(times.data);
+    PyMem_Free(numbers.data);
+    PyMem_Free(stamps.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_stretch", scan_stretch, METH_VARARGS,
+     "scan_stretch(region, start, end, max_duration) -> (times, numbers, first, stamps) | None\n\n"
+     "Step times, step numbers (None when consecutive from first) and wall-clock stamps of\n"
+     "region[start:end] as bytes of native 8-byte values; None when the Python path must read it."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "trainsweep.logs._scan",
+    "C hot loop of the cloud-ML log reader (see cloudml.py); optional: the Python path is the reference.",
+    -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
