@@ -162,6 +162,12 @@ def test_doctor_reports_each_tool_and_what_to_do(tmp_path: Path) -> None:
     assert cdk.level == "warn" and "npm ci" in (cdk.fix or "")
 
 
+def test_doctor_says_whether_the_c_log_scanner_is_built() -> None:
+    assert doctor.check_log_scanner().level == "ok"  # this install has a compiler (test_native_scan)
+    missing = doctor.check_log_scanner(built=False)
+    assert missing.level == "warn" and "half the speed" in missing.detail and "gcc" in (missing.fix or "")
+
+
 def test_doctor_flags_a_cdk_cli_other_than_the_pinned_one(tmp_path: Path) -> None:
     (tmp_path / "package.json").write_text(json.dumps({"devDependencies": {"aws-cdk": "2.1148.1"}}))
     which, run = _probes({"cdk": "3.0.0 (build abc)"})

@@ -33,6 +33,7 @@ from trainsweep.logs.numbers import (
     step_number_problem,
     timestamp_problem,
 )
+from trainsweep.logs.spill import SpillBudget
 
 DIALECT = "cloud-ml"
 ACCURACY_AFTER_EPOCH_TIME = "cloudml.accuracy_after_epoch_time"
@@ -153,12 +154,13 @@ def _add_step_numbers(ep: Epoch, numbers: range | array) -> None:
         have.extend(numbers)
 
 
-def _compact(ep: Epoch, ranges: dict[range, range]) -> None:
-    """Copy a finished epoch's arrays to their exact size (growing arrays keep spare room); epochs with
-    the same consecutive step numbers (every full epoch of a run) share one immutable ``range``."""
-    ep.step_s = array("d", ep.step_s)
+def _compact(ep: Epoch, ranges: dict[range, range], budget: SpillBudget) -> None:
+    """Copy a finished epoch's arrays to their exact size (growing arrays keep spare room), or move them
+    to disk once the run's values exceed the memory budget; epochs with the same consecutive step numbers
+    (every full epoch of a run) share one immutable ``range``."""
+    ep.step_s = budget.keep(array("d", ep.step_s))
     if len(ep.real_time):
-        ep.real_time = array("d", ep.real_time)
+        ep.real_time = budget.keep(array("d", ep.real_time))
     if type(ep.step_numbers) is range:
         ep.step_numbers = ranges.setdefault(ep.step_numbers, ep.step_numbers)
     else:
@@ -176,8 +178,8 @@ class CloudMLReader:
         self.total_s: float | None = None
         self.model_save_s: float | None = None
         self.real_time: JoinedStamps = JoinedStamps([])
-        """Every wall-clock stamp, set by :meth:`finish`: a view of the epochs' stamp arrays (8 bytes a
-        stamp, held once; EC2 logs print one per step) and of those after the last epoch."""
+        """Every wall-clock stamp, set by :meth:`finish`: a view of the epochs' stamps (8 bytes a stamp,
+        held once; EC2 logs print one per step) and of those after the last epoch."""
         self.extra: dict[str, float | bool] = {}
         self.problems: list[tuple[str, str, int | None, str]] = []
         self.records = 0
@@ -203,6 +205,7 @@ class CloudMLReader:
         self._facts: dict[str, dict[str, int]] = {}
         self._last_form_here = False
         self._ranges: dict[range, range] = {}
+        self._budget = SpillBudget()
 
     # ---- scanning --------------------------------------------------------------------------------
 
@@ -427,7 +430,7 @@ class CloudMLReader:
         del self._pending_rt[:]
         self._pending_start = None
         if self.epochs:
-            _compact(self.epochs[-1], self._ranges)
+            _compact(self.epochs[-1], self._ranges, self._budget)
         self.epochs.append(ep)
         self._cur = ep
         return ep
@@ -509,8 +512,8 @@ class CloudMLReader:
         """Close the reading: settle the header, number epochs that never got a header."""
         self._resolve_header()
         if self.epochs:
-            _compact(self.epochs[-1], self._ranges)
-        self.real_time = JoinedStamps([*(ep.real_time for ep in self.epochs), self._pending_rt])
+            _compact(self.epochs[-1], self._ranges, self._budget)
+        self.real_time = JoinedStamps([*self.epochs, self._pending_rt])
         if self._cur is not None and self._cur.epoch_s is None:
             self.unclosed.append(self._cur)
         expected = 1

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, Literal
 
+from trainsweep.logs.spill import Spilled
+
 SCHEMA_VERSION = 1
 RECORD_KIND = "trainsweep.run"
 
@@ -44,24 +46,33 @@ class Problem:
 
 
 class JoinedStamps(Sequence[float]):
-    """A run's wall-clock stamps kept once, in the arrays that hold them (its epochs' ``real_time`` and
-    the stamps after the last epoch): a read-only sequence of their concatenation, in log order.
+    """A run's wall-clock stamps kept once, where they are held (its epochs' ``real_time`` and the stamps
+    after the last epoch): a read-only sequence of their concatenation, in log order.
 
     The cloud-ML reader gives it as :attr:`RunTimings.real_time`, so that a log with a stamp per step
-    does not hold every stamp twice. It reads like the list it stands for (``len``, indexing, slicing,
-    iteration, ``==`` with a list or array) and reflects the arrays as they are now.
+    does not hold every stamp twice. A part is an :class:`Epoch` (its ``real_time``, read when needed:
+    it may be on disk) or a list or array of stamps. It reads like the list it stands for (``len``,
+    indexing, slicing, iteration, ``==`` with a list or array) and reflects the parts as they are now.
     """
 
     __slots__ = ("_parts",)
 
-    def __init__(self, parts: list[array | list[float]]) -> None:
+    def __init__(self, parts: list[Epoch | array | list[float]]) -> None:
         self._parts = parts
 
+    @staticmethod
+    def _count(part: Epoch | array | list[float]) -> int:
+        return part.stamps if type(part) is Epoch else len(part)
+
+    @staticmethod
+    def _values(part: Epoch | array | list[float]) -> array | list[float]:
+        return part.real_time if type(part) is Epoch else part
+
     def __len__(self) -> int:
-        return sum(map(len, self._parts))
+        return sum(map(self._count, self._parts))
 
     def __iter__(self) -> Iterator[float]:
-        return chain.from_iterable(self._parts)
+        return chain.from_iterable(map(self._values, self._parts))
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
@@ -70,9 +81,11 @@ class JoinedStamps(Sequence[float]):
         parts = self._parts if i >= 0 else reversed(self._parts)
         k = i if i >= 0 else -i - 1
         for part in parts:
-            if k < len(part):
-                return part[k] if i >= 0 else part[-k - 1]
-            k -= len(part)
+            n = self._count(part)
+            if k < n:
+                values = self._values(part)
+                return values[k] if i >= 0 else values[-k - 1]
+            k -= n
         raise IndexError("stamp index out of range")
 
     def __eq__(self, other: object) -> bool:
@@ -86,33 +99,127 @@ class JoinedStamps(Sequence[float]):
         return f"JoinedStamps({list(self)!r})"
 
 
-@dataclass(slots=True)
-class Epoch:
-    """One epoch of one rank. ``index`` is 1-based as in the seed layout."""
+_EPOCH_FIELDS = (
+    "index",
+    "step_s",
+    "step_numbers",
+    "data_wait_s",
+    "compute_s",
+    "validation_s",
+    "validation_accuracy",
+    "epoch_s",
+    "real_time",
+    "start_time",
+    "end_time",
+)
 
-    index: int
-    step_s: array = field(default_factory=lambda: array("d"))
-    """Duration of each training step, in log order (seconds)."""
-    step_numbers: array | range = field(default_factory=lambda: array("l"))
-    """Step number as logged (restarts at 1 each epoch); same length as ``step_s``. An ``array('l')``
-    or, when the numbers are consecutive (the usual case), a ``range`` (the parser's choice: 48 bytes
-    instead of 8 a step); read it as a sequence of ints."""
-    data_wait_s: array | None = None
-    """Per step: time waiting for the next batch (new logs only), aligned with ``step_s``."""
-    compute_s: array | None = None
-    """Per step: forward/backward/optimizer time (new logs only), aligned with ``step_s``."""
-    validation_s: float | None = None
-    validation_accuracy: float | None = None
-    epoch_s: float | None = None
-    real_time: list[float] | array = field(default_factory=list)
-    """Wall-clock stamps (Unix seconds) seen during the epoch, e.g. the seeds' ``Real time:`` lines.
-    A list or an ``array('d')`` (the parser's choice: EC2 logs print one stamp per step)."""
-    start_time: float | None = None
-    end_time: float | None = None
+
+class Epoch:
+    """One epoch of one rank. ``index`` is 1-based as in the seed layout.
+
+    Attributes:
+        step_s: duration of each training step, in log order (seconds), an ``array('d')``.
+        step_numbers: step number as logged (restarts at 1 each epoch); same length as ``step_s``. An
+            ``array('l')`` or, when the numbers are consecutive (the usual case), a ``range`` (the
+            parser's choice: 48 bytes instead of 8 a step); read it as a sequence of ints.
+        data_wait_s: per step, time waiting for the next batch (new logs only), aligned with ``step_s``.
+        compute_s: per step, forward/backward/optimizer time (new logs only), aligned with ``step_s``.
+        real_time: wall-clock stamps (Unix seconds) seen during the epoch, e.g. the seeds' ``Real time:``
+            lines. A list or an ``array('d')`` (the parser's choice: EC2 logs print one stamp per step).
+
+    The cloud-ML reader may move a finished epoch's ``step_s`` and ``real_time`` to disk when a log is
+    very long (:mod:`trainsweep.logs.spill`); reading either attribute then gives a fresh array read back
+    from there, so change such an epoch by assigning, not in place.
+    """
+
+    __slots__ = (
+        "_real_time",
+        "_step_s",
+        "compute_s",
+        "data_wait_s",
+        "end_time",
+        "epoch_s",
+        "index",
+        "start_time",
+        "step_numbers",
+        "validation_accuracy",
+        "validation_s",
+    )
+
+    def __init__(
+        self,
+        index: int,
+        step_s: array | None = None,
+        step_numbers: array | range | None = None,
+        data_wait_s: array | None = None,
+        compute_s: array | None = None,
+        validation_s: float | None = None,
+        validation_accuracy: float | None = None,
+        epoch_s: float | None = None,
+        real_time: list[float] | array | None = None,
+        start_time: float | None = None,
+        end_time: float | None = None,
+    ) -> None:
+        self.index = index
+        self._step_s: array | Spilled = array("d") if step_s is None else step_s
+        self.step_numbers = array("l") if step_numbers is None else step_numbers
+        self.data_wait_s = data_wait_s
+        self.compute_s = compute_s
+        self.validation_s = validation_s
+        self.validation_accuracy = validation_accuracy
+        self.epoch_s = epoch_s
+        self._real_time: list[float] | array | Spilled = [] if real_time is None else real_time
+        self.start_time = start_time
+        self.end_time = end_time
+
+    @property
+    def step_s(self) -> array:
+        v = self._step_s
+        return v.load() if type(v) is Spilled else v  # type: ignore[union-attr,return-value]
+
+    @step_s.setter
+    def step_s(self, values: array | Spilled) -> None:
+        self._step_s = values
+
+    @property
+    def real_time(self) -> list[float] | array:
+        v = self._real_time
+        return v.load() if type(v) is Spilled else v  # type: ignore[union-attr,return-value]
+
+    @real_time.setter
+    def real_time(self, values: list[float] | array | Spilled) -> None:
+        self._real_time = values
 
     @property
     def steps(self) -> int:
-        return len(self.step_s)
+        return len(self._step_s)
+
+    @property
+    def stamps(self) -> int:
+        """How many wall-clock stamps the epoch has (without reading them back from disk)."""
+        return len(self._real_time)
+
+    @property
+    def spilled(self) -> bool:
+        """Whether this epoch's values were moved to disk (a very long log; see the class docstring)."""
+        return type(self._step_s) is Spilled or type(self._real_time) is Spilled
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in _EPOCH_FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not Epoch:
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        fields = zip(_EPOCH_FIELDS, self._values(), strict=True)
+        return "Epoch(" + ", ".join(f"{f}={v!r}" for f, v in fields) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Epoch, self._values())  # spilled values travel as arrays
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

@@ -84,6 +84,9 @@ def rank_timeline_figure(run: RunTimings, *, max_steps: int = 60, skip: int = 1)
         # (start, width) per colour; one collection per colour and rank keeps long runs cheap to draw.
         bars: dict[str, list[tuple[float, float]]] = {_DATA_COLOUR: [], _COMPUTE_COLOUR: [], _ALT_COLOUR: []}
         for e in epochs:
+            if n >= max_steps:
+                break
+            times = e.step_s  # once per epoch: a very long log's epoch may read it back from disk
             for k in range(e.steps):
                 seen += 1
                 if seen <= skip:
@@ -98,8 +101,8 @@ def rank_timeline_figure(run: RunTimings, *, max_steps: int = 60, skip: int = 1)
                     bars[_COMPUTE_COLOUR].append((t + wait, comp))
                     t += wait + comp
                 else:
-                    bars[_COMPUTE_COLOUR if n % 2 else _ALT_COLOUR].append((t, e.step_s[k]))
-                    t += e.step_s[k]
+                    bars[_COMPUTE_COLOUR if n % 2 else _ALT_COLOUR].append((t, times[k]))
+                    t += times[k]
                 n += 1
         for colour, spans in bars.items():
             if spans:
