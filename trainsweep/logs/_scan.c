@@ -141,19 +141,21 @@ static int plain_value(const char *p, const char *end, double *out, const char *
 /* The step number before a "step training time: " at p: r"\n(\d+) " ending at p, starting at or after
  * lo. 1 and *out when present, 0 when absent, 2 when present but too long for the C path. */
 static int step_number(const char *lo, const char *p, long long *out) {
-    if (p - 1 < lo || p[-1] != ' ') return 0;
-    const char *q = p - 1; /* the space */
-    while (q - 1 >= lo && q[-1] >= '0' && q[-1] <= '9') q--;
-    Py_ssize_t digits = (p - 1) - q;
-    if (digits == 0 || q - 1 < lo || q[-1] != '\n') return 0;
+    Py_ssize_t i = p - lo;                   /* index of the literal's "s" */
+    if (i < 1 || lo[i - 1] != ' ') return 0;
+    Py_ssize_t j = i - 1;                    /* index of the space; digits are lo[j - digits .. j - 1] */
+    while (j > 0 && lo[j - 1] >= '0' && lo[j - 1] <= '9') j--;
+    Py_ssize_t digits = (i - 1) - j;
+    if (digits == 0 || j < 1 || lo[j - 1] != '\n') return 0;
     if (digits > MAX_DIGITS) return 2;
     long long v = 0;
-    for (const char *d = q; d < p - 1; d++) v = v * 10 + (*d - '0');
+    for (Py_ssize_t d = j; d < i - 1; d++) v = v * 10 + (lo[d] - '0');
     *out = v;
     return 1;
 }
 
 static PyObject *scan_stretch(PyObject *self, PyObject *args) {
+    (void)self;
     Py_buffer view;
     Py_ssize_t start, end;
     double max_duration;
@@ -250,7 +252,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "trainsweep.logs._scan",
     "C hot loop of the cloud-ML log reader (see cloudml.py); optional: the Python path is the reference.",
-    -1, methods,
+    -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
