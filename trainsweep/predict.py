@@ -187,7 +187,10 @@ class SteadyState:
     """Online early-stop decision over training step times, in the order they were measured.
 
     The first step of the run is always warm-up; ``epoch_boundary()`` marks the steps next to an epoch
-    boundary (the step before validation, the first step after it) as non-steady.
+    boundary (the step before validation, the first step after it) as non-steady. The precision is
+    checked every ``check_every`` steps, and at every step while warm-up detection leaves fewer than
+    ``min_steady_steps`` steady steps: a GPU's step times settle within a few steps, and waiting
+    ``check_every`` more steps each time would watch a large share of a short epoch for nothing.
     """
 
     def __init__(self, rule: StopRule | None = None, *, check_every: int = 10):
@@ -198,6 +201,7 @@ class SteadyState:
         self.seconds = 0.0
         self._exclude_next = True  # step 1
         self._since_check = 0
+        self._too_few = False  # the last check kept fewer than min_steady_steps: check again next step
         self._reason: str | None = None
 
     def epoch_boundary(self) -> None:
@@ -243,10 +247,13 @@ class SteadyState:
             self._reason = "max_steps"
         elif r.max_seconds is not None and self.seconds >= r.max_seconds:
             self._reason = "max_seconds"
-        elif self._since_check >= self.check_every and len(self.values) >= r.min_steady_steps:
+        elif len(self.values) >= r.min_steady_steps and (
+            self._since_check >= self.check_every or self._too_few
+        ):
             self._since_check = 0
             est = self.estimate()
-            if est is not None and est.used >= r.min_steady_steps and est.half_width_rel <= r.precision:
+            self._too_few = est is None or est.used < r.min_steady_steps
+            if est is not None and not self._too_few and est.half_width_rel <= r.precision:
                 self._reason = "precision"
         return self._reason
 
