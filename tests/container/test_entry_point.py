@@ -183,3 +183,45 @@ def test_synthetic_samples_without_synthetic_data_is_refused(run_job):
     )
     assert res.returncode != 0
     assert "synthetic-samples" in (res.failure or "")
+
+
+def test_early_stop_counts_the_first_pass_of_the_partial_last_batches_as_a_one_off(run_job):
+    """A full run meets its partial last batches (a new shape: cuDNN autotuning on a GPU) in epoch 1;
+    early-stop runs each such shape twice and adds the difference to the run's one-off cost."""
+    hyper = {
+        **QUICK,
+        "epochs": "3",
+        "batch-size": "16",
+        "mode": "early-stop",
+        "max-steps-per-epoch": "",
+        "max-eval-batches": "",
+        "synthetic-samples": "100",  # 6 full batches and one of 4; validation 17 samples: 16 + 1
+        "early-stop-min-steps": "3",
+        "early-stop-max-steps": "6",
+        "validation-batches": "2",
+        "run-names": "t10-local-cpu-16-e1",
+    }
+    res = run_job(hyper)
+    assert res.returncode == 0, res.stderr
+    pred = parse(res.log_path("t10-local-cpu-16-e1")).prediction
+    assert pred is not None
+    shapes = pred["new_shape_warmup_s"]
+    assert set(shapes) == {"train_partial_batch_s", "validation_partial_batch_s"}
+    assert all(v >= 0 for v in shapes.values())
+    assert pred["total_s"] == pytest.approx(pred["warmup_excess_s"] + 3 * pred["epoch_s"])
+
+
+def test_early_stop_with_capped_epochs_has_no_partial_batch_to_warm_up(run_job):
+    hyper = {
+        **QUICK,
+        "epochs": "3",
+        "batch-size": "16",
+        "mode": "early-stop",
+        "early-stop-min-steps": "3",
+        "validation-batches": "2",
+        "run-names": "t11-local-cpu-16-e1",
+    }
+    res = run_job(hyper)
+    assert res.returncode == 0, res.stderr
+    pred = parse(res.log_path("t11-local-cpu-16-e1")).prediction
+    assert pred is not None and pred["new_shape_warmup_s"] == {}

@@ -112,3 +112,24 @@ def test_cpu_steps_are_reported_at_once_with_wait_plus_compute_equal_to_step():
     for _, step, wait, comp in seen:
         assert wait >= 0.009 and comp >= 0.019
         assert wait + comp == pytest.approx(step)
+
+
+def test_partial_batch_has_the_shape_of_the_epochs_last_batch():
+    from trainsweep.training.data import DATASETS, Batches, SyntheticBatches
+
+    info = DATASETS["resnet50-cifar10"]
+    syn = SyntheticBatches(info, batch_size=16, train=True, device=torch.device("cpu"), seed=0,
+                           train_samples=100)  # fmt: skip
+    last = list(syn)[-1]
+    part = syn.partial_batch()
+    assert part is not None
+    assert part[0].shape == last[0].shape == (4, 3, 32, 32) and part[1].shape == (4,)
+    x = torch.zeros((64, 3, 32, 32), dtype=torch.uint8)
+    y = torch.zeros(64, dtype=torch.int64)
+    full = Batches(x, y, batch_size=16, info=info, train=True, seed=0)
+    assert full.partial_batch() is None  # 64 = 4 full batches
+    odd = Batches(x[:49], y[:49], batch_size=16, info=info, train=True, seed=0)
+    assert odd.partial_batch() is None  # a last batch of one is dropped in training: all are full
+    ev = Batches(x[:49], y[:49], batch_size=16, info=info, train=False, seed=0)
+    part = ev.partial_batch()
+    assert part is not None and part[0].shape == (1, 3, 32, 32) and part[0].dtype == torch.float32

@@ -173,6 +173,22 @@ class Batches:
         """The epoch's work in full batches (the last batch is partial)."""
         return min(self.samples / self.batch_size, float(len(self)))
 
+    @property
+    def last_batch_size(self) -> int:
+        """Samples in the epoch's last batch (less than ``batch_size`` when it is partial)."""
+        return self.samples - (len(self) - 1) * self.batch_size
+
+    def partial_batch(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """A batch of the epoch's last, partial batch's shape (None when every batch is full).
+
+        A new input shape costs a GPU one-off work the first time (cuDNN autotuning with
+        ``cudnn.benchmark``): early-stop mode times it so that the run's one-off cost is complete.
+        """
+        size = self.last_batch_size
+        if size >= self.batch_size:
+            return None
+        return self._prepare(self.x[:size]), self.y[:size]
+
     def _prepare(self, xb: torch.Tensor) -> torch.Tensor:
         xb = xb.float() if xb.dtype != torch.float32 else xb
         if self.normalise:
@@ -234,6 +250,10 @@ class SyntheticBatches(Batches):
                 f"dataset too small: {samples} samples ({self.samples} per rank) is fewer than one batch "
                 f"of {batch_size}; use a smaller batch size"
             )
+
+    def partial_batch(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        size = self.last_batch_size
+        return None if size >= self.batch_size else (self.x[:size], self.y[:size])
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         pool = len(self.x)

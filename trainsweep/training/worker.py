@@ -206,15 +206,18 @@ class CellRun:
             if max_steps is not None and i >= max_steps:
                 break
             clock.data_ready()
-            out = self.model(x)
-            loss = self.loss(out, y)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
+            self._step(x, y)
             clock.step_end()
             if stop_check and self._should_stop(i + 1):
                 return True
         return False
+
+    def _step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        out = self.model(x)
+        loss = self.loss(out, y)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
 
     def _should_stop(self, steps_in_epoch: int) -> bool:
         assert self.monitor is not None
@@ -265,6 +268,41 @@ class CellRun:
                     torch.cuda.synchronize(self.device)
                 times.append(time.perf_counter() - t0)
         return times
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _first_call_excess(self, fn: Any) -> float:
+        """How much longer the first call of ``fn`` takes than the second (synchronised), >= 0."""
+        times = []
+        for _ in range(2):
+            self._sync()
+            t0 = time.perf_counter()
+            fn()
+            self._sync()
+            times.append(time.perf_counter() - t0)
+        return max(times[0] - times[1], 0.0)
+
+    def _new_shape_warmup(self, steps_per_epoch: int, eval_batches: int) -> dict[str, float]:
+        """One-off cost of the epoch's partial last batches, which a full run meets in its first epoch.
+
+        A full run's last training batch and last validation batch are usually partial: a new input
+        shape, whose first pass costs the GPU extra work (cuDNN autotuning: seconds for ResNet-50).
+        Early-stop mode never reaches them while watching, so it runs each shape twice and counts the
+        difference. Runs after the watched steps: the model's state no longer matters.
+        """
+        out: dict[str, float] = {}
+        train = self.train_data.partial_batch() if steps_per_epoch == len(self.train_data) else None
+        if train is not None:
+            self.model.train()
+            out["train_partial_batch_s"] = self._first_call_excess(lambda: self._step(*train))
+        val = self.eval_data.partial_batch() if eval_batches >= len(self.eval_data) else None
+        if val is not None:
+            self.model.eval()
+            with torch.no_grad():
+                out["validation_partial_batch_s"] = self._first_call_excess(lambda: self.model(val[0]))
+        return out
 
     def _epoch_begin(self, k: int) -> None:
         self.epoch = k
@@ -324,17 +362,24 @@ class CellRun:
                 f"early-stop watched {self.monitor.steps} steps, too few to estimate the step time; "
                 f"raise {cfg.epochs=} or the step caps"
             )
+        steps_per_epoch = len(self.train_data)
+        if cfg.max_steps_per_epoch:
+            steps_per_epoch = min(steps_per_epoch, cfg.max_steps_per_epoch)
+        eval_steps = len(self.eval_data)
+        if cfg.max_eval_batches:
+            eval_steps = min(eval_steps, cfg.max_eval_batches)
+        shapes = self._new_shape_warmup(steps_per_epoch, eval_steps)
         self.header(mllog.EVAL_START, None, epoch_num=k)
         val_times = self._time_validation_batches(cfg.rule.validation_batches)
         self.header(mllog.EVAL_STOP, None, epoch_num=k)
         val_est = steady_estimate(val_times, confidence=cfg.rule.confidence, skip_first=1)
-        steps_per_epoch = len(self.train_data)
-        if cfg.max_steps_per_epoch:
-            steps_per_epoch = min(steps_per_epoch, cfg.max_steps_per_epoch)
         train_batches = min(self.train_data.full_batch_equivalents, float(steps_per_epoch))
-        eval_batches = self.eval_data.full_batch_equivalents
-        if cfg.max_eval_batches:
-            eval_batches = min(eval_batches, float(cfg.max_eval_batches))
+        eval_batches = min(self.eval_data.full_batch_equivalents, float(eval_steps))
+        # one-off costs: warm-up steps and steps next to the epoch boundary, the first validation
+        # batch, and the first pass of the partial last batches' shapes
+        excess = est.warmup_excess_s + sum(shapes.values())
+        if val_est is not None and eval_batches > 0:
+            excess += val_est.warmup_excess_s
         pred = predict_run(
             est,
             steps_per_epoch=steps_per_epoch,
@@ -343,11 +388,13 @@ class CellRun:
             rule=cfg.rule,
             validation=val_est,
             validation_batches_per_epoch=eval_batches,
+            warmup_excess_s=excess,
             steps_watched=self.monitor.steps,
             stop_reason=reason,
         )
         value = {"run_name": self.cell.run_name, "batch_size": self.cell.batch_size, **pred.to_dict()}
         value["validation_batch_times_s"] = val_times
+        value["new_shape_warmup_s"] = shapes
         self.header(mllog.PREDICTION, value)
         self.legacy(
             f"Predicted epoch time: {pred.epoch_s}s "
