@@ -5,7 +5,10 @@ Prints, per batch size:
   resolution, an MLLOG and a legacy line per step), same model and data, alternated in the same run,
   and the instrumentation overhead (target <= 1 % of throughput);
 * the early-stop prediction of the epoch time against the epoch-2 time of a full 2-epoch run of the
-  real entry point (target within 3 %), and the share of an epoch's steps early-stop ran (target <= 10 %).
+  real entry point (target within 3 %), and the share of an epoch's steps early-stop ran (target <= 10 %);
+* once, a packed early-stop job of the entry point over several batch sizes, one of them too big for the
+  device (``--packed``), whose OOM must be recorded as infeasible while the scan goes on;
+* for every log the entry point wrote, what ``trainsweep.logs.parse`` makes of it (status, problems).
 
 Run on a machine with an NVIDIA GPU: ``python benchmarks/gpu_resnet.py [--batch-sizes 256,512] [--out DIR]``.
 Never part of CI. ``--smoke`` runs a tiny CPU version to check the script itself.
@@ -14,9 +17,13 @@ Never part of CI. ``--smoke`` runs a tiny CPU version to check the script itself
 from __future__ import annotations
 
 import argparse
+import datetime
+import gc
 import json
 import os
 import re
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from trainsweep.logs import parse  # noqa: E402
 from trainsweep.training.config import Cell, JobConfig, Paths  # noqa: E402
 from trainsweep.training.runlog import RunLog  # noqa: E402
 from trainsweep.training.worker import CellRun, Rank  # noqa: E402
@@ -37,9 +45,41 @@ EPOCH_RE = re.compile(r"^Epoch time: ([0-9.eE+-]+)s$", re.M)
 STEP_RE = re.compile(r"^(\d+) step training time: ([0-9.eE+-]+)s$", re.M)
 
 
+# the early-stopped epoch is unfinished by design: the parser flags its step count, nothing else
+EXPECTED_EARLY_STOP_PROBLEMS = {"steps-per-epoch"}
+
+
 def sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def release_device_memory() -> None:
+    """Hand the allocator's cached blocks back, so the entry point's worker process gets the whole GPU."""
+    gc.collect()  # CellRun <-> StepClock is a reference cycle
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def parse_check(path: Path, expected: set[str] = frozenset()) -> dict[str, object]:
+    """What the parser makes of one log: status, dialect, problems (the expected ones apart)."""
+    run = parse(path)
+    codes = [p.code for p in run.problems]
+    return {
+        "log": path.name,
+        "status": run.status,
+        "dialect": run.dialect,
+        "epochs": [e.steps for e in run.epochs],
+        "problems": [p.to_dict() for p in run.problems if p.code not in expected],
+        "expected_problems": sorted(set(codes) & set(expected)),
+        "failure_reason": run.failure_reason,
+    }
+
+
+def _parse_line(checks: list[dict[str, object]]) -> str:
+    bad = [f"{c['log']}: {[p['code'] for p in c['problems']]}" for c in checks if c["problems"]]  # type: ignore[union-attr]
+    return "parser: " + ("no problems in " + ", ".join(f"{c['log']} ({c['status']})" for c in checks)
+                         if not bad else "PROBLEMS " + "; ".join(bad))  # fmt: skip
 
 
 def overhead(bs: int, repeats: int, steps: int | None, workload: str) -> dict[str, float]:
@@ -80,7 +120,7 @@ def overhead(bs: int, repeats: int, steps: int | None, workload: str) -> dict[st
                 sync()
                 acc.append(time.perf_counter() - t0)
         log.close()
-        samples = n * bs
+        samples = sum(min(bs, data.samples - i * bs) for i in range(n))  # the last batch may be partial
         sp, si = samples / statistics.median(t_plain), samples / statistics.median(t_instr)
         return {
             "steps": n,
@@ -92,17 +132,31 @@ def overhead(bs: int, repeats: int, steps: int | None, workload: str) -> dict[st
         }
 
 
+KEEP_LOGS: Path | None = None
+"""``--keep-logs DIR``: copy every log the entry point wrote to DIR/<label>/."""
+
+
+def keep_logs(base: Path, label: str) -> None:
+    if KEEP_LOGS is None:
+        return
+    dest = KEEP_LOGS / label
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in (base / "output" / "data" / "logs").glob("*.log"):
+        shutil.copy(f, dest / f.name)
+
+
 def entry_point(base: Path, hyper: dict[str, str]) -> tuple[int, str, float]:
     (base / "input" / "config").mkdir(parents=True, exist_ok=True)
     (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hyper))
-    env = dict(os.environ, SAGEMAKER_BASE_DIR=str(base), PYTHONPATH=str(ROOT))
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, SAGEMAKER_BASE_DIR=str(base), PYTHONPATH=pythonpath)
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, str(ROOT / "container" / "train.py")], env=env, capture_output=True,
                        text=True, check=False)  # fmt: skip
     wall = time.perf_counter() - t0
     if p.returncode:
         print(p.stdout[-3000:], p.stderr[-3000:], file=sys.stderr)
-    logs = list((base / "output" / "data" / "logs").glob("*.log"))
+    logs = sorted((base / "output" / "data" / "logs").glob("*.log"))
     return p.returncode, logs[0].read_text() if logs else "", wall
 
 
@@ -114,11 +168,19 @@ def early_stop_vs_full(bs: int, workload: str, extra: dict[str, str]) -> dict[st
                                                                "run-names": f"es-{bs}"})  # fmt: skip
         pred_file = Path(tmp) / "es" / "output" / "data" / "predictions" / f"es-{bs}.json"
         pred = json.loads(pred_file.read_text()) if pred_file.is_file() else None
+        checks = [
+            parse_check(Path(tmp) / "full" / "output" / "data" / "logs" / f"full-{bs}.log"),
+            parse_check(Path(tmp) / "es" / "output" / "data" / "logs" / f"es-{bs}.log",
+                        EXPECTED_EARLY_STOP_PROBLEMS),
+        ]  # fmt: skip
+        keep_logs(Path(tmp) / "full", str(bs))
+        keep_logs(Path(tmp) / "es", str(bs))
     epochs = [float(x) for x in EPOCH_RE.findall(full_log)]
     steps = [int(n) for n, _ in STEP_RE.findall(full_log)]
     per_epoch = max(steps) if steps else None
     out: dict[str, object] = {"rc_full": rc_f, "rc_early_stop": rc_e, "full_epoch_s": epochs,
-                              "wall_full_s": wall_f, "wall_early_stop_s": wall_e}  # fmt: skip
+                              "wall_full_s": wall_f, "wall_early_stop_s": wall_e,
+                              "parse": checks}  # fmt: skip
     if pred and len(epochs) >= 2 and per_epoch:
         actual = epochs[1]
         out.update(
@@ -127,6 +189,9 @@ def early_stop_vs_full(bs: int, workload: str, extra: dict[str, str]) -> dict[st
             predicted_high_s=pred["epoch_high_s"],
             actual_epoch2_s=actual,
             error=pred["epoch_s"] / actual - 1,
+            predicted_total_s=pred["total_s"],
+            actual_total_s=sum(epochs),
+            total_error=pred["total_s"] / sum(epochs) - 1,
             steps_watched=pred["steps_watched"],
             steps_per_epoch=per_epoch,
             share_of_epoch=pred["steps_watched"] / per_epoch,
@@ -136,44 +201,111 @@ def early_stop_vs_full(bs: int, workload: str, extra: dict[str, str]) -> dict[st
     return out
 
 
+def packed(sizes: list[int], workload: str, extra: dict[str, str]) -> dict[str, object]:
+    """One packed early-stop job of the entry point over ``sizes``; the job summary and every log parsed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "packed"
+        names = [f"packed-{bs}" for bs in sizes]
+        hyper = {"workload": workload, "epochs": "2", "mode": "early-stop", "synthetic": "true",
+                 "batch-sizes": ",".join(map(str, sizes)), "run-names": ",".join(names), **extra}  # fmt: skip
+        rc, _log, wall = entry_point(base, hyper)
+        job_file = base / "output" / "data" / "job.json"
+        job = json.loads(job_file.read_text()) if job_file.is_file() else {}
+        failure_file = base / "output" / "failure"
+        failure = failure_file.read_text().strip() if failure_file.is_file() else None
+        checks = []
+        for name, cell in zip(names, job.get("cells", []), strict=False):
+            # a batch size that does not fit is a failed run by design: its log says so
+            expected = EXPECTED_EARLY_STOP_PROBLEMS if cell["status"] == "ok" else {"failed"}
+            checks.append(parse_check(base / "output" / "data" / "logs" / f"{name}.log", expected))
+        keep_logs(base, "packed")
+    return {
+        "rc": rc,
+        "wall_s": wall,
+        "failure": failure,
+        "cells": [{k: c[k] for k in ("batch_size", "status", "reason")} for c in job.get("cells", [])],
+        "parse": checks,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch-sizes", default="256,512,1024,2048")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--steps", type=int, default=0, help="steps per overhead run (0: one epoch)")
     ap.add_argument("--min-steps", default="", help="early-stop-min-steps for the early-stop runs")
+    ap.add_argument(
+        "--packed", default="256,8192,2048", help="batch sizes of one packed early-stop job ('': none)"
+    )
+    ap.add_argument("--skip-overhead", action="store_true", help="only the entry-point runs")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--keep-logs", type=Path, default=None, help="copy the entry point's logs here")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run that checks the script")
     a = ap.parse_args()
+    global KEEP_LOGS
+    KEEP_LOGS = a.keep_logs
     workload = "resnet50-cifar10"
     extra: dict[str, str] = {}
     if a.min_steps:
         extra["early-stop-min-steps"] = a.min_steps
     if a.smoke:
-        workload, a.repeats, a.steps = "mnist-cnn", 1, 3
+        workload, a.repeats, a.steps, a.packed = "mnist-cnn", 1, 3, "64,128"
         extra.update({"max-steps-per-epoch": "14", "max-eval-batches": "3", "early-stop-min-steps": "4",
                       "validation-batches": "3"})  # fmt: skip
     dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    print(f"device: {dev}; torch {torch.__version__}; python {sys.version.split()[0]}", flush=True)
-    results = {"device": dev, "torch": torch.__version__, "batch_sizes": {}}
-    for bs in [int(b) for b in a.batch_sizes.split(",")]:
-        ov = overhead(bs, a.repeats, a.steps or None, workload)
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    command = shlex.join(["python", "benchmarks/gpu_resnet.py", *sys.argv[1:]])
+    print(f"device: {dev}; torch {torch.__version__}; python {sys.version.split()[0]}; {date}", flush=True)
+    print(f"command: {command}", flush=True)
+    results: dict[str, object] = {"device": dev, "torch": torch.__version__, "date": date, "command": command,
+                                  "batch_sizes": {}}  # fmt: skip
+
+    def save() -> None:
+        if a.out:
+            a.out.mkdir(parents=True, exist_ok=True)
+            (a.out / "gpu_resnet.json").write_text(json.dumps(results, indent=2))
+
+    per_bs: dict[int, object] = results["batch_sizes"]  # type: ignore[assignment]
+    for bs in [int(b) for b in a.batch_sizes.split(",") if b.strip()]:
+        t0 = time.perf_counter()
+        ov = None
+        if not a.skip_overhead:
+            try:
+                ov = overhead(bs, a.repeats, a.steps or None, workload)
+            except torch.OutOfMemoryError as e:
+                print(f"bs {bs:5d}: overhead runs out of memory: {str(e).splitlines()[0]}", flush=True)
+        release_device_memory()
         es = early_stop_vs_full(bs, workload, extra)
-        results["batch_sizes"][bs] = {"overhead": ov, "early_stop": es}
-        line = (f"bs {bs:5d}: plain {ov['plain_samples_s']:9.0f} samples/s, instrumented "
-                f"{ov['instrumented_samples_s']:9.0f} samples/s, "
-                f"overhead {100 * ov['overhead']:+.2f} %")  # fmt: skip
+        per_bs[bs] = {"overhead": ov, "early_stop": es, "seconds": time.perf_counter() - t0}
+        line = f"bs {bs:5d}: "
+        if ov is not None:
+            line += (f"plain {ov['plain_samples_s']:9.0f} samples/s, instrumented "
+                     f"{ov['instrumented_samples_s']:9.0f} samples/s, "
+                     f"overhead {100 * ov['overhead']:+.2f} % "
+                     f"({ov['steps']} steps x {a.repeats}); ")  # fmt: skip
         if "error" in es:
-            line += (f"; early-stop epoch {es['predicted_epoch_s']:.3f} s vs full-run epoch 2 "
+            line += (f"early-stop epoch {es['predicted_epoch_s']:.3f} s vs full-run epoch 2 "
                      f"{es['actual_epoch2_s']:.3f} s: error {100 * es['error']:+.2f} %, interval covers: "
                      f"{es['covered']}, watched {es['steps_watched']}/{es['steps_per_epoch']} steps "
-                     f"({100 * es['share_of_epoch']:.1f} % of an epoch, {es['stop_reason']})")  # fmt: skip
+                     f"({100 * es['share_of_epoch']:.1f} % of an epoch, {es['stop_reason']}); "
+                     f"full-run epochs {', '.join(f'{x:.3f}' for x in es['full_epoch_s'])} s, "
+                     f"2-epoch total predicted {es['predicted_total_s']:.2f} s vs "
+                     f"{es['actual_total_s']:.2f} s "
+                     f"({100 * es['total_error']:+.1f} %)")  # type: ignore[union-attr]  # fmt: skip
         else:
-            line += f"; early-stop comparison failed: {es}"
+            line += f"early-stop comparison failed: {es}"
         print(line, flush=True)
-    if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "gpu_resnet.json").write_text(json.dumps(results, indent=2))
+        print(f"bs {bs:5d}: {_parse_line(es['parse'])}; {time.perf_counter() - t0:.0f} s", flush=True)  # type: ignore[arg-type]
+        save()
+    if a.packed:
+        sizes = [int(b) for b in a.packed.split(",") if b.strip()]
+        pk = packed(sizes, workload, extra)
+        results["packed"] = pk
+        cells = ", ".join(f"{c['batch_size']}: {c['status']}" for c in pk["cells"])  # type: ignore[union-attr]
+        print(f"packed early-stop job {sizes}: exit {pk['rc']}, {pk['wall_s']:.1f} s, cells {cells}; "
+              f"failure file: {pk['failure']!r}", flush=True)  # fmt: skip
+        print(f"packed: {_parse_line(pk['parse'])}", flush=True)  # type: ignore[arg-type]
+        save()
 
 
 if __name__ == "__main__":
