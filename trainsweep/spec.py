@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainsweep import hyperparameters as hp
-from trainsweep import instances, layout
+from trainsweep import instances, layout, workloads
 from trainsweep.errors import BudgetExceededError, SpecError
 
 SPEC_SCHEMA_VERSION = 1
@@ -42,7 +42,7 @@ SAGEMAKER_MAX_RUNTIME_S = 28 * 24 * 3600
 SAGEMAKER_HYPERPARAMETER_VALUE_MAX = 2500
 SAGEMAKER_HYPERPARAMETERS_MAX = 100
 
-MODELS: dict[str, str] = {"mnist-cnn": "mnist", "resnet50-cifar10": "cifar10"}
+MODELS: dict[str, str] = workloads.WORKLOADS
 LOCAL_TYPES = (instances.LOCAL_CPU, instances.LOCAL_GPU)
 
 # Hyperparameters the planner writes itself; a spec may not set them by hand.
@@ -138,7 +138,7 @@ class Workload(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: Literal["mnist-cnn", "resnet50-cifar10"] = Field(description="The training workload.")
+    model: Literal[workloads.NAMES] = Field(description="The training workload.")  # type: ignore[valid-type]
     dataset: str | None = Field(
         None,
         description="Dataset of the model (mnist for mnist-cnn, cifar10 for resnet50-cifar10); "

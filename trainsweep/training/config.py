@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainsweep import hyperparameters as hp
+from trainsweep import workloads
 from trainsweep.errors import TrainsweepError
 from trainsweep.predict import StopRule
 
@@ -22,7 +23,7 @@ BASE_ENV = "SAGEMAKER_BASE_DIR"
 JOB_NAME_ENV = "TRAINING_JOB_NAME"
 DEFAULT_RUN_NAME = "trainsweep-run"
 TRAIN_CHANNEL = "train"
-WORKLOADS = ("mnist-cnn", "resnet50-cifar10")
+WORKLOADS = workloads.NAMES
 MODES = ("full", "early-stop")
 DEFAULT_LOG_UPLOAD_S = 30.0
 

@@ -87,9 +87,11 @@ class ResNet50(nn.Module):
         return self.head(self.layers(self.stem(x)))
 
 
+MODELS: dict[str, type[nn.Module]] = {"mnist-cnn": MnistCNN, "resnet50-cifar10": ResNet50}
+"""One model per name of :data:`trainsweep.workloads.WORKLOADS` (tested)."""
+
+
 def build_model(workload: str) -> nn.Module:
-    if workload == "mnist-cnn":
-        return MnistCNN()
-    if workload == "resnet50-cifar10":
-        return ResNet50()
-    raise ValueError(f"unknown workload {workload!r}")
+    if workload not in MODELS:
+        raise ValueError(f"unknown workload {workload!r}")
+    return MODELS[workload]()
