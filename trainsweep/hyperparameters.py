@@ -29,3 +29,55 @@ LOG_UPLOAD_SECONDS = "trainsweep-log-upload-seconds"  # period of the in-run upl
 
 # Everything under these names is a trainsweep setting, not a model hyperparameter.
 RESERVED_PREFIX = "trainsweep-"
+
+# What each value must be. The container reads values with :func:`parse_value`; the spec checks the same
+# rules at plan time, so a bad value fails before any instance starts. Names not listed pass through.
+WHOLE_NUMBER_MINIMUM: dict[str, int] = {
+    EPOCHS: 1,
+    BATCH_SIZE: 1,
+    NUM_GPUS: 0,
+    SYNTHETIC_SAMPLES: 0,
+    MAX_STEPS_PER_EPOCH: 0,
+    MAX_EVAL_BATCHES: 0,
+    EARLY_STOP_MAX_STEPS: 3,
+    EARLY_STOP_MIN_STEPS: 2,
+    VALIDATION_BATCHES: 2,
+    SEED: 0,
+}
+POSITIVE_NUMBERS = frozenset({LEARNING_RATE, EARLY_STOP_MAX_SECONDS, LOG_UPLOAD_SECONDS})
+FRACTIONS = frozenset({EARLY_STOP_PRECISION})  # 0 < x < 1
+SWITCHES = frozenset({SYNTHETIC, DOWNLOAD})  # true/false (also 1/0, yes/no)
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+def parse_value(name: str, text: str) -> int | float | bool | str:
+    """The value of hyperparameter ``name`` as the container reads it (SageMaker may quote it).
+
+    Raises:
+        ValueError: with what the value must be, e.g. ``must be a whole number >= 3, got 'x'``.
+    """
+    v = text.strip().strip('"').strip()
+    if name in WHOLE_NUMBER_MINIMUM:
+        minimum = WHOLE_NUMBER_MINIMUM[name]
+        if not (v.isascii() and v.isdigit()):
+            raise ValueError(f"must be a whole number >= {minimum}, got {text!r}")
+        if int(v) < minimum:
+            raise ValueError(f"must be >= {minimum}, got {int(v)}")
+        return int(v)
+    if name in POSITIVE_NUMBERS or name in FRACTIONS:
+        try:
+            x = float(v)
+        except ValueError:
+            raise ValueError(f"must be a number, got {text!r}") from None
+        if not (x > 0 and x != float("inf")):
+            raise ValueError(f"must be a positive number, got {text!r}")
+        if name in FRACTIONS and x >= 1:
+            raise ValueError(f"is a fraction between 0 and 1 (0.02 = 2 %), got {text!r}")
+        return x
+    if name in SWITCHES:
+        if v.lower() in _TRUE:
+            return True
+        if v.lower() in _FALSE:
+            return False
+        raise ValueError(f"must be true or false, got {text!r}")
+    return text

@@ -88,42 +88,12 @@ def _no_duplicates(values: list[Any], what: str) -> None:
 
 # What the container accepts for the hyperparameters it knows (trainsweep/training/config.py), so a
 # typo fails at plan time instead of in every job. Names missing from hyperparameters.py are skipped.
-_VALUE_RULES: dict[str, tuple[str, float]] = {
-    name: rule
-    for attr, rule in {
-        "NUM_GPUS": ("int", 0),
-        "MAX_STEPS_PER_EPOCH": ("int", 0),
-        "SYNTHETIC_SAMPLES": ("int", 0),
-        "EARLY_STOP_MAX_STEPS": ("int", 3),
-        "EARLY_STOP_MIN_STEPS": ("int", 2),
-        "VALIDATION_BATCHES": ("int", 2),
-        "SEED": ("int", 0),
-        "LEARNING_RATE": ("positive", 0),
-        "EARLY_STOP_MAX_SECONDS": ("positive", 0),
-        "EARLY_STOP_PRECISION": ("fraction", 0),
-        "DOWNLOAD": ("bool", 0),
-    }.items()
-    if (name := getattr(hp, attr, None))
-}
-
-
 def _value_problem(key: str, value: HyperparameterValue) -> str | None:
-    kind, minimum = _VALUE_RULES.get(key, ("any", 0))
-    text = _format_value(value).strip()
-    if kind == "bool":
-        return None if text.lower() in ("true", "false") else f"must be true or false, got {value!r}"
-    if kind == "int":
-        if isinstance(value, bool) or not re.fullmatch(r"\d+", text) or int(text) < minimum:
-            return f"must be a whole number >= {minimum:g}, got {value!r}"
-        return None
-    if kind in ("positive", "fraction"):
-        try:
-            x = float(text) if not isinstance(value, bool) else math.nan
-        except ValueError:
-            x = math.nan
-        if not (math.isfinite(x) and x > 0) or (kind == "fraction" and x >= 1):
-            what = "a fraction between 0 and 1 (0.02 = 2 %)" if kind == "fraction" else "a positive number"
-            return f"must be {what}, got {value!r}"
+    """What is wrong with a value the container would refuse (the container's own rule), or None."""
+    try:
+        hp.parse_value(key, _format_value(value))
+    except ValueError as exc:
+        return str(exc)
     return None
 
 

@@ -8,6 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from trainsweep import hyperparameters as hp
+from trainsweep import spec
 from trainsweep.training.config import JobConfig, JobConfigError, Paths, parse_config, read_hyperparameters
 from trainsweep.training.upload import LogUploader, log_object_key
 
@@ -121,3 +123,28 @@ def test_without_a_bucket_nothing_is_uploaded(tmp_path):
         raise AssertionError("no client may be created without a bucket")
 
     assert LogUploader(bucket=None, prefix="p/", logs_dir=tmp_path, client_factory=no_client).flush() == 0
+
+
+SETTABLE = sorted(
+    name
+    for name in [*hp.WHOLE_NUMBER_MINIMUM, *hp.POSITIVE_NUMBERS, *hp.FRACTIONS, *hp.SWITCHES]
+    if name not in spec.MANAGED_HYPERPARAMETERS and not name.startswith(hp.RESERVED_PREFIX)
+)
+VALUES = ["0", "1", "2", "3", "12", " 4 ", '"5"', "-1", "+3", "2.5", "0.5", "1e-3", "inf", "nan", "x", "",
+          "true", "no", "Yes"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SETTABLE)
+def test_the_spec_refuses_exactly_the_values_the_container_refuses(tmp_path, name):
+    base = {"workload": "mnist-cnn", "epochs": "1", "batch-size": "8", "synthetic": "true"}
+    if name == hp.DOWNLOAD:  # read only when there is no data: no channel, not synthetic
+        base = {"workload": "mnist-cnn", "epochs": "1", "batch-size": "8"}
+    for value in VALUES:
+        try:
+            parse_config({**base, name: value}, paths(tmp_path))
+        except JobConfigError as exc:
+            container_ok = not str(exc).startswith(f"hyperparameter {name!r}")  # "no data" is not the value
+        else:
+            container_ok = True
+        spec_ok = spec._value_problem(name, value) is None or value == ""  # "" = unset for the container
+        assert spec_ok == container_ok, (name, value)

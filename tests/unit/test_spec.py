@@ -591,6 +591,8 @@ def test_any_valid_spec_plans_into_a_consistent_grid(
         (hp.LEARNING_RATE, "fast"),
         (hp.LEARNING_RATE, True),
         (hp.NUM_GPUS, "all"),
+        (hp.MAX_EVAL_BATCHES, "few"),  # once only checked when the job ran
+        (hp.SEED, -3),
     ],
 )
 def test_container_hyperparameters_are_checked_at_plan_time(name: str, value: object) -> None:

@@ -8,10 +8,10 @@ the supervisor validates the job before any worker starts.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainsweep import hyperparameters as hp
 from trainsweep import workloads
@@ -181,44 +181,30 @@ def run_names_hint(raw: dict[str, str]) -> list[str]:
     return names or [os.environ.get(JOB_NAME_ENV) or DEFAULT_RUN_NAME]
 
 
-def _int(raw: dict[str, str], name: str, default: int | None = None, *, minimum: int = 1) -> int:
+def _value(raw: dict[str, str], name: str, default: Any) -> Any:
+    """``raw[name]`` read by the shared rule of :func:`hp.parse_value`, or ``default`` when unset."""
     value = raw.get(name)
     if value is None or value == "":
-        if default is None:
-            raise JobConfigError(f"missing hyperparameter {name!r}: set it to a whole number >= {minimum}")
         return default
     try:
-        n = int(str(value).strip().strip('"'))
-    except ValueError:
-        raise JobConfigError(f"hyperparameter {name!r} must be a whole number, got {value!r}") from None
-    if n < minimum:
-        raise JobConfigError(f"hyperparameter {name!r} must be >= {minimum}, got {n}")
-    return n
+        return hp.parse_value(name, str(value))
+    except ValueError as exc:
+        raise JobConfigError(f"hyperparameter {name!r} {exc}") from None
+
+
+def _int(raw: dict[str, str], name: str, default: int | None = None) -> int:
+    if default is None and raw.get(name) in (None, ""):
+        minimum = hp.WHOLE_NUMBER_MINIMUM[name]
+        raise JobConfigError(f"missing hyperparameter {name!r}: set it to a whole number >= {minimum}")
+    return _value(raw, name, default)
 
 
 def _float(raw: dict[str, str], name: str, default: float | None) -> float | None:
-    value = raw.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        x = float(str(value).strip().strip('"'))
-    except ValueError:
-        raise JobConfigError(f"hyperparameter {name!r} must be a number, got {value!r}") from None
-    if not math.isfinite(x) or x <= 0:
-        raise JobConfigError(f"hyperparameter {name!r} must be a positive number, got {value!r}")
-    return x
+    return _value(raw, name, default)
 
 
 def _bool(raw: dict[str, str], name: str, default: bool) -> bool:
-    value = raw.get(name)
-    if value is None or value == "":
-        return default
-    v = str(value).strip().strip('"').lower()
-    if v in ("true", "1", "yes"):
-        return True
-    if v in ("false", "0", "no"):
-        return False
-    raise JobConfigError(f"hyperparameter {name!r} must be true or false, got {value!r}")
+    return _value(raw, name, default)
 
 
 def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
@@ -255,7 +241,7 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
     if len(set(names)) != len(names):
         raise JobConfigError(f"run names must be unique, got {names}")
     synthetic = _bool(raw, hp.SYNTHETIC, False)
-    synthetic_samples = _int(raw, hp.SYNTHETIC_SAMPLES, 0, minimum=0) or None
+    synthetic_samples = _int(raw, hp.SYNTHETIC_SAMPLES, 0) or None
     if synthetic_samples and not synthetic:
         raise JobConfigError(
             f"{hp.SYNTHETIC_SAMPLES!r} sizes the synthetic dataset: set {hp.SYNTHETIC}=true too"
@@ -263,18 +249,16 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
     rule_kw: dict[str, float | int | None] = {}
     precision = _float(raw, hp.EARLY_STOP_PRECISION, None)
     if precision is not None:
-        if precision >= 1:
-            raise JobConfigError(f"{hp.EARLY_STOP_PRECISION!r} is a fraction (0.02 = 2 %), got {precision}")
         rule_kw["precision"] = precision
     if raw.get(hp.EARLY_STOP_MAX_STEPS):
-        rule_kw["max_steps"] = _int(raw, hp.EARLY_STOP_MAX_STEPS, minimum=3)
+        rule_kw["max_steps"] = _int(raw, hp.EARLY_STOP_MAX_STEPS)
     max_s = _float(raw, hp.EARLY_STOP_MAX_SECONDS, None)
     if max_s is not None:
         rule_kw["max_seconds"] = max_s
     if raw.get(hp.EARLY_STOP_MIN_STEPS):
-        rule_kw["min_steady_steps"] = _int(raw, hp.EARLY_STOP_MIN_STEPS, minimum=2)
+        rule_kw["min_steady_steps"] = _int(raw, hp.EARLY_STOP_MIN_STEPS)
     if raw.get(hp.VALIDATION_BATCHES):
-        rule_kw["validation_batches"] = _int(raw, hp.VALIDATION_BATCHES, minimum=2)
+        rule_kw["validation_batches"] = _int(raw, hp.VALIDATION_BATCHES)
     rule = StopRule(**rule_kw)  # type: ignore[arg-type]
     if not synthetic and not paths.channel(TRAIN_CHANNEL).is_dir():
         download = _bool(raw, hp.DOWNLOAD, paths.is_default_base)
@@ -293,17 +277,17 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         mode=mode,
         synthetic=synthetic,
         synthetic_samples=synthetic_samples,
-        num_gpus=_int(raw, hp.NUM_GPUS, 0, minimum=0),
+        num_gpus=_int(raw, hp.NUM_GPUS, 0),
         learning_rate=_float(raw, hp.LEARNING_RATE, None),
-        max_steps_per_epoch=_int(raw, hp.MAX_STEPS_PER_EPOCH, 0, minimum=0) or None,
-        max_eval_batches=_int(raw, hp.MAX_EVAL_BATCHES, 0, minimum=0) or None,
+        max_steps_per_epoch=_int(raw, hp.MAX_STEPS_PER_EPOCH, 0) or None,
+        max_eval_batches=_int(raw, hp.MAX_EVAL_BATCHES, 0) or None,
         rule=rule,
         log_bucket=(raw.get(hp.LOG_BUCKET) or "").strip() or None,
         log_prefix=(raw.get(hp.LOG_PREFIX) or "").strip(),
         log_upload_s=_float(raw, hp.LOG_UPLOAD_SECONDS, DEFAULT_LOG_UPLOAD_S) or DEFAULT_LOG_UPLOAD_S,
         download=download,
         packed=packed,
-        seed=_int(raw, hp.SEED, 0, minimum=0),
+        seed=_int(raw, hp.SEED, 0),
         raw=dict(raw),
     )
 
