@@ -154,6 +154,23 @@ static int step_number(const char *lo, const char *p, long long *out) {
     return 1;
 }
 
+/* The value that may follow a literal at v (a run of class characters, as the regex's group): appended to
+ * out when plain and at most max. *p is set past it. 1: taken, or no value there; 0: the Python path must
+ * read it; -1: a Python error is set. */
+static int take_value(const char *v, const char *hi, double max, Buf *out, const char **p) {
+    *p = v;
+    if (v >= hi || !value_char((unsigned char)*v)) return 1;
+    double t;
+    int ok = plain_value(v, hi, &t, p);
+    if (ok <= 0) return ok;
+    if (!(t <= max)) return 0;
+    if (buf_push(out, &t) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 1;
+}
+
 static PyObject *scan_stretch(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
@@ -186,16 +203,9 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
             expect = number + 1;
             n_numbers++;
         }
-        p = v;
-        if (v < hi && value_char((unsigned char)*v)) {
-            double t;
-            const char *next;
-            int ok = plain_value(v, hi, &t, &next);
-            if (ok < 0) goto done;
-            if (ok == 0 || !(t <= max_duration)) bail = 1;
-            else if (buf_push(&times, &t) < 0) goto nomem;
-            p = next;
-        }
+        int taken = take_value(v, hi, max_duration, &times, &p);
+        if (taken < 0) goto done;
+        if (taken == 0) bail = 1;
     }
     if (!bail && times.len > 0 && n_numbers != times.len) bail = 1;
 
@@ -203,17 +213,9 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
     for (const char *p = lo; !bail && hi - p >= (Py_ssize_t)REAL_LEN;) {
         const char *hit = memmem(p, (size_t)(hi - p), REAL_LIT, REAL_LEN);
         if (hit == NULL) break;
-        const char *v = hit + REAL_LEN;
-        p = v;
-        if (v < hi && value_char((unsigned char)*v)) {
-            double t;
-            const char *next;
-            int ok = plain_value(v, hi, &t, &next);
-            if (ok < 0) goto done;
-            if (ok == 0) bail = 1;
-            else if (buf_push(&stamps, &t) < 0) goto nomem;
-            p = next;
-        }
+        int taken = take_value(hit + REAL_LEN, hi, Py_HUGE_VAL, &stamps, &p);
+        if (taken < 0) goto done;
+        if (taken == 0) bail = 1;
     }
 
     if (bail) {
