@@ -16,12 +16,15 @@ import hashlib
 import importlib
 import json
 import os
+import shutil
 import tarfile
+import tempfile
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -252,10 +255,33 @@ def _unique_run_names(tasks: list[_Task]) -> list[_Task]:
 class _Processed:
     outcome: FileOutcome
     run: RunTimings | None
-    artefacts: dict[str, bytes]
+    artefacts: list[tuple[str, str]]
+    """(relative path below the results root, staged file holding its bytes), in writing order."""
+
+
+_READ_ERRORS = (OSError, tarfile.TarError, EOFError, zlib.error)
+
+
+class _Reader:
+    """The log's file object for the parser, remembering why a read failed (so that the log is read
+    once: the parser computes its SHA-256 and size, and a file that cannot be read stays an import
+    error instead of an ``unreadable`` run)."""
+
+    def __init__(self, f: IO[bytes], name: str) -> None:
+        self._f = f
+        self.name = name
+        self.error: BaseException | None = None
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._f.read(size)
+        except _READ_ERRORS as exc:
+            self.error = exc
+            raise OSError(str(exc)) from exc
 
 
 def _file_sha256(task: _Task) -> tuple[str, int]:
+    """SHA-256 and size of a log the parser could not finish (normally the parser computes them)."""
     h = hashlib.sha256()
     size = 0
     with _open_log(task.path, task.member) as f:
@@ -266,40 +292,71 @@ def _file_sha256(task: _Task) -> tuple[str, int]:
 
 
 def _timings_fingerprint(run: RunTimings) -> str | None:
-    steps = run.flat_steps()
-    if len(steps) < 2:
+    if run.steps_total < 2:
         return None
-    h = hashlib.sha256(steps.tobytes())
+    h = hashlib.sha256()
+    for steps in run.iter_steps():  # the bytes of flat_steps(), epoch by epoch
+        h.update(steps)
     for e in run.epochs:
         h.update(repr((e.index, e.steps, e.validation_s, e.epoch_s)).encode())
     return h.hexdigest()
 
 
-def _process(task: _Task) -> _Processed:
-    """Parse one log and render its artefacts; never raises (a failure becomes the outcome)."""
-    outcome = FileOutcome(task.relative, task.results_root, task.run_name, status="error")
-    try:
-        outcome.sha256, outcome.size = _file_sha256(task)
-    except (OSError, tarfile.TarError, EOFError) as exc:
-        outcome.problems.append(_problem("import.unreadable", f"cannot read the file: {exc}", "error"))
-        return _Processed(outcome, None, {})
-    try:
-        from trainsweep.artefacts import run_artefacts
-        from trainsweep.logs import parse
+def _stage_artefacts(run: RunTimings, staging: Path) -> list[tuple[str, str]]:
+    """Write the run's artefacts block by block into files below ``staging`` (bounded memory)."""
+    from trainsweep.artefacts import iter_run_artefacts
 
-        if task.member is None:
-            # A path, so that the parser also sees the folder (old EC2 logs are named by GPU count only).
-            run = parse(Path(task.path))
-        else:
-            with _open_log(task.path, task.member) as f:
-                run = parse(f, name=PurePosixPath(task.member).name)
+    staged: list[tuple[str, str]] = []
+    staging.mkdir(parents=True, exist_ok=True)
+    for relative, blocks in iter_run_artefacts(run):
+        target = staging / str(len(staged))
+        with target.open("wb") as f:
+            for block in blocks:
+                f.write(block)
+        staged.append((relative, str(target)))
+    return staged
+
+
+def _process(job: tuple[_Task, str]) -> _Processed:
+    """Parse one log and write its artefacts into the staging folder ``job[1]``; never raises (a
+    failure becomes the outcome). The main process moves the staged files to their place."""
+    task, staging = job
+    outcome = FileOutcome(task.relative, task.results_root, task.run_name, status="error")
+    from trainsweep.logs import parse
+
+    with ExitStack() as stack:
+        try:
+            f = stack.enter_context(_open_log(task.path, task.member))
+        except _READ_ERRORS as exc:
+            outcome.problems.append(_problem("import.unreadable", f"cannot read the file: {exc}", "error"))
+            return _Processed(outcome, None, [])
+        # A plain file keeps its path as its name, so that the parser also sees the folder (old EC2
+        # logs are named by GPU count only); an archive member goes by its own name.
+        reader = _Reader(f, task.path if task.member is None else PurePosixPath(task.member).name)
+        try:
+            run = parse(reader, name=None if task.member is None else reader.name)
+        except Exception as exc:  # a parser bug must not stop the import
+            outcome.problems.append(
+                _problem("import.crashed", f"processing failed: {type(exc).__name__}: {exc}", "error")
+            )
+            with suppress(*_READ_ERRORS):  # the file's identity still counts in the duplicate checks
+                outcome.sha256, outcome.size = _file_sha256(task)
+            return _Processed(outcome, None, [])
+    if reader.error is not None:
+        outcome.problems.append(
+            _problem("import.unreadable", f"cannot read the file: {reader.error}", "error")
+        )
+        return _Processed(outcome, None, [])
+    outcome.sha256, outcome.size = run.sha256, run.bytes_read
+    try:
         run.name = task.run_name  # unique within its results root (see _unique_run_names)
-        artefacts = run_artefacts(run)
-    except Exception as exc:  # a parser/renderer bug must not stop the import
+        artefacts = _stage_artefacts(run, Path(staging))
+    except Exception as exc:  # a renderer bug must not stop the import
+        shutil.rmtree(staging, ignore_errors=True)
         outcome.problems.append(
             _problem("import.crashed", f"processing failed: {type(exc).__name__}: {exc}", "error")
         )
-        return _Processed(outcome, None, {})
+        return _Processed(outcome, None, [])
     outcome.status = run.status
     outcome.dialect = run.dialect
     outcome.computing_system = run.computing_system
@@ -373,9 +430,12 @@ class _Workers:
             self.pool = None
 
 
-def _run_files(workers: _Workers, tasks: list[_Task], progress: Progress | None) -> list[_Processed]:
+def _run_files(
+    workers: _Workers, tasks: list[_Task], staging: Path, progress: Progress | None
+) -> list[_Processed]:
     results: dict[int, _Processed] = {}
-    for i, processed in workers.run(_process, tasks):
+    jobs = [(t, str(staging / str(i))) for i, t in enumerate(tasks)]
+    for i, processed in workers.run(_process, jobs):
         results[i] = processed
         if progress is not None:
             progress(len(results), len(tasks), tasks[i].relative)
@@ -506,30 +566,37 @@ def _import(
     progress: Progress | None,
     report: bool,
 ) -> ImportResult:
-    processed = _run_files(pool, tasks, progress)
-    outcomes = [p.outcome for p in processed]
-    duplicates = _cross_file_checks(outcomes)
-
     out_path.mkdir(parents=True, exist_ok=True)
-    runs: dict[str, RunTimings] = {}
-    written: set[str] = set()
-    for p in processed:
-        o = p.outcome
-        for relative, data in p.artefacts.items():
-            target = _join(o.results_root, relative)
-            if target in written:
-                o.problems.append(
-                    _problem(
-                        "import.output_collision",
-                        f"{target} was already written for another log of this import; not overwritten",
+    # Workers write each log's artefacts as they make them, into a staging folder on the same file
+    # system; here they are moved into place in path order (the first log wins a collision).
+    staging = Path(tempfile.mkdtemp(prefix=".trainsweep-import-", dir=out_path))
+    try:
+        processed = _run_files(pool, tasks, staging, progress)
+        outcomes = [p.outcome for p in processed]
+        duplicates = _cross_file_checks(outcomes)
+        runs: dict[str, RunTimings] = {}
+        written: set[str] = set()
+        for p in processed:
+            o = p.outcome
+            for relative, staged in p.artefacts:
+                target = _join(o.results_root, relative)
+                if target in written:
+                    o.problems.append(
+                        _problem(
+                            "import.output_collision",
+                            f"{target} was already written for another log of this import; not overwritten",
+                        )
                     )
-                )
-                continue
-            _write(out_path, target, data)
-            written.add(target)
-            o.outputs.append(target)
-        if p.run is not None:
-            runs[o.path] = p.run
+                    continue
+                destination = out_path / target
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                Path(staged).replace(destination)
+                written.add(target)
+                o.outputs.append(target)
+            if p.run is not None:
+                runs[o.path] = p.run
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
     notes: list[str] = []
     summary = _summary(outcomes, skipped, duplicates)

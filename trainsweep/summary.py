@@ -15,10 +15,12 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trainsweep.jsonstream import LazyMapping, RawJSON, iter_json
 from trainsweep.logs.cloudml import ACCURACY_AFTER_EPOCH_TIME
 from trainsweep.logs.model import Epoch, RunTimings
 
@@ -27,6 +29,8 @@ __all__ = [
     "MISSING",
     "dumps_seed_json",
     "format_seed_summary",
+    "iter_seed_json",
+    "iter_seed_summary",
     "seed_json",
     "seed_summary",
 ]
@@ -53,12 +57,71 @@ def _accuracy_after_epoch_time(run: RunTimings) -> bool:
     return bool(run.extra.get(ACCURACY_AFTER_EPOCH_TIME, False))
 
 
-def _step_keys(epoch: Epoch) -> list[str]:
-    """Step numbers as logged; positions 1..n when the log's numbers would collide as dict keys."""
-    numbers = list(epoch.step_numbers)
-    if len(numbers) == len(epoch.step_s) and len(set(numbers)) == len(numbers):
-        return [str(n) for n in numbers]
-    return [str(i) for i in range(1, len(epoch.step_s) + 1)]
+def _step_keys(epoch: Epoch, count: int | None = None) -> list[str]:
+    """Step numbers as logged; positions 1..n when the log's numbers would collide as dict keys.
+
+    ``count``: the number of step times, when the caller has them at hand (an epoch moved to disk
+    reads its step times back for every ``len(epoch.step_s)``).
+    """
+    n = len(epoch.step_s) if count is None else count
+    numbers = epoch.step_numbers
+    if isinstance(numbers, range):
+        if len(numbers) == n:  # consecutive numbers: unique
+            return list(map(str, numbers))
+    else:
+        numbers = list(numbers)
+        if len(numbers) == n and len(set(numbers)) == len(numbers):
+            return [str(x) for x in numbers]
+    return [str(i) for i in range(1, n + 1)]
+
+
+def _seed_epoch_keys(run: RunTimings) -> list[str]:
+    indexes = [e.index for e in run.epochs]
+    if len(set(indexes)) != len(indexes):  # e.g. a training restarted in the same log: keep every epoch
+        indexes = list(range(1, len(indexes) + 1))
+    return [str(i) for i in indexes]
+
+
+def _finite_steps(epoch: Epoch) -> tuple[Sequence[float], list[str] | None]:
+    """The epoch's finite step times (the seed JSON's ``steps`` values) and, when some were left out,
+    the keys of those kept (None: every step is kept, keys from :func:`_step_keys`)."""
+    values = epoch.step_s
+    if all(map(math.isfinite, values)):
+        return values, None
+    kept = [(k, t) for k, t in zip(_step_keys(epoch, len(values)), values, strict=True) if math.isfinite(t)]
+    return [t for _, t in kept], [k for k, _ in kept]
+
+
+def _seed_epoch_scalars(run: RunTimings, epoch: Epoch) -> dict[str, Any]:
+    """The epoch's seed JSON entry without ``steps``, keys in the original's order."""
+    order = _EPOCH_KEYS_ACCURACY_LAST if _accuracy_after_epoch_time(run) else _EPOCH_KEYS_ACCURACY_FIRST
+    values = {
+        "validation_accuracy": epoch.validation_accuracy,
+        "validation_time": _scalar(epoch.validation_s),
+        "epoch_time": _scalar(epoch.epoch_s),
+    }
+    entry: dict[str, Any] = {}
+    for key in order:
+        value = values[key]
+        if key == "validation_accuracy" and (value is None or not math.isfinite(value)):
+            continue
+        entry[key] = value
+    return entry
+
+
+def _seed_head(run: RunTimings) -> dict[str, Any]:
+    """The seed JSON's top-level entries; ``epochs`` is None (filled by the caller)."""
+    total = run.total_s if run.total_s is not None and math.isfinite(run.total_s) else run.fit_s
+    return {
+        "init": _scalar(run.init_s),
+        "total_training": _scalar(total),
+        "largest_real_time_delta": _scalar(run.largest_real_time_delta),
+        "fit_time": _scalar(run.fit_s),
+        "write_model_time": _scalar(run.model_save_s),
+        "epochs": None,
+        "computing_system": run.computing_system,
+        "batch_size": None if run.batch_size is None else str(run.batch_size),
+    }
 
 
 def seed_json(run: RunTimings) -> dict[str, Any]:
@@ -69,36 +132,16 @@ def seed_json(run: RunTimings) -> dict[str, Any]:
     Per epoch, ``validation_time``/``epoch_time`` are ``-1.0`` when missing; ``validation_accuracy``
     is present only when the log reported one.
     """
-    total = run.total_s if run.total_s is not None and math.isfinite(run.total_s) else run.fit_s
-    order = _EPOCH_KEYS_ACCURACY_LAST if _accuracy_after_epoch_time(run) else _EPOCH_KEYS_ACCURACY_FIRST
     epochs: dict[str, Any] = {}
-    indexes = [e.index for e in run.epochs]
-    if len(set(indexes)) != len(indexes):  # e.g. a training restarted in the same log: keep every epoch
-        indexes = list(range(1, len(indexes) + 1))
-    for index, epoch in zip(indexes, run.epochs, strict=True):
-        values = {
-            "validation_accuracy": epoch.validation_accuracy,
-            "validation_time": _scalar(epoch.validation_s),
-            "epoch_time": _scalar(epoch.epoch_s),
-        }
-        steps = zip(_step_keys(epoch), epoch.step_s, strict=True)
+    for key, epoch in zip(_seed_epoch_keys(run), run.epochs, strict=True):
+        values = epoch.step_s
+        steps = zip(_step_keys(epoch, len(values)), values, strict=True)
         entry: dict[str, Any] = {"steps": {k: t for k, t in steps if math.isfinite(t)}}
-        for key in order:
-            value = values[key]
-            if key == "validation_accuracy" and (value is None or not math.isfinite(value)):
-                continue
-            entry[key] = value
-        epochs[str(index)] = entry
-    return {
-        "init": _scalar(run.init_s),
-        "total_training": _scalar(total),
-        "largest_real_time_delta": _scalar(run.largest_real_time_delta),
-        "fit_time": _scalar(run.fit_s),
-        "write_model_time": _scalar(run.model_save_s),
-        "epochs": epochs,
-        "computing_system": run.computing_system,
-        "batch_size": None if run.batch_size is None else str(run.batch_size),
-    }
+        entry.update(_seed_epoch_scalars(run, epoch))
+        epochs[key] = entry
+    data = _seed_head(run)
+    data["epochs"] = epochs
+    return data
 
 
 def dumps_seed_json(data: Mapping[str, Any]) -> str:
@@ -106,14 +149,54 @@ def dumps_seed_json(data: Mapping[str, Any]) -> str:
     return json.dumps(data, indent=4) + "\n"
 
 
+_SEED_INDENT = 4
+
+
+def _steps_text(keys: Sequence[str], values: Sequence[float]) -> str:
+    """``json.dumps(dict(zip(keys, values)), indent=4)`` for step keys (digits) and float times."""
+    if not values:
+        return "{}"
+    inner = "\n" + " " * _SEED_INDENT
+    if type(values) is array and values.typecode == "d":
+        texts: Iterable[str] = map(float.__repr__, values)
+    else:
+        texts = (json.dumps(t) for t in values)
+    body = ("," + inner).join([f'"{k}": {t}' for k, t in zip(keys, texts, strict=True)])
+    return "{" + inner + body + "\n}"
+
+
+def iter_seed_json(run: RunTimings) -> Iterator[str]:
+    """``dumps_seed_json(seed_json(run))`` in pieces, epoch by epoch (bounded memory for long logs)."""
+
+    def epochs() -> Iterator[tuple[str, Any]]:
+        for key, epoch in zip(_seed_epoch_keys(run), run.epochs, strict=True):
+            values, keys = _finite_steps(epoch)
+            if keys is None:
+                keys = _step_keys(epoch, len(values))
+            entry: dict[str, Any] = {"steps": RawJSON(_steps_text(keys, values))}
+            entry.update(_seed_epoch_scalars(run, epoch))
+            yield key, entry
+
+    data = _seed_head(run)
+    data["epochs"] = LazyMapping(len(run.epochs), epochs)
+    yield from iter_json(data, indent=_SEED_INDENT)
+    yield "\n"
+
+
 # ---- the summary ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _Step:
-    epoch: str
-    step: str
-    seconds: float
+class _EpochSteps:
+    """One epoch of a seed JSON as the summary reads it."""
+
+    key: str
+    entry: Mapping[str, Any]
+    """Its scalars (``epoch_time``, ``validation_time``)."""
+    values: Sequence[float]
+    """Its step times, in order (those the summary counts)."""
+    keys: Callable[[], Sequence[str]]
+    """The step keys of ``values`` (asked only for outstanding steps)."""
 
 
 def _total(values: Iterable[float]) -> float:
@@ -126,33 +209,6 @@ def _total(values: Iterable[float]) -> float:
 
 def _present(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x != MISSING
-
-
-class _Lines:
-    """Collects summary lines; a figure that cannot be computed prints ``n/a``."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def add(self, text: str) -> None:
-        self.lines.append(text)
-
-    def raw(self, template: str, x: float | None) -> None:
-        """A value read from the JSON: a missing one prints as the seed's ``-1.0`` sentinel."""
-        self.lines.append(template % (x if x is not None else MISSING))
-
-    def value(self, template: str, x: float | None) -> None:
-        """A computed figure: ``n/a`` when it cannot be computed."""
-        self.lines.append(template % x if x is not None else template.replace("%f", "n/a").replace("%%", "%"))
-
-    def percent(self, template: str, part: float | None, whole: float | None) -> None:
-        ratio = _div(part, whole)
-        pct = ratio * 100 if ratio is not None else None  # a huge finite ratio can still overflow here
-        self.lines.append(
-            template % pct
-            if pct is not None and math.isfinite(pct)
-            else template.replace("%.2f", "n/a").replace("%%", "%")
-        )
 
 
 def _div(a: float | None, b: float | None) -> float | None:
@@ -175,8 +231,48 @@ def format_seed_summary(data: Mapping[str, Any], *, original: bool = False) -> s
             arithmetic as a number (giving e.g. a negative percentage). By default a missing value is
             left out of sums and a figure that cannot be computed prints ``n/a``; the lines are the same.
     """
-    out = _Lines()
     epochs: Mapping[str, Any] = data.get("epochs") or {}
+
+    def entries() -> Iterator[_EpochSteps]:
+        for ek, e in epochs.items():
+            steps = [
+                (str(sk), float(sv))
+                for sk, sv in (e.get("steps") or {}).items()
+                if original or math.isfinite(float(sv))
+            ]
+            keys = [k for k, _ in steps]
+            yield _EpochSteps(str(ek), e, [v for _, v in steps], lambda keys=keys: keys)
+
+    return "".join(_summary_lines(data, len(epochs), entries, original=original))
+
+
+def iter_seed_summary(run: RunTimings) -> Iterator[str]:
+    """``format_seed_summary(seed_json(run))`` in pieces, computed from the run's arrays epoch by epoch
+    (no seed JSON of millions of entries is built)."""
+
+    def entries() -> Iterator[_EpochSteps]:
+        for key, epoch in zip(_seed_epoch_keys(run), run.epochs, strict=True):
+            values, keys = _finite_steps(epoch)
+
+            def step_keys(
+                epoch: Epoch = epoch, keys: list[str] | None = keys, n: int = len(values)
+            ) -> list[str]:
+                return keys if keys is not None else _step_keys(epoch, n)
+
+            yield _EpochSteps(key, _seed_epoch_scalars(run, epoch), values, step_keys)
+
+    return _summary_lines(_seed_head(run), len(run.epochs), entries, original=False)
+
+
+def _summary_lines(
+    data: Mapping[str, Any],
+    n_epochs: int,
+    entries: Callable[[], Iterable[_EpochSteps]],
+    *,
+    original: bool,
+) -> Iterator[str]:
+    """The summary's lines (each with its newline) from the seed JSON's scalars and its epochs, which
+    ``entries()`` gives in order (called twice: the outstanding steps need the average first)."""
 
     def scalar(key: str, src: Mapping[str, Any] = data) -> float | None:
         x = src.get(key, MISSING)
@@ -184,82 +280,118 @@ def format_seed_summary(data: Mapping[str, Any], *, original: bool = False) -> s
             return float(x) if isinstance(x, int | float) else MISSING
         return float(x) if _present(x) else None
 
+    def raw(template: str, x: float | None) -> str:
+        """A value read from the JSON: a missing one prints as the seed's ``-1.0`` sentinel."""
+        return template % (x if x is not None else MISSING) + "\n"
+
+    def value(template: str, x: float | None) -> str:
+        """A computed figure: ``n/a`` when it cannot be computed."""
+        text = template % x if x is not None else template.replace("%f", "n/a").replace("%%", "%")
+        return text + "\n"
+
+    def percent(template: str, part: float | None, whole: float | None) -> str:
+        ratio = _div(part, whole)
+        pct = ratio * 100 if ratio is not None else None  # a huge finite ratio can still overflow here
+        text = (
+            template % pct
+            if pct is not None and math.isfinite(pct)
+            else template.replace("%.2f", "n/a").replace("%%", "%")
+        )
+        return text + "\n"
+
     save, fit, total = scalar("write_model_time"), scalar("fit_time"), scalar("total_training")
     delta, init = scalar("largest_real_time_delta"), scalar("init")
-    out.raw("Model save time: %f", save)
-    out.raw("Fit function time: %f", fit)
-    out.raw("Total training time: %f", total)
-    out.raw("Largest real time delta: %f", delta)
-    out.percent(" - %.2f %% of the total training time.", delta, total)
-    out.raw("Initialization time: %f", init)
-    out.percent(" - %.2f %% of the total training time.", init, total)
+    yield raw("Model save time: %f", save)
+    yield raw("Fit function time: %f", fit)
+    yield raw("Total training time: %f", total)
+    yield raw("Largest real time delta: %f", delta)
+    yield percent(" - %.2f %% of the total training time.", delta, total)
+    yield raw("Initialization time: %f", init)
+    yield percent(" - %.2f %% of the total training time.", init, total)
 
-    epoch_times = [t for t in (scalar("epoch_time", e) for e in epochs.values()) if t is not None]
-    n_epochs = len(epochs)
-    first_epoch = scalar("epoch_time", next(iter(epochs.values()))) if epochs else None
+    # One pass over the epochs: their scalars and the step figures (left-to-right sums, as the original).
+    epoch_times: list[float] = []
+    validations: list[float] = []
+    first_epoch: float | None = None
+    n_steps = 0
+    steps_acc = 0.0
+    head_steps: list[float] = []  # the first 11 steps (the estimators' samples)
+    for i, ep in enumerate(entries()):
+        t = scalar("epoch_time", ep.entry)
+        if i == 0:
+            first_epoch = t
+        if t is not None:
+            epoch_times.append(t)
+        v = scalar("validation_time", ep.entry)
+        if v is not None:
+            validations.append(v)
+        values = ep.values
+        for x in values:
+            steps_acc += x
+        if len(head_steps) < 11:
+            head_steps.extend(values[: 11 - len(head_steps)])
+        n_steps += len(values)
+
     epochs_total = _total(epoch_times) if epoch_times else None
-    out.add("Epochs")
-    out.value("  Number of epochs: %f", float(n_epochs))
-    out.raw("  Time spent of first epoch: %f", first_epoch)
-    out.value("  Total time spent on epochs: %f", epochs_total)
-    out.percent("    - %.2f %% of the total training time.", epochs_total, total)
-    out.value("  Average epoch time: %f", _div(epochs_total, len(epoch_times)))
+    yield "Epochs\n"
+    yield value("  Number of epochs: %f", float(n_epochs))
+    yield raw("  Time spent of first epoch: %f", first_epoch)
+    yield value("  Total time spent on epochs: %f", epochs_total)
+    yield percent("    - %.2f %% of the total training time.", epochs_total, total)
+    yield value("  Average epoch time: %f", _div(epochs_total, len(epoch_times)))
     later = None if epochs_total is None or first_epoch is None else epochs_total - first_epoch
-    out.value("  Average epoch time (skipping first epoch): %f", _div(later, len(epoch_times) - 1))
+    yield value("  Average epoch time (skipping first epoch): %f", _div(later, len(epoch_times) - 1))
 
-    validations = [v for v in (scalar("validation_time", e) for e in epochs.values()) if v is not None]
     validations_total = _total(validations) if validations else None
-    out.add("Validations")
-    out.value("  Total time spent on validations: %f", validations_total)
-    out.percent("    - %.2f %% of the total training time.", validations_total, total)
-    out.value("  Average validation time: %f", _div(validations_total, len(validations)))
+    yield "Validations\n"
+    yield value("  Total time spent on validations: %f", validations_total)
+    yield percent("    - %.2f %% of the total training time.", validations_total, total)
+    yield value("  Average validation time: %f", _div(validations_total, len(validations)))
 
-    steps = [
-        _Step(str(ek), str(sk), float(sv))
-        for ek, e in epochs.items()
-        for sk, sv in (e.get("steps") or {}).items()
-        if original or math.isfinite(float(sv))
-    ]
-    n_steps = len(steps)
-    steps_total = _total(s.seconds for s in steps) if steps else None
-    first = steps[0].seconds if steps else None
+    steps_total = steps_acc if n_steps else None
+    first = head_steps[0] if n_steps else None
     average = _div(steps_total, n_steps)
     rest = None if steps_total is None or first is None else steps_total - first
     t_mi_iavg = _div(rest, n_steps - 1)
-    out.add("Steps")
-    out.value("  Number of steps: %f", float(n_steps))
-    out.value("  Average number of steps per epoch: %f", _div(float(n_steps), n_epochs))
-    out.value("  Total time spent on steps: %f", steps_total)
-    out.percent("    - %.2f %% of the total training time.", steps_total, total)
-    out.raw("  First step time: %f", first)
-    out.value("  Average step time: %f", average)
-    out.value("  Time spent on steps (without first step): %f", rest)
-    out.value("  T Mi Iavg: %f", t_mi_iavg)
-    out.add(f"  Outstanding step times: > {OUTSTANDING_FACTOR}x the average time")
+    yield "Steps\n"
+    yield value("  Number of steps: %f", float(n_steps))
+    yield value("  Average number of steps per epoch: %f", _div(float(n_steps), n_epochs))
+    yield value("  Total time spent on steps: %f", steps_total)
+    yield percent("    - %.2f %% of the total training time.", steps_total, total)
+    yield raw("  First step time: %f", first)
+    yield value("  Average step time: %f", average)
+    yield value("  Time spent on steps (without first step): %f", rest)
+    yield value("  T Mi Iavg: %f", t_mi_iavg)
+    yield f"  Outstanding step times: > {OUTSTANDING_FACTOR}x the average time\n"
     if average is not None:
-        for s in steps:
-            times = _div(s.seconds, average)
-            if s.seconds > OUTSTANDING_FACTOR * average and times is not None:
-                out.add(
-                    f"    - Epoch({s.epoch}) Step({s.step}) Time({s.seconds:.3f})"
-                    f" - {times:.2f} times larger than average"
-                )
+        threshold = OUTSTANDING_FACTOR * average
+        for ep in entries():
+            keys: Sequence[str] | None = None
+            for j, seconds in enumerate(ep.values):
+                if seconds > threshold:
+                    times = _div(seconds, average)
+                    if times is None:
+                        continue
+                    if keys is None:
+                        keys = ep.keys()
+                    yield (
+                        f"    - Epoch({ep.key}) Step({keys[j]}) Time({seconds:.3f})"
+                        f" - {times:.2f} times larger than average\n"
+                    )
 
     head = None if validations_total is None or first is None else validations_total + first
     beta = _div(head, rest)
-    out.add("Beta: %.2f %%" % (beta * 100) if beta is not None else "Beta: n/a %")
-    out.value("  - Validations + 1st step time = %f", head)
-    out.value("  - Remaining steps time = %f", rest)
+    yield ("Beta: %.2f %%" % (beta * 100) if beta is not None else "Beta: n/a %") + "\n"
+    yield value("  - Validations + 1st step time = %f", head)
+    yield value("  - Remaining steps time = %f", rest)
 
-    out.add("T Mi Iavg prediction errors")
-    flat = [s.seconds for s in steps]
+    yield "T Mi Iavg prediction errors\n"
     for label, sample in (
-        ("Step 2 of epoch 1", flat[1:2]),
-        ("Avg steps 2-6", flat[1:6]),
-        ("Avg steps 2-11", flat[1:11]),
+        ("Step 2 of epoch 1", head_steps[1:2]),
+        ("Avg steps 2-6", head_steps[1:6]),
+        ("Avg steps 2-11", head_steps[1:11]),
     ):
-        out.add(_estimator_line(label, sample, n_steps, rest))
-    return "\n".join(out.lines) + "\n"
+        yield _estimator_line(label, sample, n_steps, rest) + "\n"
 
 
 def _estimator_line(label: str, sample: Sequence[float], n_steps: int, rest: float | None) -> str:
@@ -275,5 +407,6 @@ def _estimator_line(label: str, sample: Sequence[float], n_steps: int, rest: flo
 
 
 def seed_summary(run: RunTimings) -> str:
-    """The ``training-times-summary.py`` text of a parsed run (computed from :func:`seed_json`)."""
-    return format_seed_summary(seed_json(run))
+    """The ``training-times-summary.py`` text of a parsed run: ``format_seed_summary(seed_json(run))``,
+    computed from the run's arrays (:func:`iter_seed_summary`)."""
+    return "".join(iter_seed_summary(run))

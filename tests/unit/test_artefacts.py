@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from array import array
+from pathlib import Path
 
 import pytest
 
 from trainsweep import layout
 from trainsweep.artefacts import run_artefacts, run_record_bytes
 from trainsweep.logs.model import Epoch, RunTimings
+from trainsweep.plots import run as plots_run
 from trainsweep.plots.run import step_times_figure, step_times_png
 from trainsweep.summary import dumps_seed_json, seed_json, seed_summary
 
@@ -106,7 +108,23 @@ def test_step_time_plot_has_one_line_per_epoch_and_labelled_axes(cell_run: RunTi
 def test_step_time_plot_of_many_epochs_has_no_overlong_legend() -> None:
     fig = step_times_figure(make_run(30))
     assert fig.axes[0].get_legend() is None
-    assert len(fig.axes[0].get_lines()) == 30
+    (lines,) = [a for a in fig.axes[0].get_children() if isinstance(a, plots_run._EpochLines)]
+    assert len(lines._epochs) == 30  # drawn one after the other by one reused Line2D
+
+
+@pytest.mark.parametrize("epochs", [11, 30])
+def test_step_time_plot_of_many_epochs_is_the_same_png_as_one_line2d_per_epoch(
+    epochs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = make_run(epochs)
+    run.epochs[3].step_s = array("d", [0.5] * 7)  # a short epoch: drawn with markers
+    streamed = step_times_png(run)
+    monkeypatch.setattr(plots_run, "_LINE2D_MAX_EPOCHS", 10**9)
+    assert step_times_png(run) == streamed
+    run.epochs[5].step_s = array("d", [0.0] * 3)  # not all positive: linear scale
+    streamed = step_times_png(run)
+    monkeypatch.setattr(plots_run, "_LINE2D_MAX_EPOCHS", 10)
+    assert step_times_png(run) == streamed
 
 
 def test_step_time_plot_of_a_run_without_steps_says_so() -> None:
@@ -138,3 +156,122 @@ def test_a_trainsweep_container_log_gets_seed_outputs_from_rank_0(mllog_log) -> 
     record = json.loads(out["runs/sweep1-g4dn-1-64-e0.json"])
     assert sorted(record["ranks"]) == ["1"]  # rank 0 is the record's own epochs
     assert "Number of steps: 6.000000" in out["execution-times/g4dn-1/64/e0.summary"].decode()
+
+
+# ---- streamed writing: the same bytes as the dict-based texts, spilled epochs included --------------
+
+REAL = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real-data"
+
+
+def _dict_based(run: RunTimings) -> dict[str, bytes]:
+    """run_artefacts as it was written before streaming: whole dicts, then json.dumps."""
+    from trainsweep.artefacts import _json_safe, seed_paths
+    from trainsweep.summary import format_seed_summary
+
+    out: dict[str, bytes] = {}
+    paths = seed_paths(run)
+    if paths is not None and run.steps_total > 0:
+        data = seed_json(run)
+        out[paths["json"]] = dumps_seed_json(data).encode()
+        out[paths["summary"]] = format_seed_summary(data).encode()
+    record = json.dumps(_json_safe(run.to_record()), indent=1, allow_nan=False) + "\n"
+    out[layout.run_record_path(run.name)] = record.encode()
+    return out
+
+
+def _real_logs() -> list[Path]:
+    return sorted(p for p in REAL.rglob("*") if p.is_file() and p.suffix in (".txt", ".out", ".log"))
+
+
+def _streamed(run: RunTimings) -> dict[str, bytes]:
+    """run_artefacts without the PNG (drawn the same way before and after: tested apart)."""
+    from trainsweep.artefacts import iter_run_record, seed_paths
+    from trainsweep.summary import iter_seed_json, iter_seed_summary
+
+    out: dict[str, bytes] = {}
+    paths = seed_paths(run)
+    if paths is not None and run.steps_total > 0:
+        out[paths["json"]] = "".join(iter_seed_json(run)).encode()
+        out[paths["summary"]] = "".join(iter_seed_summary(run)).encode()
+    out[layout.run_record_path(run.name)] = b"".join(iter_run_record(run))
+    return out
+
+
+def test_every_real_log_streams_the_dict_based_bytes_also_with_every_epoch_on_disk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainsweep.logs import parse, spill
+
+    logs = _real_logs()
+    assert len(logs) > 100
+    for log in logs:
+        run = parse(log)
+        expected = _dict_based(run)
+        assert _streamed(run) == expected, log
+        monkeypatch.setattr(spill, "MEMORY_BUDGET_BYTES", 0)
+        spilled = parse(log)
+        monkeypatch.undo()
+        assert all(e.spilled for e in spilled.epochs[:-1] if e.steps), log
+        assert _streamed(spilled) == expected, log
+
+
+def test_a_long_generated_run_with_spilled_epochs_gives_the_same_artefacts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from trainsweep.logs import parse, spill
+
+    header, blocks = _epoch_blocks()
+    log = header + b"".join(b"Epoch %d/40\n" % (i + 1) + blocks[i % len(blocks)] for i in range(40))
+    run = parse(log, name="result-p3-1-64-e1.txt")
+    assert len(run.epochs) == 40 and not any(e.spilled for e in run.epochs)
+    monkeypatch.setattr(spill, "MEMORY_BUDGET_BYTES", 0)
+    spilled = parse(log, name="result-p3-1-64-e1.txt")
+    assert all(e.spilled for e in spilled.epochs)
+    expected = run_artefacts(run)
+    assert set(expected) == {
+        "execution-times/p3-1/64/e1.json",
+        "execution-times/p3-1/64/e1.summary",
+        "execution-times/p3-1/64/e1.png",
+        "runs/result-p3-1-64-e1.json",
+    }
+    assert run_artefacts(spilled) == expected
+    assert {k: v for k, v in expected.items() if not k.endswith(".png")} == _dict_based(run)
+
+
+def _epoch_blocks() -> tuple[bytes, list[bytes]]:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_parse import epoch_blocks
+
+    return epoch_blocks()
+
+
+def test_a_run_record_with_every_kind_of_value_streams_the_json_dumps_bytes() -> None:
+    from trainsweep.artefacts import _json_safe
+    from trainsweep.logs.model import JoinedStamps, Problem, RunHeader
+
+    e1 = Epoch(
+        1,
+        step_s=array("d", [0.5, float("nan"), 0.25]),
+        step_numbers=range(1, 4),
+        data_wait_s=array("d", [0.1, 0.2, float("inf")]),
+        compute_s=array("d", [0.3, 0.3, 0.3]),
+        validation_s=float("nan"),
+        real_time=array("d", [1e9, 1e9 + 1]),
+    )
+    e2 = Epoch(2, step_s=array("d"), real_time=[])
+    run = RunTimings(
+        name="x",
+        header=RunHeader(instance_type="ml.p3.2xlarge", command_line='train.py --x "é"'),
+        init_s=float("inf"),
+        real_time=JoinedStamps([e1, e2, [1e9 + 5]]),
+        epochs=[e1, e2],
+        ranks={0: [], 1: [Epoch(1, step_s=array("d", [1.0]))]},
+        prediction={"p": [1, 2.5, None]},
+        extra={"ns.key": {"nested": [1, {"a": float("nan")}]}, "empty": {}, "int_keys": {1: 2}},
+        problems=[Problem("c", "m\nline", 3)],
+    )
+    run.ranks[0] = run.epochs
+    expected = json.dumps(_json_safe(run.to_record()), indent=1, allow_nan=False) + "\n"
+    assert run_record_bytes(run) == expected.encode()

@@ -132,14 +132,14 @@ def test_a_crash_while_processing_one_file_is_reported_and_the_import_goes_on(
 ) -> None:
     import trainsweep.artefacts
 
-    real = trainsweep.artefacts.run_artefacts
+    real = trainsweep.artefacts.iter_run_artefacts
 
     def flaky(run):
         if run.name == "result-p3-1-256-e1":
             raise RuntimeError("renderer bug")
         return real(run)
 
-    monkeypatch.setattr(trainsweep.artefacts, "run_artefacts", flaky)
+    monkeypatch.setattr(trainsweep.artefacts, "iter_run_artefacts", flaky)
     result = import_dir(logs, tmp_path / "out", workers=1, report=False)
     q = by_path(result.quality)
     assert q["result-p3-1-256-e1.txt"]["status"] == "error"
@@ -431,3 +431,134 @@ def test_a_corrupt_archive_is_skipped_with_the_reason(logs: Path, tmp_path: Path
     assert result.processed == 3
     assert [s["path"] for s in result.skipped] == ["model.tar.gz"]
     assert result.skipped[0]["reason"].startswith("cannot read the archive")
+
+
+# ---- one read per log, streamed artefacts, bounded memory ----------------------------------------------
+
+
+def test_each_log_is_read_once_and_its_sha256_and_size_are_the_files(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    from trainsweep import importer
+
+    opened: list[str] = []
+    real = importer._open_log
+
+    def counting(path, member):
+        opened.append(Path(path).name)
+        return real(path, member)
+
+    monkeypatch.setattr(importer, "_open_log", counting)
+    result = import_dir(logs, tmp_path / "out", workers=1, report=False)
+    assert sorted(opened) == sorted(p.name for p in logs.iterdir())
+    for o in result.files:
+        data = (logs / o.path).read_bytes()
+        assert (o.sha256, o.size) == (hashlib.sha256(data).hexdigest(), len(data))
+    assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no staging left
+
+
+def test_a_log_that_cannot_be_opened_or_read_is_an_unreadable_file_and_the_import_goes_on(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainsweep import importer
+
+    real = importer._open_log
+
+    class Failing:
+        def __init__(self, f) -> None:
+            self.f = f
+
+        def read(self, size: int = -1) -> bytes:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    def broken(path, member):
+        name = Path(path).name
+        if name == "result-p3-1-256-e1.txt":
+            raise PermissionError(13, "Permission denied", path)
+        if name == "result-p3-1-512-e0.txt":
+            from contextlib import contextmanager
+
+            @contextmanager
+            def failing():
+                with real(path, member) as f:
+                    yield Failing(f)
+
+            return failing()
+        return real(path, member)
+
+    monkeypatch.setattr(importer, "_open_log", broken)
+    result = import_dir(logs, tmp_path / "out", workers=1, report=False)
+    q = by_path(result.quality)
+    for name, why in (
+        ("result-p3-1-256-e1.txt", "Permission denied"),
+        ("result-p3-1-512-e0.txt", "Compressed file ended"),
+    ):
+        assert q[name]["status"] == "error"
+        assert [p["code"] for p in q[name]["problems"]] == ["import.unreadable"]
+        assert q[name]["problems"][0]["message"].startswith("cannot read the file: ")
+        assert why in q[name]["problems"][0]["message"]
+        assert q[name]["sha256"] is None and q[name]["size"] == 0 and q[name]["outputs"] == []
+    assert q["result-p3-1-256-e0.txt"]["status"] == "complete"
+    assert result.quality["summary"]["by_status"] == {"complete": 1, "error": 2}
+
+
+def test_a_crash_while_writing_an_artefact_leaves_no_partial_output(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import trainsweep.artefacts
+
+    real = trainsweep.artefacts.iter_run_artefacts
+
+    def half(run):
+        for i, (path, blocks) in enumerate(real(run)):
+            if run.name == "result-p3-1-256-e1" and i == 1:
+                raise RuntimeError("renderer bug")
+            yield path, blocks
+
+    monkeypatch.setattr(trainsweep.artefacts, "iter_run_artefacts", half)
+    out = tmp_path / "out"
+    result = import_dir(logs, out, workers=1, report=False)
+    q = by_path(result.quality)
+    assert [p["code"] for p in q["result-p3-1-256-e1.txt"]["problems"]] == ["import.crashed"]
+    assert not (out / "execution-times/p3-1/256/e1.json").exists()
+    assert (out / "execution-times/p3-1/256/e0.json").is_file()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_import_with_every_epoch_spilled_to_disk_writes_the_same_bytes(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    from trainsweep.logs import spill
+
+    (logs / "result-p3-1-512-e1.txt").write_bytes(make_log(epochs=30, steps=70))  # 30 epochs: streamed plot
+    import_dir(logs, tmp_path / "kept", workers=workers)
+    monkeypatch.setattr(spill, "MEMORY_BUDGET_BYTES", 0)
+    result = import_dir(logs, tmp_path / "spilled", workers=workers)
+    assert outputs(tmp_path / "spilled") == outputs(tmp_path / "kept")
+    assert "execution-times/p3-1/512/e1.png" in outputs(tmp_path / "kept")
+    assert result.processed == 4
+
+
+def test_a_parser_crash_keeps_the_files_sha256_and_size(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    import trainsweep.logs
+
+    real = trainsweep.logs.parse
+
+    def crashing(source, **kwargs):
+        if getattr(source, "name", "").endswith("result-p3-1-256-e1.txt"):
+            source.read(10)
+            raise RuntimeError("parser bug")
+        return real(source, **kwargs)
+
+    monkeypatch.setattr(trainsweep.logs, "parse", crashing)
+    result = import_dir(logs, tmp_path / "out", workers=1, report=False)
+    entry = by_path(result.quality)["result-p3-1-256-e1.txt"]
+    assert [p["code"] for p in entry["problems"]] == ["import.crashed"]
+    data = (logs / "result-p3-1-256-e1.txt").read_bytes()
+    assert (entry["sha256"], entry["size"]) == (hashlib.sha256(data).hexdigest(), len(data))

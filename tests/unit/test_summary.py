@@ -280,3 +280,63 @@ def test_any_run_gives_valid_json_and_a_summary_with_every_line(run: RunTimings)
     assert lines[0].startswith("Model save time: ")
     assert lines[-1].startswith("  - Avg steps 2-11: ")
     assert "nan" not in summary and "inf" not in summary
+
+
+# ---- streamed outputs: the same text as the dict-based functions ------------------------------------
+
+
+_step_times = st.one_of(
+    st.floats(min_value=0.0, max_value=1e4),
+    st.sampled_from([float("nan"), float("inf"), -float("inf"), 0.0, -1.0, 1e308]),
+)
+
+
+@st.composite
+def _odd_runs(draw) -> RunTimings:
+    """Runs with what the streamed writers treat specially: non-finite steps, repeated step or epoch
+    numbers, consecutive numbers as a range, accuracy after the epoch time."""
+    run = RunTimings(
+        name="result-p3-1-256-e0",
+        computing_system=draw(st.sampled_from([None, "p3-1"])),
+        batch_size=draw(st.sampled_from([None, 256])),
+        init_s=draw(_times),
+        total_s=draw(_times),
+        fit_s=draw(_times),
+        model_save_s=draw(_times),
+        real_time=draw(st.lists(st.floats(min_value=1e9, max_value=2e9), max_size=3)),
+    )
+    if draw(st.booleans()):
+        run.extra[ACCURACY_AFTER_EPOCH_TIME] = True
+    for i in range(draw(st.integers(0, 5))):
+        steps = draw(st.lists(_step_times, max_size=15))
+        kind = draw(st.sampled_from(["range", "array", "repeated", "short"]))
+        if kind == "range":
+            numbers = range(1, len(steps) + 1)
+        elif kind == "array":
+            numbers = array("l", range(5, 5 + len(steps)))
+        elif kind == "repeated":
+            numbers = array("l", [1] * len(steps))
+        else:
+            numbers = array("l", range(1, len(steps)))
+        run.epochs.append(
+            Epoch(
+                index=draw(st.sampled_from([i + 1, 1])),
+                step_s=array("d", steps),
+                step_numbers=numbers,
+                validation_s=draw(_times),
+                validation_accuracy=draw(_times),
+                epoch_s=draw(_times),
+            )
+        )
+    return run
+
+
+@settings(max_examples=300, deadline=None)
+@given(_odd_runs())
+def test_the_streamed_seed_json_and_summary_are_the_dict_based_texts(run: RunTimings) -> None:
+    from trainsweep.summary import iter_seed_json, iter_seed_summary
+
+    data = seed_json(run)
+    assert "".join(iter_seed_json(run)) == dumps_seed_json(data)
+    assert "".join(iter_seed_summary(run)) == format_seed_summary(data)
+    assert seed_summary(run) == format_seed_summary(data)

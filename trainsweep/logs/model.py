@@ -99,6 +99,8 @@ class JoinedStamps(Sequence[float]):
         return f"JoinedStamps({list(self)!r})"
 
 
+_EPOCH_SEQUENCES = frozenset({"step_s", "step_numbers", "real_time", "data_wait_s", "compute_s"})
+
 _EPOCH_FIELDS = (
     "index",
     "step_s",
@@ -221,23 +223,28 @@ class Epoch:
     def __reduce__(self) -> tuple[Any, ...]:
         return (Epoch, self._values())  # spilled values travel as arrays
 
-    def to_dict(self) -> dict[str, Any]:
+    def record_items(self) -> dict[str, Any]:
+        """:meth:`to_dict`'s keys and values in its order, with the sequences as held (arrays, ranges,
+        not copied into lists): for writing a record piece by piece (:mod:`trainsweep.jsonstream`)."""
         d: dict[str, Any] = {
             "index": self.index,
-            "step_s": list(self.step_s),
-            "step_numbers": list(self.step_numbers),
+            "step_s": self.step_s,
+            "step_numbers": self.step_numbers,
             "validation_s": self.validation_s,
             "validation_accuracy": self.validation_accuracy,
             "epoch_s": self.epoch_s,
-            "real_time": list(self.real_time),
+            "real_time": self.real_time,
             "start_time": self.start_time,
             "end_time": self.end_time,
         }
         if self.data_wait_s is not None:
-            d["data_wait_s"] = list(self.data_wait_s)
+            d["data_wait_s"] = self.data_wait_s
         if self.compute_s is not None:
-            d["compute_s"] = list(self.compute_s)
+            d["compute_s"] = self.compute_s
         return d
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if k in _EPOCH_SEQUENCES else v for k, v in self.record_items().items()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Epoch:
@@ -333,13 +340,20 @@ class RunTimings:
             out.extend(e.step_s)
         return out
 
+    def iter_steps(self) -> Iterator[array]:
+        """The primary rank's step times epoch by epoch (:meth:`flat_steps` without one big copy)."""
+        for e in self.epochs:
+            yield e.step_s
+
     def add_problem(self, code: str, message: str, line: int | None = None, severity: Severity = "warning"):
         self.problems.append(Problem(code, message, line, severity))
 
     # ---- the run record ----------------------------------------------------------------------
 
-    def to_record(self) -> dict[str, Any]:
-        """The schema-versioned JSON-able run record (``runs/<name>.json``)."""
+    def record_items(self) -> dict[str, Any]:
+        """:meth:`to_record`'s keys and values in its order, without copying the step data: ``real_time``
+        as held, ``epochs`` and each of ``ranks`` as lists of :class:`Epoch` (whose
+        :meth:`Epoch.record_items` give their entries). For writing a record piece by piece."""
         return {
             "kind": RECORD_KIND,
             "schema_version": SCHEMA_VERSION,
@@ -353,11 +367,9 @@ class RunTimings:
             "fit_s": _finite_or_none(self.fit_s),
             "total_s": _finite_or_none(self.total_s),
             "model_save_s": _finite_or_none(self.model_save_s),
-            "real_time": list(self.real_time),
-            "epochs": [e.to_dict() for e in self.epochs],
-            "ranks": {
-                str(r): [e.to_dict() for e in eps] for r, eps in self.ranks.items() if eps is not self.epochs
-            },
+            "real_time": self.real_time,
+            "epochs": self.epochs,
+            "ranks": {str(r): eps for r, eps in self.ranks.items() if eps is not self.epochs},
             "status": self.status,
             "failure_reason": self.failure_reason,
             "prediction": self.prediction,
@@ -367,6 +379,14 @@ class RunTimings:
             "lines_read": self.lines_read,
             "sha256": self.sha256,
         }
+
+    def to_record(self) -> dict[str, Any]:
+        """The schema-versioned JSON-able run record (``runs/<name>.json``)."""
+        d = self.record_items()
+        d["real_time"] = list(self.real_time)
+        d["epochs"] = [e.to_dict() for e in self.epochs]
+        d["ranks"] = {r: [e.to_dict() for e in eps] for r, eps in d["ranks"].items()}
+        return d
 
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> RunTimings:

@@ -2,13 +2,76 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+from matplotlib import rcParams
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
-from trainsweep.logs.model import RunTimings
+from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.plots import figure_png
 
 _LEGEND_MAX_EPOCHS = 10
+_LINE2D_MAX_EPOCHS = _LEGEND_MAX_EPOCHS
+"""Up to this many epochs, one ``Line2D`` each (the legend needs them); beyond, one :class:`_EpochLines`."""
+
+
+def _xy(epoch: Epoch) -> tuple[np.ndarray, np.ndarray]:
+    """Step numbers 1..n and step times as arrays (what matplotlib makes of lists, without the lists)."""
+    return np.arange(1, epoch.steps + 1), np.asarray(epoch.step_s, dtype=float)
+
+
+def _line_style(epoch: Epoch, colour: Any) -> dict[str, Any]:
+    return {"color": colour, "linewidth": 1.0, "marker": "." if epoch.steps < 60 else None}
+
+
+class _EpochLines(Artist):
+    """One line per epoch, drawn one after the other with a single reused ``Line2D``.
+
+    The same pixels as one ``ax.plot`` line per epoch (same line properties, same order, same data
+    limits), but no ``Line2D`` per epoch: a log with 86,000 epochs would hold them all, with copies of
+    their data, until the figure is drawn. An epoch's step times are read when it is drawn.
+    """
+
+    zorder = Line2D.zorder
+
+    def __init__(self, ax: Any, epochs: list[Epoch], colours: list[Any]) -> None:
+        super().__init__()
+        self._epochs, self._colours = epochs, colours
+        self._line = Line2D([], [])
+        self._line.set_figure(ax.figure)
+        self._line.axes = ax
+        self._line.set_transform(ax.transData)
+        self._line.set_clip_path(ax.patch)
+        self.positive = True
+        """Whether every step time is above 0 (a log scale shows them all)."""
+        update_limits = getattr(ax, "_update_line_limits", None)  # what ax.plot does per line
+        for epoch in epochs:
+            xs, ys = _xy(epoch)
+            self.positive = self.positive and bool((ys > 0).all())
+            if update_limits is not None:
+                self._line.set_data(xs, ys)
+                update_limits(self._line)
+            else:
+                ax.update_datalim(np.column_stack([xs, ys]))
+        self._line.set_data([], [])
+
+    def draw(self, renderer: Any) -> None:
+        if not self.get_visible():
+            return
+        line = self._line
+        for epoch, colour in zip(self._epochs, self._colours, strict=True):
+            line.set_data(*_xy(epoch))
+            style = _line_style(epoch, colour)
+            if style["marker"] is None:  # what Line2D(marker=None) takes
+                style["marker"] = rcParams["lines.marker"]
+            line.set(**style)
+            line.draw(renderer)
+        line.set_data([], [])
+        self.stale = False
 
 
 def step_times_figure(run: RunTimings) -> Figure:
@@ -31,18 +94,19 @@ def step_times_figure(run: RunTimings) -> Figure:
         return fig
     colours = _epoch_colours(len(epochs))
     positive = True
-    for epoch, colour in zip(epochs, colours, strict=True):
-        xs = list(range(1, epoch.steps + 1))
-        ys = list(epoch.step_s)
-        positive = positive and all(y > 0 for y in ys)
-        ax.plot(
-            xs,
-            ys,
-            color=colour,
-            linewidth=1.0,
-            marker="." if epoch.steps < 60 else None,
-            label=f"epoch {epoch.index}",
-        )
+    if len(epochs) <= _LINE2D_MAX_EPOCHS:
+        for epoch, colour in zip(epochs, colours, strict=True):
+            xs, ys = _xy(epoch)
+            positive = positive and bool((ys > 0).all())
+            ax.plot(xs, ys, label=f"epoch {epoch.index}", **_line_style(epoch, colour))
+    else:
+        lines = ax.add_artist(_EpochLines(ax, epochs, colours))
+        positive = lines.positive
+        request = getattr(ax, "_request_autoscale_view", None)  # as ax.plot: autoscaled when drawn
+        if request is not None:
+            request()
+        else:
+            ax.autoscale_view()
     if positive:
         ax.set_yscale("log")
         # Plain numbers ("0.1", "10"): easier to read than 10^-1 and no mathtext layout per label.
