@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from trainsweep.artefacts import run_record_bytes
 from trainsweep.cli import app
+from trainsweep.logs import parse
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.summary import dumps_seed_json, seed_json, seed_summary
+from trainsweep.summary import dumps_seed_json, format_seed_summary, seed_json, seed_summary
 
 FCN = "cloud-ML/seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker"
 MNIST = "cloud-ML/cnn-mnist/experimental-results/2020-07-MNIST-on-sagemaker"
@@ -155,6 +156,7 @@ def test_parse_prints_the_run_record_with_the_cell_from_the_name(runner: CliRunn
     )
     reference = json.loads((real_data / FCN / "execution-times/p2-8/512/e1.json").read_text())
     assert record["epochs"][1]["step_s"] == list(reference["epochs"]["2"]["steps"].values())
+    assert result.stdout_bytes == run_record_bytes(parse(log))  # streamed, the bytes of runs/<name>.json
 
 
 def test_parse_options_override_what_the_name_says(
@@ -176,13 +178,14 @@ def test_parse_options_override_what_the_name_says(
 
 
 def test_summary_of_a_log(runner: CliRunner, real_data: Path) -> None:
-    from trainsweep.logs import parse
-
     log = real_data / MNIST / "logs/result-p3-1-512-e3.txt"
     result = runner.invoke(app, ["summary", str(log)])
     assert result.exit_code == 0, result.output
     assert result.stdout == seed_summary(parse(log))
     assert result.stdout.startswith("Model save time: -1.000000\n")
+    original = runner.invoke(app, ["summary", str(log), "--original"])
+    assert original.exit_code == 0, original.output
+    assert original.stdout == format_seed_summary(seed_json(parse(log)), original=True)
 
 
 def test_import_exits_0_and_lists_the_problems_when_some_files_are_bad(

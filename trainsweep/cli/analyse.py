@@ -51,10 +51,13 @@ def parse_command(
 ) -> None:
     """Parse one log and print its run record (JSON) to stdout; problems are listed in the record."""
     _readable_file(log)
-    from trainsweep.artefacts import run_record_bytes
+    from trainsweep.artefacts import iter_run_record
 
     timings = _parse_log(log, vmtype=vmtype, batch_size=batch_size, run=run)
-    sys.stdout.write(run_record_bytes(timings).decode())
+    sys.stdout.flush()
+    for block in iter_run_record(timings):  # streamed: a very long log's record is hundreds of MB
+        sys.stdout.buffer.write(block)
+    sys.stdout.buffer.flush()
 
 
 def _report_problems(timings: Any) -> None:
@@ -97,7 +100,7 @@ def summary_command(
     """Print the seed's per-run summary (the e<N>.summary text of training-times-summary.py)."""
     _readable_file(source)
     from trainsweep.logs.model import RECORD_KIND, RecordVersionError, RunTimings
-    from trainsweep.summary import format_seed_summary, seed_json
+    from trainsweep.summary import format_seed_summary, seed_json, seed_summary
 
     data = _load_json(source)
     if data is not None and "kind" in data:
@@ -116,6 +119,9 @@ def summary_command(
     else:
         timings = _parse_log(source, vmtype=None, batch_size=None, run=None)
         _report_problems(timings)
+        if not original:  # from the run's arrays, without a seed JSON of every step (very long logs)
+            sys.stdout.write(seed_summary(timings))
+            return
         seed = seed_json(timings)
     try:
         text = format_seed_summary(seed, original=original)
