@@ -484,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
         _write_status(paths, cell, status, reason, prediction)
     log.close()
     if rank.world_size > 1 and dist.is_initialized() and code == EXIT_OK:
+        # Every rank arrives before any tears down: a rank whose peer closed its connections while it
+        # still had work in flight can die in the communication library (seen once with gloo under load).
+        dist.barrier()
         dist.destroy_process_group()
     return code
 
