@@ -253,3 +253,18 @@ def test_runs_of_a_packed_job_get_a_modelled_bill_not_a_share_of_one_overhead(fc
     assert {m.billable_source for m in a.run_metrics} == {"model"}
     solo = analyse(runs[:1], jobs=jobs[:1])
     assert solo.run_metrics[0].billable_source == "DescribeTrainingJob"
+
+
+def test_the_gpu_memory_the_container_logged_reaches_the_csv_and_the_table(ddp_run):
+    from trainsweep.logs import mllog
+
+    runs = [
+        ddp_run("g-a", "p3-4", 512, waits=[0.0] * 4, compute=0.1),
+        ddp_run("g-b", "p3-4", 1024, waits=[0.0] * 4, compute=0.2),
+    ]
+    runs[1].extra[mllog.GPU_MEMORY] = {"peak_reserved_bytes": 12 * 2**30, "total_bytes": 16 * 2**30}
+    arts = sweep_artefacts(runs)
+    rows = {r["batch_size"]: r for r in _rows(arts)}
+    assert float(rows["1024"]["gpu_memory_share"]) == 0.75 and rows["512"]["gpu_memory_share"] == ""
+    html = arts[layout.REPORT_HTML].decode()
+    assert "<th>GPU memory</th>" in html and '<td data-v="0.75">75%</td>' in html

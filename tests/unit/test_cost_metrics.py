@@ -7,7 +7,7 @@ from array import array
 import pytest
 
 from trainsweep.cost import billing, metrics
-from trainsweep.logs import parse
+from trainsweep.logs import mllog, parse
 from trainsweep.logs.model import Epoch, RunHeader, RunTimings
 
 MO833 = "high-res-distributed/mo833-trabalho/experiment_results"
@@ -231,3 +231,37 @@ def test_a_run_that_trained_every_epoch_ignores_a_prediction():
     m = metrics.run_metrics(run, epochs=3)
     assert not m.prediction_used
     assert m.epoch_s == pytest.approx(1.3)
+
+
+def _gpu(peak: object, total: object = 80 * 2**30) -> dict:
+    return {mllog.GPU_MEMORY: {"peak_allocated_bytes": 1, "peak_reserved_bytes": peak, "total_bytes": total}}
+
+
+def test_gpu_memory_share_is_the_peak_reserved_over_the_device_and_the_row_keeps_the_largest():
+    runs = [
+        metrics.run_metrics(_run(name=f"r{i}", run_index=i, extra=_gpu(peak)))
+        for i, peak in enumerate([20 * 2**30, 60 * 2**30])
+    ]
+    assert [m.gpu_memory_share for m in runs] == [0.25, 0.75]
+    (row,) = metrics.aggregate(runs)
+    assert row.gpu_memory_share == 0.75
+    assert metrics.run_metrics(_run()).gpu_memory_share is None  # no GPU: no event
+
+
+@pytest.mark.parametrize("extra", [_gpu("a lot"), _gpu(-1), _gpu(1, 0), {mllog.GPU_MEMORY: [1, 2]}])
+def test_a_malformed_gpu_memory_event_gives_no_share(extra):
+    assert metrics.run_metrics(_run(extra=extra)).gpu_memory_share is None
+
+
+def test_the_gpu_memory_event_reaches_the_share_through_the_parser():
+    value = {"peak_allocated_bytes": 3 * 2**30, "peak_reserved_bytes": 4 * 2**30, "total_bytes": 16 * 2**30}
+    lines = [
+        mllog.format_line(mllog.EPOCH_START, event_type=mllog.START, metadata={"epoch_num": 1}),
+        mllog.format_line(mllog.STEP, {"step": 1, "step_s": 0.5}, metadata={"epoch_num": 1}),
+        mllog.format_line(mllog.STEP, {"step": 2, "step_s": 0.25}, metadata={"epoch_num": 1}),
+        mllog.format_line(mllog.EPOCH_STOP, event_type=mllog.END, metadata={"epoch_num": 1}),
+        mllog.format_line(mllog.GPU_MEMORY, value),
+    ]
+    run = parse(("\n".join(lines) + "\n").encode(), name="result-g4dn-1-64-e1.txt")
+    assert run.dialect == "mllog" and run.extra[mllog.GPU_MEMORY] == value
+    assert metrics.run_metrics(run).gpu_memory_share == 0.25

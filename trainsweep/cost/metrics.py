@@ -31,6 +31,7 @@ from typing import Any
 from trainsweep import instances
 from trainsweep.cost import billing
 from trainsweep.cost.prices import hourly_usd
+from trainsweep.logs import mllog
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.stalls import run_stall_stats
 
@@ -60,6 +61,7 @@ CSV_COLUMNS = (
     "utilisation",
     "usd_waiting",
     "spot_savings_share",
+    "gpu_memory_share",
     "status",
     "notes",
 )
@@ -105,6 +107,17 @@ def steady_steps(epochs: Sequence[Epoch]) -> list[float]:
     for e in epochs:
         out.extend(list(e.step_s)[1:])
     return out
+
+
+def gpu_memory_share(run: RunTimings) -> float | None:
+    """Peak reserved GPU memory / the GPU's total, from the container's ``trainsweep.gpu_memory`` event."""
+    value = run.extra.get(mllog.GPU_MEMORY)
+    if not isinstance(value, dict):
+        return None
+    peak, total = value.get("peak_reserved_bytes"), value.get("total_bytes")
+    if not isinstance(peak, (int, float)) or not isinstance(total, (int, float)) or total <= 0 or peak < 0:
+        return None
+    return float(peak) / float(total)
 
 
 def _epoch_time(e: Epoch) -> float | None:
@@ -156,6 +169,8 @@ class RunMetrics:
     utilisation: float | None = None
     aligned_step_s: float | None = None
     free_step_s: float | None = None
+    gpu_memory_share: float | None = None
+    """Peak GPU memory the run's process held (PyTorch reserved) / the GPU's memory; None without a GPU."""
     problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -261,6 +276,7 @@ def run_metrics(
         m.utilisation = stall.utilisation
         m.aligned_step_s = stall.aligned_step_s
         m.free_step_s = stall.free_step_s
+    m.gpu_memory_share = gpu_memory_share(run)
     if status == OK and m.step_s is None:
         m.status = FAILED
         m.reason = m.reason or "the log has no training steps"
@@ -294,6 +310,8 @@ class ConfigMetrics:
     utilisation: float | None = None
     usd_waiting: float | None = None
     spot_savings_share: float | None = None
+    gpu_memory_share: float | None = None
+    """The largest share of the GPU's memory a repetition held (None: no GPU or not logged)."""
     status: str = OK
     notes: str = ""
     vmtype: str | None = None
@@ -365,6 +383,7 @@ def aggregate(
             sources = sorted({r.billable_source for r in ok if r.billable_source})
             row.billable_source = "+".join(sources) if sources else None
             row.spot_savings_share = _mean([r.spot_savings_share for r in ok])
+            row.gpu_memory_share = max(_finite([r.gpu_memory_share for r in ok]), default=None)
             row.data_wait_share = _mean([r.data_wait_share for r in ok])
             row.utilisation = _mean([r.utilisation for r in ok])
             row.aligned_step_s = _mean([r.aligned_step_s for r in ok])

@@ -53,6 +53,9 @@ EPOCH_TIME = NS + "epoch_s"
 VALIDATION_TIME = NS + "validation_s"
 PREDICTION = NS + "prediction"
 """value: the early-stop prediction dict written by trainsweep.predict."""
+GPU_MEMORY = NS + "gpu_memory"
+"""value: {"peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"} of rank 0's GPU over the whole run
+(PyTorch's caching allocator; reserved is what the process held). Kept in ``run.extra`` under this key."""
 FAILURE = NS + "failure"
 """value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
 

@@ -136,6 +136,12 @@ def _columns() -> list[Column]:
             lambda r: "" if r.data_wait_share is None else f"{100 * r.data_wait_share:.1f}%",
             False,
         ),
+        (
+            "GPU memory",
+            lambda r: r.gpu_memory_share,
+            lambda r: "" if r.gpu_memory_share is None else f"{100 * r.gpu_memory_share:.0f}%",
+            False,
+        ),
         ("Status", lambda r: r.status, lambda r: r.status, True),
         ("Notes", lambda r: r.notes, lambda r: r.notes, True),
     ]
@@ -314,6 +320,12 @@ def _method(a: SweepAnalysis) -> str:
             "From the per-step data-wait and compute times (first step left out): share = wait / "
             "(wait + compute), utilisation = compute / (wait + compute), USD waiting = share x time to "
             "train x price.",
+        ),
+        (
+            "GPU memory",
+            "The largest share of the GPU's memory one repetition's process held (PyTorch's reserved "
+            "peak / the device's memory, rank 0), as the container logs it on a GPU: the headroom left "
+            "for a larger batch.",
         ),
         (
             "Recommendation",

@@ -414,6 +414,15 @@ class CellRun:
         t0 = time.perf_counter()
         prediction = self.early_stop() if self.cfg.mode == "early-stop" else self.full()
         total = time.perf_counter() - t0
+        if self.device.type == "cuda":  # how much of the GPU this batch size needs: headroom per cell
+            self.header(
+                mllog.GPU_MEMORY,
+                {
+                    "peak_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
+                    "peak_reserved_bytes": torch.cuda.max_memory_reserved(self.device),
+                    "total_bytes": torch.cuda.get_device_properties(self.device).total_memory,
+                },
+            )
         self.header(mllog.TOTAL_TIME, total)
         self.header(mllog.RUN_STOP, None, status="success")
         return prediction
