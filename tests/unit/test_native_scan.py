@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainsweep.logs import cloudml, native, parse
+from trainsweep.logs import native, parse
 from trainsweep.logs.numbers import MAX_DURATION_S
 
 SCAN = native.scan_stretch
@@ -186,4 +186,3 @@ def test_the_reader_uses_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(native, "scan_stretch", spy)
     run = parse(b"Epoch 1/1\n1 step training time: 0.5s\n2 step training time: 0.25s\nEpoch time: 1s\n")
     assert calls and run.epochs[0].step_s.tolist() == [0.5, 0.25]
-    assert cloudml.native is native

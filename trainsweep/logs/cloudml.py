@@ -29,6 +29,7 @@ from trainsweep.logs.model import Epoch, JoinedStamps, RunHeader
 from trainsweep.logs.numbers import (
     MAX_DURATION_S,
     NUMX,
+    STEP_NUMBER_DIGITS,
     duration_problem,
     step_number_problem,
     timestamp_problem,
@@ -259,7 +260,7 @@ class CloudMLReader:
             try:
                 if len(numbers) != len(values):
                     raise ValueError("step lines of another form")
-                if max(map(len, numbers)) > 18:
+                if max(map(len, numbers)) > STEP_NUMBER_DIGITS:
                     raise ValueError("a step number too large for 64 bits")
                 if b" ".join(values).translate(None, _PLAIN):
                     raise ValueError("a sign, an exponent, nan or inf: check each value")
@@ -269,12 +270,7 @@ class CloudMLReader:
             except ValueError:
                 self._steps_one_by_one(region, start, end, lc)
             else:
-                self.records += len(times)
-                ep = self._cur if self._cur is not None else self._open_implicit()
-                if self.first_step_number is None:
-                    self.first_step_number = int(numbers[0])
-                ep.step_s.extend(times)
-                _add_step_numbers(ep, _step_numbers(numbers))
+                self._add_steps(times, _step_numbers(numbers))
         if stamps := REAL.findall(region, start, end):
             try:
                 if b" ".join(stamps).translate(None, _PLAIN):
@@ -285,22 +281,29 @@ class CloudMLReader:
                     self.records += 1
                     self._real(float(m.group(1)), lc, m.start())
             else:
-                self.records += len(values_rt)
-                (self._cur.real_time if self._cur is not None else self._pending_rt).extend(values_rt)
+                self._add_stamps(values_rt)
 
     def _add_scanned(self, times: bytes, numbers: bytes | None, first: int, stamps: bytes) -> None:
         """What :func:`native.scan_stretch` found: 8-byte step times, numbers (None: consecutive), stamps."""
         if times:
             n = len(times) // 8
-            self.records += n
-            ep = self._cur if self._cur is not None else self._open_implicit()
-            if self.first_step_number is None:
-                self.first_step_number = first
-            ep.step_s.frombytes(times)
-            _add_step_numbers(ep, range(first, first + n) if numbers is None else array("l", numbers))
+            self._add_steps(array("d", times), array("l", numbers) if numbers else range(first, first + n))
         if stamps:
-            self.records += len(stamps) // 8
-            (self._cur.real_time if self._cur is not None else self._pending_rt).frombytes(stamps)
+            self._add_stamps(array("d", stamps))
+
+    def _add_steps(self, times: array, numbers: range | array) -> None:
+        """Checked step times of one stretch, with their logged numbers, into the current epoch."""
+        self.records += len(times)
+        ep = self._cur if self._cur is not None else self._open_implicit()
+        if self.first_step_number is None:
+            self.first_step_number = numbers[0]
+        ep.step_s.extend(times)
+        _add_step_numbers(ep, numbers)
+
+    def _add_stamps(self, stamps: array) -> None:
+        """Checked wall-clock stamps: the current epoch's, or the next epoch's when none is open."""
+        self.records += len(stamps)
+        (self._cur.real_time if self._cur is not None else self._pending_rt).extend(stamps)
 
     def _steps_one_by_one(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
         """The slow path for a stretch with an absurd step time: each step checked, with its line."""

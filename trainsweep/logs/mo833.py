@@ -70,13 +70,13 @@ class Mo833Reader:
             if ep is None:
                 ep = eps[epoch_index] = Epoch(index=epoch_index)
             if full.group(4) is not None:
-                it, elapsed = float(full.group(5)), float(full.group(6))
-                if (why := step_number_problem(int(full.group(4)) + 1)) is not None:
+                it, elapsed, step = float(full.group(5)), float(full.group(6)), int(full.group(4)) + 1
+                if (why := step_number_problem(step)) is not None:
                     msg = f"Iteration {full.group(4).decode()} {why}; the step is ignored"
                     self.problems.append(("absurd-value", msg, lc.at(m.start()), "warning"))
                 elif self._ok("It. time", it, lc, m.start()):
                     ep.step_s.append(it)
-                    ep.step_numbers.append(int(full.group(4)) + 1)
+                    ep.step_numbers.append(step)
                 self._elapsed(rank, elapsed, lc, m.start())
             else:
                 et, elapsed = float(full.group(7)), float(full.group(8))

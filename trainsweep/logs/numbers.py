@@ -14,8 +14,9 @@ MAX_DURATION_S = 30 * 24 * 3600.0
 """No single step, epoch or phase of a training job takes a month: longer is a broken number."""
 
 
-MAX_STEP_NUMBER = 10**18 - 1
+STEP_NUMBER_DIGITS = 18
 """Step numbers are kept as 64-bit integers; a longer one (19 digits or more) is a broken number."""
+MAX_STEP_NUMBER = 10**STEP_NUMBER_DIGITS - 1
 
 
 def step_number_problem(number: int) -> str | None:
