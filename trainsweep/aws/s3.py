@@ -24,17 +24,14 @@ def content_type(key: str) -> str:
     return "application/octet-stream"
 
 
+def _missing(exc: Any) -> bool:
+    """Whether a botocore ClientError says the object does not exist."""
+    return exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
+
+
 def exists(s3: Any, bucket: str, key: str) -> bool:
     """True if the object exists; other errors (access denied) propagate."""
-    from botocore.exceptions import ClientError
-
-    try:
-        s3.head_object(Bucket=bucket, Key=key)
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-            return False
-        raise
-    return True
+    return etag(s3, bucket, key) is not None
 
 
 def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
@@ -44,27 +41,22 @@ def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
     try:
         return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if _missing(exc):
             return None
         raise
-
-
-def iter_chunks(s3: Any, bucket: str, key: str, chunk_size: int = 1 << 20) -> Iterator[bytes] | None:
-    """Stream an object in chunks (logs can be large); None if it does not exist."""
-    opened = open_chunks(s3, bucket, key, chunk_size)
-    return None if opened is None else opened[0]
 
 
 def open_chunks(
     s3: Any, bucket: str, key: str, chunk_size: int = 1 << 20
 ) -> tuple[Iterator[bytes], str] | None:
-    """Like :func:`iter_chunks`, with the ETag of the version being read; None if it does not exist."""
+    """Stream an object in chunks (logs can be large), with the ETag of the version being read; None if it
+    does not exist."""
     from botocore.exceptions import ClientError
 
     try:
         response = s3.get_object(Bucket=bucket, Key=key)
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if _missing(exc):
             return None
         raise
     body = response["Body"]
@@ -78,7 +70,7 @@ def etag(s3: Any, bucket: str, key: str) -> str | None:
     try:
         return str(s3.head_object(Bucket=bucket, Key=key).get("ETag", ""))
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        if _missing(exc):
             return None
         raise
 
