@@ -4,6 +4,8 @@ One source of truth for the spec's job expansion (writer), the state machine (pa
 and the container entry point (reader). Names with dashes follow the seed scripts.
 """
 
+import math
+
 WORKLOAD = "workload"  # mnist-cnn | resnet50-cifar10
 EPOCHS = "epochs"
 BATCH_SIZE = "batch-size"  # one batch size (per-cell jobs)
@@ -69,7 +71,7 @@ def parse_value(name: str, text: str) -> int | float | bool | str:
             x = float(v)
         except ValueError:
             raise ValueError(f"must be a number, got {text!r}") from None
-        if not (x > 0 and x != float("inf")):
+        if not (x > 0 and math.isfinite(x)):
             raise ValueError(f"must be a positive number, got {text!r}")
         if name in FRACTIONS and x >= 1:
             raise ValueError(f"is a fraction between 0 and 1 (0.02 = 2 %), got {text!r}")

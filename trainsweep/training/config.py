@@ -284,7 +284,7 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         rule=rule,
         log_bucket=(raw.get(hp.LOG_BUCKET) or "").strip() or None,
         log_prefix=(raw.get(hp.LOG_PREFIX) or "").strip(),
-        log_upload_s=_float(raw, hp.LOG_UPLOAD_SECONDS, DEFAULT_LOG_UPLOAD_S) or DEFAULT_LOG_UPLOAD_S,
+        log_upload_s=_float(raw, hp.LOG_UPLOAD_SECONDS, DEFAULT_LOG_UPLOAD_S),
         download=download,
         packed=packed,
         seed=_int(raw, hp.SEED, 0),
