@@ -272,13 +272,18 @@ def test_without_a_terminal_progress_is_a_line_per_change() -> None:
     assert lines[0].endswith("RUNNING: 1 running") and lines[1].endswith("SUCCEEDED: 1 done")
 
 
-def test_run_local_refuses_several_instances_per_job_naming_the_field_once(tmp_path: Path) -> None:
+def _run_local(tmp_path: Path, instance_type: str, extra: str = "") -> Any:
+    """``trainsweep run SPEC --local`` on a one-cell synthetic mnist spec (plus ``extra`` YAML lines)."""
     spec = tmp_path / "spec.yaml"
     spec.write_text(
-        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local]\n"
-        "batch_sizes: [32]\ninstance_count: 2\n"
+        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\n"
+        f"instance_types: [{instance_type}]\nbatch_sizes: [32]\n{extra}"
     )
-    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path)])
+    return runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path)])
+
+
+def test_run_local_refuses_several_instances_per_job_naming_the_field_once(tmp_path: Path) -> None:
+    result = _run_local(tmp_path, "local", "instance_count: 2\n")
     assert result.exit_code == 2
     assert result.output.count("instance_count:") == 1
 
@@ -289,12 +294,7 @@ def test_run_local_gpu_without_a_gpu_is_refused_before_anything_starts(
     from trainsweep.local import executor
 
     monkeypatch.setattr(executor, "gpu_available", lambda: False)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(
-        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local_gpu]\n"
-        "batch_sizes: [32]\n"
-    )
-    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path)])
+    result = _run_local(tmp_path, "local_gpu")
     assert result.exit_code == 1
     assert "no NVIDIA GPU" in result.output
     assert not list(tmp_path.glob("*/jobs.json"))
