@@ -92,6 +92,12 @@ def _finite_steps(epoch: Epoch) -> tuple[Sequence[float], list[str] | None]:
     return [t for _, t in kept], [k for k, _ in kept]
 
 
+def _seed_steps(epoch: Epoch) -> tuple[list[str], Sequence[float]]:
+    """The keys and values of the epoch's seed JSON ``steps`` (its finite step times)."""
+    values, keys = _finite_steps(epoch)
+    return (_step_keys(epoch, len(values)) if keys is None else keys), values
+
+
 def _seed_epoch_scalars(run: RunTimings, epoch: Epoch) -> dict[str, Any]:
     """The epoch's seed JSON entry without ``steps``, keys in the original's order."""
     order = _EPOCH_KEYS_ACCURACY_LAST if _accuracy_after_epoch_time(run) else _EPOCH_KEYS_ACCURACY_FIRST
@@ -134,9 +140,7 @@ def seed_json(run: RunTimings) -> dict[str, Any]:
     """
     epochs: dict[str, Any] = {}
     for key, epoch in zip(_seed_epoch_keys(run), run.epochs, strict=True):
-        values = epoch.step_s
-        steps = zip(_step_keys(epoch, len(values)), values, strict=True)
-        entry: dict[str, Any] = {"steps": {k: t for k, t in steps if math.isfinite(t)}}
+        entry: dict[str, Any] = {"steps": dict(zip(*_seed_steps(epoch), strict=True))}
         entry.update(_seed_epoch_scalars(run, epoch))
         epochs[key] = entry
     data = _seed_head(run)
@@ -170,10 +174,7 @@ def iter_seed_json(run: RunTimings) -> Iterator[str]:
 
     def epochs() -> Iterator[tuple[str, Any]]:
         for key, epoch in zip(_seed_epoch_keys(run), run.epochs, strict=True):
-            values, keys = _finite_steps(epoch)
-            if keys is None:
-                keys = _step_keys(epoch, len(values))
-            entry: dict[str, Any] = {"steps": RawJSON(_steps_text(keys, values))}
+            entry: dict[str, Any] = {"steps": RawJSON(_steps_text(*_seed_steps(epoch)))}
             entry.update(_seed_epoch_scalars(run, epoch))
             yield key, entry
 
