@@ -104,13 +104,13 @@ def _watch_factory(console: Console, enabled: bool) -> tuple[Any, Any]:
     if not enabled:
         return (lambda view: None), (lambda: None)
     if not console.is_terminal:
-        last: list[str] = []
+        last = [""]  # the line printed last: only a change prints
 
         def log_line(view: Any) -> None:
             counts = ", ".join(f"{n} {s}" for s, n in view.counts.items() if n) or "planning"
             line = f"{view.execution_status or 'starting'}: {counts}"
-            if not last or last[-1] != line:
-                last.append(line)
+            if line != last[0]:
+                last[0] = line
                 console.print(f"[{time.strftime('%H:%M:%S')}] {line}", highlight=False)
 
         return log_line, (lambda: None)
