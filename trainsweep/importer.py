@@ -156,7 +156,7 @@ def _archive_logs(path: Path) -> tuple[list[str], str | None]:
                     or PurePosixPath(name).suffix.lower() not in LOG_SUFFIXES
                 ):
                     continue
-                if layout.parse_seed_log_name(name) is None and not name.lower().endswith(".log"):
+                if not _log_by_name(name):
                     f = archive.extractfile(m)
                     if f is None or not _has_training_content(f.read(SNIFF_BYTES)):
                         continue
@@ -164,6 +164,11 @@ def _archive_logs(path: Path) -> tuple[list[str], str | None]:
         return found, None
     except (OSError, tarfile.TarError, EOFError) as exc:
         return [], f"cannot read the archive: {exc}"
+
+
+def _log_by_name(name: str) -> bool:
+    """A seed-named or ``.log`` file is taken as a log; any other is sniffed for training content."""
+    return layout.parse_seed_log_name(name) is not None or name.lower().endswith(".log")
 
 
 def _has_training_content(head: bytes) -> bool:
@@ -220,8 +225,7 @@ def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], li
                 continue
             if suffix not in LOG_SUFFIXES:
                 continue
-            seed_name = layout.parse_seed_log_name(filename) is not None
-            if not seed_name and suffix != ".log" and not _looks_like_training_log(path):
+            if not _log_by_name(filename) and not _looks_like_training_log(path):
                 skipped.append({"path": str(relative), "reason": "no training-log content"})
                 continue
             tasks.append(
