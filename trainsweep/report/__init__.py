@@ -12,12 +12,15 @@ import io
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.cost.metrics import CSV_COLUMNS, ConfigMetrics
 from trainsweep.logs.model import RunTimings
 from trainsweep.report.analysis import SWEEP_KIND, SWEEP_SCHEMA_VERSION, SweepAnalysis, analyse, clean
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["SweepAnalysis", "analyse", "sweep_artefacts", "sweep_csv", "sweep_json"]
 
@@ -223,24 +226,24 @@ def load_results(
                 break
             if parent == top_path:
                 break
-    quality = _read_json(qp, layout.QUALITY_JSON, problems)
+    quality = _read_json(qp, problems)
     # The aggregated sweep's final cell statuses ("cells"); a bare list is taken as such too.
     # Planned jobs alone carry no outcome, so they are not read as statuses.
-    data = _read_json(root / layout.JOBS_JSON, layout.JOBS_JSON, problems)
+    data = _read_json(root / layout.JOBS_JSON, problems)
     jobs = data.get("cells") if isinstance(data, Mapping) else data
     if jobs is not None and not isinstance(jobs, list):
         problems.append(f"{layout.JOBS_JSON}: expected a list of job records")
         jobs = None
-    spec = _read_json(root / layout.SPEC_JSON, layout.SPEC_JSON, problems)
+    spec = _read_json(root / layout.SPEC_JSON, problems)
     return runs, quality, jobs, spec, problems
 
 
-def _read_json(path: Any, name: str, problems: list[str]) -> Any:
+def _read_json(path: Path, problems: list[str]) -> Any:
     """The JSON in ``path``, or None when it is absent or unreadable (then named in ``problems``)."""
     if not path.is_file():
         return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
-        problems.append(f"{name}: {e}")
+        problems.append(f"{path.name}: {e}")
         return None
