@@ -48,15 +48,11 @@ class _EpochLines(Artist):
         self._line.set_clip_path(ax.patch)
         self.positive = True
         """Whether every step time is above 0 (a log scale shows them all)."""
-        update_limits = getattr(ax, "_update_line_limits", None)  # what ax.plot does per line
         for epoch in epochs:
             xs, ys = _xy(epoch)
             self.positive = self.positive and bool((ys > 0).all())
-            if update_limits is not None:
-                self._line.set_data(xs, ys)
-                update_limits(self._line)
-            else:
-                ax.update_datalim(np.column_stack([xs, ys]))
+            self._line.set_data(xs, ys)
+            ax._update_line_limits(self._line)  # what ax.plot does per line (matplotlib is pinned)
         self._line.set_data([], [])
 
     def draw(self, renderer: Any) -> None:
@@ -102,11 +98,7 @@ def step_times_figure(run: RunTimings) -> Figure:
     else:
         lines = ax.add_artist(_EpochLines(ax, epochs, colours))
         positive = lines.positive
-        request = getattr(ax, "_request_autoscale_view", None)  # as ax.plot: autoscaled when drawn
-        if request is not None:
-            request()
-        else:
-            ax.autoscale_view()
+        ax._request_autoscale_view()  # as ax.plot: autoscaled when drawn
     if positive:
         ax.set_yscale("log")
         # Plain numbers ("0.1", "10"): easier to read than 10^-1 and no mathtext layout per label.
