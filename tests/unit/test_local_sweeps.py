@@ -163,21 +163,20 @@ def test_live_view_reads_plan_run_records_and_final_cells(s3: Any) -> None:
 
 
 def test_a_resumed_execution_asks_for_new_job_names() -> None:
-    """The execution input of a resume carries an attempt token; PlanSweep puts it into the job names."""
+    """A resume's execution input carries its attempt token (plan_sweep renames jobs by it: test_spec)."""
     with mock_aws():
         sfn = boto3.client("stepfunctions", region_name="us-east-1")
         iam = boto3.client("iam", region_name="us-east-1")
         role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         definition = json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}})
         arn = sfn.create_state_machine(name="m", definition=definition, roleArn=role)["stateMachineArn"]
+        attempt = sweeps.resume_attempt(0)
         first = sweeps.start_sweep(sfn, arn, {"name": "s"}, "s-1")
-        again = sweeps.start_sweep(
-            sfn, arn, {"name": "s"}, "s-1", suffix="resume0", attempt=sweeps.resume_attempt(0)
-        )
+        again = sweeps.start_sweep(sfn, arn, {"name": "s"}, "s-1", suffix="resume0", attempt=attempt)
         inputs = [json.loads(sfn.describe_execution(executionArn=a)["input"]) for a in (first, again)]
     assert "attempt" not in inputs[0]
     assert inputs[1]["sweep_id"] == "s-1"
-    assert inputs[1]["attempt"] != sweeps.resume_attempt(1)
+    assert inputs[1]["attempt"] == attempt
 
 
 def test_resume_attempts_are_short_distinct_tokens() -> None:
