@@ -233,8 +233,7 @@ class CellRun:
     def _validate(self) -> tuple[float, float]:
         """Full validation pass; returns (seconds, accuracy)."""
         self.model.eval()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        self._sync()
         t0 = time.perf_counter()
         correct = torch.zeros((), device=self.device)
         total = torch.zeros((), device=self.device)
@@ -255,17 +254,14 @@ class CellRun:
         """Per-batch validation times (synchronised: training is over, nothing left to perturb)."""
         self.model.eval()
         times: list[float] = []
-        cuda = self.device.type == "cuda"
         with torch.no_grad():
             for i, (x, _y) in enumerate(self.eval_data):
                 if i >= n:
                     break
-                if cuda:
-                    torch.cuda.synchronize(self.device)
+                self._sync()
                 t0 = time.perf_counter()
                 self.model(x)
-                if cuda:
-                    torch.cuda.synchronize(self.device)
+                self._sync()
                 times.append(time.perf_counter() - t0)
         return times
 
