@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -245,9 +245,7 @@ def _unique_run_names(tasks: list[_Task]) -> list[_Task]:
     for t in tasks:
         seen[(t.results_root, t.run_name)] += 1
     return [
-        _Task(t.path, t.relative, t.results_root, PurePosixPath(t.relative).name, t.member)
-        if seen[(t.results_root, t.run_name)] > 1
-        else t
+        replace(t, run_name=PurePosixPath(t.relative).name) if seen[(t.results_root, t.run_name)] > 1 else t
         for t in tasks
     ]
 
