@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 from trainsweep import layout
@@ -55,12 +56,7 @@ def iter_run_record(run: RunTimings) -> Iterator[bytes]:
     items["epochs"] = _EpochRecords(items["epochs"])
     items["ranks"] = {r: _EpochRecords(eps) for r, eps in items["ranks"].items()}
     pieces = iter_json(items, indent=1, dumps=_dumps_record_value)
-    yield from iter_json_bytes(_with_newline(pieces))
-
-
-def _with_newline(pieces: Iterator[str]) -> Iterator[str]:
-    yield from pieces
-    yield "\n"
+    yield from iter_json_bytes(chain(pieces, ("\n",)))
 
 
 def run_record_bytes(run: RunTimings) -> bytes:
