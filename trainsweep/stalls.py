@@ -194,7 +194,12 @@ class SimulatedIterations:
 
     @property
     def label(self) -> str:
-        return f"FETCH_ALIGN_{self.fetch_align}_START_ALIGN_{self.start_align}"
+        return _label(self.fetch_align, self.start_align)
+
+
+def _label(fetch_align: Align, start_align: Align) -> str:
+    """FusionFlow's name of an alignment (its folder and ``Align`` column)."""
+    return f"FETCH_ALIGN_{fetch_align}_START_ALIGN_{start_align}"
 
 
 def simulate_alignment(trace: IterationTrace, fetch_align: Align, start_align: Align) -> SimulatedIterations:
@@ -263,7 +268,6 @@ def _mean_std(x: np.ndarray) -> MeanStd:
 class AlignmentSummary:
     """One row of the what-if table (FusionFlow's ``total_summary.csv``)."""
 
-    label: str
     iterations: int
     iteration_s: MeanStd
     stall_s: MeanStd
@@ -273,6 +277,10 @@ class AlignmentSummary:
     fetch_diff_s: MeanStd
     fetch_align: Align = False
     start_align: Align = False
+
+    @property
+    def label(self) -> str:
+        return _label(self.fetch_align, self.start_align)
 
     @property
     def short_label(self) -> str:
@@ -287,7 +295,6 @@ def summarise(sim: SimulatedIterations, min_index: int = SUMMARY_MIN_INDEX) -> A
     keep = sim.index > min_index
     delay = sim.delay_s[keep]
     return AlignmentSummary(
-        label=sim.label,
         iterations=int(keep.sum()),
         iteration_s=_mean_std(sim.iteration_s[keep]),
         stall_s=_mean_std(sim.stall_s[keep]),
