@@ -234,17 +234,16 @@ def format_seed_summary(data: Mapping[str, Any], *, original: bool = False) -> s
     """
     epochs: Mapping[str, Any] = data.get("epochs") or {}
 
-    def entries() -> Iterator[_EpochSteps]:
-        for ek, e in epochs.items():
-            steps = [
-                (str(sk), float(sv))
-                for sk, sv in (e.get("steps") or {}).items()
-                if original or math.isfinite(float(sv))
-            ]
-            keys = [k for k, _ in steps]
-            yield _EpochSteps(str(ek), e, [v for _, v in steps], lambda keys=keys: keys)
-
-    return "".join(_summary_lines(data, len(epochs), entries, original=original))
+    parsed: list[_EpochSteps] = []  # read once: _summary_lines goes over the epochs twice
+    for ek, e in epochs.items():
+        steps = [
+            (str(sk), float(sv))
+            for sk, sv in (e.get("steps") or {}).items()
+            if original or math.isfinite(float(sv))
+        ]
+        keys = [k for k, _ in steps]
+        parsed.append(_EpochSteps(str(ek), e, [v for _, v in steps], lambda keys=keys: keys))
+    return "".join(_summary_lines(data, len(epochs), lambda: parsed, original=original))
 
 
 def iter_seed_summary(run: RunTimings) -> Iterator[str]:
