@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -150,13 +151,10 @@ def _unpack_bills(jobs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     A packed job's bill is split evenly among its runs, so it carries one job overhead for several
     configurations; training with one configuration costs its own job, which the model gives.
     """
-    per_job: dict[str, int] = {}
-    for j in jobs:
-        if j.get("job_name"):
-            per_job[str(j["job_name"])] = per_job.get(str(j["job_name"]), 0) + 1
+    per_job = Counter(str(j["job_name"]) for j in jobs if j.get("job_name"))
     out: list[Mapping[str, Any]] = []
     for j in jobs:
-        if per_job.get(str(j.get("job_name")), 0) > 1 and j.get("billable_s") is not None:
+        if per_job[str(j.get("job_name"))] > 1 and j.get("billable_s") is not None:
             j = {**j, "billable_s": None, "packed_billable_s": j["billable_s"]}
         out.append(j)
     return out
