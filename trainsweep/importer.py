@@ -397,7 +397,7 @@ class _Workers:
             import trainsweep.plots.run  # noqa: F401
 
             for module in preload:
-                with suppress(ImportError):  # reported where it is used
+                with suppress(ImportError):  # raised again where it is used (_sweep_artefacts_job)
                     importlib.import_module(module)
 
             methods = multiprocessing.get_all_start_methods()
