@@ -88,9 +88,12 @@ def record_job(
     from trainsweep.artefacts import run_artefacts
 
     outcome = job_outcome(training, error)
-    run_names: list[str] = list(job["run_names"])
-    billable = outcome.billable_s / len(run_names) if outcome.billable_s is not None and run_names else None
-    trained = outcome.training_s / len(run_names) if outcome.training_s is not None and run_names else None
+    n_runs = len(job["run_names"])
+
+    def share(total: float | None) -> float | None:
+        return total / n_runs if total is not None and n_runs else None
+
+    billable, trained = share(outcome.billable_s), share(outcome.training_s)
     cells = []
     for ident in job_cells(job):
         run_name = ident["run_name"]
