@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from aws_cdk import Acknowledgment, Validations
 from constructs import IConstruct
 
+from trainsweep import layout
+
 if TYPE_CHECKING:
     from infra.stack import TrainsweepStack
 
@@ -79,6 +81,9 @@ def acknowledge(stack: TrainsweepStack) -> None:
             ),
             f"AwsSolutions-IAM5[Resource::{bucket_arn}/data/*]": (
                 "training data users upload to the bucket's data/ prefix (read only)"
+            ),
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/{layout.CODE_DIR}/*]": (
+                "jobs read the packed source of a user's script below their sweep's code/ prefix (read only)"
             ),
             training_logs: "SageMaker training jobs write to streams of this AWS-named log group",
             "AwsSolutions-IAM5[Resource::*]": "ecr:GetAuthorizationToken has no resource-level "

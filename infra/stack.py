@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -15,44 +16,52 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from infra.functions import HandlerFunction
+from infra.settings import StackSettings
 from infra.storage import ResultsBucket
 from infra.training import TrainingPlatform
-from infra.workflow import RetryPolicy, SweepStateMachine
+from infra.workflow import SweepStateMachine
 from trainsweep import layout
 from trainsweep.aws import outputs
+from trainsweep.aws.config import TRAINING_IMAGE_ENV
 
 
 class TrainsweepStack(Stack):
     """Everything a sweep needs in one account and region.
 
-    Context (``cdk.json`` or ``-c key=value``): ``notification_email`` (subscribe an address to the
-    topic), ``raw_log_days`` (expire raw logs), ``data_bucket_names`` (comma-separated buckets the
-    training jobs may read), ``retry`` (backoff of retryable training errors), ``destroy_on_delete``
-    (tear the bucket down with the stack; default: retain it).
+    Context (``cdk.json`` or ``-c key=value``, read once into :class:`~infra.settings.StackSettings`):
+    ``notification_email`` (subscribe an address to the topic), ``raw_log_days`` (expire raw logs),
+    ``data_bucket_names`` (buckets the training jobs may read), ``byo_image_repositories`` (ECR
+    repositories of users' own training images the jobs may pull), ``retry`` (backoff of retryable
+    training errors), ``destroy_on_delete`` (tear the bucket down with the stack; default: retain it).
     """
 
     def __init__(
         self, scope: Construct, construct_id: str, *, image_directory: Path | None = None, **kwargs: Any
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        ctx = self.node.try_get_context
-        removal = RemovalPolicy.DESTROY if _truthy(ctx("destroy_on_delete")) else RemovalPolicy.RETAIN
-        raw_days = ctx("raw_log_days")
+        settings = StackSettings.from_context(self.node)
+        removal = RemovalPolicy.DESTROY if settings.destroy_on_delete else RemovalPolicy.RETAIN
 
-        storage = ResultsBucket(
-            self, "Results", raw_log_days=int(raw_days) if raw_days else None, removal_policy=removal
-        )
+        storage = ResultsBucket(self, "Results", raw_log_days=settings.raw_log_days, removal_policy=removal)
         bucket = storage.bucket
         data_buckets = [
-            s3.Bucket.from_bucket_name(self, f"Data{i}", name.strip())
-            for i, name in enumerate(str(ctx("data_bucket_names") or "").split(","))
-            if name.strip()
+            s3.Bucket.from_bucket_name(self, f"Data{i}", name)
+            for i, name in enumerate(settings.data_bucket_names)
         ]
         training = TrainingPlatform(
-            self, "Training", bucket=bucket, data_buckets=data_buckets, **_image_args(image_directory)
+            self,
+            "Training",
+            bucket=bucket,
+            data_buckets=data_buckets,
+            image_repositories=[
+                _repository(self, f"ByoImage{i}", ref) for i, ref in enumerate(settings.image_repositories)
+            ],
+            **_image_args(image_directory),
         )
 
-        def function(cid: str, name: str, memory_mb: int, minutes: int) -> HandlerFunction:
+        def function(
+            cid: str, name: str, memory_mb: int, minutes: int, environment: dict[str, str] | None = None
+        ) -> HandlerFunction:
             return HandlerFunction(
                 self,
                 cid,
@@ -60,9 +69,11 @@ class TrainsweepStack(Stack):
                 bucket_name=bucket.bucket_name,
                 memory_mb=memory_mb,
                 timeout=Duration.minutes(minutes),
+                environment=environment,
             )
 
-        plan = function("PlanSweep", "plan_sweep", 512, 1)
+        # PlanSweep gives the stack's image to every job whose spec names none ($.job.image_uri).
+        plan = function("PlanSweep", "plan_sweep", 512, 1, {TRAINING_IMAGE_ENV: training.image.image_uri})
         parse = function("ParseRun", "parse_run", 1024, 5)
         export = function("ExportLog", "export_log", 512, 10)
         aggregate = function("AggregateSweep", "aggregate_sweep", 2048, 10)
@@ -95,9 +106,8 @@ class TrainsweepStack(Stack):
             self, "TopicKey", description="trainsweep notifications", enable_key_rotation=True
         )
         topic = sns.Topic(self, "Topic", display_name="trainsweep", master_key=topic_key, enforce_ssl=True)
-        email = ctx("notification_email")
-        if email:
-            topic.add_subscription(subscriptions.EmailSubscription(str(email)))
+        if settings.notification_email:
+            topic.add_subscription(subscriptions.EmailSubscription(settings.notification_email))
 
         workflow = SweepStateMachine(
             self,
@@ -109,9 +119,8 @@ class TrainsweepStack(Stack):
             topic=topic,
             bucket=bucket,
             bucket_key=storage.key,
-            image_uri=training.image.image_uri,
             training_role=training.role,
-            retry=RetryPolicy.from_context(ctx("retry")),
+            retry=settings.retry,
         )
         topic_key.grant_encrypt_decrypt(workflow.state_machine.role)
 
@@ -152,8 +161,11 @@ def _training_logs_read_statement(stack: Stack) -> iam.PolicyStatement:
     )
 
 
-def _truthy(value: Any) -> bool:
-    return str(value).lower() in ("1", "true", "yes", "on")
+def _repository(scope: Construct, construct_id: str, ref: str) -> ecr.IRepository:
+    """An existing ECR repository from its name (this account and region) or its ARN."""
+    if ref.startswith("arn:"):
+        return ecr.Repository.from_repository_arn(scope, construct_id, ref)
+    return ecr.Repository.from_repository_name(scope, construct_id, ref)
 
 
 def _image_args(image_directory: Path | None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import ArnFormat, IgnoreMode, Stack
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -32,10 +33,11 @@ SAGEMAKER_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 class TrainingPlatform(Construct):
     """The training image (built from ``container/`` at deploy time) and the role jobs run as.
 
-    The role may: pull its image; read the data prefixes it is given (and ``data/`` of the bucket);
-    write job outputs, checkpoints and logs below ``sweeps/`` (``logs/``, ``output/``,
-    ``checkpoints/`` of any sweep: one role serves every sweep); write its CloudWatch logs and metrics.
-    Nothing else.
+    The role may: pull its image, and the images of the ECR repositories it is given (users' own images,
+    context ``byo_image_repositories``); read the data prefixes it is given (and ``data/`` of the
+    bucket) and the packed source of users' scripts (``sweeps/*/code/``); write job outputs, checkpoints
+    and logs below ``sweeps/`` (``logs/``, ``output/``, ``checkpoints/`` of any sweep: one role serves
+    every sweep); write its CloudWatch logs and metrics. Nothing else.
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class TrainingPlatform(Construct):
         *,
         bucket: s3.IBucket,
         data_buckets: list[s3.IBucket] | None = None,
+        image_repositories: list[ecr.IRepository] | None = None,
         image_directory: Path = ROOT,
         dockerfile: str = DOCKERFILE,
     ) -> None:
@@ -68,7 +71,16 @@ class TrainingPlatform(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="trainsweep SageMaker training jobs",
         )
+        # Also grants ecr:GetAuthorizationToken (resource "*"), which a pull from any repository needs.
         self.image.repository.grant_pull(self.role)
+        if image_repositories:
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="PullOwnImages",  # what a docker pull needs, on the configured repositories only
+                    actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+                    resources=[r.repository_arn for r in image_repositories],
+                )
+            )
         # Explicit statements rather than CDK's grant_* helpers: those add bucket-level and wildcard
         # actions (GetBucket*, List*, DeleteObject* on the bucket ARN) the jobs do not need.
         any_sweep = layout.SWEEPS_PREFIX + "*"
@@ -90,6 +102,13 @@ class TrainingPlatform(Construct):
                 sid="SyncSpotCheckpoints",  # managed spot syncs the checkpoint folder both ways
                 actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
                 resources=[objects(f"{any_sweep}/checkpoints/*")],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadSourceCode",  # a script's packed source dir, uploaded by `trainsweep run`
+                actions=["s3:GetObject"],
+                resources=[objects(f"{any_sweep}/{layout.CODE_DIR}/*")],
             )
         )
         self.role.add_to_policy(

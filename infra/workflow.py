@@ -59,16 +59,19 @@ def _training_task(
     scope: Construct,
     construct_id: str,
     *,
-    image_uri: str,
     role_arn: str,
     key_arn: str,
     spot: bool,
     data: bool,
 ) -> sfn.CustomState:
-    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel)."""
+    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel).
+
+    The image is the job's: the spec's own ``workload.image_uri``, or the stack's image, which PlanSweep
+    puts in every other job.
+    """
     params: dict[str, Any] = {
         "TrainingJobName.$": "$.job.job_name",
-        "AlgorithmSpecification": {"TrainingImage": image_uri, "TrainingInputMode": "File"},
+        "AlgorithmSpecification": {"TrainingImage.$": "$.job.image_uri", "TrainingInputMode": "File"},
         "RoleArn": role_arn,
         "HyperParameters.$": "$.job.hyperparameters",
         "OutputDataConfig": {"S3OutputPath.$": "$.job.output_s3_uri", "KmsKeyId": key_arn},
@@ -128,7 +131,6 @@ class SweepStateMachine(Construct):
         topic: sns.ITopic,
         bucket: s3.IBucket,
         bucket_key: kms.IKey,
-        image_uri: str,
         training_role: iam.IRole,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -199,7 +201,6 @@ class SweepStateMachine(Construct):
                 task = _training_task(
                     self,
                     name,
-                    image_uri=image_uri,
                     role_arn=training_role.role_arn,
                     key_arn=bucket_key.key_arn,
                     spot=spot,

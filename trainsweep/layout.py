@@ -110,6 +110,21 @@ def output_prefix(sweep_id: str) -> str:
     return f"{sweep_prefix(sweep_id)}output/"
 
 
+CODE_DIR = "code"
+
+
+def code_prefix(sweep_id: str) -> str:
+    """Where ``trainsweep run`` uploads a script's packed source dir; read by the training jobs; not a
+    trigger prefix."""
+    return f"{sweep_prefix(sweep_id)}{CODE_DIR}/"
+
+
+def code_key(sweep_id: str, digest: str) -> str:
+    """``sweeps/<id>/code/sourcedir-<digest>.tar.gz``: content-hashed, so a re-upload of the same tree
+    rewrites the same key with the same bytes."""
+    return f"{code_prefix(sweep_id)}sourcedir-{digest}.tar.gz"
+
+
 def data_prefix(sweep_id: str) -> str:
     """Where local mode uploads a ``file://`` data channel: ``data/<sweep-id>/``; not a trigger prefix and
     outside ``sweeps/<id>/``, so downloading the results does not copy the data back."""

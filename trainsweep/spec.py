@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from trainsweep import hyperparameters as hp
 from trainsweep import instances, layout, workloads
 from trainsweep.errors import BudgetExceededError, SpecError
+from trainsweep.training import contract
 
 SPEC_SCHEMA_VERSION = 1
 JOBS_SCHEMA_VERSION = 1
@@ -103,29 +104,132 @@ def _format_value(value: HyperparameterValue) -> str:
     return str(value)
 
 
+_SCRIPT_ARG = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_IMAGE_URI = r"^[a-z0-9][a-z0-9.-]*(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9_.-]+|@sha256:[a-f0-9]{64})?$"
+
+# trainsweep's knobs a spec may set in ``workload.hyperparameters`` for a script too: they configure the
+# instrumentation, so a script job carries them under ``trainsweep-<name>`` and never sees them.
+SCRIPT_KNOBS = (
+    hp.EARLY_STOP_PRECISION,
+    hp.EARLY_STOP_MAX_STEPS,
+    hp.EARLY_STOP_MAX_SECONDS,
+    hp.EARLY_STOP_MIN_STEPS,
+    hp.VALIDATION_BATCHES,
+    hp.MAX_STEPS_PER_EPOCH,
+    hp.MAX_EVAL_BATCHES,
+    hp.NUM_GPUS,
+)
+
+
 class Workload(BaseModel):
-    """What each job trains."""
+    """What each job trains: a built-in ``model``, the user's own script (``entry_point``), or an image."""
 
     model_config = ConfigDict(extra="forbid")
 
-    model: Literal[workloads.NAMES] = Field(description="The training workload.")  # type: ignore[valid-type]
+    model: Literal[workloads.NAMES] | None = Field(  # type: ignore[valid-type]
+        None, description="A built-in workload (examples and tests); or give entry_point or image_uri."
+    )
     dataset: str | None = Field(
         None,
-        description="Dataset of the model (mnist for mnist-cnn, cifar10 for resnet50-cifar10); "
-        "defaults to the model's own.",
+        description="Built-ins only: dataset of the model (mnist for mnist-cnn, cifar10 for "
+        "resnet50-cifar10); defaults to the model's own.",
+    )
+    entry_point: str | None = Field(
+        None,
+        min_length=1,
+        description="Your training script (SageMaker script mode), relative to source_dir; without "
+        "source_dir, a path relative to the spec file and its folder is the source dir.",
+    )
+    source_dir: str | None = Field(
+        None,
+        min_length=1,
+        description="Folder packed and shipped with the script (relative to the spec file), or the "
+        "s3:// URI of a sourcedir.tar.gz; default: the entry point's folder.",
+    )
+    requirements: str | None = Field(
+        None,
+        min_length=1,
+        description="pip requirements file relative to source_dir, installed in the job before the "
+        "script starts; default: requirements.txt when present.",
+    )
+    exclude: list[str] = Field(
+        default_factory=list,
+        description="Extra .gitignore-style patterns left out of the packed source dir.",
+    )
+    batch_size_arg: str = Field(
+        contract.DEFAULT_BATCH_SIZE_ARG,
+        pattern=_SCRIPT_ARG.pattern,
+        description="Argument name the script reads the (global) batch size from: --<name> N.",
+    )
+    epochs_arg: str = Field(
+        contract.DEFAULT_EPOCHS_ARG,
+        pattern=_SCRIPT_ARG.pattern,
+        description="Argument name the script reads the number of epochs from: --<name> E.",
+    )
+    image_uri: str | None = Field(
+        None,
+        pattern=_IMAGE_URI,
+        description="Your own training image (SageMaker's training contract); default: trainsweep's image.",
+    )
+    log_format: str | None = Field(
+        None,
+        min_length=1,
+        description="A regular expression with a named group step_s (a step time in seconds) or "
+        "timestamp (a step's end time), optionally epoch and step, for logs no known dialect reads.",
     )
     epochs: int = Field(5, ge=1, le=10_000, description="Epochs per run.")
     hyperparameters: dict[str, HyperparameterValue] = Field(
         default_factory=dict,
-        description="Extra hyperparameters passed to the container as strings "
-        "(e.g. learning-rate, max-steps-per-epoch, early-stop-precision).",
+        description="Hyperparameters: a script gets them as --name value arguments; a built-in reads "
+        "trainsweep's own (learning-rate, max-steps-per-epoch, early-stop-precision...).",
     )
     synthetic: bool = Field(
-        False, description="Train on random tensors of the dataset's shape (pure throughput, no download)."
+        False,
+        description="Built-ins only: train on random tensors of the dataset's shape (pure throughput).",
     )
+
+    @property
+    def kind(self) -> str:
+        """``builtin``, ``script`` (entry_point, maybe in an own image) or ``image``."""
+        if self.model is not None:
+            return "builtin"
+        return "script" if self.entry_point is not None else "image"
+
+    @property
+    def label(self) -> str:
+        """What runs, for tables and job records: the model, the script's name or the image."""
+        if self.model is not None:
+            return self.model
+        if self.entry_point is not None:
+            return Path(self.entry_point).name
+        return str(self.image_uri).rsplit("/", 1)[-1]
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
+        given = [n for n in ("model", "entry_point", "image_uri") if getattr(self, n) is not None]
+        if not given:
+            raise _FieldError(
+                "model", "say what to train: entry_point (your script), image_uri (your image) or model"
+            )
+        if self.model is not None:
+            self._check_builtin()
+        else:
+            self._check_own_code()
+        for key, value in self.hyperparameters.items():
+            if not key or len(key) > 256:
+                raise _FieldError(f"hyperparameters.{key}", "a hyperparameter name has 1 to 256 characters")
+            if self.model is None and key not in SCRIPT_KNOBS:
+                continue  # the script's own: passed through untouched
+            problem = _value_problem(key, value)
+            if problem:
+                raise _FieldError(f"hyperparameters.{key}", problem)
+        return self
+
+    def _check_builtin(self) -> None:
+        for other in ("entry_point", "image_uri", "source_dir", "requirements", "log_format"):
+            if getattr(self, other) is not None:
+                raise _FieldError(other, f"a built-in model runs trainsweep's own code: remove {other}")
+        assert self.model is not None
         expected = MODELS[self.model]
         if self.dataset is None:
             self.dataset = expected
@@ -133,19 +237,63 @@ class Workload(BaseModel):
             raise _FieldError(
                 "dataset", f"{self.dataset!r} does not fit model {self.model!r} (use {expected!r})"
             )
-        for key, value in self.hyperparameters.items():
-            problem = _value_problem(key, value)
-            if problem:
-                raise _FieldError(f"hyperparameters.{key}", problem)
-            if not key or len(key) > 256:
-                raise _FieldError(f"hyperparameters.{key}", "a hyperparameter name has 1 to 256 characters")
+        for key in self.hyperparameters:
             if key in MANAGED_HYPERPARAMETERS or key.startswith(hp.RESERVED_PREFIX):
                 raise _FieldError(
                     f"hyperparameters.{key}",
                     "set by trainsweep from the spec's own fields; remove it (reserved: "
                     f"{', '.join(sorted(MANAGED_HYPERPARAMETERS))} and {hp.RESERVED_PREFIX}*)",
                 )
-        return self
+
+    def _check_own_code(self) -> None:
+        if self.dataset is not None:
+            raise _FieldError("dataset", "only a built-in model has a dataset: give yours as the spec's data")
+        if self.synthetic:
+            raise _FieldError("synthetic", "only a built-in model has synthetic data: remove synthetic")
+        if self.entry_point is None:
+            for other in ("source_dir", "requirements"):
+                if getattr(self, other) is not None:
+                    raise _FieldError(other, "only meaningful with entry_point (script mode)")
+        if self.entry_point is not None and (
+            self.entry_point.startswith("/") and self.source_dir is not None
+        ):
+            raise _FieldError("entry_point", "with source_dir, entry_point is a path inside it")
+        if self.batch_size_arg == self.epochs_arg:
+            raise _FieldError("epochs_arg", "the batch size and the epochs need two argument names")
+        for key in self.hyperparameters:
+            if key in (self.batch_size_arg, self.epochs_arg):
+                raise _FieldError(
+                    f"hyperparameters.{key}",
+                    "set by the sweep (batch_sizes, workload.epochs); remove it here",
+                )
+            if contract.is_reserved(key):
+                raise _FieldError(
+                    f"hyperparameters.{key}",
+                    f"names starting with {contract.PLATFORM_PREFIX!r} or {contract.TRAINSWEEP_PREFIX!r} "
+                    "configure SageMaker and trainsweep; rename it",
+                )
+        if self.log_format is not None:
+            problem = _log_format_problem(self.log_format)
+            if problem:
+                raise _FieldError("log_format", problem)
+
+
+def _log_format_problem(text: str) -> str | None:
+    """What is wrong with a ``log_format`` (the parser's own check), or None."""
+    try:
+        from trainsweep.logs.pattern import compile_log_format
+    except ImportError:  # pragma: no cover - the dialect module ships with the package
+        compile_log_format = None
+    try:
+        if compile_log_format is not None:
+            compile_log_format(text)
+        else:
+            compiled = re.compile(text)
+            if not {"step_s", "timestamp"} & set(compiled.groupindex):
+                return "needs a named group step_s or timestamp"
+    except (ValueError, re.error) as exc:
+        return str(exc)
+    return None
 
 
 class SweepSpec(BaseModel):
@@ -245,7 +393,32 @@ class SweepSpec(BaseModel):
             )
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
-        if local and not self.workload.synthetic and not self.data and not _wants_download(self.workload):
+        kind = self.workload.kind
+        if local and self.workload.image_uri is not None:
+            raise _FieldError(
+                "workload.image_uri",
+                "local mode runs training code as processes on this machine (no Docker engine): "
+                "run an image in the cloud, or give its script as workload.entry_point",
+            )
+        if kind == "image" and self.packing == "per-instance":
+            raise _FieldError(
+                "packing",
+                "an image without trainsweep's launcher trains one batch size per job: use per-cell, or "
+                "give workload.entry_point so trainsweep scans the batch sizes",
+            )
+        if kind == "image" and self.mode == "early-stop":
+            raise _FieldError(
+                "mode",
+                "early stop needs trainsweep's instrumentation inside the job: use mode full with an "
+                "image, or give workload.entry_point",
+            )
+        if (
+            local
+            and kind == "builtin"
+            and not self.workload.synthetic
+            and not self.data
+            and not _wants_download(self.workload)
+        ):
             raise _FieldError(
                 "data",
                 "a local job needs data: set data: file:///path/to/data, workload.synthetic: true, or "
@@ -625,9 +798,63 @@ def _check_sweep_id(sweep_id: str) -> None:
         )
 
 
+def _early_stop_max_seconds(spec: SweepSpec, batch_sizes: list[int]) -> str:
+    # SageMaker does not tell a job its MaxRuntime: give each batch size's watch at most half of its
+    # share, so a noisy step time that never reaches the precision still ends in a prediction.
+    return str(max(30, spec.max_runtime_seconds // (2 * len(batch_sizes))))
+
+
+def source_location(workload: Workload) -> tuple[str, str]:
+    """(source dir as the job gets it, entry point inside it) of a script workload.
+
+    Without ``source_dir`` the entry point's folder is the source dir. A local folder stays as written
+    here (``trainsweep run`` packs and uploads it, and puts the ``s3://`` URI in its place).
+    """
+    assert workload.entry_point is not None
+    if workload.source_dir is not None:
+        return workload.source_dir, workload.entry_point
+    entry = Path(workload.entry_point)
+    return (entry.parent.as_posix() or "."), entry.name
+
+
+def _script_hyperparameters(
+    spec: SweepSpec, sweep_id: str, bucket: str | None, batch_sizes: list[int], run_names: list[str]
+) -> dict[str, str]:
+    """A script job's hyperparameters: the script's own (with its batch size and epochs) + trainsweep's."""
+    w = spec.workload
+    out: dict[str, str] = {}
+    for key, value in w.hyperparameters.items():
+        name = contract.TRAINSWEEP_PREFIX + key if key in SCRIPT_KNOBS else key
+        out[name] = _format_value(value)
+    out[w.epochs_arg] = str(w.epochs)
+    if len(batch_sizes) == 1:
+        out[w.batch_size_arg] = str(batch_sizes[0])
+    if w.entry_point is not None:
+        source, entry = source_location(w)
+        out[contract.PROGRAM] = entry
+        out[contract.SUBMIT_DIRECTORY] = source
+        if w.requirements is not None:
+            out[contract.REQUIREMENTS] = w.requirements
+    out[contract.RUN_NAMES] = ",".join(run_names)
+    out[contract.BATCH_SIZES] = ",".join(map(str, batch_sizes))
+    out[contract.EPOCHS] = str(w.epochs)
+    out[contract.MODE] = spec.mode
+    out[contract.BATCH_SIZE_ARG] = w.batch_size_arg
+    out[contract.EPOCHS_ARG] = w.epochs_arg
+    knob = contract.TRAINSWEEP_PREFIX + hp.EARLY_STOP_MAX_SECONDS
+    if spec.mode == "early-stop" and knob not in out:
+        out[knob] = _early_stop_max_seconds(spec, batch_sizes)
+    if bucket:
+        out[hp.LOG_BUCKET] = bucket
+        out[hp.LOG_PREFIX] = layout.logs_prefix(sweep_id)
+    return out
+
+
 def _hyperparameters(
     spec: SweepSpec, sweep_id: str, bucket: str | None, batch_sizes: list[int], run_names: list[str]
 ) -> dict[str, str]:
+    if spec.workload.model is None:
+        return _script_hyperparameters(spec, sweep_id, bucket, batch_sizes, run_names)
     out = {k: _format_value(v) for k, v in spec.workload.hyperparameters.items()}
     out[hp.WORKLOAD] = spec.workload.model
     out[hp.EPOCHS] = str(spec.workload.epochs)
@@ -639,9 +866,7 @@ def _hyperparameters(
         out[hp.BATCH_SIZES] = ",".join(map(str, batch_sizes))
     out[hp.RUN_NAMES] = ",".join(run_names)
     if spec.mode == "early-stop" and hp.EARLY_STOP_MAX_SECONDS not in out:
-        # SageMaker does not tell a job its MaxRuntime: give each batch size's watch at most half of its
-        # share, so a noisy step time that never reaches the precision still ends in a prediction.
-        out[hp.EARLY_STOP_MAX_SECONDS] = str(max(30, spec.max_runtime_seconds // (2 * len(batch_sizes))))
+        out[hp.EARLY_STOP_MAX_SECONDS] = _early_stop_max_seconds(spec, batch_sizes)
     if bucket:
         out[hp.LOG_BUCKET] = bucket
         out[hp.LOG_PREFIX] = layout.logs_prefix(sweep_id)
@@ -689,6 +914,8 @@ def _expand(
                             else None
                         ),
                         "data_s3_uri": spec.data,
+                        "image_uri": spec.workload.image_uri,
+                        "log_format": spec.workload.log_format,
                         "output_s3_uri": f"s3://{bucket}/{layout.output_prefix(sweep_id)}"
                         if bucket
                         else None,

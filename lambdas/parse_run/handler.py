@@ -3,6 +3,7 @@
 Two callers: S3 ``ObjectCreated`` notifications for raw logs (``sweeps/<id>/logs/``, ``imports/``),
 and the state machine once per finished job (``{sweep_id, job, outcome: {training | error}}``), which
 also gets back each cell's final status and reason, so aggregation never races the notification.
+A job's ``log_format`` reads its logs on both paths (from the job, or from the sweep's jobs.json).
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Input: the spec itself, or ``{"spec": ..., "sweep_id": ...}`` (the CLI names its sweeps). Output: the
 plan's state input with jobs grouped by instance type and capped by the account's quotas
-(``trainsweep.aws.workflow``). A bad spec, an over-budget sweep or a zero quota raises
-``SpecError``/``BudgetExceededError``/``QuotaError``/``SweepTooLargeError``: the state machine fails
-with that message, and nothing is written.
+(``trainsweep.aws.workflow``); a job whose spec names no image gets the stack's own
+(``TRAINSWEEP_TRAINING_IMAGE``), in the state and in ``jobs.json``. A bad spec, an over-budget sweep or
+a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/``SweepTooLargeError``: the state
+machine fails with that message, and nothing is written.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from trainsweep import layout
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.config import FunctionConfig
 from trainsweep.aws.quotas import training_instance_quotas
-from trainsweep.aws.workflow import state_input
+from trainsweep.aws.workflow import state_input, with_default_image
 from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
 from trainsweep.spec import plan_sweep
 
@@ -37,6 +38,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     plan = plan_sweep(
         spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket, attempt=attempt
     )
+    plan.jobs = with_default_image(plan.jobs, config.require_training_image)
 
     cloud_types = [t for t in plan.spec.instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
     quotas = (

@@ -11,17 +11,18 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from trainsweep.aws.config import BUCKET_ENV
+from trainsweep.aws.config import BUCKET_ENV, TRAINING_IMAGE_ENV
 from trainsweep.local import lambda_runner
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from handler_helpers import BUCKET, ROOT
+from handler_helpers import BUCKET, ROOT, STACK_IMAGE
 
 
 @pytest.fixture
 def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setenv(BUCKET_ENV, BUCKET)
+    monkeypatch.setenv(TRAINING_IMAGE_ENV, STACK_IMAGE)
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")

@@ -8,6 +8,8 @@ from urllib.parse import quote_plus
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "trainsweep-results-test"
+STACK_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-hnb659fds-container-assets:stack"
+"""The stack's own training image, as the PlanSweep function's environment names it."""
 
 
 def s3_event(key: str, bucket: str = BUCKET) -> dict[str, Any]:

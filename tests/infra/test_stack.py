@@ -120,7 +120,7 @@ def test_the_training_role_writes_only_logs_outputs_and_checkpoints_of_sweeps(te
     assert allowed == {
         "s3:PutObject": {"/sweeps/*/logs/*", "/sweeps/*/output/*", "/sweeps/*/checkpoints/*"},
         "s3:PutObjectTagging": {"/sweeps/*/logs/*"},
-        "s3:GetObject": {"/sweeps/*/checkpoints/*", "/data/*"},
+        "s3:GetObject": {"/sweeps/*/checkpoints/*", "/sweeps/*/code/*", "/data/*"},
         "s3:DeleteObject": {"/sweeps/*/checkpoints/*"},
         "s3:ListBucket": {"<bucket>"},
     }

@@ -64,11 +64,13 @@ class FakeSageMaker:
 
     ``ok`` uploads a log and completes; ``fail`` / ``oom`` upload a partial log and fail with that
     reason; ``throttle`` rejects the first CreateTrainingJob call, then behaves like ``ok``;
-    ``cloudwatch-only`` completes but its log exists only in CloudWatch.
+    ``cloudwatch-only`` completes but its log exists only in CloudWatch. ``log`` replaces the log a
+    completed job writes (a user's own image logs in its own format).
     """
 
-    def __init__(self, script: dict[int, str]):
+    def __init__(self, script: dict[int, str], log: bytes | None = None):
         self.script = script
+        self.log = log
         self.calls: list[dict[str, Any]] = []
         self.rejected: list[str] = []
         self.lock = threading.Lock()
@@ -97,10 +99,12 @@ class FakeSageMaker:
 
     def run(self, job: Any, name: str, hp: dict[str, str], outcome: str) -> None:
         s3 = boto3.client("s3", region_name=REGION)
-        key = hp["trainsweep-log-prefix"] + hp["run-names"].split(",")[0] + ".log"
+        # Built-in workloads get run-names; users' scripts and images trainsweep-run-names.
+        run_names = hp.get("run-names") or hp["trainsweep-run-names"]
+        key = hp["trainsweep-log-prefix"] + run_names.split(",")[0] + ".log"
         job.billable_time_in_seconds = 321
         if outcome in ("ok", "throttle"):
-            s3.put_object(Bucket=BUCKET, Key=key, Body=make_log())
+            s3.put_object(Bucket=BUCKET, Key=key, Body=make_log() if self.log is None else self.log)
         elif outcome == "cloudwatch-only":
             logs = boto3.client("logs", region_name=REGION)
             group, stream = "/aws/sagemaker/TrainingJobs", f"{name}/algo-1-1700000000"
@@ -232,8 +236,8 @@ def moto_sweeps(template: dict[str, Any]) -> Iterator[Any]:
     ):
         mp.setenv("AWS_DEFAULT_REGION", REGION)
 
-        def make(script: dict[int, str]) -> Sweep:
-            fake = FakeSageMaker(script)
+        def make(script: dict[int, str], log: bytes | None = None) -> Sweep:
+            fake = FakeSageMaker(script, log)
             fake.install(mp)
             return Sweep(template, fake)
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 BUCKET_ENV = "TRAINSWEEP_BUCKET"
 TRAINING_LOG_GROUP_ENV = "TRAINSWEEP_TRAINING_LOG_GROUP"
 DEFAULT_TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+TRAINING_IMAGE_ENV = "TRAINSWEEP_TRAINING_IMAGE"
+"""The stack's own training image (PlanSweep gives it to every job whose spec names no image)."""
 
 
 class ConfigError(RuntimeError):
@@ -18,6 +20,8 @@ class ConfigError(RuntimeError):
 class FunctionConfig:
     bucket: str
     training_log_group: str = DEFAULT_TRAINING_LOG_GROUP
+    training_image: str | None = None
+    """Only PlanSweep is given it; see :meth:`require_training_image`."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> FunctionConfig:
@@ -26,5 +30,13 @@ class FunctionConfig:
         if not bucket:
             raise ConfigError(f"environment variable {BUCKET_ENV} is not set")
         return cls(
-            bucket=bucket, training_log_group=env.get(TRAINING_LOG_GROUP_ENV, DEFAULT_TRAINING_LOG_GROUP)
+            bucket=bucket,
+            training_log_group=env.get(TRAINING_LOG_GROUP_ENV, DEFAULT_TRAINING_LOG_GROUP),
+            training_image=env.get(TRAINING_IMAGE_ENV) or None,
         )
+
+    def require_training_image(self) -> str:
+        """The stack's training image; raises :class:`ConfigError` in a function deployed without it."""
+        if not self.training_image:
+            raise ConfigError(f"environment variable {TRAINING_IMAGE_ENV} is not set")
+        return self.training_image

@@ -143,3 +143,23 @@ def job_cells(job: dict[str, Any]) -> list[dict[str, Any]]:
         }
         for i, run_name in enumerate(job.get("run_names", []))
     ]
+
+
+def job_for_run(jobs: Any, run_name: str) -> dict[str, Any] | None:
+    """The planned job that writes the log named ``run_name``, from the jobs of a sweep's ``jobs.json``
+    (``SweepPlan.job_for_run`` on the stored plan); None when there is no such job or the list is not one.
+
+    A log is named after one of the job's runs, or after the job itself (what ExportLog writes for a job
+    that left no log of its own).
+    """
+    if not isinstance(jobs, list):
+        return None
+    return next(
+        (
+            j
+            for j in jobs
+            if isinstance(j, dict)
+            and (run_name in (j.get("run_names") or []) or run_name == j.get("job_name"))
+        ),
+        None,
+    )

@@ -4,6 +4,10 @@ The glue between S3 and the pure core (``trainsweep.logs.parse``, ``trainsweep.a
 ParseRun handler calls :func:`process_log` for each S3 notification and :func:`record_job` once per
 finished job of the state machine. Keys come from :mod:`trainsweep.layout`; every output lies below
 ``sweeps/<id>/results/``, which is not a trigger prefix, and is a deterministic function of its input.
+
+A job's ``log_format`` (the spec's pattern for a log no built-in dialect reads) reaches the parser on
+both paths: :func:`record_job` takes it from the job the state machine passes, :func:`process_log` from
+the sweep's ``jobs.json``, so a notification that arrives after the job was recorded writes the same bytes.
 """
 
 from __future__ import annotations
@@ -13,22 +17,25 @@ from typing import Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
-from trainsweep.aws.outcome import Cell, cell_status, job_cells, job_outcome
+from trainsweep.aws.outcome import Cell, cell_status, job_cells, job_for_run, job_outcome
 
 LOG = logging.getLogger(__name__)
 
 
-def parse_object(s3: Any, bucket: str, key: str, run_name: str) -> Any | None:
+def parse_object(s3: Any, bucket: str, key: str, run_name: str, log_format: str | None = None) -> Any | None:
     """Parse one raw log object into a ``RunTimings``; None if the object does not exist.
 
-    A log the parser cannot read still yields a run (status ``unreadable``, with problems), never an
-    exception: S3 retries failing asynchronous invocations, and a bad object would loop.
+    ``log_format`` is the job's own pattern (None: sniff the built-in dialects). A log the parser
+    cannot read still yields a run (status ``unreadable``, with problems), never an exception: S3
+    retries failing asynchronous invocations, and a bad object would loop.
     """
-    parsed = _parse_versioned(s3, bucket, key, run_name)
+    parsed = _parse_versioned(s3, bucket, key, run_name, log_format)
     return None if parsed is None else parsed[0]
 
 
-def _parse_versioned(s3: Any, bucket: str, key: str, run_name: str) -> tuple[Any, str] | None:
+def _parse_versioned(
+    s3: Any, bucket: str, key: str, run_name: str, log_format: str | None = None
+) -> tuple[Any, str] | None:
     from trainsweep.logs import parse
     from trainsweep.logs.model import RunTimings
 
@@ -37,7 +44,7 @@ def _parse_versioned(s3: Any, bucket: str, key: str, run_name: str) -> tuple[Any
         return None
     chunks, version = opened
     try:
-        return parse(chunks, name=run_name), version
+        return parse(chunks, name=run_name, log_format=log_format), version
     except Exception as exc:  # a parser bug must not lose the report: record it as the run's problem
         LOG.exception("parser failed on s3://%s/%s", bucket, key)
         run = RunTimings(name=run_name, status="unreadable", failure_reason=f"parser error: {exc}")
@@ -59,7 +66,8 @@ def process_log(s3: Any, bucket: str, key: str) -> list[str]:
     if location is None:
         LOG.info("ignoring %s: not a raw log key", key)
         return []
-    parsed = _parse_versioned(s3, bucket, key, location.run_name)
+    log_format = None if location.is_import else planned_log_format(s3, bucket, location)
+    parsed = _parse_versioned(s3, bucket, key, location.run_name, log_format)
     if parsed is None:
         LOG.info("ignoring %s: the object is gone", key)
         return []
@@ -69,6 +77,23 @@ def process_log(s3: Any, bucket: str, key: str) -> list[str]:
         LOG.info("ignoring %s: a newer version arrived while parsing", key)
         return []
     return s3io.put_all(s3, bucket, layout.results_prefix(location.sweep_id), files)
+
+
+def planned_log_format(s3: Any, bucket: str, location: layout.LogLocation) -> str | None:
+    """The ``log_format`` of the job that writes this run's log, read from the sweep's ``jobs.json``.
+
+    None (sniff the built-in dialects) when the sweep has no readable ``jobs.json`` or no job with this
+    run: a log put under ``sweeps/<id>/logs/`` by hand, or a sweep planned before jobs had the key.
+    """
+    key = layout.jobs_key(location.sweep_id)
+    try:
+        doc = s3io.get_json(s3, bucket, key)
+    except ValueError:
+        LOG.warning("s3://%s/%s is not JSON; reading %s by sniffing", bucket, key, location.run_name)
+        return None
+    job = job_for_run(doc.get("jobs") if isinstance(doc, dict) else None, location.run_name)
+    log_format = job.get("log_format") if job is not None else None
+    return log_format if isinstance(log_format, str) and log_format else None
 
 
 def record_job(
@@ -83,7 +108,7 @@ def record_job(
 
     ``training`` is the training task's output (DescribeTrainingJob), ``error`` the ``{Error, Cause}``
     the state machine caught instead. Packed jobs have several runs; the job's billable time is split
-    evenly among them.
+    evenly among them. The job's ``log_format`` (None or absent: sniff) reads each run's log.
     """
     from trainsweep.artefacts import run_artefacts
 
@@ -97,7 +122,7 @@ def record_job(
     cells = []
     for ident in job_cells(job):
         run_name = ident["run_name"]
-        run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name)
+        run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name, job.get("log_format"))
         if run is not None:
             s3io.put_all(s3, bucket, layout.results_prefix(sweep_id), run_artefacts(run))
         status, reason = cell_status(

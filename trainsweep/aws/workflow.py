@@ -8,7 +8,7 @@ the same time add up to at most the spec's ``max_concurrency``. Pure functions, 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainsweep.errors import TrainsweepError
@@ -72,6 +72,17 @@ def group_jobs(
             "usage') or remove these instance types from the spec"
         )
     return groups, group_concurrency
+
+
+def with_default_image(jobs: list[dict[str, Any]], default_image: Callable[[], str]) -> list[dict[str, Any]]:
+    """The jobs with ``image_uri`` set: a job whose spec names no image of its own (None) runs the stack's.
+
+    The training task reads every job's image from ``$.job.image_uri``. ``default_image`` is called only
+    when a job needs it (so a sweep of own images plans without it).
+    """
+    return [
+        job if job.get("image_uri") is not None else {**job, "image_uri": default_image()} for job in jobs
+    ]
 
 
 def state_input(

@@ -111,7 +111,7 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
 
     spec = sweep.spec
     title = escape(
-        f"Sweep {sweep.sweep_id}: {spec.workload.model} ({spec.workload.epochs} epochs, {spec.mode}"
+        f"Sweep {sweep.sweep_id}: {spec.workload.label} ({spec.workload.epochs} epochs, {spec.mode}"
         f"{', synthetic data' if spec.workload.synthetic else ''}) in {sweep.region}"
     )
     columns: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [

@@ -3,7 +3,8 @@ starts mid-run or ends early, a failed or empty job. Each finding is a :class:`P
 
 Problem codes (also in docs/log-formats.md): empty, binary, unknown-dialect, no-training, failed,
 starts-mid-run, ends-early, epoch-not-closed, no-final-lines, steps-per-epoch, last-step-not-logged,
-header-contradicts-name, absurd-value, bad-line, bad-mllog, undecodable-bytes, long-line, read-error.
+header-contradicts-name, absurd-value, bad-line, bad-mllog, undecodable-bytes, long-line, read-error;
+for a spec's ``log_format`` (:mod:`trainsweep.logs.pattern`) also no-match and bad-value.
 """
 
 from __future__ import annotations
@@ -65,11 +66,27 @@ def check_run(
     cloud: CloudMLReader | None,
     ml: MllogReader,
     train_samples: int | None,
+    *,
+    pattern_lines: int | None = None,
 ) -> None:
-    """Add the quality problems of ``run`` and settle its status."""
+    """Add the quality problems of ``run`` and settle its status.
+
+    ``pattern_lines`` is how many lines a spec's ``log_format`` matched (None: the dialect was sniffed).
+    """
     if run.bytes_read == 0 or not text.nonblank:
         run.add_problem("empty", "the log is empty", None, "error")
         run.status = "empty"
+        return
+    if pattern_lines == 0:
+        run.add_problem(
+            "no-match",
+            "the spec's log_format matched no line of the log: no step times were read "
+            "(check the pattern against a line of this log)",
+            None,
+            "error",
+        )
+        run.status = "unreadable"
+        run.failure_reason = "the log_format pattern matched no line of the log"
         return
     if text.binary and run.dialect == "unknown":
         run.add_problem("binary", "the log is not text (binary content)", None, "error")
@@ -91,13 +108,13 @@ def check_run(
         if run.status != "failed":
             run.status = "failed"
             run.failure_reason = "the log ends before the first training step"
-            run.add_problem(
-                "no-training",
-                f"the log ends before the first training step ({run.bytes_read} bytes): "
-                "the job probably failed",
-                None,
-                "error",
-            )
+            message = f"{run.failure_reason} ({run.bytes_read} bytes): the job probably failed"
+            if pattern_lines:
+                run.failure_reason = message = (
+                    f"the log_format matched {pattern_lines} line(s) but none gave a step time "
+                    "(values that are not numbers, or a single timestamp per epoch)"
+                )
+            run.add_problem("no-training", message, None, "error")
         return
     if cloud is not None:
         partial |= _check_cloudml_shape(run, cloud)

@@ -4,20 +4,23 @@ The log is read in chunks; each chunk is cut at its last newline so that every d
 lines. Readers scan a region with one compiled bytes regex each and decode only what matched. All
 readers see every region; the dialect is chosen at the end (MLLOG > MO833 > cloud-ML), so a log that
 carries MLLOG events next to the seeds' human-readable lines is read once, from the structured events.
+A user's ``log_format`` pattern (:mod:`trainsweep.logs.pattern`) replaces the sniffing: only it reads the log.
 """
 
 from __future__ import annotations
 
 import codecs
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
-from trainsweep.logs import checks
+from trainsweep.logs import checks, pattern
 from trainsweep.logs.cloudml import CloudMLReader
 from trainsweep.logs.mlperf import MllogReader
 from trainsweep.logs.mo833 import Mo833Reader
 from trainsweep.logs.model import Epoch, RunTimings
+from trainsweep.logs.pattern import PatternReader, compile_log_format
 from trainsweep.logs.source import iter_chunks, source_name, source_path
 
 MAX_LINE = 1 << 22
@@ -36,6 +39,7 @@ def parse(
     batch_size: int | None = None,
     run_index: int | None = None,
     train_samples: int | None = None,
+    log_format: str | re.Pattern[str] | None = None,
 ) -> RunTimings:
     """Parse one training log of any supported dialect into a :class:`RunTimings`.
 
@@ -47,11 +51,17 @@ def parse(
         batch_size: default: from the name.
         run_index: the repetition ``N``; default: from the name.
         train_samples: training-set size used to check steps per epoch; default: what the log says.
+        log_format: a spec's ``workload.log_format`` (text or compiled): read the log with this pattern
+            only (:mod:`trainsweep.logs.pattern`) instead of sniffing the built-in dialects.
 
     Returns:
         The run. Problems with the content are in ``run.problems`` and ``run.status``; this function
         does not raise on content. A source that cannot be read at all gives status ``unreadable``.
+
+    Raises:
+        ValueError: ``log_format`` is not a usable pattern (the spec's validation refuses such a text).
     """
+    compiled = compile_log_format(log_format) if isinstance(log_format, str) else log_format
     file_name = name if name is not None else source_name(source)
     run = RunTimings(name=_run_name(file_name))
     naming = checks.NameFacts.infer(file_name, source_path(source) if name is None else None)
@@ -60,7 +70,10 @@ def parse(
     run.run_index = run_index if run_index is not None else naming.run
 
     cloud, mo, ml = CloudMLReader(), Mo833Reader(), MllogReader()
-    readers = (cloud, mo, ml)
+    user = PatternReader(compiled) if compiled is not None else None
+    readers: tuple[CloudMLReader | Mo833Reader | MllogReader | PatternReader, ...] = (
+        (user,) if user is not None else (cloud, mo, ml)
+    )
     sha = hashlib.sha256()
     text = _TextCheck()
     carry = b"\n"  # the virtual newline before the first line
@@ -104,22 +117,35 @@ def parse(
     run.lines_read = newlines + (1 if last_byte not in (b"", b"\n") else 0)
     cloud.finish()
     ml.finish()
+    if user is not None:
+        user.finish()
 
     for code, message, line, severity in text.problems:
         run.add_problem(code, message, line, severity)  # type: ignore[arg-type]
-    dialect = _choose_dialect(cloud, mo, ml)
-    if dialect == "mllog":
-        _from_mllog(run, ml)
-    elif dialect == "mo833":
-        _from_mo833(run, mo)
-    elif dialect == "cloud-ml":
-        _from_cloudml(run, cloud)
+    if user is not None:
+        _from_pattern(run, user)
+    else:
+        dialect = _choose_dialect(cloud, mo, ml)
+        if dialect == "mllog":
+            _from_mllog(run, ml)
+        elif dialect == "mo833":
+            _from_mo833(run, mo)
+        elif dialect == "cloud-ml":
+            _from_cloudml(run, cloud)
     for reader in readers:
         for code, message, line, severity in reader.problems:
             run.add_problem(code, message, line, severity)  # type: ignore[arg-type]
     if train_samples is not None:
         run.header.train_samples = run.header.train_samples or train_samples
-    checks.check_run(run, naming, text, cloud if run.dialect == "cloud-ml" else None, ml, train_samples)
+    checks.check_run(
+        run,
+        naming,
+        text,
+        cloud if run.dialect == "cloud-ml" else None,
+        ml,
+        train_samples,
+        pattern_lines=user.matched_lines if user is not None else None,
+    )
     run.problems.sort(key=lambda p: (p.line is not None, p.line or 0))
     return run
 
@@ -227,6 +253,13 @@ def _from_cloudml(run: RunTimings, r: CloudMLReader) -> None:
         run.status = "failed"
         run.failure_reason = r.traceback
         run.add_problem("failed", f"the job failed: {r.traceback}", r.traceback_line, "error")
+
+
+def _from_pattern(run: RunTimings, r: PatternReader) -> None:
+    run.dialect = pattern.DIALECT
+    run.epochs = r.epochs
+    run.real_time = r.real_time
+    run.extra["log_format"] = {"pattern": r.pattern.pattern, "matched_lines": r.matched_lines}
 
 
 def _from_mo833(run: RunTimings, r: Mo833Reader) -> None:

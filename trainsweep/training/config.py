@@ -177,7 +177,8 @@ def read_hyperparameters(paths: Paths) -> dict[str, str]:
 
 def run_names_hint(raw: dict[str, str]) -> list[str]:
     """Run names to deliver logs under, even when the rest of the configuration is invalid."""
-    names = [n.strip() for n in raw.get(hp.RUN_NAMES, "").split(",") if n.strip()]
+    given = raw.get(hp.RUN_NAMES) or raw.get(hp.RESERVED_PREFIX + hp.RUN_NAMES) or ""  # built-in or script
+    names = [n.strip() for n in given.split(",") if n.strip()]
     return names or [os.environ.get(JOB_NAME_ENV) or DEFAULT_RUN_NAME]
 
 

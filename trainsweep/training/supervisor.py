@@ -13,20 +13,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainsweep import hyperparameters as hp
 from trainsweep.logs import mllog
+from trainsweep.training import contract, launch
 from trainsweep.training.config import (
     DEFAULT_LOG_UPLOAD_S,
+    Cell,
     JobConfig,
     JobConfigError,
     Paths,
@@ -53,6 +55,7 @@ class CellResult:
     reason: str | None
     exit_code: int | None
     prediction: dict[str, Any] | None = None
+    flags: list[str] = field(default_factory=list)  # warnings about an ok run (e.g. batch size ignored)
 
 
 class Supervisor:
@@ -89,45 +92,18 @@ class Supervisor:
     # ---- workers -----------------------------------------------------------------------------
 
     def _gpus(self, cfg: JobConfig) -> int:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if visible is not None and visible.strip() in ("", "-1"):
-            return 0
-        exe = shutil.which("nvidia-smi")
-        count = 0
-        if exe:
-            try:
-                out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30, check=False)
-                count = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
-            except (OSError, subprocess.SubprocessError):
-                count = 0
-            if visible:
-                count = min(count, len([v for v in visible.split(",") if v.strip()]))
-        return min(cfg.num_gpus, count) if cfg.num_gpus else count
+        return launch.visible_gpus(cfg.num_gpus)
 
     def worker_command(self, cfg: JobConfig, config_file: Path, index: int) -> list[str]:
         worker = ["-m", "trainsweep.training.worker", "--config", str(config_file), "--cell", str(index)]
-        gpus = self._gpus(cfg)
-        all_hosts, current = hosts(self.paths)
-        if gpus <= 1 and len(all_hosts) <= 1:
-            return [sys.executable, *worker]
-        launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={max(gpus, 1)}"]
-        if len(all_hosts) > 1:
-            launcher += [
-                f"--nnodes={len(all_hosts)}",
-                f"--node_rank={all_hosts.index(current)}",
-                f"--master_addr={all_hosts[0]}",
-                f"--master_port={MASTER_PORT}",
-            ]
-        else:
-            launcher.append("--standalone")
-        return [*launcher, *worker]
+        prefix = launch.launcher_prefix(self.paths, self._gpus(cfg))
+        return [*(prefix or [sys.executable]), *worker]
 
-    def run_cell(self, cfg: JobConfig, config_file: Path, index: int) -> CellResult:
-        cell = cfg.cells[index]
-        status_file = self.paths.output / "data" / "cells" / f"{cell.run_name}.json"
+    def run_cell(self, cell: Cell, process: launch.Launch) -> CellResult:
+        status_file = contract.cell_status_path(self.paths.output, cell.run_name)
         status_file.unlink(missing_ok=True)
-        cmd = self.worker_command(cfg, config_file, index)
-        self.child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        env = {**os.environ, **process.env} if process.env else None
+        self.child = subprocess.Popen(process.command, stdin=subprocess.DEVNULL, env=env, cwd=process.cwd)
         deadline: float | None = None
         while True:
             try:
@@ -142,8 +118,9 @@ class Supervisor:
         if status_file.is_file():
             st = json.loads(status_file.read_text())
             result = CellResult(
-                cell.run_name, cell.batch_size, st["status"], st["reason"], rc, st["prediction"]
-            )
+                cell.run_name, cell.batch_size, st["status"], st["reason"], rc, st["prediction"],
+                list(st.get("flags") or []),
+            )  # fmt: skip
         elif rc == WORKER_EXIT_OOM:
             result = CellResult(cell.run_name, cell.batch_size, "oom", "out of memory", rc)
         elif self.stopping or rc in (-signal.SIGTERM, EXIT_STOPPED):
@@ -185,9 +162,32 @@ class Supervisor:
         try:
             raw = read_hyperparameters(paths)
             names = run_names_hint(raw)
+            if launch.is_script_job(raw):
+                return self.run_script(raw)
             cfg = parse_config(raw, paths)
         except JobConfigError as e:
             return self.bad_input(raw, names, str(e))
+        with tempfile.TemporaryDirectory(prefix="trainsweep-") as tmp:
+            config_file = Path(tmp) / "job-config.json"
+            config_file.write_text(cfg.to_json())
+            return self.run_cells(
+                cfg, lambda i: launch.Launch(self.worker_command(cfg, config_file, i)), workload=cfg.workload
+            )
+
+    def run_script(self, raw: dict[str, str]) -> int:
+        """A user's script (SageMaker script mode): fetch and prepare its source, then a process per cell."""
+        cfg = launch.parse_script_config(raw)  # JobConfigError: bad input, before anything is fetched
+        with tempfile.TemporaryDirectory(prefix="trainsweep-") as tmp:
+            launcher = launch.ScriptLauncher(cfg, self.paths, Path(tmp))
+            try:
+                launcher.prepare()
+            except JobConfigError as e:
+                return self.bad_input(raw, [c.run_name for c in cfg.cells], str(e))
+            return self.run_cells(cfg, launcher.launch, workload=cfg.workload)
+
+    def run_cells(self, cfg: Any, make: Callable[[int], launch.Launch], *, workload: str) -> int:
+        """Run the job's cells in turn (a packed job goes on past a failed one), delivering the logs."""
+        paths = self.paths
         uploader = LogUploader(
             bucket=self.upload_bucket(cfg),
             prefix=cfg.log_prefix,
@@ -197,25 +197,20 @@ class Supervisor:
         uploader.start()
         results: list[CellResult] = []
         try:
-            with tempfile.TemporaryDirectory(prefix="trainsweep-") as tmp:
-                config_file = Path(tmp) / "job-config.json"
-                config_file.write_text(cfg.to_json())
-                for i, cell in enumerate(cfg.cells):
-                    if self.stopping:
-                        self.append_failure(cell.run_name, "stopped by SIGTERM before it started", "stopped")
-                        results.append(
-                            CellResult(cell.run_name, cell.batch_size, "stopped", "not started", None)
-                        )
-                        continue
-                    res = self.run_cell(cfg, config_file, i)
-                    results.append(res)
-                    if res.status == "stopped":
-                        self.stopping = True
-                    if not cfg.packed and res.status != "ok":
-                        break
+            for i, cell in enumerate(cfg.cells):
+                if self.stopping:
+                    self.append_failure(cell.run_name, "stopped by SIGTERM before it started", "stopped")
+                    results.append(CellResult(cell.run_name, cell.batch_size, "stopped", "not started", None))
+                    continue
+                res = self.run_cell(cell, make(i))
+                results.append(res)
+                if res.status == "stopped":
+                    self.stopping = True
+                if not cfg.packed and res.status != "ok":
+                    break
         finally:
             summary = {
-                "workload": cfg.workload,
+                "workload": workload,
                 "mode": cfg.mode,
                 "packed": cfg.packed,
                 "cells": [r.__dict__ for r in results],
@@ -224,7 +219,7 @@ class Supervisor:
             uploader.stop()
         return self.outcome(cfg, results)
 
-    def outcome(self, cfg: JobConfig, results: list[CellResult]) -> int:
+    def outcome(self, cfg: Any, results: list[CellResult]) -> int:
         if self.stopping or any(r.status == "stopped" for r in results):
             self.write_failure("stopped by SIGTERM (StopTrainingJob or MaxRuntimeExceeded); logs delivered")
             return EXIT_STOPPED

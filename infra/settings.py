@@ -1,0 +1,78 @@
+"""The stack's settings: CDK context (``cdk.json`` or ``-c key=value``) read once, into a frozen object."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from constructs import Node
+
+from infra.workflow import RetryPolicy
+
+NOTIFICATION_EMAIL = "notification_email"
+RAW_LOG_DAYS = "raw_log_days"
+DATA_BUCKET_NAMES = "data_bucket_names"
+BYO_IMAGE_REPOSITORIES = "byo_image_repositories"
+RETRY = "retry"
+DESTROY_ON_DELETE = "destroy_on_delete"
+
+# ECR's own rules for a repository name, and a repository ARN (any partition, region and account).
+_REPOSITORY_NAME = r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*"
+_REPOSITORY = re.compile(
+    rf"(?P<name>{_REPOSITORY_NAME})|arn:aws[a-z-]*:ecr:[a-z0-9-]+:\d{{12}}:repository/(?P<arn_name>{_REPOSITORY_NAME})"
+)
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """What a deployment may choose. Lists come as JSON lists (``cdk.json``) or comma-separated text (``-c``).
+
+    Attributes:
+        notification_email: subscribe this address to the sweep topic.
+        raw_log_days: expire raw logs after this many days (None: keep them).
+        data_bucket_names: buckets the training jobs may read.
+        image_repositories: ECR repositories (names in the stack's account and region, or ARNs) whose
+            images a spec's ``workload.image_uri`` may name: the training role may pull from them.
+        retry: backoff of retryable training errors.
+        destroy_on_delete: tear the bucket down with the stack (default: retain it).
+    """
+
+    notification_email: str | None = None
+    raw_log_days: int | None = None
+    data_bucket_names: tuple[str, ...] = ()
+    image_repositories: tuple[str, ...] = ()
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    destroy_on_delete: bool = False
+
+    @classmethod
+    def from_context(cls, node: Node) -> StackSettings:
+        """Read every context value the stack uses; raises ValueError for a value it cannot use."""
+        ctx = node.try_get_context
+        days = ctx(RAW_LOG_DAYS)
+        repositories = _names(ctx(BYO_IMAGE_REPOSITORIES))
+        for ref in repositories:
+            if not _REPOSITORY.fullmatch(ref):
+                raise ValueError(
+                    f"context {BYO_IMAGE_REPOSITORIES}: {ref!r} is not an ECR repository name or ARN "
+                    "(give my-train, team/my-train or arn:aws:ecr:REGION:ACCOUNT:repository/my-train, "
+                    "without the registry host or the tag)"
+                )
+        return cls(
+            notification_email=str(ctx(NOTIFICATION_EMAIL) or "") or None,
+            raw_log_days=int(days) if days else None,
+            data_bucket_names=_names(ctx(DATA_BUCKET_NAMES)),
+            image_repositories=repositories,
+            retry=RetryPolicy.from_context(ctx(RETRY)),
+            destroy_on_delete=_truthy(ctx(DESTROY_ON_DELETE)),
+        )
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A context list: a JSON list, or comma-separated text; blanks dropped."""
+    items = value if isinstance(value, (list, tuple)) else str(value or "").split(",")
+    return tuple(s for s in (str(item).strip() for item in items) if s)
+
+
+def _truthy(value: Any) -> bool:
+    return str(value).lower() in ("1", "true", "yes", "on")

@@ -1,0 +1,207 @@
+"""The SageMaker script-mode contract, in one room: what a user's training script sees, and what trainsweep's
+launcher and instrumentation hand each other.
+
+A script written for SageMaker's PyTorch estimator reads its hyperparameters as ``--name value`` arguments
+(sorted by name, as sagemaker-training-toolkit's ``to_cmd_args``) and its paths and hosts from ``SM_*``
+variables. :func:`user_args` and :func:`sm_env` build exactly those, from the job's hyperparameters minus
+the names reserved for the platform (``sagemaker_*``) and for trainsweep (``trainsweep-*``).
+
+Between the container's supervisor and the instrumented user process, one JSON file travels
+(:class:`InstrumentConfig`, path in ``TRAINSWEEP_INSTRUMENT``); the process answers with the cell status
+file (:func:`cell_status_path`), the same one the built-in worker writes. This module imports no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# ---- hyperparameters of script mode (SageMaker SDK names first) -----------------------------------------
+
+PROGRAM = "sagemaker_program"  # the entry point, relative to the source dir
+SUBMIT_DIRECTORY = "sagemaker_submit_directory"  # s3://.../sourcedir.tar.gz (or a local path in tests)
+PLATFORM_PREFIX = "sagemaker_"
+TRAINSWEEP_PREFIX = "trainsweep-"
+
+# trainsweep's own settings of a script job (never passed to the script)
+RUN_NAMES = "trainsweep-run-names"  # comma-separated, one per batch size
+BATCH_SIZES = "trainsweep-batch-sizes"  # comma-separated global batch sizes (one for a per-cell job)
+EPOCHS = "trainsweep-epochs"
+MODE = "trainsweep-mode"  # full | early-stop
+BATCH_SIZE_ARG = "trainsweep-batch-size-arg"  # the script's argument name for the batch size
+EPOCHS_ARG = "trainsweep-epochs-arg"  # the script's argument name for the epochs
+REQUIREMENTS = "trainsweep-requirements"  # requirements file relative to the source dir ("" = none)
+NUM_GPUS = "trainsweep-num-gpus"  # "0" = all visible
+
+DEFAULT_BATCH_SIZE_ARG = "batch-size"
+DEFAULT_EPOCHS_ARG = "epochs"
+
+# ---- environment --------------------------------------------------------------------------------------
+
+INSTRUMENT_ENV = "TRAINSWEEP_INSTRUMENT"
+"""Path of the :class:`InstrumentConfig` JSON of the current cell; unset outside a trainsweep job."""
+INSTALL_REQUIREMENTS_ENV = "TRAINSWEEP_INSTALL_REQUIREMENTS"
+"""``0``: do not pip-install the script's requirements (local mode runs in the user's environment)."""
+
+# Exit codes shared by the built-in worker and the instrumented user process.
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = 0, 1, 2, 3, 143
+
+
+def is_reserved(name: str) -> bool:
+    """True for hyperparameters that configure SageMaker or trainsweep, not the user's script."""
+    return name.startswith(PLATFORM_PREFIX) or name.startswith(TRAINSWEEP_PREFIX)
+
+
+def decode_value(text: str) -> Any:
+    """A hyperparameter value as the toolkit reads it: JSON when it parses (the SDK encodes so), else text."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def user_hyperparameters(raw: dict[str, str]) -> dict[str, Any]:
+    """The script's hyperparameters: every name that is not reserved, values decoded."""
+    return {k: decode_value(v) for k, v in raw.items() if not is_reserved(k)}
+
+
+def _arg_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
+    if isinstance(value, bool):  # the toolkit passes Python's str(): True/False
+        return str(value)
+    return "" if value is None else str(value)
+
+
+def user_args(hps: dict[str, Any]) -> list[str]:
+    """``--name value`` pairs sorted by name (``-n value`` for one-letter names), as the toolkit does."""
+    out: list[str] = []
+    for name in sorted(hps):
+        out += [f"--{name}" if len(name) > 1 else f"-{name}", _arg_value(hps[name])]
+    return out
+
+
+def _env_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class ScriptSite:
+    """Where one instance of a script job runs: the facts ``SM_*`` variables carry."""
+
+    base: Path  # the /opt/ml folder
+    code_dir: Path
+    entry_point: str
+    module_dir: str  # the sourcedir URI the code came from
+    hosts: list[str]
+    current_host: str
+    num_gpus: int
+    num_cpus: int
+    channels: list[str]
+    instance_type: str | None = None
+    network_interface: str = "eth0"
+
+
+def sm_env(site: ScriptSite, hps: dict[str, Any]) -> dict[str, str]:
+    """The ``SM_*`` environment of a script (sagemaker-training-toolkit's names and encodings)."""
+    base = site.base
+    env = {
+        "SM_MODEL_DIR": str(base / "model"),
+        "SM_INPUT_DIR": str(base / "input"),
+        "SM_INPUT_CONFIG_DIR": str(base / "input" / "config"),
+        "SM_OUTPUT_DIR": str(base / "output"),
+        "SM_OUTPUT_DATA_DIR": str(base / "output" / "data"),
+        "SM_OUTPUT_INTERMEDIATE_DIR": str(base / "output" / "intermediate"),
+        "SM_CHANNELS": _env_value(sorted(site.channels)),
+        "SM_HOSTS": _env_value(site.hosts),
+        "SM_CURRENT_HOST": site.current_host,
+        "SM_NUM_GPUS": str(site.num_gpus),
+        "SM_NUM_CPUS": str(site.num_cpus),
+        "SM_HPS": _env_value(hps),
+        "SM_USER_ARGS": _env_value(user_args(hps)),
+        "SM_USER_ENTRY_POINT": site.entry_point,
+        "SM_MODULE_NAME": Path(site.entry_point).stem,
+        "SM_MODULE_DIR": site.module_dir,
+        "SM_FRAMEWORK_MODULE": "",
+        "SM_LOG_LEVEL": "20",
+        "SM_NETWORK_INTERFACE_NAME": site.network_interface,
+        "SM_CURRENT_INSTANCE_TYPE": site.instance_type or "",
+    }
+    for name in site.channels:
+        env[f"SM_CHANNEL_{name.upper()}"] = str(base / "input" / "data" / name)
+    for name, value in hps.items():
+        env[f"SM_HP_{name.upper()}"] = _env_value(value)
+    env["SM_TRAINING_ENV"] = _env_value(
+        {
+            "channel_input_dirs": {n: str(base / "input" / "data" / n) for n in site.channels},
+            "current_host": site.current_host,
+            "hosts": site.hosts,
+            "hyperparameters": hps,
+            "model_dir": env["SM_MODEL_DIR"],
+            "module_dir": site.module_dir,
+            "module_name": env["SM_MODULE_NAME"],
+            "num_cpus": site.num_cpus,
+            "num_gpus": site.num_gpus,
+            "output_data_dir": env["SM_OUTPUT_DATA_DIR"],
+            "user_entry_point": site.entry_point,
+        }
+    )
+    return env
+
+
+# ---- supervisor <-> instrumented process ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InstrumentConfig:
+    """What the instrumentation of one cell needs; written by the supervisor, read in the user's process.
+
+    ``rule`` is :class:`trainsweep.predict.StopRule`'s fields. Caps (``max_steps_per_epoch``,
+    ``max_eval_batches``) end a loader's pass early: for tests and quick runs, as for the built-ins.
+    """
+
+    run_name: str
+    batch_size: int  # global batch size the sweep asked for
+    epochs: int
+    log_file: str
+    status_file: str
+    prediction_file: str
+    mode: str = "full"
+    workload: str = "script"
+    rule: dict[str, Any] = field(default_factory=dict)
+    max_steps_per_epoch: int | None = None
+    max_eval_batches: int | None = None
+    instance_type: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> InstrumentConfig:
+        return cls(**json.loads(text))
+
+    @classmethod
+    def from_env(cls) -> InstrumentConfig | None:
+        """The current cell's config, or None outside a trainsweep job (no ``TRAINSWEEP_INSTRUMENT``)."""
+        path = os.environ.get(INSTRUMENT_ENV)
+        if not path:
+            return None
+        return cls.from_json(Path(path).read_text())
+
+
+def cell_status_path(output_dir: Path, run_name: str) -> Path:
+    """``<base>/output/data/cells/<run>.json``: the outcome of one cell, written by its rank 0.
+
+    Keys: ``run_name``, ``batch_size``, ``status`` (ok | oom | error | stopped), ``reason`` (None when ok),
+    ``prediction`` (early stop's dict or None); the instrumented process adds ``steps`` (optimizer steps
+    seen), ``loader_batch_size`` (the training loader's batch size, None if unseen) and ``flags`` (a list
+    of warnings, e.g. the script ignored the batch size).
+    """
+    return output_dir / "data" / "cells" / f"{run_name}.json"

@@ -1,0 +1,330 @@
+"""Launching a cell's process: the built-in worker, or the user's script under trainsweep's instrumentation.
+
+A script job (hyperparameter ``sagemaker_program``) is launched the way SageMaker's PyTorch container
+launches one: its source dir is fetched (``sagemaker_submit_directory``, a ``sourcedir.tar.gz``) into
+``<base>/code``, its requirements are pip-installed, and the script runs there with the ``SM_*``
+environment and its hyperparameters as ``--name value`` arguments (:mod:`trainsweep.training.contract`),
+under ``torchrun`` when the instance has several GPUs or the job several hosts. trainsweep adds one
+thing: the process starts in :mod:`trainsweep.instrument.bootstrap`, which times the script's steps
+without a change to its code. Each batch size of a packed job is one such process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from trainsweep import hyperparameters as hp
+from trainsweep.predict import StopRule
+from trainsweep.training import contract
+from trainsweep.training.config import (
+    DEFAULT_LOG_UPLOAD_S,
+    MODES,
+    Cell,
+    JobConfigError,
+    Paths,
+    hosts,
+    instance_type,
+)
+
+MASTER_PORT = "29500"
+PIP_TIMEOUT_S = 1800
+CODE_DIR = "code"
+
+
+def visible_gpus(requested: int) -> int:
+    """GPUs this process may use: ``nvidia-smi -L`` within ``CUDA_VISIBLE_DEVICES``, capped by ``requested``
+    (0 = all)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return 0
+    exe = shutil.which("nvidia-smi")
+    count = 0
+    if exe:
+        try:
+            out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30, check=False)
+            count = sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+        except (OSError, subprocess.SubprocessError):
+            count = 0
+        if visible:
+            count = min(count, len([v for v in visible.split(",") if v.strip()]))
+    return min(requested, count) if requested else count
+
+
+def launcher_prefix(paths: Paths, gpus: int) -> list[str]:
+    """``torchrun`` with one process per GPU (and the hosts of a multi-host job), or [] for one process."""
+    all_hosts, current = hosts(paths)
+    if gpus <= 1 and len(all_hosts) <= 1:
+        return []
+    launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={max(gpus, 1)}"]
+    if len(all_hosts) > 1:
+        launcher += [
+            f"--nnodes={len(all_hosts)}",
+            f"--node_rank={all_hosts.index(current)}",
+            f"--master_addr={all_hosts[0]}",
+            f"--master_port={MASTER_PORT}",
+        ]
+    else:
+        launcher.append("--standalone")
+    return launcher
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One process to start: its command, extra environment and working folder."""
+
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+
+
+# ---- script jobs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScriptConfig:
+    """A script job's settings, read from its hyperparameters."""
+
+    entry_point: str
+    submit_directory: str
+    cells: tuple[Cell, ...]
+    epochs: int
+    mode: str
+    batch_size_arg: str
+    epochs_arg: str
+    requirements: str | None
+    rule: StopRule
+    max_steps_per_epoch: int | None
+    max_eval_batches: int | None
+    num_gpus: int
+    log_bucket: str | None
+    log_prefix: str
+    log_upload_s: float
+    hyperparameters: dict[str, Any]  # the script's own, decoded
+
+    @property
+    def packed(self) -> bool:
+        return len(self.cells) > 1
+
+    @property
+    def workload(self) -> str:
+        return Path(self.entry_point).name
+
+
+def is_script_job(raw: dict[str, str]) -> bool:
+    return bool((raw.get(contract.PROGRAM) or "").strip())
+
+
+def _knob(raw: dict[str, str], name: str, default: Any) -> Any:
+    """A trainsweep knob of a script job (``trainsweep-<name>``), read by the built-ins' rule for ``name``."""
+    value = raw.get(contract.TRAINSWEEP_PREFIX + name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return hp.parse_value(name, value)
+    except ValueError as exc:
+        raise JobConfigError(f"hyperparameter {contract.TRAINSWEEP_PREFIX + name!r} {exc}") from None
+
+
+def _text(raw: dict[str, str], name: str, default: str = "") -> str:
+    return str(raw.get(name, default)).strip().strip('"').strip()
+
+
+def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
+    """Validate a script job's hyperparameters; raises :class:`JobConfigError` with what to fix."""
+    entry = _text(raw, contract.PROGRAM)
+    submit = _text(raw, contract.SUBMIT_DIRECTORY)
+    if not submit:
+        raise JobConfigError(
+            f"script job without {contract.SUBMIT_DIRECTORY!r}: give the s3:// URI of the sourcedir.tar.gz "
+            "(trainsweep run packs and uploads it)"
+        )
+    mode = _text(raw, contract.MODE, "full") or "full"
+    if mode not in MODES:
+        raise JobConfigError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    try:
+        epochs = int(_text(raw, contract.EPOCHS))
+        sizes = [int(s) for s in _text(raw, contract.BATCH_SIZES).split(",") if s.strip()]
+    except ValueError:
+        raise JobConfigError(
+            f"{contract.EPOCHS!r} and {contract.BATCH_SIZES!r} must be whole numbers, got "
+            f"{raw.get(contract.EPOCHS)!r} and {raw.get(contract.BATCH_SIZES)!r}"
+        ) from None
+    if epochs < 1 or not sizes or any(s < 1 for s in sizes):
+        raise JobConfigError(f"epochs and batch sizes must be >= 1, got {epochs} and {sizes}")
+    names = [n.strip() for n in _text(raw, contract.RUN_NAMES).split(",") if n.strip()]
+    if not names and len(sizes) == 1:
+        names = [os.environ.get("TRAINING_JOB_NAME") or "trainsweep-run"]
+    if len(names) != len(sizes) or len(set(names)) != len(names):
+        raise JobConfigError(
+            f"{contract.RUN_NAMES!r} must name one unique run per batch size: {len(sizes)} batch sizes, "
+            f"run names {names}"
+        )
+    rule_kw: dict[str, Any] = {}
+    for name, key in (
+        (hp.EARLY_STOP_PRECISION, "precision"),
+        (hp.EARLY_STOP_MAX_STEPS, "max_steps"),
+        (hp.EARLY_STOP_MAX_SECONDS, "max_seconds"),
+        (hp.EARLY_STOP_MIN_STEPS, "min_steady_steps"),
+        (hp.VALIDATION_BATCHES, "validation_batches"),
+    ):
+        value = _knob(raw, name, None)
+        if value is not None:
+            rule_kw[key] = value
+    return ScriptConfig(
+        entry_point=entry,
+        submit_directory=submit,
+        cells=tuple(Cell(n, b) for n, b in zip(names, sizes, strict=True)),
+        epochs=epochs,
+        mode=mode,
+        batch_size_arg=_text(raw, contract.BATCH_SIZE_ARG) or contract.DEFAULT_BATCH_SIZE_ARG,
+        epochs_arg=_text(raw, contract.EPOCHS_ARG) or contract.DEFAULT_EPOCHS_ARG,
+        requirements=_text(raw, contract.REQUIREMENTS) or None,
+        rule=StopRule(**rule_kw),
+        max_steps_per_epoch=_knob(raw, hp.MAX_STEPS_PER_EPOCH, 0) or None,
+        max_eval_batches=_knob(raw, hp.MAX_EVAL_BATCHES, 0) or None,
+        num_gpus=_knob(raw, hp.NUM_GPUS, 0),
+        log_bucket=_text(raw, hp.LOG_BUCKET) or None,
+        log_prefix=_text(raw, hp.LOG_PREFIX),
+        log_upload_s=_knob(raw, hp.LOG_UPLOAD_SECONDS, None) or DEFAULT_LOG_UPLOAD_S,
+        hyperparameters=contract.user_hyperparameters(raw),
+    )
+
+
+def fetch_source(uri: str, dest: Path) -> None:
+    """Fill ``dest`` with the source dir at ``uri``: ``s3://.../sourcedir.tar.gz``, a local archive or folder.
+
+    Raises:
+        JobConfigError: the source cannot be read or unpacked.
+    """
+    from trainsweep.sourcedir import unpack
+
+    parsed = urlparse(uri)
+    try:
+        if parsed.scheme == "s3":
+            import boto3
+
+            body = boto3.client("s3").get_object(Bucket=parsed.netloc, Key=parsed.path.lstrip("/"))["Body"]
+            unpack(body.read(), dest)
+            return
+        path = Path(parsed.path if parsed.scheme == "file" else uri)
+        if path.is_dir():
+            shutil.copytree(path, dest, dirs_exist_ok=True)
+        else:
+            unpack(path.read_bytes(), dest)
+    except Exception as exc:  # any reason (missing object, no access, bad archive) is the job's bad input
+        raise JobConfigError(f"cannot fetch the source dir {uri}: {type(exc).__name__}: {exc}") from None
+
+
+def install_requirements(code: Path, requirements: str) -> None:
+    """``pip install -r`` the script's requirements into this image's Python; raises on failure."""
+    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-r", requirements]
+    print(f"trainsweep: installing {requirements}: {' '.join(cmd)}", flush=True)
+    try:
+        out = subprocess.run(
+            cmd, cwd=code, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise JobConfigError(f"requirements failed to install ({requirements}): {exc}") from None
+    sys.stdout.write(out.stdout[-20_000:])
+    sys.stdout.flush()
+    if out.returncode != 0:
+        tail = [ln for ln in out.stderr.strip().splitlines() if ln.strip()][-3:]
+        raise JobConfigError(
+            f"requirements failed to install ({requirements}, pip exit code {out.returncode}): "
+            + " | ".join(tail)
+        )
+
+
+class ScriptLauncher:
+    """Prepares a script job once (source, requirements) and builds each cell's process."""
+
+    def __init__(self, cfg: ScriptConfig, paths: Paths, workdir: Path) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self.workdir = workdir  # where the per-cell instrumentation configs go
+        self.code = paths.base / CODE_DIR
+
+    def prepare(self) -> None:
+        """Fetch the source dir, check the entry point, install the requirements (raises JobConfigError)."""
+        cfg = self.cfg
+        fetch_source(cfg.submit_directory, self.code)
+        script = (self.code / cfg.entry_point).resolve()
+        if not script.is_file() or not script.is_relative_to(self.code.resolve()):
+            shipped = sorted(p.relative_to(self.code).as_posix() for p in self.code.rglob("*.py"))[:10]
+            raise JobConfigError(
+                f"entry point {cfg.entry_point!r} is not in the source dir ({cfg.submit_directory}); "
+                f"it holds {', '.join(shipped) or 'no .py files'}"
+            )
+        requirements = cfg.requirements
+        if requirements is None and (self.code / "requirements.txt").is_file():
+            requirements = "requirements.txt"
+        if requirements is None:
+            return
+        if not (self.code / requirements).is_file():
+            raise JobConfigError(f"requirements file {requirements!r} is not in the source dir")
+        if os.environ.get(contract.INSTALL_REQUIREMENTS_ENV, "1") == "0":
+            print(f"trainsweep: {requirements} not installed (checked before the sweep started)", flush=True)
+            return
+        install_requirements(self.code, requirements)
+
+    def hyperparameters(self, cell: Cell) -> dict[str, Any]:
+        """The script's hyperparameters for one batch size: its own plus the sweep's batch size and epochs."""
+        hps = dict(self.cfg.hyperparameters)
+        hps[self.cfg.batch_size_arg] = cell.batch_size
+        hps[self.cfg.epochs_arg] = self.cfg.epochs
+        return hps
+
+    def launch(self, index: int) -> Launch:
+        cfg, paths = self.cfg, self.paths
+        cell = cfg.cells[index]
+        gpus = visible_gpus(cfg.num_gpus)
+        all_hosts, current = hosts(paths)
+        hps = self.hyperparameters(cell)
+        channels = sorted(p.name for p in (paths.base / "input" / "data").glob("*") if p.is_dir())
+        site = contract.ScriptSite(
+            base=paths.base,
+            code_dir=self.code,
+            entry_point=cfg.entry_point,
+            module_dir=cfg.submit_directory,
+            hosts=all_hosts,
+            current_host=current,
+            num_gpus=gpus,
+            num_cpus=os.cpu_count() or 1,
+            channels=[c for c in channels if c != "download"],
+            instance_type=instance_type(paths),
+        )
+        instrument = contract.InstrumentConfig(
+            run_name=cell.run_name,
+            batch_size=cell.batch_size,
+            epochs=cfg.epochs,
+            log_file=str(paths.log_file(cell.run_name)),
+            status_file=str(contract.cell_status_path(paths.output, cell.run_name)),
+            prediction_file=str(paths.prediction_file(cell.run_name)),
+            mode=cfg.mode,
+            workload=cfg.workload,
+            rule=dict(cfg.rule.__dict__),
+            max_steps_per_epoch=cfg.max_steps_per_epoch,
+            max_eval_batches=cfg.max_eval_batches,
+            instance_type=site.instance_type,
+        )
+        config_file = self.workdir / f"instrument-{index}.json"
+        config_file.write_text(instrument.to_json())
+        env = contract.sm_env(site, hps)
+        env[contract.INSTRUMENT_ENV] = str(config_file)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.code), os.environ.get("PYTHONPATH")) if p)
+        script = str(self.code / cfg.entry_point)
+        command = [
+            *(launcher_prefix(paths, gpus) or [sys.executable]),
+            "-m",
+            "trainsweep.instrument.bootstrap",
+            script,
+            *contract.user_args(hps),
+        ]
+        return Launch(command, env, self.code)
