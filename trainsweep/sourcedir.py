@@ -14,9 +14,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trainsweep.errors import TrainsweepError
 
@@ -234,4 +236,45 @@ def _requirement_lines(path: Path, seen: set[Path]) -> list[str]:
         if line.startswith("-"):
             continue
         out.append(line)
+    return out
+
+
+@dataclass(frozen=True)
+class StagedSource:
+    """A script's source dir resolved, packed and (for local mode) checked: ready to upload."""
+
+    local: LocalSource
+    packed: PackedSource
+
+
+def stage(workload: Any, spec_dir: Path, *, check_requirements: bool) -> StagedSource | None:
+    """Resolve and pack a spec's script before anything starts; None when there is nothing to pack
+    (a built-in, an image, or a source dir that already is an ``s3://`` archive).
+
+    Raises:
+        SourceError: a missing script or folder, a source dir over the limit, or (``check_requirements``,
+            local mode) requirements this Python environment lacks.
+    """
+    if workload.entry_point is None or is_remote(workload.source_dir):
+        return None
+    local = resolve(workload.entry_point, workload.source_dir, workload.requirements, spec_dir)
+    packed = pack(local.root, list(workload.exclude))
+    if check_requirements and local.requirements is not None:
+        missing = missing_requirements(local.root / local.requirements)
+        if missing:
+            raise SourceError(
+                f"local mode runs the script in this Python environment ({sys.executable}), which lacks "
+                f"what {local.root / local.requirements} asks for: {'; '.join(missing)}. "
+                f"Install them (pip install -r {local.root / local.requirements}) and run again"
+            )
+    return StagedSource(local, packed)
+
+
+def spec_with_source(spec: dict[str, Any], staged: StagedSource, uri: str) -> dict[str, Any]:
+    """The spec as the sweep runs it: ``workload.source_dir`` is the uploaded archive, the entry point and
+    requirements are paths inside it."""
+    out = {**spec, "workload": dict(spec["workload"])}
+    out["workload"].update(
+        source_dir=uri, entry_point=staged.local.entry_point, requirements=staged.local.requirements
+    )
     return out

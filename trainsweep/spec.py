@@ -967,6 +967,7 @@ def plan_sweep(
     price: PriceFn | None = None,
     enforce_budget: bool = True,
     attempt: str | None = None,
+    require_uploaded_source: bool = False,
 ) -> SweepPlan:
     """Expand a spec into jobs and price its worst case.
 
@@ -983,6 +984,8 @@ def plan_sweep(
             an over-budget plan before refusing it).
         attempt: a short token (``[a-z0-9]{1,8}``) for a resumed sweep: its job names get it, so
             SageMaker accepts them again; run names (logs, results) stay those of the sweep.
+        require_uploaded_source: a script's ``source_dir`` must be an ``s3://`` archive (PlanSweep: the
+            jobs cannot read the planner's disk).
 
     Raises:
         SpecError: invalid spec or sweep id, or a budget that cannot be checked (unknown price).
@@ -1005,6 +1008,15 @@ def plan_sweep(
         )
     created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    w = spec.workload
+    if require_uploaded_source and w.entry_point is not None and not str(w.source_dir).startswith("s3://"):
+        where = w.source_dir or "the entry point's folder"
+        raise SpecError(
+            f"invalid sweep spec: workload.source_dir ({where}) is a folder on your disk, which training "
+            "jobs cannot read: start the sweep with `trainsweep run SPEC` (it packs and uploads the "
+            "folder), or upload a sourcedir.tar.gz and give its s3:// URI as source_dir",
+            [("workload.source_dir", "must be an s3:// URI when the state machine is started directly")],
+        )
     jobs = _expand(spec, sweep_id, region, bucket, attempt)
     _check_jobs(jobs)
 

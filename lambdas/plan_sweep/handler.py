@@ -36,8 +36,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         (raw["spec"], raw.get("sweep_id"), raw.get("attempt")) if wrapped else (raw, None, None)
     )
     plan = plan_sweep(
-        spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket, attempt=attempt
-    )
+        spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket, attempt=attempt,
+        require_uploaded_source=True,
+    )  # fmt: skip
     plan.jobs = with_default_image(plan.jobs, config.require_training_image)
 
     cloud_types = [t for t in plan.spec.instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]

@@ -255,7 +255,10 @@ def _run_cloud(
     from datetime import UTC, datetime
 
     from trainsweep.aws import sweeps
+    from trainsweep.aws.code import upload_source
     from trainsweep.errors import TrainsweepError
+    from trainsweep.local.sweep import spec_dir
+    from trainsweep.sourcedir import stage
     from trainsweep.spec import load_spec, make_sweep_id, plan_sweep
 
     session = _session(profile, region)
@@ -263,9 +266,18 @@ def _run_cloud(
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
     plan_sweep(spec, region=session.region_name)  # refuses an over-budget sweep before anything starts
+    staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
     bucket, machine = _stack(session, stack)
     s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
     sweep_id = resume or make_sweep_id(spec.name, datetime.now(UTC))
+    spec_dict = spec.to_dict()
+    if staged is not None:
+        spec_dict = upload_source(s3, bucket, sweep_id, spec_dict, staged)
+        console.print(
+            f"Packed {staged.local.root} ({staged.packed.files} files, "
+            f"{len(staged.packed.data) / 1024:.0f} KiB) for every job of the sweep",
+            highlight=False,
+        )
     update, close = _watch_factory(console, watch)
 
     def wait(arn: str) -> str:
@@ -285,12 +297,12 @@ def _run_cloud(
         outcome = sweeps.resume_sweep(
             s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=session.client("lambda"),
             stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,
-            spec=spec.to_dict(), watch=wait,
+            spec=spec_dict, watch=wait,
         )  # fmt: skip
         status, error = outcome.status, outcome.error
         console.print(f"Resumed {len(outcome.rerun)} run(s): {', '.join(outcome.rerun) or 'none'}")
     else:
-        arn = sweeps.start_sweep(sfn, machine, spec.to_dict(), sweep_id)
+        arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
         console.print(f"Started sweep {sweep_id} ({arn})", highlight=False)
         if not watch:
             console.print(

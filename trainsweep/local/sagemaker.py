@@ -27,6 +27,7 @@ from trainsweep.local.executor import (
     gpu_available,
 )
 from trainsweep.local.patching import Patches
+from trainsweep.training import contract
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 ENTRY_POINT = Path(__file__).resolve().parents[2] / "container" / "train.py"
@@ -200,6 +201,8 @@ class LocalSageMaker:
                 "AWS_ENDPOINT_URL": self.endpoint_url,
                 "AWS_DEFAULT_REGION": self.region,
                 "AWS_REGION": self.region,
+                # a script runs in this Python environment, whose requirements were checked up front
+                contract.INSTALL_REQUIREMENTS_ENV: "0",
             },
             on_change=lambda state: _mirror(fake, state),
             on_output=logs.write,

@@ -56,6 +56,13 @@ def _check_local(spec: Any, has_gpu: Callable[[], bool]) -> None:
         )
 
 
+def spec_dir(spec_source: Any) -> Path:
+    """The folder a spec's relative paths start from: the spec file's, else the current one."""
+    if isinstance(spec_source, Path) or (isinstance(spec_source, str) and "\n" not in spec_source):
+        return Path(spec_source).resolve().parent
+    return Path.cwd()
+
+
 def upload_data(s3: Any, bucket: str, sweep_id: str, uri: str) -> str:
     """Upload a ``file://`` file or folder as the ``train`` channel; returns its ``s3://`` URI."""
     parsed = urlparse(uri)
@@ -119,13 +126,17 @@ def run_local_sweep(
     """Run (or resume) a sweep locally and download its results; see the module docstring."""
     from trainsweep.aws import outputs as output_names
     from trainsweep.aws import sweeps
+    from trainsweep.aws.code import upload_source
     from trainsweep.local.executor import gpu_available
     from trainsweep.local.server import EmbeddedAws
+    from trainsweep.sourcedir import stage
     from trainsweep.spec import load_spec, make_sweep_id
 
     t_start = time.perf_counter()
     spec = load_spec(spec_source)
     _check_local(spec, has_gpu or gpu_available)
+    # The script, its folder and its requirements are checked before anything starts.
+    staged = stage(spec.workload, spec_dir(spec_source), check_requirements=True)
     sweep_id = resume or make_sweep_id(spec.name, now or datetime.now(UTC))
     dest = Path(out_root) / sweep_id
     previous: Path | None = None
@@ -153,6 +164,8 @@ def run_local_sweep(
         spec_dict = spec.to_dict()
         if spec.data and spec.data.startswith("file://"):
             spec_dict["data"] = upload_data(s3, bucket, sweep_id, spec.data)
+        if staged is not None:
+            spec_dict = upload_source(s3, bucket, sweep_id, spec_dict, staged)
 
         def watch(execution_arn: str) -> str:
             while True:
