@@ -1,4 +1,4 @@
-"""The container in script mode: a user's script fetched from S3 as sourcedir.tar.gz, run as SageMaker runs it.
+"""The container in script mode: a user's script fetched from S3 as sourcedir.tar.gz, run as SageMaker would.
 
 The hyperparameters come from the real planner (``plan_sweep`` on a script spec), the source dir is packed
 by ``trainsweep.sourcedir`` and served by a moto S3 server, and ``container/train.py`` runs as a process.
@@ -15,16 +15,16 @@ from trainsweep.spec import plan_sweep
 
 from .conftest import BUCKET, JobResult, S3Server
 
-SEEN = '''
+SEEN = """
 import json, os, sys
 out = os.environ["SM_OUTPUT_DATA_DIR"]
 os.makedirs(out, exist_ok=True)
 with open(os.path.join(out, "seen.json"), "w") as f:
     json.dump({"argv": sys.argv, "cwd": os.getcwd(),
                "env": {k: v for k, v in os.environ.items() if k.startswith("SM_")}}, f)
-'''
+"""
 
-TRAIN = '''
+TRAIN = """
 import argparse, sys
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -42,7 +42,7 @@ for _ in range(args.epochs):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-'''
+"""
 
 
 def _source(tmp_path: Path, files: dict[str, str]) -> Path:
