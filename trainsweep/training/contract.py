@@ -179,6 +179,7 @@ class InstrumentConfig:
     max_steps_per_epoch: int | None = None
     max_eval_batches: int | None = None
     instance_type: str | None = None
+    batch_size_arg: str = DEFAULT_BATCH_SIZE_ARG  # the script's argument, for messages
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)

@@ -313,6 +313,7 @@ class ScriptLauncher:
             max_steps_per_epoch=cfg.max_steps_per_epoch,
             max_eval_batches=cfg.max_eval_batches,
             instance_type=site.instance_type,
+            batch_size_arg=cfg.batch_size_arg,
         )
         config_file = self.workdir / f"instrument-{index}.json"
         config_file.write_text(instrument.to_json())

@@ -1,0 +1,124 @@
+"""The automatic hooks: what a training script does, seen without a change to its code.
+
+* ``DataLoader.__init__`` is wrapped to note every loader built (the evaluation loader early stop
+  times), ``DataLoader.__iter__`` to hand out an iterator that tells the session when a pass starts,
+  yields a batch and ends, and that ends a pass early at the caps;
+* PyTorch's global optimizer step post-hook ends a training step at each ``optimizer.step()``;
+* in early-stop mode, global module forward hooks find the model (the outermost module with the most
+  parameters called in a step), removed again after a few steps.
+
+Everything is undone by :meth:`Installed.remove` (tests install and remove in one process).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim
+from torch.utils.data import DataLoader
+from torch.utils.hooks import RemovableHandle
+
+from trainsweep.instrument.session import LoaderPass, Session
+
+
+class TrackedIterator:
+    """A DataLoader iterator that reports its pass to the session; anything else goes to the original."""
+
+    def __init__(self, it: Iterator[Any], p: LoaderPass, session: Session) -> None:
+        self._it = it
+        self._pass = p
+        self._session = session
+
+    def __iter__(self) -> TrackedIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self._session.before_next(self._pass):
+            raise StopIteration
+        try:
+            batch = next(self._it)
+        except StopIteration:
+            self._session.pass_end(self._pass)
+            raise
+        self._session.after_next(self._pass, batch)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._it)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._it, name)
+
+
+@dataclass
+class Installed:
+    """The hooks of one session; :meth:`remove` restores PyTorch as it was."""
+
+    session: Session
+    original_init: Any
+    original_iter: Any
+    handles: list[RemovableHandle] = field(default_factory=list)
+    capture: list[RemovableHandle] = field(default_factory=list)
+
+    def release_capture(self) -> None:
+        for h in self.capture:
+            h.remove()
+        self.capture.clear()
+
+    def remove(self) -> None:
+        self.release_capture()
+        for h in self.handles:
+            h.remove()
+        self.handles.clear()
+        DataLoader.__init__ = self.original_init  # type: ignore[method-assign]
+        DataLoader.__iter__ = self.original_iter  # type: ignore[method-assign]
+        self.session.release_capture = None
+
+
+def install(session: Session) -> Installed:
+    """Hook PyTorch so that ``session`` sees the loaders, the optimizer steps and (early stop) the model."""
+    original_init = DataLoader.__init__
+    original_iter = DataLoader.__iter__
+
+    @functools.wraps(original_init)
+    def __init__(self: DataLoader, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+        original_init(self, *args, **kwargs)
+        session.loader_created(self)
+
+    @functools.wraps(original_iter)
+    def __iter__(self: DataLoader) -> Any:  # noqa: N807
+        p = session.pass_start(self)  # before the original: starting workers is part of the pass
+        it = original_iter(self)
+        return it if p is None else TrackedIterator(it, p, session)
+
+    DataLoader.__init__ = __init__  # type: ignore[method-assign]
+    DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
+    installed = Installed(session, original_init, original_iter)
+    installed.handles.append(
+        optim.register_optimizer_step_post_hook(lambda opt, args, kwargs: session.optimizer_stepped(opt))
+    )
+    if session.capturing:
+        installed.capture.append(nn_module.register_module_forward_pre_hook(_pre_hook(session)))
+        installed.capture.append(
+            nn_module.register_module_forward_hook(_post_hook(session), always_call=True)
+        )
+        session.release_capture = installed.release_capture
+    return installed
+
+
+def _pre_hook(session: Session) -> Any:
+    def hook(module: Any, args: Any) -> None:
+        session.module_called(module)
+
+    return hook
+
+
+def _post_hook(session: Session) -> Any:
+    def hook(module: Any, args: Any, output: Any) -> None:
+        session.module_returned(module)
+
+    return hook

@@ -1,0 +1,176 @@
+"""Runs a user's training script under the instrumentation and reports the cell's outcome.
+
+``python -m trainsweep.instrument.bootstrap script.py --batch-size 64 --epochs 2 ...`` (or the same under
+``torchrun --nproc_per_node=G -m``), with the cell's :class:`~trainsweep.training.contract.InstrumentConfig`
+named by ``TRAINSWEEP_INSTRUMENT``. The hooks go in before the script runs, the script runs as
+``__main__`` with its own ``sys.argv`` and its folder first on ``sys.path``, and the outcome is
+classified: rank 0 writes the cell status file, every rank exits with the contract's code (0 also after
+early stop, 1 error, 2 unreadable settings, 3 out of memory, 143 SIGTERM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainsweep.instrument import auto
+from trainsweep.instrument.session import (
+    EarlyStop,
+    Session,
+    activate,
+    cell_status,
+    failure_reason,
+    open_session,
+)
+from trainsweep.training import contract
+from trainsweep.training.worker import is_oom
+
+NO_STEPS = (
+    "the script never called optimizer.step(): nothing to time "
+    "(a custom loop? mark steps with trainsweep.instrument; see docs/byo.md)"
+)
+USAGE = "usage: python -m trainsweep.instrument.bootstrap SCRIPT [ARGS...]"
+
+
+class Stopped(BaseException):
+    """SIGTERM arrived (StopTrainingJob, MaxRuntimeExceeded, local mode's stop). Not an Exception, so that
+    the script's ``except Exception`` does not swallow it."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Stopped("stopped by SIGTERM")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # ok | oom | error | stopped
+    reason: str | None = None
+    kind: str | None = None  # the FAILURE event's kind; None when ok
+    code: int = contract.EXIT_OK
+
+
+OK = Outcome("ok")
+
+
+def _error(reason: str) -> Outcome:
+    return Outcome("error", reason, "error", contract.EXIT_ERROR)
+
+
+def _exit_status(e: SystemExit) -> int:
+    """The process status ``sys.exit(code)`` stands for (Python's rules: None is 0, text is 1)."""
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def run_script(script: Path, args: list[str]) -> BaseException | None:
+    """Run ``script`` as ``__main__`` with ``args``; returns what it raised (None when it returned)."""
+    sys.argv = [str(script), *args]
+    sys.path.insert(0, str(script.resolve().parent))
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except BaseException as e:
+        return e
+    return None
+
+
+def classify(exc: BaseException | None, session: Session) -> Outcome:
+    """The cell's outcome from what the script raised and what the session saw."""
+    if isinstance(exc, Stopped):
+        return Outcome("stopped", str(exc), "stopped", contract.EXIT_STOPPED)
+    if isinstance(exc, EarlyStop) and exc.error is not None:
+        return _error(exc.error)
+    if session.prediction is not None:
+        return OK  # early stop, also when the script turned our exception into its own on the way out
+    if isinstance(exc, SystemExit):
+        status = _exit_status(exc)
+        if status == 0:
+            exc = None
+        elif session.steps == 0:
+            return _error(f"the script exited with code {status} before its first training step")
+        else:
+            return _error(f"the script exited with code {status}")
+    if exc is not None:
+        traceback.print_exception(exc)
+        if is_oom(exc):
+            bs = session.settings.batch_size
+            reason = f"out of memory at batch size {bs}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+            return Outcome("oom", reason, "oom", contract.EXIT_OOM)
+        return _error(failure_reason(exc))
+    if session.steps == 0:
+        return _error(NO_STEPS)
+    return OK
+
+
+def _finish(session: Session, outcome: Outcome) -> Outcome:
+    """Write the end of a good run; early-stop mode may still fail to predict here."""
+    try:
+        session.finish()
+    except EarlyStop as e:
+        return _error(e.error or str(e))
+    return outcome
+
+
+def write_status(path: Path, status: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(status, indent=1))
+    tmp.replace(path)  # the supervisor never reads half a file
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr)
+        return contract.EXIT_BAD_INPUT
+    script = Path(args[0])
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        cfg = contract.InstrumentConfig.from_env()
+    except (OSError, TypeError, ValueError) as e:
+        print(f"trainsweep: cannot read {os.environ.get(contract.INSTRUMENT_ENV)}: {e}", file=sys.stderr)
+        return contract.EXIT_BAD_INPUT
+    try:
+        session = open_session(cfg, workload=script.name, rank=rank)
+    except (TypeError, ValueError) as e:  # an early-stop rule the predictor refuses
+        assert cfg is not None  # outside a job the settings are the defaults
+        reason = f"bad instrumentation settings: {failure_reason(e)}"
+        print(f"trainsweep: {reason}", file=sys.stderr)
+        if rank == 0:
+            write_status(Path(cfg.status_file), cell_status(cfg.run_name, cfg.batch_size, "error", reason))
+        return contract.EXIT_BAD_INPUT
+    installed = auto.install(session)
+    activate(session)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    if script.is_file():
+        exc = run_script(script, args[1:])
+    else:
+        exc = FileNotFoundError(f"the entry point {script} does not exist (working directory {Path.cwd()})")
+    # from here on a SIGTERM must not cut the status file short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    outcome = classify(exc, session)
+    if outcome.kind is None:
+        outcome = _finish(session, outcome)
+    if outcome.kind is not None:
+        session.fail(outcome.reason or outcome.status, outcome.kind)
+        print(f"trainsweep: {outcome.reason}", file=sys.stderr, flush=True)
+    if rank == 0 and cfg is not None:
+        write_status(Path(cfg.status_file), session.status(outcome.status, outcome.reason))
+    session.close()
+    installed.remove()
+    activate(None)
+    return outcome.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""Early stop for an instrumented script: when to stop (every rank agrees), and the prediction of the full
+run from the steps watched, the training loader's shape and a few timed validation batches.
+
+The same rule and prediction as the built-in worker (:meth:`trainsweep.training.worker.CellRun.early_stop`);
+what differs is where the numbers come from: the script's own loaders and model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader
+
+from trainsweep.instrument import probe
+from trainsweep.predict import Prediction, SteadyState, StopRule, predict_run, steady_estimate
+from trainsweep.training.worker import DDP_AGREE_EVERY
+
+NEW_SHAPE_NOTE = "new-shape warm-up of partial last batches not measured (the script owns the training step)"
+
+
+class CannotPredictError(Exception):
+    """Early stop has no prediction to give; the message says why (it becomes the cell's reason)."""
+
+
+def should_stop(monitor: SteadyState, steps_in_epoch: int, device: torch.device) -> bool:
+    """The rule's verdict; under DDP every ``DDP_AGREE_EVERY`` steps, agreed by all ranks (any says stop)."""
+    local = monitor.stop_reason() is not None
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return local
+    if steps_in_epoch % DDP_AGREE_EVERY:
+        return False
+    on = device if dist.get_backend() == "nccl" else torch.device("cpu")
+    flag = torch.tensor([1.0 if local else 0.0], device=on)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+@dataclass(frozen=True)
+class EpochShape:
+    steps_per_epoch: int
+    train_batches: float
+    """The epoch's work in full batches (the last batch is usually partial)."""
+
+
+def epoch_shape(
+    loader: DataLoader | None, *, batch_size: int | None, cap: int | None, batches_per_step: int
+) -> EpochShape:
+    """Steps per epoch from ``len(loader)`` (at most ``cap`` batches), ``batches_per_step`` with accumulation.
+
+    Raises:
+        CannotPredictError: no training loader, or one without a length.
+    """
+    batches = probe.loader_batches(loader) if loader is not None else None
+    if loader is None or batches is None:
+        raise CannotPredictError(
+            "early stop cannot predict: steps per epoch are unknown "
+            "(no training DataLoader with a length was seen)"
+        )
+    if cap is not None:
+        batches = min(batches, cap)
+    steps = math.ceil(batches / batches_per_step)
+    samples = probe.loader_samples(loader, batch_size, cap)
+    full: float = steps
+    if samples is not None and batch_size:
+        full = min(samples / batch_size / batches_per_step, float(steps))
+    return EpochShape(steps, full)
+
+
+@dataclass(frozen=True)
+class ValidationTiming:
+    batches_per_epoch: float
+    times: list[float]
+    error: str | None = None
+    """Why the batches could not be timed (the prediction then leaves validation out)."""
+
+
+def time_validation(
+    loader: DataLoader | None, model: nn.Module | None, *, cap: int | None, n: int, sync: Callable[[], None]
+) -> ValidationTiming:
+    """The first ``n`` batches of ``loader`` through ``model``; no loader: no validation to predict."""
+    if loader is None:
+        return ValidationTiming(0.0, [])
+    limits = [v for v in (probe.loader_batches(loader), cap) if v is not None]
+    per_epoch = float(min(limits)) if limits else 0.0
+    if model is None:
+        return ValidationTiming(per_epoch, [], "no model was seen in a training step")
+    try:
+        times = probe.time_model_batches(model, loader, n, sync)
+    except Exception as e:
+        text = str(e).splitlines()[0][:300] if str(e) else ""
+        return ValidationTiming(per_epoch, [], f"{type(e).__name__}: {text}")
+    return ValidationTiming(per_epoch, times)
+
+
+def prediction(
+    monitor: SteadyState,
+    shape: EpochShape,
+    validation: ValidationTiming,
+    *,
+    rule: StopRule,
+    epochs: int,
+    reason: str,
+) -> Prediction:
+    """The full run predicted as the worker predicts it (one-off costs: warm-up and first validation batch).
+
+    Raises:
+        CannotPredictError: too few steps were watched to estimate the step time.
+    """
+    est = monitor.estimate()
+    if est is None:
+        raise CannotPredictError(
+            f"early-stop watched {monitor.steps} steps, too few to estimate the step time; "
+            "raise the epochs or the step caps"
+        )
+    val_est = (
+        steady_estimate(validation.times, confidence=rule.confidence, skip_first=1)
+        if validation.times
+        else None
+    )
+    excess = est.warmup_excess_s
+    if val_est is not None and validation.batches_per_epoch > 0:
+        excess += val_est.warmup_excess_s
+    pred = predict_run(
+        est,
+        steps_per_epoch=shape.steps_per_epoch,
+        train_batches=shape.train_batches,
+        epochs=epochs,
+        rule=rule,
+        validation=val_est,
+        validation_batches_per_epoch=validation.batches_per_epoch,
+        warmup_excess_s=excess,
+        steps_watched=monitor.steps,
+        stop_reason=reason,
+    )
+    pred.notes.append(NEW_SHAPE_NOTE)
+    return pred
+
+
+def prediction_value(
+    run_name: str, batch_size: int | None, pred: Prediction, validation: ValidationTiming
+) -> dict[str, Any]:
+    """The PREDICTION event's value, laid out as the worker's."""
+    value: dict[str, Any] = {"run_name": run_name, "batch_size": batch_size, **pred.to_dict()}
+    value["validation_batch_times_s"] = validation.times
+    value["new_shape_warmup_s"] = {}
+    return value
