@@ -52,3 +52,15 @@ def test_a_job_without_an_image_runs_the_stacks_image(deploy, template):
     assert stack_image.startswith("123456789012.dkr.ecr.us-east-1.amazonaws.com/cdk-")
     assert _images(sweep) == [stack_image, stack_image]
     assert {j["image_uri"] for j in sweep.json(layout.jobs_key("demo-b"))["jobs"]} == {stack_image}
+
+
+def test_an_image_whose_log_no_dialect_reads_fails_its_cells_with_what_to_do(deploy):
+    sweep = deploy({}, log=b"starting my-train\nloss 0.52 accuracy 0.81\ndone\n")
+    spec = {**SPEC, "workload": {"image_uri": OWN_IMAGE, "epochs": 2}}
+    result = sweep.run({"spec": spec, "sweep_id": "demo-unread"})
+    assert result["status"] == "SUCCEEDED", result  # the sweep goes on and aggregates
+    cells = sweep.json(layout.jobs_key("demo-unread"))["cells"]
+    assert [c["status"] for c in cells] == ["failed", "failed"]
+    for cell in cells:
+        assert "no step timing trainsweep can read" in cell["reason"]
+        assert "workload.log_format" in cell["reason"]

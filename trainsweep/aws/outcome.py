@@ -117,7 +117,16 @@ def cell_status(
         return "failed", "the job completed but left no log"
     if run_status == "partial":
         return "partial", run_failure or "the log ends before the run does"
-    return "failed", run_failure or f"log status: {run_status}"
+    if run_failure:
+        return "failed", run_failure
+    if run_status in ("unreadable", "empty"):
+        # e.g. an own image whose log is in no format the parser knows
+        return "failed", (
+            f"the job completed but its log is {run_status}: no step timing trainsweep can read (known "
+            "formats: cloud-ML, MO833, MLLOG); give the spec a workload.log_format for it, or time the "
+            "training with trainsweep.instrument (docs/byo.md)"
+        )
+    return "failed", f"log status: {run_status}"
 
 
 def _float(value: Any) -> float | None:
