@@ -111,4 +111,7 @@ def test_every_way_a_script_can_fail_reaches_its_cell_and_spares_the_others(tmp_
     record = _record(folder, f"{folder.name}-local-cpu-11-e0")
     assert record["header"]["batch_size"] == 4  # the truth, not what was asked for
     assert "header-contradicts-name" in [p["code"] for p in record["problems"]]
+    rows = {r["batch_size"]: r for r in _sweep(folder)["configurations"]}
+    assert "trained with batch size 4, not 11" in rows[11]["notes"]
+    assert rows[11]["samples_per_s"] == pytest.approx(4 / rows[11]["step_time_s"], rel=1e-6)
     assert len(_record(folder, f"{folder.name}-local-cpu-8-e0")["epochs"][0]["step_s"]) == 8

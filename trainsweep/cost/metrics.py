@@ -172,6 +172,9 @@ class RunMetrics:
     gpu_memory_share: float | None = None
     """Peak GPU memory the run's process held (PyTorch reserved) / the GPU's memory; None without a GPU."""
     problems: list[str] = field(default_factory=list)
+    batch_size_trained: int | None = None
+    """Set when the run trained with another batch size than its name asks for (a script that ignored its
+    batch-size argument): throughput uses this one."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,6 +224,11 @@ def run_metrics(
         reason=(job or {}).get("reason") or run.failure_reason or _stopped_early(job),
         problems=[p.code for p in run.problems],
     )
+    trained = run.header.batch_size
+    # trainsweep's own logs (the container, the instrumentation of a script) record the batch size the run
+    # really trained with; a seed log's header is not trusted over its name.
+    if run.dialect == "mllog" and trained and m.batch_size and trained != m.batch_size:
+        m.batch_size_trained = int(trained)
     eps = [e for e in run.epochs if e.steps or e.epoch_s]
     m.epochs_measured = len(eps)
     steps = steady_steps(eps)
@@ -253,8 +261,8 @@ def run_metrics(
         m.time_to_train_s = sum(t for t in firsts if t is not None) if None not in firsts else None
     if m.time_to_train_s is None and target and m.first_epoch_s is not None and m.epoch_s is not None:
         m.time_to_train_s = m.first_epoch_s + (target - 1) * m.epoch_s
-    if m.batch_size and m.step_s:
-        m.samples_per_s = m.batch_size / m.step_s
+    if (m.batch_size_trained or m.batch_size) and m.step_s:
+        m.samples_per_s = (m.batch_size_trained or m.batch_size or 0) / m.step_s
 
     known = billing.describe_training_job_times(
         {
@@ -372,8 +380,10 @@ def aggregate(
             row.step_time_s, row.step_time_std_s = _mean([r.step_s for r in ok]), _std([r.step_s for r in ok])
             # Throughput of the configuration = batch / mean step (not the mean of per-run ratios), so
             # that the table's columns agree; the spread is that of the per-run throughputs.
-            if bs and row.step_time_s:
-                row.samples_per_s = bs / row.step_time_s
+            # (a run that trained with another batch size than asked counts with the one it used)
+            trained = _mean([float(r.batch_size_trained or bs or 0) for r in ok]) if bs else None
+            if trained and row.step_time_s:
+                row.samples_per_s = trained / row.step_time_s
             row.samples_per_s_std = _std([r.samples_per_s for r in ok])
             eps = [r.epoch_s for r in ok]
             row.epoch_time_s, row.epoch_time_std_s = _mean(eps), _std(eps)
@@ -410,6 +420,12 @@ def aggregate(
                 notes.append(
                     f"{predicted} run(s) early-stopped: epoch and training times are their predictions"
                 )
+            for r in ok:
+                if r.batch_size_trained:
+                    notes.append(
+                        f"{r.name} trained with batch size {r.batch_size_trained}, not {bs}: the script "
+                        f"ignored its batch-size argument (samples/s use {r.batch_size_trained})"
+                    )
             early = sum(1 for r in ok if r.reason)
             if early:
                 notes.append(f"{early} run(s) stopped early ({ok[0].reason if early == 1 else 'see runs'})")
