@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,3 +146,46 @@ def log_settings(period_s: str = "30") -> dict[str, str]:
         "trainsweep-log-prefix": PREFIX,
         "trainsweep-log-upload-seconds": period_s,
     }
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Start this process's instrumentation session for a cell (InstrumentConfig fields as keywords, plus
+    ``workload``), hooks installed; removed after the test."""
+    from trainsweep.instrument import auto
+    from trainsweep.instrument.session import activate, open_session
+    from trainsweep.training.contract import InstrumentConfig
+
+    installed: list[Any] = []
+
+    def start(workload: str = "train.py", **settings: Any) -> Any:
+        cfg = InstrumentConfig(
+            **{
+                "run_name": "cell",
+                "batch_size": 4,
+                "epochs": 2,
+                "log_file": str(tmp_path / "cell.log"),
+                "status_file": str(tmp_path / "status.json"),
+                "prediction_file": str(tmp_path / "prediction.json"),
+                **settings,
+            }
+        )
+        session = open_session(cfg, workload=workload, rank=0)
+        installed.append(auto.install(session))
+        activate(session)
+        return session
+
+    yield start
+    for i in installed:
+        i.remove()
+        i.session.close()
+    activate(None)
+
+
+def finish(session: Any) -> Any:
+    """End a session and parse the log it wrote (a RunTimings)."""
+    from trainsweep.logs.parser import parse
+
+    session.finish()
+    session.close()
+    return parse(session.writer.path)

@@ -7,9 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -17,49 +15,13 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import trainsweep.instrument as ti
-from trainsweep.instrument import auto
-from trainsweep.instrument.session import Session, activate, open_session
 from trainsweep.logs import mllog
-from trainsweep.logs.model import RunTimings
 from trainsweep.logs.parser import parse
-from trainsweep.training.contract import INSTRUMENT_ENV, InstrumentConfig
+from trainsweep.training.contract import INSTRUMENT_ENV
+
+from .conftest import finish
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def recorder(tmp_path: Path) -> Iterator[Callable[..., Session]]:
-    """Start this process's session for a cell (settings as keywords), hooks installed; removed after."""
-    installed: list[auto.Installed] = []
-
-    def start(**settings: Any) -> Session:
-        cfg = InstrumentConfig(
-            **{
-                "run_name": "cell",
-                "batch_size": 4,
-                "epochs": 2,
-                "log_file": str(tmp_path / "cell.log"),
-                "status_file": str(tmp_path / "status.json"),
-                "prediction_file": str(tmp_path / "prediction.json"),
-                **settings,
-            }
-        )
-        session = open_session(cfg, workload="custom.py", rank=0)
-        installed.append(auto.install(session))
-        activate(session)
-        return session
-
-    yield start
-    for i in installed:
-        i.remove()
-        i.session.close()
-    activate(None)
-
-
-def finish(session: Session) -> RunTimings:
-    session.finish()
-    session.close()
-    return parse(session.writer.path)
 
 
 def custom_step(w: torch.Tensor) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,47 +14,13 @@ from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler, TensorDataset
 
 from trainsweep.instrument import auto
-from trainsweep.instrument.session import Session, activate, open_session
+from trainsweep.instrument.session import Session, open_session
 from trainsweep.logs.model import RunTimings
-from trainsweep.logs.parser import parse
 from trainsweep.training.contract import InstrumentConfig
 
+from .conftest import finish
+
 Recorder = Callable[..., Session]
-
-
-@pytest.fixture
-def recorder(tmp_path: Path) -> Iterator[Recorder]:
-    """Start a session for a cell (settings as keywords), hooks installed; removed after the test."""
-    installed: list[auto.Installed] = []
-
-    def start(**settings: Any) -> Session:
-        cfg = InstrumentConfig(
-            **{
-                "run_name": "cell",
-                "batch_size": 4,
-                "epochs": 2,
-                "log_file": str(tmp_path / "cell.log"),
-                "status_file": str(tmp_path / "status.json"),
-                "prediction_file": str(tmp_path / "prediction.json"),
-                **settings,
-            }
-        )
-        session = open_session(cfg, workload="train.py", rank=0)
-        installed.append(auto.install(session))
-        activate(session)
-        return session
-
-    yield start
-    for i in installed:
-        i.remove()
-        i.session.close()
-    activate(None)
-
-
-def finish(session: Session) -> RunTimings:
-    session.finish()
-    session.close()
-    return parse(session.writer.path)
 
 
 def loader(n: int = 16, batch_size: int = 4, **kw: Any) -> DataLoader:

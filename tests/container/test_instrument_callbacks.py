@@ -7,7 +7,6 @@ from __future__ import annotations
 import builtins
 import importlib
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,48 +15,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from trainsweep.instrument import auto
-from trainsweep.instrument.session import Session, activate, open_session
-from trainsweep.logs.model import RunTimings
-from trainsweep.logs.parser import parse
-from trainsweep.training.contract import InstrumentConfig
+from .conftest import finish
 
 pytestmark = pytest.mark.slow  # importing transformers and Lightning takes seconds
-
-
-@pytest.fixture
-def recorder(tmp_path: Path) -> Iterator[Callable[..., Session]]:
-    """Start this process's session for a cell (settings as keywords), hooks installed; removed after."""
-    installed: list[auto.Installed] = []
-
-    def start(**settings: Any) -> Session:
-        cfg = InstrumentConfig(
-            **{
-                "run_name": "cell",
-                "batch_size": 4,
-                "epochs": 2,
-                "log_file": str(tmp_path / "cell.log"),
-                "status_file": str(tmp_path / "status.json"),
-                "prediction_file": str(tmp_path / "prediction.json"),
-                **settings,
-            }
-        )
-        session = open_session(cfg, workload="train.py", rank=0)
-        installed.append(auto.install(session))
-        activate(session)
-        return session
-
-    yield start
-    for i in installed:
-        i.remove()
-        i.session.close()
-    activate(None)
-
-
-def finish(session: Session) -> RunTimings:
-    session.finish()
-    session.close()
-    return parse(session.writer.path)
 
 
 # ---- Hugging Face ------------------------------------------------------------------------------------
