@@ -162,10 +162,12 @@ def script_command(batch_size: int, epochs: int, folder: Path, *, instrumented: 
 
 
 def others_busy_percent(seconds: float = 2.0) -> float:
-    """CPU share (% of all cores) used during ``seconds`` while this benchmark runs nothing."""
+    """CPU share (% of all cores) busy or stolen by the host during ``seconds`` while this benchmark runs
+    nothing: other processes here, or other machines on the same host (steal)."""
     import psutil
 
-    return psutil.cpu_percent(interval=seconds)
+    t = psutil.cpu_times_percent(interval=seconds)
+    return 100.0 - t.idle - t.iowait
 
 
 def machine_noise(blocks: int = 40) -> dict[str, float]:
