@@ -15,6 +15,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
+from trainsweep.instrument import auto
+from trainsweep.instrument.session import EarlyStop, activate, open_session
+from trainsweep.training.contract import InstrumentConfig
+
 from .conftest import finish
 
 pytestmark = pytest.mark.slow  # importing transformers and Lightning takes seconds
@@ -201,3 +205,54 @@ def test_a_callback_module_without_its_framework_says_what_to_install(monkeypatc
     monkeypatch.delitem(sys.modules, f"trainsweep.instrument.{module}", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'trainsweep\["):
         importlib.import_module(f"trainsweep.instrument.{module}")
+
+
+def test_early_stop_before_the_first_evaluation_does_not_time_the_training_set_as_validation(tmp_path: Path):
+    import transformers
+
+    cfg = InstrumentConfig(
+        run_name="cell",
+        batch_size=4,
+        epochs=3,
+        mode="early-stop",
+        rule={"precision": 0.5},
+        log_file=str(tmp_path / "cell.log"),
+        status_file=str(tmp_path / "s.json"),
+        prediction_file=str(tmp_path / "p.json"),
+    )
+    session = open_session(cfg, workload="train.py", rank=0)
+    installed = auto.install(session)
+    activate(session)
+    try:
+        config = transformers.BertConfig(
+            vocab_size=100, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+        )
+        args = transformers.TrainingArguments(
+            output_dir=str(tmp_path / "hf"),
+            num_train_epochs=3,
+            per_device_train_batch_size=4,
+            per_device_eval_batch_size=8,
+            eval_strategy="epoch",
+            save_strategy="no",
+            logging_strategy="no",
+            report_to=[],
+            use_cpu=True,
+            disable_tqdm=True,
+        )
+        trainer = transformers.Trainer(
+            model=transformers.BertForSequenceClassification(config),
+            args=args,
+            train_dataset=Sentences(400),
+            eval_dataset=Sentences(16),
+        )
+        with pytest.raises(EarlyStop):
+            trainer.train()
+    finally:
+        installed.remove()
+        activate(None)
+        session.close()
+    pred = session.prediction
+    assert pred is not None and pred["steps_watched"] < 100  # stopped inside epoch 1, before any evaluation
+    # fails today: 100.0 (len of the training loader: the Trainer's DataLoader before accelerate wraps it)
+    assert pred["validation_batches_per_epoch"] != 100.0
+    assert pred["validation_s"] < 0.5 * pred["train_epoch_s"]

@@ -13,7 +13,11 @@ from trainsweep import hyperparameters as hp
 from trainsweep.spec import load_spec, plan_sweep, shipped_schema
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SPECS = sorted(EXAMPLES.glob("*.yaml")) + sorted(EXAMPLES.glob("*.json"))
+SPECS = [
+    *sorted(EXAMPLES.glob("*.yaml")),
+    *sorted(EXAMPLES.glob("*.json")),
+    *sorted(EXAMPLES.glob("byo-*/*.yaml")),
+]
 COST_LINE = re.compile(r"^# (Worst-case cost: .*)$", re.MULTILINE)
 
 

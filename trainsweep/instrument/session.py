@@ -644,10 +644,17 @@ class Session:
         """The evaluation loader: the first one iterated for evaluation, else the first other one built."""
         if self._eval_loader is not None:
             return self._eval_loader
+        train = self._train_loader
+        train_data = getattr(train, "dataset", None)
         for ref in self._loaders:
             loader = ref()
-            if loader is not None and loader is not self._train_loader:
-                return loader
+            if loader is None or loader is train:
+                continue
+            # A wrapper or copy of the training loader (accelerate's DataLoaderShard around the Trainer's) is
+            # not an evaluation loader: timing it would add a pass over the training set as validation.
+            if train_data is not None and getattr(loader, "dataset", None) is train_data:
+                continue
+            return loader
         return None
 
     @contextmanager
