@@ -104,8 +104,7 @@ def _standalone() -> Session:
     from trainsweep.instrument import auto
     from trainsweep.instrument import session as _session
     from trainsweep.instrument.session import EarlyStop, failure_reason
-    from trainsweep.training.contract import InstrumentConfig
-    from trainsweep.training.worker import is_oom
+    from trainsweep.training.contract import InstrumentConfig, is_oom
 
     cfg = InstrumentConfig.from_env()
     s = _session.open_session(cfg, workload=Path(sys.argv[0]).name or "script")

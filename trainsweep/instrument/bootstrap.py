@@ -30,7 +30,6 @@ from trainsweep.instrument.session import (
     open_session,
 )
 from trainsweep.training import contract
-from trainsweep.training.worker import is_oom
 
 NO_STEPS = (
     "the script never called optimizer.step(): nothing to time "
@@ -102,9 +101,8 @@ def classify(exc: BaseException | None, session: Session) -> Outcome:
             return _error(f"the script exited with code {status}")
     if exc is not None:
         traceback.print_exception(exc)
-        if is_oom(exc):
-            bs = session.settings.batch_size
-            reason = f"out of memory at batch size {bs}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"
+        if contract.is_oom(exc):
+            reason = contract.oom_reason(session.settings.batch_size, exc)
             return Outcome("oom", reason, "oom", contract.EXIT_OOM)
         return _error(failure_reason(exc))
     if session.steps == 0:

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 
 from trainsweep.instrument import probe
 from trainsweep.predict import Prediction, SteadyState, StopRule, predict_run, steady_estimate
-from trainsweep.training.worker import DDP_AGREE_EVERY
+from trainsweep.training.contract import DDP_AGREE_EVERY
 
 NEW_SHAPE_NOTE = "new-shape warm-up of partial last batches not measured (the script owns the training step)"
 

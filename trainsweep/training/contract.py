@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,23 @@ INSTALL_REQUIREMENTS_ENV = "TRAINSWEEP_INSTALL_REQUIREMENTS"
 
 # Exit codes shared by the built-in worker and the instrumented user process.
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = 0, 1, 2, 3, 143
+DDP_AGREE_EVERY = 10
+"""Under DDP, ranks agree on an early stop every this many steps (one all_reduce, not one per step)."""
+
+
+def is_oom(e: BaseException) -> bool:
+    """True for an out-of-memory error of the device or the host (torch's, Python's, or by its text)."""
+    torch = sys.modules.get("torch")  # only a process that trains has torch loaded; never import it here
+    if isinstance(e, MemoryError) or (torch is not None and isinstance(e, torch.OutOfMemoryError)):
+        return True
+    text = str(e).lower()
+    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
+
+
+def oom_reason(batch_size: int | None, e: BaseException) -> str:
+    """The cell's reason for an out-of-memory error: the batch size and the error's first line."""
+    first = str(e).splitlines()[0][:300] if str(e).strip() else type(e).__name__
+    return f"out of memory at batch size {batch_size}: {first}"
 
 
 def is_reserved(name: str) -> bool:

@@ -40,10 +40,10 @@ from trainsweep.training.config import (
 from trainsweep.training.runlog import RunLog, has_event
 from trainsweep.training.upload import LogUploader
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 1, 2, 143
-WORKER_EXIT_OOM = 3
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = (
+    contract.EXIT_OK, contract.EXIT_ERROR, contract.EXIT_BAD_INPUT, contract.EXIT_STOPPED,
+)  # fmt: skip
 STOP_GRACE_S = 60.0
-MASTER_PORT = "29500"
 JOB_SUMMARY = "job.json"
 
 
@@ -121,7 +121,7 @@ class Supervisor:
                 cell.run_name, cell.batch_size, st["status"], st["reason"], rc, st["prediction"],
                 list(st.get("flags") or []),
             )  # fmt: skip
-        elif rc == WORKER_EXIT_OOM:
+        elif rc == contract.EXIT_OOM:
             result = CellResult(cell.run_name, cell.batch_size, "oom", "out of memory", rc)
         elif self.stopping or rc in (-signal.SIGTERM, EXIT_STOPPED):
             result = CellResult(cell.run_name, cell.batch_size, "stopped", "stopped by SIGTERM", rc)

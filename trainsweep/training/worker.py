@@ -26,16 +26,19 @@ from torch import nn
 
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState, predict_run, steady_estimate
+from trainsweep.training import contract
 from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError, Paths, instance_type
 from trainsweep.training.data import DATASETS, Batches, SyntheticBatches, load_arrays
 from trainsweep.training.models import build_model
 from trainsweep.training.runlog import RunLog
 from trainsweep.training.timing import StepClock
 
-EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = 0, 1, 2, 3, 143
+EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = (
+    contract.EXIT_OK, contract.EXIT_ERROR, contract.EXIT_BAD_INPUT, contract.EXIT_OOM, contract.EXIT_STOPPED,
+)  # fmt: skip
 MEMORY_LIMIT_ENV = "TRAINSWEEP_MEMORY_LIMIT_MB"
 """Tests: cap the worker's extra address space once the model is built (a small machine's memory)."""
-DDP_AGREE_EVERY = 10
+DDP_AGREE_EVERY = contract.DDP_AGREE_EVERY
 
 
 class StoppedError(Exception):
@@ -44,13 +47,6 @@ class StoppedError(Exception):
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     raise StoppedError("stopped by SIGTERM")
-
-
-def is_oom(e: BaseException) -> bool:
-    if isinstance(e, torch.OutOfMemoryError | MemoryError):
-        return True
-    text = str(e).lower()
-    return "out of memory" in text or "can't allocate memory" in text or "cannot allocate memory" in text
 
 
 @dataclass(frozen=True)
@@ -66,10 +62,6 @@ class Rank:
             int(os.environ.get("LOCAL_RANK", "0")),
             int(os.environ.get("WORLD_SIZE", "1")),
         )
-
-
-def cell_status_path(paths: Paths, run_name: str) -> Path:
-    return paths.output / "data" / "cells" / f"{run_name}.json"
 
 
 def _device(rank: Rank) -> torch.device:
@@ -433,7 +425,7 @@ def _limit_address_space(extra_mb: int) -> None:
 
 
 def _write_status(paths: Paths, cell: Cell, status: str, reason: str | None, prediction: Any = None) -> None:
-    p = cell_status_path(paths, cell.run_name)
+    p = contract.cell_status_path(paths.output, cell.run_name)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(
         json.dumps(
@@ -470,9 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     except JobConfigError as e:
         status, reason, kind, code = "error", str(e), "error", EXIT_BAD_INPUT
     except BaseException as e:
-        if is_oom(e):
+        if contract.is_oom(e):
             status, kind, code = "oom", "oom", EXIT_OOM
-            reason = f"out of memory at batch size {cell.batch_size}: {str(e).splitlines()[0][:300]}"
+            reason = contract.oom_reason(cell.batch_size, e)
         else:
             status, kind, code = "error", "error", EXIT_ERROR
             reason = f"{type(e).__name__}: {str(e).splitlines()[0][:500] if str(e) else ''}"
