@@ -68,6 +68,21 @@ def is_remote(source_dir: str | None) -> bool:
     return bool(source_dir) and str(source_dir).startswith("s3://")
 
 
+def spec_dir(spec_source: Any) -> Path:
+    """The folder a spec's relative paths start from: the spec file's, else (spec text) the current one."""
+    if isinstance(spec_source, Path) or (isinstance(spec_source, str) and "\n" not in spec_source):
+        return Path(spec_source).resolve().parent
+    return Path.cwd()
+
+
+def split_entry(entry_point: str, source_dir: str | None) -> tuple[str, str]:
+    """(source dir, entry point inside it): without ``source_dir`` the entry point's folder is the source."""
+    if source_dir is not None:
+        return source_dir, entry_point
+    entry = Path(entry_point)
+    return (entry.parent.as_posix() or "."), entry.name
+
+
 def resolve(
     entry_point: str, source_dir: str | None, requirements: str | None, spec_dir: Path
 ) -> LocalSource:
@@ -76,12 +91,8 @@ def resolve(
     Raises:
         SourceError: the source dir, the entry point or a named requirements file does not exist.
     """
-    if source_dir is not None:
-        root = (spec_dir / source_dir).resolve()
-        entry = entry_point
-    else:
-        script = (spec_dir / entry_point).resolve()
-        root, entry = script.parent, script.name
+    source, entry = split_entry(entry_point, source_dir)
+    root = (spec_dir / source).resolve()
     if not root.is_dir():
         raise SourceError(
             f"workload.source_dir: {root} is not a folder (paths are relative to the spec file)"
@@ -167,15 +178,16 @@ def pack(root: Path, exclude: list[str] | None = None, *, limit: int = SIZE_LIMI
         SourceError: more than ``limit`` bytes would be packed (checked before reading any file).
     """
     files = files_to_pack(root, exclude)
-    total = sum(f.stat().st_size for f in files)
+    stats = [f.stat() for f in files]
+    total = sum(st.st_size for st in stats)
     if total > limit:
         raise _too_big(root, files, total, limit)
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for f in files:
+        for f, st in zip(files, stats, strict=True):
             info = tarfile.TarInfo(f.relative_to(root).as_posix())
-            info.size = f.stat().st_size
-            info.mode = 0o755 if f.stat().st_mode & 0o111 else 0o644
+            info.size = st.st_size
+            info.mode = 0o755 if st.st_mode & 0o111 else 0o644
             info.mtime = 0
             with f.open("rb") as fh:
                 tar.addfile(info, fh)

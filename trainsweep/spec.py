@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainsweep import hyperparameters as hp
-from trainsweep import instances, layout, workloads
+from trainsweep import instances, layout, sourcedir, workloads
 from trainsweep.errors import BudgetExceededError, SpecError
 from trainsweep.training import contract
 
@@ -280,18 +280,11 @@ class Workload(BaseModel):
 
 def _log_format_problem(text: str) -> str | None:
     """What is wrong with a ``log_format`` (the parser's own check), or None."""
+    from trainsweep.logs.pattern import compile_log_format
+
     try:
-        from trainsweep.logs.pattern import compile_log_format
-    except ImportError:  # pragma: no cover - the dialect module ships with the package
-        compile_log_format = None
-    try:
-        if compile_log_format is not None:
-            compile_log_format(text)
-        else:
-            compiled = re.compile(text)
-            if not {"step_s", "timestamp"} & set(compiled.groupindex):
-                return "needs a named group step_s or timestamp"
-    except (ValueError, re.error) as exc:
+        compile_log_format(text)
+    except ValueError as exc:
         return str(exc)
     return None
 
@@ -811,10 +804,7 @@ def source_location(workload: Workload) -> tuple[str, str]:
     here (``trainsweep run`` packs and uploads it, and puts the ``s3://`` URI in its place).
     """
     assert workload.entry_point is not None
-    if workload.source_dir is not None:
-        return workload.source_dir, workload.entry_point
-    entry = Path(workload.entry_point)
-    return (entry.parent.as_posix() or "."), entry.name
+    return sourcedir.split_entry(workload.entry_point, workload.source_dir)
 
 
 def _script_hyperparameters(
@@ -1009,7 +999,7 @@ def plan_sweep(
     created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     w = spec.workload
-    if require_uploaded_source and w.entry_point is not None and not str(w.source_dir).startswith("s3://"):
+    if require_uploaded_source and w.entry_point is not None and not sourcedir.is_remote(w.source_dir):
         where = w.source_dir or "the entry point's folder"
         raise SpecError(
             f"invalid sweep spec: workload.source_dir ({where}) is a folder on your disk, which training "

@@ -257,8 +257,7 @@ def _run_cloud(
     from trainsweep.aws import sweeps
     from trainsweep.aws.code import upload_source
     from trainsweep.errors import TrainsweepError
-    from trainsweep.local.sweep import spec_dir
-    from trainsweep.sourcedir import stage
+    from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec, make_sweep_id, plan_sweep
 
     session = _session(profile, region)

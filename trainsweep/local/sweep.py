@@ -56,13 +56,6 @@ def _check_local(spec: Any, has_gpu: Callable[[], bool]) -> None:
         )
 
 
-def spec_dir(spec_source: Any) -> Path:
-    """The folder a spec's relative paths start from: the spec file's, else the current one."""
-    if isinstance(spec_source, Path) or (isinstance(spec_source, str) and "\n" not in spec_source):
-        return Path(spec_source).resolve().parent
-    return Path.cwd()
-
-
 def upload_data(s3: Any, bucket: str, sweep_id: str, uri: str) -> str:
     """Upload a ``file://`` file or folder as the ``train`` channel; returns its ``s3://`` URI."""
     parsed = urlparse(uri)
@@ -129,7 +122,7 @@ def run_local_sweep(
     from trainsweep.aws.code import upload_source
     from trainsweep.local.executor import gpu_available
     from trainsweep.local.server import EmbeddedAws
-    from trainsweep.sourcedir import stage
+    from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec, make_sweep_id
 
     t_start = time.perf_counter()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,22 @@ def _bool(raw: dict[str, str], name: str, default: bool) -> bool:
     return _value(raw, name, default)
 
 
+STOP_RULE_HYPERPARAMETERS = {
+    hp.EARLY_STOP_PRECISION: "precision",
+    hp.EARLY_STOP_MAX_STEPS: "max_steps",
+    hp.EARLY_STOP_MAX_SECONDS: "max_seconds",
+    hp.EARLY_STOP_MIN_STEPS: "min_steady_steps",
+    hp.VALIDATION_BATCHES: "validation_batches",
+}
+"""Hyperparameter -> :class:`StopRule` field (a script job carries them as ``trainsweep-<name>``)."""
+
+
+def stop_rule(value: Callable[[str], Any]) -> StopRule:
+    """The early-stop rule from ``value(hyperparameter name)`` (None: the rule's default)."""
+    given = {field_: value(name) for name, field_ in STOP_RULE_HYPERPARAMETERS.items()}
+    return StopRule(**{k: v for k, v in given.items() if v is not None})
+
+
 def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
     """Validate the hyperparameters into a :class:`JobConfig`; raises :class:`JobConfigError`."""
     workload = str(raw.get(hp.WORKLOAD, "")).strip().strip('"')
@@ -247,20 +264,7 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         raise JobConfigError(
             f"{hp.SYNTHETIC_SAMPLES!r} sizes the synthetic dataset: set {hp.SYNTHETIC}=true too"
         )
-    rule_kw: dict[str, float | int | None] = {}
-    precision = _float(raw, hp.EARLY_STOP_PRECISION, None)
-    if precision is not None:
-        rule_kw["precision"] = precision
-    if raw.get(hp.EARLY_STOP_MAX_STEPS):
-        rule_kw["max_steps"] = _int(raw, hp.EARLY_STOP_MAX_STEPS)
-    max_s = _float(raw, hp.EARLY_STOP_MAX_SECONDS, None)
-    if max_s is not None:
-        rule_kw["max_seconds"] = max_s
-    if raw.get(hp.EARLY_STOP_MIN_STEPS):
-        rule_kw["min_steady_steps"] = _int(raw, hp.EARLY_STOP_MIN_STEPS)
-    if raw.get(hp.VALIDATION_BATCHES):
-        rule_kw["validation_batches"] = _int(raw, hp.VALIDATION_BATCHES)
-    rule = StopRule(**rule_kw)  # type: ignore[arg-type]
+    rule = stop_rule(lambda name: _value(raw, name, None))
     if not synthetic and not paths.channel(TRAIN_CHANNEL).is_dir():
         download = _bool(raw, hp.DOWNLOAD, paths.is_default_base)
         if not download:

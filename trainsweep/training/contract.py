@@ -35,7 +35,6 @@ MODE = "trainsweep-mode"  # full | early-stop
 BATCH_SIZE_ARG = "trainsweep-batch-size-arg"  # the script's argument name for the batch size
 EPOCHS_ARG = "trainsweep-epochs-arg"  # the script's argument name for the epochs
 REQUIREMENTS = "trainsweep-requirements"  # requirements file relative to the source dir ("" = none)
-NUM_GPUS = "trainsweep-num-gpus"  # "0" = all visible
 
 DEFAULT_BATCH_SIZE_ARG = "batch-size"
 DEFAULT_EPOCHS_ARG = "epochs"
@@ -89,8 +88,6 @@ def user_hyperparameters(raw: dict[str, str]) -> dict[str, Any]:
 def _arg_value(value: Any) -> str:
     if isinstance(value, dict):
         return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
-    if isinstance(value, bool):  # the toolkit passes Python's str(): True/False
-        return str(value)
     return "" if value is None else str(value)
 
 
@@ -115,7 +112,6 @@ class ScriptSite:
     """Where one instance of a script job runs: the facts ``SM_*`` variables carry."""
 
     base: Path  # the /opt/ml folder
-    code_dir: Path
     entry_point: str
     module_dir: str  # the sourcedir URI the code came from
     hosts: list[str]

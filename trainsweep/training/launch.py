@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 
 from trainsweep import hyperparameters as hp
 from trainsweep.predict import StopRule
+from trainsweep.sourcedir import DEFAULT_REQUIREMENTS
 from trainsweep.training import contract
 from trainsweep.training.config import (
     DEFAULT_LOG_UPLOAD_S,
@@ -31,6 +32,8 @@ from trainsweep.training.config import (
     Paths,
     hosts,
     instance_type,
+    run_names_hint,
+    stop_rule,
 )
 
 MASTER_PORT = "29500"
@@ -160,23 +163,12 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         raise JobConfigError(f"epochs and batch sizes must be >= 1, got {epochs} and {sizes}")
     names = [n.strip() for n in _text(raw, contract.RUN_NAMES).split(",") if n.strip()]
     if not names and len(sizes) == 1:
-        names = [os.environ.get("TRAINING_JOB_NAME") or "trainsweep-run"]
+        names = run_names_hint({})
     if len(names) != len(sizes) or len(set(names)) != len(names):
         raise JobConfigError(
             f"{contract.RUN_NAMES!r} must name one unique run per batch size: {len(sizes)} batch sizes, "
             f"run names {names}"
         )
-    rule_kw: dict[str, Any] = {}
-    for name, key in (
-        (hp.EARLY_STOP_PRECISION, "precision"),
-        (hp.EARLY_STOP_MAX_STEPS, "max_steps"),
-        (hp.EARLY_STOP_MAX_SECONDS, "max_seconds"),
-        (hp.EARLY_STOP_MIN_STEPS, "min_steady_steps"),
-        (hp.VALIDATION_BATCHES, "validation_batches"),
-    ):
-        value = _knob(raw, name, None)
-        if value is not None:
-            rule_kw[key] = value
     return ScriptConfig(
         entry_point=entry,
         submit_directory=submit,
@@ -186,7 +178,7 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         batch_size_arg=_text(raw, contract.BATCH_SIZE_ARG) or contract.DEFAULT_BATCH_SIZE_ARG,
         epochs_arg=_text(raw, contract.EPOCHS_ARG) or contract.DEFAULT_EPOCHS_ARG,
         requirements=_text(raw, contract.REQUIREMENTS) or None,
-        rule=StopRule(**rule_kw),
+        rule=stop_rule(lambda name: _knob(raw, name, None)),
         max_steps_per_epoch=_knob(raw, hp.MAX_STEPS_PER_EPOCH, 0) or None,
         max_eval_batches=_knob(raw, hp.MAX_EVAL_BATCHES, 0) or None,
         num_gpus=_knob(raw, hp.NUM_GPUS, 0),
@@ -263,8 +255,8 @@ class ScriptLauncher:
                 f"it holds {', '.join(shipped) or 'no .py files'}"
             )
         requirements = cfg.requirements
-        if requirements is None and (self.code / "requirements.txt").is_file():
-            requirements = "requirements.txt"
+        if requirements is None and (self.code / DEFAULT_REQUIREMENTS).is_file():
+            requirements = DEFAULT_REQUIREMENTS
         if requirements is None:
             return
         if not (self.code / requirements).is_file():
@@ -290,7 +282,6 @@ class ScriptLauncher:
         channels = sorted(p.name for p in (paths.base / "input" / "data").glob("*") if p.is_dir())
         site = contract.ScriptSite(
             base=paths.base,
-            code_dir=self.code,
             entry_point=cfg.entry_point,
             module_dir=cfg.submit_directory,
             hosts=all_hosts,

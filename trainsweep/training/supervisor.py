@@ -136,7 +136,7 @@ class Supervisor:
 
     # ---- the job -----------------------------------------------------------------------------
 
-    def upload_bucket(self, cfg: JobConfig) -> str | None:
+    def upload_bucket(self, cfg: JobConfig | launch.ScriptConfig) -> str | None:
         """The log bucket on the first host; None on the others (one log per run name: theirs would
         overwrite it, and it holds rank 0's epoch lines)."""
         all_hosts, current = hosts(self.paths)
@@ -170,9 +170,7 @@ class Supervisor:
         with tempfile.TemporaryDirectory(prefix="trainsweep-") as tmp:
             config_file = Path(tmp) / "job-config.json"
             config_file.write_text(cfg.to_json())
-            return self.run_cells(
-                cfg, lambda i: launch.Launch(self.worker_command(cfg, config_file, i)), workload=cfg.workload
-            )
+            return self.run_cells(cfg, lambda i: launch.Launch(self.worker_command(cfg, config_file, i)))
 
     def run_script(self, raw: dict[str, str]) -> int:
         """A user's script (SageMaker script mode): fetch and prepare its source, then a process per cell."""
@@ -183,9 +181,9 @@ class Supervisor:
                 launcher.prepare()
             except JobConfigError as e:
                 return self.bad_input(raw, [c.run_name for c in cfg.cells], str(e))
-            return self.run_cells(cfg, launcher.launch, workload=cfg.workload)
+            return self.run_cells(cfg, launcher.launch)
 
-    def run_cells(self, cfg: Any, make: Callable[[int], launch.Launch], *, workload: str) -> int:
+    def run_cells(self, cfg: JobConfig | launch.ScriptConfig, make: Callable[[int], launch.Launch]) -> int:
         """Run the job's cells in turn (a packed job goes on past a failed one), delivering the logs."""
         paths = self.paths
         uploader = LogUploader(
@@ -210,7 +208,7 @@ class Supervisor:
                     break
         finally:
             summary = {
-                "workload": workload,
+                "workload": cfg.workload,
                 "mode": cfg.mode,
                 "packed": cfg.packed,
                 "cells": [r.__dict__ for r in results],
@@ -219,7 +217,7 @@ class Supervisor:
             uploader.stop()
         return self.outcome(cfg, results)
 
-    def outcome(self, cfg: Any, results: list[CellResult]) -> int:
+    def outcome(self, cfg: JobConfig | launch.ScriptConfig, results: list[CellResult]) -> int:
         if self.stopping or any(r.status == "stopped" for r in results):
             self.write_failure("stopped by SIGTERM (StopTrainingJob or MaxRuntimeExceeded); logs delivered")
             return EXIT_STOPPED
