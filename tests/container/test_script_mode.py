@@ -163,3 +163,14 @@ def test_a_source_dir_that_cannot_be_fetched_is_bad_input(run_job, s3_server, tm
 
     assert result.returncode == 2
     assert "cannot fetch the source dir" in (result.failure or "")
+
+
+def test_a_script_jobs_log_settings_are_read_as_the_built_ins_are(s3_server, tmp_path):
+    from trainsweep.training.launch import parse_script_config
+
+    root = _source(tmp_path, {"train.py": TRAIN})
+    hyper = _hyperparameters(s3_server, root, {"entry_point": "train.py", "epochs": 1}, [16])
+    hyper.update({"trainsweep-log-upload-seconds": "5", "trainsweep-log-bucket": BUCKET})
+    cfg = parse_script_config(hyper)
+    assert cfg.log_upload_s == 5.0
+    assert cfg.log_bucket == BUCKET

@@ -124,15 +124,20 @@ def is_script_job(raw: dict[str, str]) -> bool:
     return bool((raw.get(contract.PROGRAM) or "").strip())
 
 
-def _knob(raw: dict[str, str], name: str, default: Any) -> Any:
-    """A trainsweep knob of a script job (``trainsweep-<name>``), read by the built-ins' rule for ``name``."""
-    value = raw.get(contract.TRAINSWEEP_PREFIX + name)
+def _read(raw: dict[str, str], key: str, rule: str, default: Any) -> Any:
+    """``raw[key]`` read by the built-ins' rule for hyperparameter ``rule``, or ``default`` when unset."""
+    value = raw.get(key)
     if value is None or value.strip() == "":
         return default
     try:
-        return hp.parse_value(name, value)
+        return hp.parse_value(rule, value)
     except ValueError as exc:
-        raise JobConfigError(f"hyperparameter {contract.TRAINSWEEP_PREFIX + name!r} {exc}") from None
+        raise JobConfigError(f"hyperparameter {key!r} {exc}") from None
+
+
+def _knob(raw: dict[str, str], name: str, default: Any) -> Any:
+    """A trainsweep knob of a script job: ``name`` carried as ``trainsweep-<name>``."""
+    return _read(raw, contract.TRAINSWEEP_PREFIX + name, name, default)
 
 
 def _text(raw: dict[str, str], name: str, default: str = "") -> str:
@@ -184,7 +189,7 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         num_gpus=_knob(raw, hp.NUM_GPUS, 0),
         log_bucket=_text(raw, hp.LOG_BUCKET) or None,
         log_prefix=_text(raw, hp.LOG_PREFIX),
-        log_upload_s=_knob(raw, hp.LOG_UPLOAD_SECONDS, None) or DEFAULT_LOG_UPLOAD_S,
+        log_upload_s=_read(raw, hp.LOG_UPLOAD_SECONDS, hp.LOG_UPLOAD_SECONDS, DEFAULT_LOG_UPLOAD_S),
         hyperparameters=contract.user_hyperparameters(raw),
     )
 
