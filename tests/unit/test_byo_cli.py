@@ -92,7 +92,7 @@ def test_an_image_is_refused_in_local_mode_with_the_reason(tmp_path):
     assert "local mode runs training code as processes on this machine (no Docker engine)" in out
 
 
-def test_plan_shows_a_script_sweep_without_packing_anything(tmp_path):
+def test_plan_names_a_script_sweep_by_its_script(tmp_path):
     (tmp_path / "train.py").write_text("")
     result = runner.invoke(app, ["plan", str(_spec(tmp_path, "{entry_point: train.py, epochs: 3}"))])
     assert result.exit_code == 0, result.output
