@@ -571,28 +571,24 @@ def main() -> None:
     def progress(line: str) -> None:
         print(line, flush=True)
 
-    if "overhead" in parts:
+    reps, epochs = (5, 4) if a.quick else (10, 6)
+    goals: list[tuple[str, str, Callable[[], dict[str, Any]], Callable[[dict[str, Any]], None]]] = [
+        ("overhead", "instrumentation overhead of examples/byo-pytorch/train.py",
+         lambda: overhead(reps, epochs, 64, a.threads), print_overhead),
+        ("early-stop", "early-stop prediction vs the full run",
+         lambda: early_stop([32, 64, 128], 1 if a.quick else 3, 5, a.threads, progress), print_early_stop),
+        ("sweep", "local sweeps through the CLI",
+         lambda: sweeps(1 if a.quick else 2, progress), print_sweeps),
+    ]  # fmt: skip
+    for number, (part, title, measure, show) in enumerate(goals, 1):
+        if part not in parts:
+            continue
         busy = others_busy_percent()
-        print(f"\n1. instrumentation overhead of examples/byo-pytorch/train.py {busy_note(busy)}", flush=True)
-        reps, epochs = (5, 4) if a.quick else (10, 6)
-        o = overhead(reps, epochs, 64, a.threads)
-        o["busy_before_percent"] = busy
-        results["overhead"] = o
-        print_overhead(o)
-    if "early-stop" in parts:
-        busy = others_busy_percent()
-        print(f"\n2. early-stop prediction vs the full run {busy_note(busy)}", flush=True)
-        es = early_stop([32, 64, 128], 1 if a.quick else 3, 5, a.threads, progress)
-        es["busy_before_percent"] = busy
-        results["early_stop"] = es
-        print_early_stop(es)
-    if "sweep" in parts:
-        busy = others_busy_percent()
-        print(f"\n3. local sweeps through the CLI {busy_note(busy)}", flush=True)
-        sw = sweeps(1 if a.quick else 2, progress)
-        sw["busy_before_percent"] = busy
-        results["sweep"] = sw
-        print_sweeps(sw)
+        print(f"\n{number}. {title} {busy_note(busy)}", flush=True)
+        figures = measure()
+        figures["busy_before_percent"] = busy
+        results[part.replace("-", "_")] = figures
+        show(figures)
     missed = [k for k in ("overhead", "early_stop", "sweep") if k in results and not results[k]["met"]]
     results["met"] = not missed
     results["load_average_after"] = os.getloadavg()
