@@ -384,7 +384,7 @@ class FakeEvent:
 
 
 def test_on_cuda_marking_data_ready_again_recycles_its_event_and_the_last_mark_counts(monkeypatch):
-    from trainsweep.instrument.session import _Clock
+    from trainsweep.training.timing import StepClock
 
     class Stream:
         def synchronize(self) -> None:
@@ -394,7 +394,7 @@ def test_on_cuda_marking_data_ready_again_recycles_its_event_and_the_last_mark_c
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
     FakeEvent.now, FakeEvent.created = 0.0, 0
     seen: list[tuple[float, float]] = []
-    clock = _Clock(torch.device("cuda", 0), lambda n, step, wait, compute: seen.append((wait, compute)))
+    clock = StepClock(torch.device("cuda", 0), lambda n, step, wait, compute: seen.append((wait, compute)))
     clock.epoch_start()
     clock.data_ready()  # armed: a step nobody marks counts as compute
     for _ in range(100):

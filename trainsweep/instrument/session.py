@@ -122,16 +122,6 @@ class Settings:
         )
 
 
-class _Clock(StepClock):
-    """A StepClock whose data-ready mark may be set again (the latest mark before the step counts)."""
-
-    def data_ready(self) -> None:
-        if self.cuda and self._ready is not None:
-            self._pool.append(self._ready)  # re-marked before the step ended: recycle the earlier event
-            self._ready = None
-        super().data_ready()
-
-
 @dataclass(eq=False)
 class LoaderPass:
     """One iteration of a DataLoader, from ``iter()`` until it is over."""
@@ -225,7 +215,7 @@ class Session:
         self.monitor = SteadyState(settings.rule) if settings.mode == "early-stop" else None
         self.finder = probe.ModelFinder(CAPTURE_STEPS if self.monitor is not None else 0)
         self.release_capture: Callable[[], None] | None = None  # set by the hooks that feed the finder
-        self.clock: _Clock | None = None
+        self.clock: StepClock | None = None
         self.epoch: _Epoch | None = None
         self.last_pass: LoaderPass | None = None  # the pass that yielded the latest batch
         self.train_pass: LoaderPass | None = None  # the training pass still running
@@ -313,7 +303,7 @@ class Session:
         if self.clock is not None:
             self.clock.drain()
         if self.clock is None or self.clock.device != device:
-            self.clock = _Clock(device, self._on_step)
+            self.clock = StepClock(device, self._on_step)
         self.clock.epoch_start()
         self.clock.data_ready()  # until the input is marked ready, the whole step counts as compute
         self._ready_marked = False

@@ -55,8 +55,14 @@ class StepClock:
             self._t_prev = time.perf_counter()
 
     def data_ready(self) -> None:
-        """The step's input is ready (on the device's stream); compute starts now."""
+        """The step's input is ready (on the device's stream); compute starts now.
+
+        Marked again before the step ends (a loop that fetches several batches per step), the latest mark
+        counts and the earlier event goes back to the pool.
+        """
         if self.cuda:
+            if self._ready is not None:
+                self._pool.append(self._ready)
             self._ready = self._record()
         else:
             self._t_ready = time.perf_counter()
