@@ -19,6 +19,7 @@ LEARNING_RATE = "learning-rate"
 EARLY_STOP_PRECISION = "early-stop-precision"  # relative 95 % CI half-width, default "0.02"
 EARLY_STOP_MAX_STEPS = "early-stop-max-steps"
 EARLY_STOP_MAX_SECONDS = "early-stop-max-seconds"
+EARLY_STOP_MAX_EPOCHS = "early-stop-max-epochs"  # epochs watched at most, default "2"
 MAX_STEPS_PER_EPOCH = "max-steps-per-epoch"  # tests and quick local runs: cap an epoch's steps
 MAX_EVAL_BATCHES = "max-eval-batches"  # tests and quick local runs: cap a validation pass's batches
 EARLY_STOP_MIN_STEPS = "early-stop-min-steps"  # steady steps before the precision is trusted, default "10"
@@ -46,7 +47,9 @@ WHOLE_NUMBER_MINIMUM: dict[str, int] = {
     VALIDATION_BATCHES: 2,
     SEED: 0,
 }
-POSITIVE_NUMBERS = frozenset({LEARNING_RATE, EARLY_STOP_MAX_SECONDS, LOG_UPLOAD_SECONDS})
+POSITIVE_NUMBERS = frozenset(
+    {LEARNING_RATE, EARLY_STOP_MAX_SECONDS, EARLY_STOP_MAX_EPOCHS, LOG_UPLOAD_SECONDS}
+)
 FRACTIONS = frozenset({EARLY_STOP_PRECISION})  # 0 < x < 1
 SWITCHES = frozenset({SYNTHETIC, DOWNLOAD})  # true/false (also 1/0, yes/no)
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")

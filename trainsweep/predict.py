@@ -52,6 +52,8 @@ class StopRule:
         min_steady_steps: never trust fewer steady steps than this.
         max_steps: cap on training steps watched (None: no cap).
         max_seconds: cap on training seconds watched (None: no cap).
+        max_epochs: cap on epochs watched (None: no cap); a run whose step time is still uncertain after
+            this many epochs stops with the interval it has, which says how uncertain it is.
         epoch_jitter: relative standard deviation between epochs of one run, added to the interval.
         interval: coverage of the prediction interval.
         validation_batches: validation batches the container times (the first is warm-up).
@@ -62,6 +64,7 @@ class StopRule:
     min_steady_steps: int = 10
     max_steps: int | None = 2000
     max_seconds: float | None = 900.0
+    max_epochs: float | None = 2.0
     epoch_jitter: float = 0.01
     interval: float = 0.90
     validation_batches: int = 6
@@ -73,6 +76,8 @@ class StopRule:
             raise ValueError("confidence and interval must be in (0, 1)")
         if self.min_steady_steps < 2:
             raise ValueError("min_steady_steps must be at least 2")
+        if self.max_epochs is not None and not self.max_epochs > 0:
+            raise ValueError(f"max_epochs must be positive, got {self.max_epochs}")
 
 
 # ---- statistics -----------------------------------------------------------------------------------
@@ -191,10 +196,18 @@ class SteadyState:
     checked every ``check_every`` steps, and at every step while warm-up detection leaves fewer than
     ``min_steady_steps`` steady steps: a GPU's step times settle within a few steps, and waiting
     ``check_every`` more steps each time would watch a large share of a short epoch for nothing.
+
+    The ``max_epochs`` cap needs the training steps of one epoch: ``steps_per_epoch`` when the caller
+    knows it (the worker from its loader, the instrumentation from the first epoch it watched); until
+    then, whole epochs are counted at their boundaries.
     """
 
-    def __init__(self, rule: StopRule | None = None, *, check_every: int = 10):
+    def __init__(
+        self, rule: StopRule | None = None, *, check_every: int = 10, steps_per_epoch: int | None = None
+    ):
         self.rule = rule or StopRule()
+        self.steps_per_epoch = steps_per_epoch
+        self.epochs_done = 0
         self.check_every = max(1, check_every)
         self.values: list[float] = []
         self.excluded: list[float] = []  # boundary steps, kept out of the steady stream
@@ -209,6 +222,7 @@ class SteadyState:
         if self.values:
             self.excluded.append(self.values.pop())
         self._exclude_next = True
+        self.epochs_done += 1
 
     def add(self, step_s: float) -> None:
         self.seconds += step_s
@@ -239,7 +253,7 @@ class SteadyState:
         )
 
     def stop_reason(self) -> str | None:
-        """ "precision", "max_steps" or "max_seconds" once the rule says stop, else None."""
+        """ "precision", "max_steps", "max_seconds" or "max_epochs" once the rule says stop, else None."""
         if self._reason:
             return self._reason
         r = self.rule
@@ -247,6 +261,12 @@ class SteadyState:
             self._reason = "max_steps"
         elif r.max_seconds is not None and self.seconds >= r.max_seconds:
             self._reason = "max_seconds"
+        elif r.max_epochs is not None and (
+            self.steps >= r.max_epochs * self.steps_per_epoch
+            if self.steps_per_epoch
+            else self.epochs_done >= r.max_epochs
+        ):
+            self._reason = "max_epochs"
         elif len(self.values) >= r.min_steady_steps and (
             self._since_check >= self.check_every or self._too_few
         ):

@@ -345,7 +345,8 @@ def test_early_stop_times_validation_with_the_model_not_the_loss_module(recorder
 
 
 def test_early_stop_that_never_fires_predicts_at_the_end_with_what_the_script_dropped(recorder):
-    session = recorder(mode="early-stop", rule={"precision": 1e-9, "max_steps": None, "max_seconds": None})
+    never = {"precision": 1e-9, "max_steps": None, "max_seconds": None, "max_epochs": None}
+    session = recorder(mode="early-stop", rule=never)
 
     def script() -> None:  # model and loaders are the script's locals: gone when it returns
         m, train, val = Model(), loader(40), loader(16, batch_size=8)
@@ -361,6 +362,41 @@ def test_early_stop_that_never_fires_predicts_at_the_end_with_what_the_script_dr
     assert pred["validation_batches_per_epoch"] == 2 and len(pred["validation_batch_times_s"]) == 6
     assert session.flags == []
     assert [e.steps for e in run.epochs] == [10, 10] and run.prediction == pred
+
+
+def _train_epochs(m: Model, train: DataLoader, val: DataLoader, epochs: int, accumulate: int = 1) -> int:
+    """A plain loop of ``epochs`` epochs until early stop ends it; returns the batches it began."""
+    from trainsweep.instrument.session import EarlyStop
+
+    batches = 0
+    with pytest.raises(EarlyStop):
+        for _ in range(epochs):
+            for i, (x, y) in enumerate(train):
+                batches += 1
+                m.step(x, y, update=i % accumulate == accumulate - 1)
+            m.evaluate(val)
+    return batches
+
+
+def test_early_stop_that_never_gets_precise_stops_on_the_last_step_of_its_second_epoch(recorder):
+    session = recorder(mode="early-stop", rule={"precision": 1e-9, "max_steps": None}, epochs=5)
+    batches = _train_epochs(Model(), loader(40), loader(16, batch_size=8), epochs=5)
+    run = finish(session)
+    pred = session.prediction
+    assert batches == 20 and steps_per_epoch(run) == [10, 10]  # not one step of epoch 3
+    assert pred is not None and pred["stop_reason"] == "max_epochs" and pred["steps_watched"] == 20
+    assert pred["epochs"] == 5 and pred["steps_per_epoch"] == 10
+
+
+def test_the_epoch_cap_counts_optimizer_steps_of_the_first_epoch_under_gradient_accumulation(recorder):
+    # 10 batches a pass, an update every 2: until epoch 1 ends the cap guesses 10 steps an epoch (one per
+    # batch), then counts the 5 steps the first epoch had: the stop comes at the end of epoch 2, not 4
+    rule = {"precision": 1e-9, "max_steps": None, "max_epochs": 2}
+    session = recorder(mode="early-stop", rule=rule, epochs=5)
+    batches = _train_epochs(Model(), loader(40), loader(16, batch_size=8), epochs=5, accumulate=2)
+    run = finish(session)
+    assert batches == 20 and steps_per_epoch(run) == [5, 5]
+    assert session.prediction is not None and session.prediction["stop_reason"] == "max_epochs"
 
 
 class FakeEvent:

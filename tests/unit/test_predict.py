@@ -90,6 +90,34 @@ def test_rule_stops_at_the_seconds_cap():
     assert st.seconds >= 5.0
 
 
+def test_rule_stops_at_the_epoch_cap_on_the_last_step_of_the_last_epoch_watched():
+    st = SteadyState(StopRule(precision=0.0001, max_steps=None, max_seconds=None), steps_per_epoch=40)
+    for i, v in enumerate(noisy(1000, 0.1, 0.3), start=1):
+        st.add(v)
+        if i % 40 == 0:
+            st.epoch_boundary()
+        if st.stop_reason():
+            break
+    assert (st.stop_reason(), st.steps) == ("max_epochs", 80)  # 2 epochs by default, not a step more
+
+
+def test_without_the_epoch_length_the_epoch_cap_counts_epoch_boundaries():
+    st = SteadyState(StopRule(precision=0.0001, max_epochs=1.0, max_steps=None, max_seconds=None))
+    for v in noisy(30, 0.1, 0.3):
+        st.add(v)
+    assert st.stop_reason() is None
+    st.epoch_boundary()
+    assert st.stop_reason() == "max_epochs"
+
+
+def test_no_epoch_cap_when_max_epochs_is_none():
+    st = SteadyState(StopRule(precision=0.0001, max_epochs=None, max_steps=None, max_seconds=None))
+    st.steps_per_epoch = 10
+    for v in noisy(100, 0.1, 0.3):
+        st.add(v)
+    assert st.stop_reason() is None
+
+
 def test_epoch_boundary_steps_are_not_steady():
     st = SteadyState(StopRule())
     for v in [9.0, 1.0, 1.0, 1.0, 4.0]:
@@ -170,3 +198,5 @@ def test_bad_rule_parameters_are_rejected():
         StopRule(precision=0)
     with pytest.raises(ValueError):
         StopRule(min_steady_steps=1)
+    with pytest.raises(ValueError, match="max_epochs"):
+        StopRule(max_epochs=0)

@@ -324,6 +324,8 @@ class Session:
             self.clock.drain()
         if self.monitor is not None and ep.steps and not ep.boundary_marked:
             self.monitor.epoch_boundary()
+            if self.monitor.epochs_done == 1:  # the epoch cap counts in steps of the first whole epoch
+                self.monitor.steps_per_epoch = ep.steps
         ep.boundary_marked = True
 
     def _close_epoch(self, ep: _Epoch, t_end: float, wall_end: float) -> None:
@@ -538,6 +540,11 @@ class Session:
         if self._train_loader is None:
             self._train_loader = loader
             self.loader_batch_size = loader.batch_size if loader.batch_size is not None else p.first_batch_len
+            if self.monitor is not None and self.monitor.steps_per_epoch is None:
+                # until the first epoch ends: one step per batch (gradient accumulation is seen then)
+                batches = probe.loader_batches(loader)
+                cap = self.settings.max_steps_per_epoch
+                self.monitor.steps_per_epoch = min(batches, cap) if batches and cap else batches
             if self._eval_loader is loader:
                 self._eval_loader = None
 

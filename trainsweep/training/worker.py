@@ -333,7 +333,10 @@ class CellRun:
 
     def early_stop(self) -> dict[str, Any]:
         cfg = self.cfg
-        self.monitor = SteadyState(cfg.rule)
+        steps_per_epoch = len(self.train_data)
+        if cfg.max_steps_per_epoch:
+            steps_per_epoch = min(steps_per_epoch, cfg.max_steps_per_epoch)
+        self.monitor = SteadyState(cfg.rule, steps_per_epoch=steps_per_epoch)
         stopped = False
         k = 0
         while not stopped and k < cfg.epochs:
@@ -350,9 +353,6 @@ class CellRun:
                 f"early-stop watched {self.monitor.steps} steps, too few to estimate the step time; "
                 f"raise {cfg.epochs=} or the step caps"
             )
-        steps_per_epoch = len(self.train_data)
-        if cfg.max_steps_per_epoch:
-            steps_per_epoch = min(steps_per_epoch, cfg.max_steps_per_epoch)
         eval_steps = len(self.eval_data)
         if cfg.max_eval_batches:
             eval_steps = min(eval_steps, cfg.max_eval_batches)
