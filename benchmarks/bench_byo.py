@@ -13,6 +13,8 @@ The three goals of bring-your-own-code, each with its baseline:
    example runs in early-stop mode (default rule) and in full mode (same epochs), interleaved; the
    prediction (read back with ``trainsweep.logs.parse``) is compared with the full run's mean epoch
    time over epochs 2..E, and its total with the full run's fit time. Median |error| over repetitions.
+   Beside it, the full runs' own spread (median |one full run / their median - 1|): how far one run of
+   the same script lands from another on this machine, the floor under any prediction from a run.
 3. **A local early-stop sweep of 3 batch sizes finishes in < 2 minutes.** The real CLI,
    ``trainsweep run examples/byo-pytorch/sweep-early-stop.yaml --local --no-watch``, timed as a process;
    baseline: the full-mode per-cell sweep ``examples/byo-pytorch/sweep.yaml``.
@@ -412,9 +414,12 @@ def early_stop(
                 )
             med_err = statistics.median(abs(r["epoch_error"]) for r in rows)
             watched = max(r["epochs_watched"] for r in rows)
+            full_med = statistics.median(r["measured_epoch_s"] for r in rows)
             out["batch_sizes"][bs] = {
                 "runs": rows,
                 "median_abs_epoch_error": med_err,
+                # how far one full run's epoch time is from another's: the floor under any prediction
+                "full_run_spread": statistics.median(abs(r["measured_epoch_s"] / full_med - 1) for r in rows),
                 "median_abs_total_error": statistics.median(abs(r["total_error"]) for r in rows),
                 "max_epochs_watched": watched,
                 "met": med_err <= PREDICTION_TARGET and watched <= MAX_EPOCHS_WATCHED,
@@ -438,7 +443,7 @@ def print_early_stop(r: dict[str, Any]) -> None:
     )
     print(
         "     bs  predicted  measured 2..E  |err|    total pred / meas   |err|   steps watched   epochs"
-        " (max)  stopped by"
+        " (max)  full runs' spread  stopped by"
     )
     for bs, v in r["batch_sizes"].items():
         runs = v["runs"]
@@ -448,7 +453,8 @@ def print_early_stop(r: dict[str, Any]) -> None:
             f"{100 * v['median_abs_epoch_error']:5.2f} %  {med('predicted_total_s'):7.2f} / "
             f"{med('measured_total_s'):6.2f} s  {100 * v['median_abs_total_error']:5.2f} %  "
             f"{int(med('steps_watched')):5d} / {runs[0]['steps_per_epoch']:3d}  "
-            f"{med('epochs_watched'):8.2f} ({v['max_epochs_watched']:.2f})  {reasons(runs)}"
+            f"{med('epochs_watched'):8.2f} ({v['max_epochs_watched']:.2f})  "
+            f"{100 * v['full_run_spread']:14.2f} %  {reasons(runs)}"
         )
     worst = max(v["median_abs_epoch_error"] for v in r["batch_sizes"].values())
     watched = max(v["max_epochs_watched"] for v in r["batch_sizes"].values())
