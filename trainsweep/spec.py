@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainsweep import hyperparameters as hp
-from trainsweep import instances, layout, sourcedir, workloads
+from trainsweep import image, instances, layout, sourcedir, workloads
 from trainsweep.errors import BudgetExceededError, SpecError
 from trainsweep.training import contract
 
@@ -387,6 +387,11 @@ class SweepSpec(BaseModel):
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
         kind = self.workload.kind
+        if self.workload.image_uri is None:  # the stack's image runs the jobs: it must use their GPUs
+            for name in self.instance_types:
+                reason = image.unusable_reason(name)
+                if reason:
+                    raise _FieldError("instance_types", reason)
         if local and self.workload.image_uri is not None:
             raise _FieldError(
                 "workload.image_uri",
