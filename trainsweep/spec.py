@@ -963,6 +963,7 @@ def plan_sweep(
     enforce_budget: bool = True,
     attempt: str | None = None,
     require_uploaded_source: bool = False,
+    cloud: bool = False,
 ) -> SweepPlan:
     """Expand a spec into jobs and price its worst case.
 
@@ -981,6 +982,8 @@ def plan_sweep(
             SageMaker accepts them again; run names (logs, results) stay those of the sweep.
         require_uploaded_source: a script's ``source_dir`` must be an ``s3://`` archive (PlanSweep: the
             jobs cannot read the planner's disk).
+        cloud: the sweep runs in AWS (``trainsweep run`` without ``--local``, PlanSweep outside local
+            mode): ``local``/``local_gpu`` are refused, which SageMaker would reject job after job.
 
     Raises:
         SpecError: invalid spec or sweep id, or a budget that cannot be checked (unknown price).
@@ -1003,6 +1006,12 @@ def plan_sweep(
         )
     created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    if cloud and spec.is_local:
+        raise SpecError(
+            f"invalid sweep spec:\n  instance_types: {', '.join(spec.instance_types)} run only in local mode "
+            "(`trainsweep run SPEC --local`); to run in AWS, list SageMaker types such as ml.g4dn.xlarge",
+            [("instance_types", "local and local_gpu run only in local mode (trainsweep run --local)")],
+        )
     w = spec.workload
     if require_uploaded_source and w.entry_point is not None and not sourcedir.is_remote(w.source_dir):
         where = w.source_dir or "the entry point's folder"

@@ -14,6 +14,7 @@ from handler_helpers import BUCKET, s3_event
 
 from trainsweep import layout
 from trainsweep.aws import cloudwatch, quotas
+from trainsweep.aws.config import EMBEDDED_ENV
 from trainsweep.aws.workflow import QuotaError, SweepTooLargeError, group_jobs
 from trainsweep.errors import BudgetExceededError, SpecError
 
@@ -59,6 +60,24 @@ def test_plan_refuses_an_over_budget_sweep(s3, handler, context):
 def test_plan_refuses_a_bad_spec_with_the_field(s3, handler, context):
     with pytest.raises(SpecError, match="batch_sizes"):
         handler("plan_sweep")({"input": {**SPEC, "batch_sizes": []}}, context)
+
+
+LOCAL_SPEC = {**SPEC, "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True}}
+
+
+@pytest.mark.parametrize("types", [["local"], ["local_gpu"]])
+def test_plan_refuses_local_instance_types_in_aws(s3, handler, context, monkeypatch, types):
+    monkeypatch.delenv(EMBEDDED_ENV, raising=False)
+    with pytest.raises(SpecError, match="run only in local mode") as err:
+        handler("plan_sweep")({"input": {"spec": {**LOCAL_SPEC, "instance_types": types}}}, context)
+    assert err.value.errors[0][0] == "instance_types"
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+
+
+def test_plan_accepts_local_instance_types_in_local_modes_embedded_aws(s3, handler, context, monkeypatch):
+    monkeypatch.setenv(EMBEDDED_ENV, "1")  # what local mode's Lambda runtime sets (lambda_runner)
+    out = handler("plan_sweep")({"input": {"spec": {**LOCAL_SPEC, "instance_types": ["local"]}}}, context)
+    assert out["job_count"] == 2
 
 
 def test_quotas_cap_each_type_and_a_zero_quota_fails_fast():
