@@ -184,12 +184,54 @@ class _Pages:
         return {"events": events, "nextForwardToken": token}
 
 
-def test_pagination_stops_when_the_token_repeats_or_a_page_is_empty():
-    repeating = _Pages([["a", "b"], ["c"]], repeat=True)
+def test_pagination_follows_empty_pages_and_stops_when_the_token_repeats():
+    repeating = _Pages([["a", "b"], [], [], ["c"], []], repeat=True)
     assert list(cloudwatch.iter_log_messages(repeating, "g", "s")) == ["a", "b", "c"]
-    endless = _Pages([["a"], ["b"], ["c"]], repeat=False)
-    assert list(cloudwatch.iter_log_messages(endless, "g", "s")) == ["a", "b", "c"]
-    assert endless.calls == 4
+    assert repeating.calls == 5
+
+
+def test_a_stream_that_never_ends_is_an_error_not_a_shorter_log():
+    endless = _Pages([["a"], ["b"], ["c"]], repeat=False)  # new tokens for empty pages forever
+    with pytest.raises(cloudwatch.UnfinishedStreamError, match="end was not reached"):
+        list(cloudwatch.iter_log_messages(endless, "g", "s", max_empty_pages=5))
+    assert endless.calls == 3 + 5
+
+
+class _GapsBetweenPages:
+    """A CloudWatch Logs client whose every page of events follows an empty page (as AWS may answer)."""
+
+    def __init__(self, real: Any):
+        self.real = real
+
+    def get_log_events(self, **kwargs: Any) -> dict[str, Any]:
+        token = kwargs.pop("nextToken", None)
+        if token is None or not token.startswith("gap:"):
+            return {"events": [], "nextForwardToken": f"gap:{token or ''}"}
+        if token[4:]:
+            kwargs["nextToken"] = token[4:]
+        page = self.real.get_log_events(**kwargs)
+        if page["nextForwardToken"] != token[4:]:
+            return page
+        return {**page, "nextForwardToken": token}  # the end: the token sent comes back
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_export_reads_past_empty_pages_to_the_end_of_the_stream(s3, handler, context, monkeypatch):
+    _stream(2_500)
+    real_client = boto3.client
+
+    def client(service: str, *args: Any, **kwargs: Any) -> Any:
+        made = real_client(service, *args, **kwargs)
+        return _GapsBetweenPages(made) if service == "logs" else made
+
+    monkeypatch.setattr(boto3, "client", client)
+    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    out = handler("export_log")({"sweep_id": "demo-1", "job": job}, context)
+    lines = s3.get_object(Bucket=BUCKET, Key=out["exported"])["Body"].read().decode().splitlines()
+    assert len(lines) == 2_500
+    assert lines[0].startswith("0 step") and lines[-1].startswith("2499 step")
 
 
 # ---- AggregateSweep -----------------------------------------------------------------------------
