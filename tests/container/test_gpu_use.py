@@ -51,6 +51,7 @@ class _FakeCuda:
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         cuda = worker.torch.cuda
+        monkeypatch.setattr(worker.torch.version, "cuda", "12.6")
         monkeypatch.setattr(cuda, "is_available", lambda: True)
         monkeypatch.setattr(cuda, "set_device", lambda _i: None)
         monkeypatch.setattr(cuda, "get_device_capability", lambda _d=None: self.capability)

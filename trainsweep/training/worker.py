@@ -99,7 +99,8 @@ def _device(rank: Rank, gpus: int = 0, itype: str | None = None) -> torch.device
     device = torch.device("cuda", rank.local_rank)
     capability = torch.cuda.get_device_capability(device)
     arch_list = torch.cuda.get_arch_list()
-    if not image.runs_on(capability, arch_list):
+    # Only a CUDA build's sm_/compute_ list says what runs (ROCm builds list gfx targets instead).
+    if torch.version.cuda is not None and arch_list and not image.runs_on(capability, arch_list):
         raise UnusableGpuError(
             f"{where} but this torch ({torch.__version__}, CUDA {torch.version.cuda}) has no kernels for "
             f"{torch.cuda.get_device_name(device)} (compute capability {capability[0]}.{capability[1]}; "
