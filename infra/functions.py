@@ -120,6 +120,8 @@ class HandlerFunction(Construct):
 
     The function knows the results bucket's name (``TRAINSWEEP_BUCKET``) and its own folder name
     (``TRAINSWEEP_FUNCTION``, which local mode uses to run it from source). Grants are the stack's job.
+    ``reserved_concurrency`` sets aside that many concurrent executions of the account's pool for the
+    function alone (and caps it there); None or 0: none reserved.
     """
 
     def __init__(
@@ -133,6 +135,7 @@ class HandlerFunction(Construct):
         timeout: Duration | None = None,
         environment: dict[str, str] | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -149,6 +152,7 @@ class HandlerFunction(Construct):
             timeout=timeout or Duration.minutes(5),
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
+            reserved_concurrent_executions=reserved_concurrency or None,
             environment={
                 BUCKET_ENV: bucket_name,
                 FUNCTION_ENV: name,

@@ -86,8 +86,30 @@ def acknowledge(stack: TrainsweepStack) -> None:
                 "jobs read the packed source of a user's script below their sweep's code/ prefix (read only)"
             ),
             training_logs: "SageMaker training jobs write to streams of this AWS-named log group",
+            **(
+                {
+                    **{
+                        f"AwsSolutions-IAM5[Action::{action}]": (
+                            "s3 read actions CDK grants for reading the configured data buckets "
+                            "(data_bucket_names), read only"
+                        )
+                        for action in ("s3:GetObject*", "s3:GetBucket*", "s3:List*")
+                    },
+                    **{
+                        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{name}/*]": (
+                            f"training data in {name}, a bucket the deployment names in data_bucket_names "
+                            "(read only)"
+                        )
+                        for name in stack.settings.data_bucket_names
+                    },
+                }
+                if stack.settings.data_bucket_names
+                else {}
+            ),
             "AwsSolutions-IAM5[Resource::*]": "ecr:GetAuthorizationToken has no resource-level "
-            "permissions; cloudwatch:PutMetricData is limited to the /aws/sagemaker/* namespaces",
+            "permissions; cloudwatch:PutMetricData is limited to the /aws/sagemaker/* namespaces; "
+            "kms:Decrypt for SSE-KMS data buckets (keys unknown at synth) is limited to calls through S3 "
+            "for objects of the configured data buckets",
         },
     )
     for name, fn in stack.functions.items():

@@ -16,6 +16,8 @@ DATA_BUCKET_NAMES = "data_bucket_names"
 BYO_IMAGE_REPOSITORIES = "byo_image_repositories"
 RETRY = "retry"
 DESTROY_ON_DELETE = "destroy_on_delete"
+PARSE_RESERVED_CONCURRENCY = "parse_reserved_concurrency"
+DEFAULT_PARSE_RESERVED_CONCURRENCY = 5
 
 # ECR's own rules for a repository name, and a repository ARN (any partition, region and account).
 _REPOSITORY_NAME = r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*"
@@ -36,6 +38,9 @@ class StackSettings:
             images a spec's ``workload.image_uri`` may name: the training role may pull from them.
         retry: backoff of retryable training errors.
         destroy_on_delete: tear the bucket down with the stack (default: retain it).
+        parse_reserved_concurrency: concurrent executions reserved for ParseRun, so that the rest of the
+            account cannot throttle it away from the state machine (0: reserve none; an account must
+            keep 10 unreserved, so one with the new-account limit of 10 needs 0).
     """
 
     notification_email: str | None = None
@@ -44,6 +49,7 @@ class StackSettings:
     image_repositories: tuple[str, ...] = ()
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     destroy_on_delete: bool = False
+    parse_reserved_concurrency: int = DEFAULT_PARSE_RESERVED_CONCURRENCY
 
     @classmethod
     def from_context(cls, node: Node) -> StackSettings:
@@ -51,6 +57,16 @@ class StackSettings:
         ctx = node.try_get_context
         days = ctx(RAW_LOG_DAYS)
         repositories = _names(ctx(BYO_IMAGE_REPOSITORIES))
+        reserved = ctx(PARSE_RESERVED_CONCURRENCY)
+        try:
+            reserved = DEFAULT_PARSE_RESERVED_CONCURRENCY if reserved in (None, "") else int(reserved)
+        except (TypeError, ValueError):
+            reserved = -1
+        if reserved < 0:
+            raise ValueError(
+                f"context {PARSE_RESERVED_CONCURRENCY}: {ctx(PARSE_RESERVED_CONCURRENCY)!r} is not a whole "
+                "number >= 0 (concurrent executions reserved for ParseRun; 0 reserves none)"
+            )
         for ref in repositories:
             if not _REPOSITORY.fullmatch(ref):
                 raise ValueError(
@@ -65,6 +81,7 @@ class StackSettings:
             image_repositories=repositories,
             retry=RetryPolicy.from_context(ctx(RETRY)),
             destroy_on_delete=_truthy(ctx(DESTROY_ON_DELETE)),
+            parse_reserved_concurrency=reserved,
         )
 
 

@@ -32,7 +32,8 @@ class TrainsweepStack(Stack):
     ``notification_email`` (subscribe an address to the topic), ``raw_log_days`` (expire raw logs),
     ``data_bucket_names`` (buckets the training jobs may read), ``byo_image_repositories`` (ECR
     repositories of users' own training images the jobs may pull), ``retry`` (backoff of retryable
-    training errors), ``destroy_on_delete`` (tear the bucket down with the stack; default: retain it).
+    training errors), ``destroy_on_delete`` (tear the bucket down with the stack; default: retain it),
+    ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; 0: none).
     """
 
     def __init__(
@@ -60,7 +61,12 @@ class TrainsweepStack(Stack):
         )
 
         def function(
-            cid: str, name: str, memory_mb: int, minutes: int, environment: dict[str, str] | None = None
+            cid: str,
+            name: str,
+            memory_mb: int,
+            minutes: int,
+            environment: dict[str, str] | None = None,
+            reserved_concurrency: int | None = None,
         ) -> HandlerFunction:
             return HandlerFunction(
                 self,
@@ -70,11 +76,16 @@ class TrainsweepStack(Stack):
                 memory_mb=memory_mb,
                 timeout=Duration.minutes(minutes),
                 environment=environment,
+                reserved_concurrency=reserved_concurrency,
             )
 
         # PlanSweep gives the stack's image to every job whose spec names none ($.job.image_uri).
         plan = function("PlanSweep", "plan_sweep", 512, 1, {TRAINING_IMAGE_ENV: training.image.image_uri})
-        parse = function("ParseRun", "parse_run", 1024, 5)
+        # ParseRun records every finished cell: its own reserved concurrency keeps the account's other
+        # functions from throttling it (the state machine also retries a throttled invoke).
+        parse = function(
+            "ParseRun", "parse_run", 1024, 5, reserved_concurrency=settings.parse_reserved_concurrency
+        )
         export = function("ExportLog", "export_log", 512, 10)
         aggregate = function("AggregateSweep", "aggregate_sweep", 2048, 10)
 
@@ -130,6 +141,7 @@ class TrainsweepStack(Stack):
         CfnOutput(self, outputs.TRAINING_ROLE_ARN, value=training.role.role_arn)
         CfnOutput(self, outputs.TRAINING_IMAGE_URI, value=training.image.image_uri)
 
+        self.settings = settings
         self.bucket = bucket
         self.state_machine = workflow.state_machine
         self.topic = topic

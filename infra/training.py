@@ -131,30 +131,58 @@ class TrainingPlatform(Construct):
         if bucket.encryption_key is not None:
             self.role.add_to_policy(
                 iam.PolicyStatement(
+                    # GenerateDataKey/Decrypt: SSE-KMS objects it writes and reads; Encrypt: the job's
+                    # output is encrypted with this key (OutputDataConfig.KmsKeyId names it).
                     sid="UseBucketKey",
-                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                    actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
                     resources=[bucket.encryption_key.key_arn],
                 )
             )
+        stack = Stack.of(self)
         for data in data_buckets or []:
             data.grant_read(self.role)
-        stack = Stack.of(self)
+        if data_buckets:
+            # A data bucket may be SSE-KMS with a key this stack cannot name: decrypt with whichever key
+            # S3 uses, but only through S3 and only for objects of these buckets (the encryption context
+            # is the object's ARN, or the bucket's with S3 Bucket Keys). A key in another account must
+            # also allow the role in its key policy.
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="DecryptDataBuckets",
+                    actions=["kms:Decrypt"],
+                    resources=["*"],
+                    conditions={
+                        "StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"},
+                        "ArnLike": {
+                            "kms:EncryptionContext:aws:s3:arn": [
+                                arn for d in data_buckets for arn in (d.bucket_arn, d.arn_for_objects("*"))
+                            ]
+                        },
+                    },
+                )
+            )
+
+        def log_group(suffix: str = "") -> str:
+            return stack.format_arn(
+                service="logs",
+                resource="log-group",
+                resource_name=SAGEMAKER_LOG_GROUP + suffix,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+
         self.role.add_to_policy(
             iam.PolicyStatement(
-                actions=[
-                    "logs:CreateLogGroup",
-                    "logs:CreateLogStream",
-                    "logs:PutLogEvents",
-                    "logs:DescribeLogStreams",
-                ],
-                resources=[
-                    stack.format_arn(
-                        service="logs",
-                        resource="log-group",
-                        resource_name=f"{SAGEMAKER_LOG_GROUP}:*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
+                # CreateLogGroup is authorised on the group's own ARN (no ":*"): the first job in a
+                # region creates /aws/sagemaker/TrainingJobs.
+                sid="CreateTrainingLogGroup",
+                actions=["logs:CreateLogGroup"],
+                resources=[log_group()],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[log_group(":*")],
             )
         )
         self.role.add_to_policy(

@@ -35,6 +35,19 @@ RETRYABLE_TRAINING_ERRORS = [
     "ThrottlingException",
 ]
 TRAINING_VOLUME_GB = 50
+# A Lambda invoke fails with these when Lambda throttles or hiccups, before the function ran (or without
+# its answer): another attempt is right. A ParseRun lost to them would leave a finished, billed cell
+# "results not recorded". The function's own errors are not retried (they would fail the same way).
+RETRYABLE_LAMBDA_ERRORS = [
+    "Lambda.TooManyRequestsException",
+    "Lambda.ServiceException",
+    "Lambda.SdkClientException",
+    "Lambda.AWSLambdaException",
+    "Lambda.ClientExecutionTimeoutException",
+]
+LAMBDA_RETRY_INTERVAL_S = 2
+LAMBDA_RETRY_ATTEMPTS = 8
+LAMBDA_RETRY_MAX_DELAY_S = 60
 
 
 @dataclass(frozen=True)
@@ -284,6 +297,7 @@ class SweepStateMachine(Construct):
                     "sagemaker:DescribeTrainingJob",
                     "sagemaker:StopTrainingJob",
                     "sagemaker:AddTags",
+                    "sagemaker:ListTags",  # in AWS's documented policy for createTrainingJob.sync
                 ],
                 resources=[training_job_arn],
             )
@@ -318,15 +332,29 @@ def _invoke(
     *,
     result_path: str | None = None,
 ) -> tasks.LambdaInvoke:
-    """A Lambda task whose state output is the function's own return value (no invocation metadata)."""
-    return tasks.LambdaInvoke(
+    """A Lambda task whose state output is the function's own return value (no invocation metadata).
+
+    Throttling and Lambda service errors are retried with exponential backoff and full jitter (CDK's
+    default retrier, replaced here, has no jitter and misses ``Lambda.TooManyRequestsException``).
+    """
+    task = tasks.LambdaInvoke(
         scope,
         construct_id,
         lambda_function=function,
         payload=sfn.TaskInput.from_object(payload),
         payload_response_only=True,
         result_path=result_path,
+        retry_on_service_exceptions=False,
     )
+    task.add_retry(
+        errors=RETRYABLE_LAMBDA_ERRORS,
+        interval=Duration.seconds(LAMBDA_RETRY_INTERVAL_S),
+        max_attempts=LAMBDA_RETRY_ATTEMPTS,
+        backoff_rate=2.0,
+        max_delay=Duration.seconds(LAMBDA_RETRY_MAX_DELAY_S),
+        jitter_strategy=sfn.JitterType.FULL,
+    )
+    return task
 
 
 def _spot_data(spot: bool, data: bool) -> sfn.Condition:

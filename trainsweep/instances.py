@@ -19,9 +19,12 @@ LOCAL_GPU = "local_gpu"
 class InstanceType:
     name: str  # ml.p3.2xlarge
     gpus: int
-    gpu_model: str | None
+    gpu_model: str | None  # the accelerator: NVIDIA K80, V100, T4, A10G, L4, A100, H100
     vcpus: int
     memory_gib: float
+    # The GPUs' CUDA compute capability, e.g. (7, 5), as NVIDIA lists it (developer.nvidia.com/cuda-gpus);
+    # which image can use it is trainsweep.image's question.
+    compute_capability: tuple[int, int] | None = None
 
     @property
     def is_local(self) -> bool:
@@ -36,40 +39,42 @@ class InstanceType:
         return self.name.split(".")[2] if self.name.startswith("ml.") else ""
 
 
-def _t(name: str, gpus: int, gpu_model: str | None, vcpus: int, mem: float) -> InstanceType:
-    return InstanceType(name, gpus, gpu_model, vcpus, mem)
+def _t(
+    name: str, gpus: int, gpu_model: str | None, vcpus: int, mem: float, cc: tuple[int, int] | None = None
+) -> InstanceType:
+    return InstanceType(name, gpus, gpu_model, vcpus, mem, cc)
 
 
 CATALOGUE: dict[str, InstanceType] = {
     t.name: t
     for t in [
-        _t("ml.p2.xlarge", 1, "K80", 4, 61),
-        _t("ml.p2.8xlarge", 8, "K80", 32, 488),
-        _t("ml.p2.16xlarge", 16, "K80", 64, 732),
-        _t("ml.p3.2xlarge", 1, "V100", 8, 61),
-        _t("ml.p3.8xlarge", 4, "V100", 32, 244),
-        _t("ml.p3.16xlarge", 8, "V100", 64, 488),
-        _t("ml.p3dn.24xlarge", 8, "V100", 96, 768),
-        _t("ml.p4d.24xlarge", 8, "A100", 96, 1152),
-        _t("ml.p5.48xlarge", 8, "H100", 192, 2048),
-        _t("ml.g4dn.xlarge", 1, "T4", 4, 16),
-        _t("ml.g4dn.2xlarge", 1, "T4", 8, 32),
-        _t("ml.g4dn.4xlarge", 1, "T4", 16, 64),
-        _t("ml.g4dn.8xlarge", 1, "T4", 32, 128),
-        _t("ml.g4dn.12xlarge", 4, "T4", 48, 192),
-        _t("ml.g4dn.16xlarge", 1, "T4", 64, 256),
-        _t("ml.g5.xlarge", 1, "A10G", 4, 16),
-        _t("ml.g5.2xlarge", 1, "A10G", 8, 32),
-        _t("ml.g5.4xlarge", 1, "A10G", 16, 64),
-        _t("ml.g5.8xlarge", 1, "A10G", 32, 128),
-        _t("ml.g5.12xlarge", 4, "A10G", 48, 192),
-        _t("ml.g5.16xlarge", 1, "A10G", 64, 256),
-        _t("ml.g5.24xlarge", 4, "A10G", 96, 384),
-        _t("ml.g5.48xlarge", 8, "A10G", 192, 768),
-        _t("ml.g6.xlarge", 1, "L4", 4, 16),
-        _t("ml.g6.2xlarge", 1, "L4", 8, 32),
-        _t("ml.g6.12xlarge", 4, "L4", 48, 192),
-        _t("ml.g6.48xlarge", 8, "L4", 192, 768),
+        _t("ml.p2.xlarge", 1, "K80", 4, 61, (3, 7)),
+        _t("ml.p2.8xlarge", 8, "K80", 32, 488, (3, 7)),
+        _t("ml.p2.16xlarge", 16, "K80", 64, 732, (3, 7)),
+        _t("ml.p3.2xlarge", 1, "V100", 8, 61, (7, 0)),
+        _t("ml.p3.8xlarge", 4, "V100", 32, 244, (7, 0)),
+        _t("ml.p3.16xlarge", 8, "V100", 64, 488, (7, 0)),
+        _t("ml.p3dn.24xlarge", 8, "V100", 96, 768, (7, 0)),
+        _t("ml.p4d.24xlarge", 8, "A100", 96, 1152, (8, 0)),
+        _t("ml.p5.48xlarge", 8, "H100", 192, 2048, (9, 0)),
+        _t("ml.g4dn.xlarge", 1, "T4", 4, 16, (7, 5)),
+        _t("ml.g4dn.2xlarge", 1, "T4", 8, 32, (7, 5)),
+        _t("ml.g4dn.4xlarge", 1, "T4", 16, 64, (7, 5)),
+        _t("ml.g4dn.8xlarge", 1, "T4", 32, 128, (7, 5)),
+        _t("ml.g4dn.12xlarge", 4, "T4", 48, 192, (7, 5)),
+        _t("ml.g4dn.16xlarge", 1, "T4", 64, 256, (7, 5)),
+        _t("ml.g5.xlarge", 1, "A10G", 4, 16, (8, 6)),
+        _t("ml.g5.2xlarge", 1, "A10G", 8, 32, (8, 6)),
+        _t("ml.g5.4xlarge", 1, "A10G", 16, 64, (8, 6)),
+        _t("ml.g5.8xlarge", 1, "A10G", 32, 128, (8, 6)),
+        _t("ml.g5.12xlarge", 4, "A10G", 48, 192, (8, 6)),
+        _t("ml.g5.16xlarge", 1, "A10G", 64, 256, (8, 6)),
+        _t("ml.g5.24xlarge", 4, "A10G", 96, 384, (8, 6)),
+        _t("ml.g5.48xlarge", 8, "A10G", 192, 768, (8, 6)),
+        _t("ml.g6.xlarge", 1, "L4", 4, 16, (8, 9)),
+        _t("ml.g6.2xlarge", 1, "L4", 8, 32, (8, 9)),
+        _t("ml.g6.12xlarge", 4, "L4", 48, 192, (8, 9)),
+        _t("ml.g6.48xlarge", 8, "L4", 192, 768, (8, 9)),
         _t("ml.c4.xlarge", 0, None, 4, 7.5),
         _t("ml.c4.2xlarge", 0, None, 8, 15),
         _t("ml.c5.xlarge", 0, None, 4, 8),

@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trainsweep import hyperparameters as hp
-from trainsweep import instances, layout, sourcedir, workloads
+from trainsweep import image, instances, layout, sourcedir, workloads
 from trainsweep.errors import BudgetExceededError, SpecError
 from trainsweep.training import contract
 
@@ -388,6 +388,11 @@ class SweepSpec(BaseModel):
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
         kind = self.workload.kind
+        if self.workload.image_uri is None:  # the stack's image runs the jobs: it must use their GPUs
+            for name in self.instance_types:
+                reason = image.unusable_reason(name)
+                if reason:
+                    raise _FieldError("instance_types", reason)
         if local and self.workload.image_uri is not None:
             raise _FieldError(
                 "workload.image_uri",
@@ -959,6 +964,7 @@ def plan_sweep(
     enforce_budget: bool = True,
     attempt: str | None = None,
     require_uploaded_source: bool = False,
+    cloud: bool = False,
 ) -> SweepPlan:
     """Expand a spec into jobs and price its worst case.
 
@@ -977,6 +983,8 @@ def plan_sweep(
             SageMaker accepts them again; run names (logs, results) stay those of the sweep.
         require_uploaded_source: a script's ``source_dir`` must be an ``s3://`` archive (PlanSweep: the
             jobs cannot read the planner's disk).
+        cloud: the sweep runs in AWS (``trainsweep run`` without ``--local``, PlanSweep outside local
+            mode): ``local``/``local_gpu`` are refused, which SageMaker would reject job after job.
 
     Raises:
         SpecError: invalid spec or sweep id, or a budget that cannot be checked (unknown price).
@@ -999,6 +1007,12 @@ def plan_sweep(
         )
     created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    if cloud and spec.is_local:
+        raise SpecError(
+            f"invalid sweep spec:\n  instance_types: {', '.join(spec.instance_types)} run only in local mode "
+            "(`trainsweep run SPEC --local`); to run in AWS, list SageMaker types such as ml.g4dn.xlarge",
+            [("instance_types", "local and local_gpu run only in local mode (trainsweep run --local)")],
+        )
     w = spec.workload
     if require_uploaded_source and w.entry_point is not None and not sourcedir.is_remote(w.source_dir):
         where = w.source_dir or "the entry point's folder"

@@ -5,7 +5,8 @@ plan's state input with jobs grouped by instance type and capped by the account'
 (``trainsweep.aws.workflow``); a job whose spec names no image gets the stack's own
 (``TRAINSWEEP_TRAINING_IMAGE``), in the state and in ``jobs.json``. A bad spec, an over-budget sweep or
 a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/``SweepTooLargeError``: the state
-machine fails with that message, and nothing is written.
+machine fails with that message, and nothing is written. So does a spec of ``local``/``local_gpu`` types
+outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``): SageMaker would reject every job.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     )
     plan = plan_sweep(
         spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket, attempt=attempt,
-        require_uploaded_source=True,
+        require_uploaded_source=True, cloud=not config.embedded,
     )  # fmt: skip
     plan.jobs = with_default_image(plan.jobs, config.require_training_image)
 

@@ -14,6 +14,7 @@ from handler_helpers import BUCKET, s3_event
 
 from trainsweep import layout
 from trainsweep.aws import cloudwatch, quotas
+from trainsweep.aws.config import EMBEDDED_ENV
 from trainsweep.aws.workflow import QuotaError, SweepTooLargeError, group_jobs
 from trainsweep.errors import BudgetExceededError, SpecError
 
@@ -59,6 +60,24 @@ def test_plan_refuses_an_over_budget_sweep(s3, handler, context):
 def test_plan_refuses_a_bad_spec_with_the_field(s3, handler, context):
     with pytest.raises(SpecError, match="batch_sizes"):
         handler("plan_sweep")({"input": {**SPEC, "batch_sizes": []}}, context)
+
+
+LOCAL_SPEC = {**SPEC, "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True}}
+
+
+@pytest.mark.parametrize("types", [["local"], ["local_gpu"]])
+def test_plan_refuses_local_instance_types_in_aws(s3, handler, context, monkeypatch, types):
+    monkeypatch.delenv(EMBEDDED_ENV, raising=False)
+    with pytest.raises(SpecError, match="run only in local mode") as err:
+        handler("plan_sweep")({"input": {"spec": {**LOCAL_SPEC, "instance_types": types}}}, context)
+    assert err.value.errors[0][0] == "instance_types"
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+
+
+def test_plan_accepts_local_instance_types_in_local_modes_embedded_aws(s3, handler, context, monkeypatch):
+    monkeypatch.setenv(EMBEDDED_ENV, "1")  # what local mode's Lambda runtime sets (lambda_runner)
+    out = handler("plan_sweep")({"input": {"spec": {**LOCAL_SPEC, "instance_types": ["local"]}}}, context)
+    assert out["job_count"] == 2
 
 
 def test_quotas_cap_each_type_and_a_zero_quota_fails_fast():
@@ -165,12 +184,54 @@ class _Pages:
         return {"events": events, "nextForwardToken": token}
 
 
-def test_pagination_stops_when_the_token_repeats_or_a_page_is_empty():
-    repeating = _Pages([["a", "b"], ["c"]], repeat=True)
+def test_pagination_follows_empty_pages_and_stops_when_the_token_repeats():
+    repeating = _Pages([["a", "b"], [], [], ["c"], []], repeat=True)
     assert list(cloudwatch.iter_log_messages(repeating, "g", "s")) == ["a", "b", "c"]
-    endless = _Pages([["a"], ["b"], ["c"]], repeat=False)
-    assert list(cloudwatch.iter_log_messages(endless, "g", "s")) == ["a", "b", "c"]
-    assert endless.calls == 4
+    assert repeating.calls == 5
+
+
+def test_a_stream_that_never_ends_is_an_error_not_a_shorter_log():
+    endless = _Pages([["a"], ["b"], ["c"]], repeat=False)  # new tokens for empty pages forever
+    with pytest.raises(cloudwatch.UnfinishedStreamError, match="end was not reached"):
+        list(cloudwatch.iter_log_messages(endless, "g", "s", max_empty_pages=5))
+    assert endless.calls == 3 + 5
+
+
+class _GapsBetweenPages:
+    """A CloudWatch Logs client whose every page of events follows an empty page (as AWS may answer)."""
+
+    def __init__(self, real: Any):
+        self.real = real
+
+    def get_log_events(self, **kwargs: Any) -> dict[str, Any]:
+        token = kwargs.pop("nextToken", None)
+        if token is None or not token.startswith("gap:"):
+            return {"events": [], "nextForwardToken": f"gap:{token or ''}"}
+        if token[4:]:
+            kwargs["nextToken"] = token[4:]
+        page = self.real.get_log_events(**kwargs)
+        if page["nextForwardToken"] != token[4:]:
+            return page
+        return {**page, "nextForwardToken": token}  # the end: the token sent comes back
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_export_reads_past_empty_pages_to_the_end_of_the_stream(s3, handler, context, monkeypatch):
+    _stream(2_500)
+    real_client = boto3.client
+
+    def client(service: str, *args: Any, **kwargs: Any) -> Any:
+        made = real_client(service, *args, **kwargs)
+        return _GapsBetweenPages(made) if service == "logs" else made
+
+    monkeypatch.setattr(boto3, "client", client)
+    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    out = handler("export_log")({"sweep_id": "demo-1", "job": job}, context)
+    lines = s3.get_object(Bucket=BUCKET, Key=out["exported"])["Body"].read().decode().splitlines()
+    assert len(lines) == 2_500
+    assert lines[0].startswith("0 step") and lines[-1].startswith("2499 step")
 
 
 # ---- AggregateSweep -----------------------------------------------------------------------------

@@ -271,6 +271,117 @@ def test_training_task_retries_with_backoff_and_jitter_and_catches_everything_el
     for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
         assert f'\\"{name}\\":' in text, name
     assert text.count("arn:aws:states:::sagemaker:createTrainingJob.sync") == 4
-    assert text.count('\\"JitterStrategy\\":\\"FULL\\"') == 4
+    states = _definition_states(template)
+    for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
+        assert [r["JitterStrategy"] for r in states[name]["Retry"]] == ["FULL"], name
     assert text.count('\\"MaxRuntimeInSeconds.$\\":\\"$.job.max_runtime_seconds\\"') == 4
     assert text.count('\\"MaxConcurrencyPath\\"') == 2
+
+
+# ---- what the AWS integrations need (issue 13) -------------------------------------------------------
+
+
+def _allows(sts: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+    return [s for s in sts if s["Effect"] == "Allow" and action in as_list(s["Action"])]
+
+
+def test_the_state_machine_may_do_what_aws_documents_for_create_training_job_sync(template):
+    sts = statements(template, "SweepStateMachineRole")
+    for action in (
+        "sagemaker:CreateTrainingJob",
+        "sagemaker:DescribeTrainingJob",
+        "sagemaker:StopTrainingJob",
+        "sagemaker:AddTags",
+        "sagemaker:ListTags",
+        "events:PutTargets",
+        "events:PutRule",
+        "events:DescribeRule",
+        "iam:PassRole",
+    ):
+        assert _allows(sts, action), action
+    (tags,) = _allows(sts, "sagemaker:ListTags")
+    assert ":training-job/*" in json.dumps(tags["Resource"])  # scoped like the other job actions
+
+
+def test_the_training_role_may_use_the_key_its_output_is_encrypted_with(template):
+    sm = next(iter(resources(template, "AWS::StepFunctions::StateMachine").values()))
+    assert "KmsKeyId" in json.dumps(sm["Properties"]["DefinitionString"])  # the requests name the key
+    key_id = _logical_id(template, "AWS::KMS::Key", "ResultsKey")
+    sts = statements(template, "TrainingExecutionRole")
+    for action in ("kms:Encrypt", "kms:GenerateDataKey", "kms:Decrypt"):
+        on_key = [s for s in _allows(sts, action) if s["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}]
+        assert on_key, action
+
+
+def test_the_training_role_may_read_sse_kms_data_buckets_through_s3_only(template, tmp_path):
+    assert not [
+        s for s in statements(template, "TrainingExecutionRole") if s.get("Sid") == "DecryptDataBuckets"
+    ]
+    # nag on: the data buckets' read grants are acknowledged too
+    custom = synth(tmp_path, {"data_bucket_names": "team-data,more-data"})
+    (st,) = [s for s in statements(custom, "TrainingExecutionRole") if s.get("Sid") == "DecryptDataBuckets"]
+    assert as_list(st["Action"]) == ["kms:Decrypt"]
+    assert json.dumps(st["Condition"]["StringEquals"]["kms:ViaService"]).count("amazonaws.com") == 1
+    arns = json.dumps(st["Condition"]["ArnLike"]["kms:EncryptionContext:aws:s3:arn"])
+    for bucket in ("team-data", "more-data"):
+        assert f':s3:::{bucket}"' in arns and f':s3:::{bucket}/*"' in arns, arns
+
+
+def test_the_training_role_may_create_the_log_group_in_a_fresh_region(template):
+    (st,) = _allows(statements(template, "TrainingExecutionRole"), "logs:CreateLogGroup")
+    # CreateLogGroup is authorised on the group's own ARN, which ".../TrainingJobs:*" does not match.
+    resources_ = [json.dumps(r) for r in as_list(st["Resource"])]
+    assert any(r.endswith(':log-group:/aws/sagemaker/TrainingJobs"]]}') for r in resources_), resources_
+    (put,) = _allows(statements(template, "TrainingExecutionRole"), "logs:PutLogEvents")
+    assert json.dumps(put["Resource"]).endswith(':log-group:/aws/sagemaker/TrainingJobs:*"]]}')
+
+
+def _definition_states(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every state of the sweep definition by name (Map item processors included)."""
+    sm = next(iter(resources(template, "AWS::StepFunctions::StateMachine").values()))
+    parts = sm["Properties"]["DefinitionString"]["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "TOKEN" for p in parts)  # tokens lie inside strings
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(states: dict[str, Any]) -> None:
+        for name, state in states.items():
+            out[name] = state
+            for key in ("ItemProcessor", "Iterator"):
+                if key in state:
+                    walk(state[key]["States"])
+
+    walk(json.loads(text)["States"])
+    return out
+
+
+def test_lambda_throttling_is_retried_with_backoff_and_jitter(template):
+    states = _definition_states(template)
+    for name in ("PlanSweep", "ExportLog", "ParseRun", "AggregateSweep"):
+        retries = states[name].get("Retry", [])
+        throttled = [r for r in retries if "Lambda.TooManyRequestsException" in r["ErrorEquals"]]
+        assert throttled, (name, retries)
+        (r,) = throttled
+        assert {"Lambda.ServiceException", "Lambda.SdkClientException"} <= set(r["ErrorEquals"])
+        assert r["JitterStrategy"] == "FULL" and r["BackoffRate"] > 1 and r["MaxAttempts"] >= 5
+        assert "States.ALL" not in r["ErrorEquals"]  # the function's own errors are caught, not retried
+
+
+def test_parse_run_has_reserved_concurrency_from_context(template, tmp_path):
+    def reserved(tpl: dict[str, Any]) -> dict[str, Any]:
+        return {
+            fn["Properties"]["Environment"]["Variables"]["TRAINSWEEP_FUNCTION"]: fn["Properties"].get(
+                "ReservedConcurrentExecutions"
+            )
+            for fn in resources(tpl, "AWS::Lambda::Function").values()
+            if "TRAINSWEEP_FUNCTION" in fn["Properties"].get("Environment", {}).get("Variables", {})
+        }
+
+    assert reserved(template) == {
+        "plan_sweep": None,
+        "parse_run": 5,
+        "export_log": None,
+        "aggregate_sweep": None,
+    }
+    assert reserved(synth(tmp_path, {"parse_reserved_concurrency": "0"}, nag=False))["parse_run"] is None
+    with pytest.raises(ValueError, match="parse_reserved_concurrency"):
+        synth(tmp_path / "bad", {"parse_reserved_concurrency": "lots"}, nag=False)

@@ -252,6 +252,27 @@ def test_run_in_the_cloud_starts_the_stacks_state_machine_on_the_spec(tmp_path: 
     assert f"trainsweep status {payload['sweep_id']}" in result.output
 
 
+@pytest.mark.parametrize("types", ["[local]", "[local_gpu]"])
+def test_run_in_the_cloud_refuses_local_instance_types_before_starting(tmp_path: Path, types: str) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\n"
+        f"instance_types: {types}\nbatch_sizes: [32]\n"
+    )
+    with mock_aws():
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(
+            StackName="Trainsweep", TemplateBody=json.dumps(CLOUD_STACK)
+        )
+        result = runner.invoke(app, ["run", str(spec), "--region", "us-east-1", "--no-watch"])
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        arn = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
+        executions = sfn.list_executions(stateMachineArn=arn)["executions"]
+    assert result.exit_code == 2, result.output
+    assert executions == []
+    out = " ".join(result.output.split())
+    assert "instance_types" in out and "run only in local mode" in out and "--local" in out
+
+
 def test_without_a_terminal_progress_is_a_line_per_change() -> None:
     import io
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainsweep import hyperparameters as hp
-from trainsweep import instances, layout
+from trainsweep import image, instances, layout
 from trainsweep.errors import BudgetExceededError, SpecError
 from trainsweep.spec import (
     SAGEMAKER_NAME_MAX,
@@ -374,6 +374,8 @@ def test_invalid_sweep_id_is_refused(bad: str) -> None:
         plan(sweep_id=bad)
 
 
+# Cloud types the stack's image can run on (ml.p2.* is refused at plan time: test_image_gpus.py).
+USABLE_CLOUD_TYPES = [t for t in instances.CATALOGUE if t.startswith("ml.") and not image.unusable_reason(t)]
 sweep_names = st.text(alphabet=st.sampled_from("abcXYZ019-_. "), min_size=1, max_size=64)
 
 
@@ -396,7 +398,7 @@ def test_any_name_is_sagemaker_valid_and_reads_back(
 
 
 def test_job_names_are_unique_within_a_large_sweep() -> None:
-    types = [t for t in instances.CATALOGUE if t.startswith("ml.")][:12]
+    types = USABLE_CLOUD_TYPES[:12]
     p = plan_sweep(
         make_spec(name="x" * 64, instance_types=types, batch_sizes=[1, 10, 100, 1000], repetitions=5),
         now=NOW,
@@ -522,7 +524,7 @@ def test_job_for_run_finds_the_packed_job() -> None:
 
 
 cloud_types = st.lists(
-    st.sampled_from([t for t in instances.CATALOGUE if t.startswith("ml.")]),
+    st.sampled_from(USABLE_CLOUD_TYPES),
     min_size=1,
     max_size=5,
     unique=True,

@@ -1,9 +1,11 @@
 """Copy a SageMaker training job's CloudWatch log stream to S3, completely.
 
 The seeds exported logs without pagination and lost their beginnings (a log that starts mid-epoch).
-``GetLogEvents`` pages forward from the head; the documented end is a ``nextForwardToken`` equal to
-the one sent, but an empty page also ends it (a stream still being written can hand out new tokens
-for empty pages forever).
+``GetLogEvents`` pages forward from the head; the end is a ``nextForwardToken`` equal to the one sent.
+An empty page is not the end (AWS: "it is possible to get a response with no events and a token that
+leads to more"), so empty pages are followed too; a stream that hands out new tokens for empty pages
+without end (one still being written) is given up after ``MAX_EMPTY_PAGES`` of them in a row, with an
+error rather than a silently shortened log.
 """
 
 from __future__ import annotations
@@ -11,21 +13,45 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+MAX_EMPTY_PAGES = 100
 
-def iter_log_messages(logs: Any, group: str, stream: str, *, page_limit: int | None = None) -> Iterator[str]:
-    """Every message of a stream, oldest first, following ``nextForwardToken`` to the end."""
+
+class UnfinishedStreamError(RuntimeError):
+    """The stream kept handing out new tokens for empty pages: its end was never reached."""
+
+
+def iter_log_messages(
+    logs: Any,
+    group: str,
+    stream: str,
+    *,
+    page_limit: int | None = None,
+    max_empty_pages: int = MAX_EMPTY_PAGES,
+) -> Iterator[str]:
+    """Every message of a stream, oldest first, following ``nextForwardToken`` until it repeats.
+
+    Raises:
+        UnfinishedStreamError: ``max_empty_pages`` empty pages in a row, each with a new token.
+    """
     kwargs: dict[str, Any] = {"logGroupName": group, "logStreamName": stream, "startFromHead": True}
     if page_limit:
         kwargs["limit"] = page_limit
     token: str | None = None
+    empty = 0
     while True:
         page = logs.get_log_events(**kwargs, **({"nextToken": token} if token else {}))
         events = page.get("events", [])
         for event in events:
             yield event.get("message", "")
         next_token = page.get("nextForwardToken")
-        if not events or not next_token or next_token == token:
+        if not next_token or next_token == token:
             return
+        empty = 0 if events else empty + 1
+        if empty >= max_empty_pages:
+            raise UnfinishedStreamError(
+                f"{group}/{stream}: {empty} empty pages in a row, each with a new token; the stream's end "
+                "was not reached (is the job still writing to it?)"
+            )
         token = next_token
 
 

@@ -10,6 +10,9 @@ TRAINING_LOG_GROUP_ENV = "TRAINSWEEP_TRAINING_LOG_GROUP"
 DEFAULT_TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 TRAINING_IMAGE_ENV = "TRAINSWEEP_TRAINING_IMAGE"
 """The stack's own training image (PlanSweep gives it to every job whose spec names no image)."""
+EMBEDDED_ENV = "TRAINSWEEP_EMBEDDED_AWS"
+"""``1`` where the function runs in local mode's embedded AWS (set by its Lambda runtime, never deployed):
+PlanSweep accepts the ``local``/``local_gpu`` instance types only there."""
 
 
 class ConfigError(RuntimeError):
@@ -22,6 +25,8 @@ class FunctionConfig:
     training_log_group: str = DEFAULT_TRAINING_LOG_GROUP
     training_image: str | None = None
     """Only PlanSweep is given it; see :meth:`require_training_image`."""
+    embedded: bool = False
+    """Running in local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``), not in an AWS account."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> FunctionConfig:
@@ -33,6 +38,7 @@ class FunctionConfig:
             bucket=bucket,
             training_log_group=env.get(TRAINING_LOG_GROUP_ENV, DEFAULT_TRAINING_LOG_GROUP),
             training_image=env.get(TRAINING_IMAGE_ENV) or None,
+            embedded=env.get(EMBEDDED_ENV) == "1",
         )
 
     def require_training_image(self) -> str:

@@ -264,7 +264,8 @@ def _run_cloud(
     spec = load_spec(spec_path)
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
-    plan_sweep(spec, region=session.region_name)  # refuses an over-budget sweep before anything starts
+    # refuses an over-budget sweep, and local instance types, before anything starts
+    plan_sweep(spec, region=session.region_name, cloud=True)
     staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
     bucket, machine = _stack(session, stack)
     s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")

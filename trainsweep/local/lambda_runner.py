@@ -28,6 +28,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from trainsweep.aws.config import EMBEDDED_ENV
+
 FUNCTION_ENV = "TRAINSWEEP_FUNCTION"
 """Environment variable naming the handler folder under ``lambdas/`` (set by the CDK constructs)."""
 
@@ -179,6 +181,7 @@ def _environment(function: Any) -> dict[str, str]:
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.memory_size),
             "AWS_REGION": function.region,
             "AWS_DEFAULT_REGION": function.region,
+            EMBEDDED_ENV: "1",  # PlanSweep accepts the local instance types only here
         }
     )
     if not botocore_stubber.enabled and "AWS_ENDPOINT_URL" not in os.environ:

@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from trainsweep import image, instances
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState, predict_run, steady_estimate
 from trainsweep.training import contract
@@ -64,11 +65,48 @@ class Rank:
         )
 
 
-def _device(rank: Rank) -> torch.device:
-    if torch.cuda.is_available():
-        torch.cuda.set_device(rank.local_rank)
-        return torch.device("cuda", rank.local_rank)
-    return torch.device("cpu")
+class UnusableGpuError(JobConfigError):
+    """The job has GPUs this process's torch cannot use: the cell fails rather than train on the CPU."""
+
+
+def expected_gpus(paths: Paths) -> int:
+    """GPUs this job's instance has: ``SM_NUM_GPUS`` when set, else the catalogue's count for its type."""
+    text = os.environ.get("SM_NUM_GPUS", "").strip()
+    if text:
+        try:
+            return int(text)
+        except ValueError:
+            raise JobConfigError(f"SM_NUM_GPUS must be a whole number, got {text!r}") from None
+    itype = instance_type(paths)
+    known = instances.CATALOGUE.get(itype) if itype else None
+    return known.gpus if known is not None else 0
+
+
+def _device(rank: Rank, gpus: int = 0, itype: str | None = None) -> torch.device:
+    """This rank's GPU, or the CPU on an instance without GPUs; raises :class:`UnusableGpuError` when the
+    instance has ``gpus`` GPUs that torch cannot use (no CUDA in this build, no driver, or no kernels for
+    their compute capability): CPU timings labelled with a GPU instance type would be wrong answers."""
+    where = f"{itype} has {gpus} GPU(s)" if itype else f"the job has {gpus} GPU(s) (SM_NUM_GPUS)"
+    if not torch.cuda.is_available():
+        if gpus > 0:
+            why = "this torch has no CUDA" if torch.version.cuda is None else "torch.cuda cannot see any GPU"
+            raise UnusableGpuError(
+                f"{where} but {why} (torch {torch.__version__}, CUDA {torch.version.cuda}); refusing to "
+                "train on the CPU instead"
+            )
+        return torch.device("cpu")
+    torch.cuda.set_device(rank.local_rank)
+    device = torch.device("cuda", rank.local_rank)
+    capability = torch.cuda.get_device_capability(device)
+    arch_list = torch.cuda.get_arch_list()
+    # Only a CUDA build's sm_/compute_ list says what runs (ROCm builds list gfx targets instead).
+    if torch.version.cuda is not None and arch_list and not image.runs_on(capability, arch_list):
+        raise UnusableGpuError(
+            f"{where} but this torch ({torch.__version__}, CUDA {torch.version.cuda}) has no kernels for "
+            f"{torch.cuda.get_device_name(device)} (compute capability {capability[0]}.{capability[1]}; "
+            f"it has {', '.join(arch_list) or 'none'}); refusing to train on the CPU instead"
+        )
+    return device
 
 
 def _default_lr(workload: str, batch_size: int) -> float:
@@ -118,7 +156,8 @@ class CellRun:
                 f"batch size {cell.batch_size} does not split evenly over {rank.world_size} GPUs/ranks; "
                 f"use a multiple of {rank.world_size}"
             )
-        self.device = _device(rank)
+        itype = instance_type(self.paths)
+        self.device = _device(rank, expected_gpus(self.paths), itype)
         torch.manual_seed(cfg.seed)
         info = DATASETS[cfg.workload]
         self.info = info
