@@ -783,7 +783,9 @@ class SweepPlan:
         return next((j for j in self.jobs if run_name in j["run_names"]), None)
 
 
-def _check_sweep_id(sweep_id: str) -> None:
+def check_sweep_id(sweep_id: str) -> None:
+    """Raise :class:`SpecError` unless ``sweep_id`` is one trainsweep makes (it names S3 prefixes and
+    folders: no ``/``, no ``..``)."""
     if len(sweep_id) > _SWEEP_ID_MAX or not _SWEEP_ID.match(sweep_id):
         raise SpecError(
             f"invalid sweep id {sweep_id!r}: use 1 to {_SWEEP_ID_MAX} letters, digits and inner '-'",
@@ -991,7 +993,7 @@ def plan_sweep(
     now = now or datetime.now(UTC)
     if sweep_id is None:
         sweep_id = make_sweep_id(spec.name, now)
-    _check_sweep_id(sweep_id)
+    check_sweep_id(sweep_id)
     if attempt is not None and not _ATTEMPT.match(attempt):
         raise SpecError(
             f"invalid attempt {attempt!r}: 1 to 8 lower-case letters and digits", [("attempt", "")]

@@ -240,3 +240,64 @@ def _wait_for_trainer(pid: int, timeout: float) -> psutil.Process:
                 continue
         time.sleep(0.5)
     raise AssertionError("no training process started")
+
+
+def _cloudml_log(batch_size: int, steps: int = 3) -> bytes:
+    lines = [f"python3 mnist_cnn.py --batch-size {batch_size} --epochs 1", "Initialization time 0.25"]
+    lines += ["Epoch 1/1", "Real time: 1600000000.0"]
+    lines += [f"{s} step training time: 0.0125s" for s in range(1, steps + 1)]
+    lines += ["Epoch time: 1.5s", "Real time: 1600000001.5", "Duracao do treinamento: 5.5"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_resume_after_ctrl_c_reruns_the_stopped_cell_and_writes_the_report(tmp_path: Path) -> None:
+    """A sweep interrupted by Ctrl-C, as it was downloaded: jobs.json without final cells (no
+    aggregation ran), one run that finished and one whose job SIGTERM stopped (its record says so).
+    Resuming re-runs the stopped cell only, aggregates both and writes the report; the spec given to
+    the resume differs from the sweep's in one field, and the command says which."""
+    from trainsweep.artefacts import run_artefacts
+    from trainsweep.logs import parse
+    from trainsweep.spec import plan_sweep
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=512, test=256)
+    spec = _spec(tmp_path, data_dir)
+    sweep_id = "e2e-20260101-000000"
+    out = tmp_path / "results"
+    folder = out / sweep_id
+    plan = plan_sweep(spec, sweep_id=sweep_id)
+    (folder / layout.RESULTS_DIR).mkdir(parents=True)
+    (folder / layout.JOBS_JSON).write_bytes(plan.jobs_json())
+    (folder / layout.SPEC_JSON).write_text(json.dumps({**plan.spec.to_dict(), "max_runtime_seconds": 600}))
+    run16, run128 = f"{sweep_id}-local-cpu-16-e0", f"{sweep_id}-local-cpu-128-e0"
+    finished = parse(_cloudml_log(16), name=run16)
+    stopped = parse(_cloudml_log(128), name=run128)
+    stopped.status, stopped.failure_reason = "failed", "stopped by SIGTERM"
+    assert finished.status == "complete"
+    for run in (finished, stopped):
+        for rel, data in run_artefacts(run).items():
+            (folder / layout.RESULTS_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / layout.RESULTS_DIR / rel).write_bytes(data)
+    before = (folder / layout.RESULTS_DIR / layout.run_record_path(run16)).read_bytes()
+
+    runner = CliRunner()
+    status = runner.invoke(app, ["status", sweep_id, "--results", str(out), "--json"])
+    assert status.exit_code == 0, status.output
+    shown = {c["run_name"]: c for c in json.loads(status.output)["cells"]}
+    assert shown[run16]["status"] == "done"
+    assert (shown[run128]["status"], shown[run128]["detail"]) == ("failed", "stopped by SIGTERM")
+
+    resumed = runner.invoke(
+        app, ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert f"Resumed 1 run(s): {run128}" in resumed.output
+    assert "differs from sweep" in resumed.output and "max_runtime_seconds" in resumed.output
+    cells = _cells(folder)
+    assert cells[16]["status"] == "completed"  # kept: it had finished before the interrupt
+    assert cells[128]["status"] == "completed", cells[128]
+    assert (folder / layout.RESULTS_DIR / layout.run_record_path(run16)).read_bytes() == before
+    assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()
+    with (folder / layout.RESULTS_DIR / layout.SWEEP_CSV).open() as f:
+        assert sorted(int(r["batch_size"]) for r in csv.DictReader(f)) == [16, 128]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -191,6 +192,10 @@ def run(
 
     console = Console(stderr=True, soft_wrap=True)
     try:
+        if resume is not None:
+            from trainsweep.spec import check_sweep_id
+
+            check_sweep_id(resume)  # it names a folder and an S3 prefix
         if local:
             _run_local(console, spec_path, out, resume, watch=not no_watch)
         else:
@@ -204,19 +209,39 @@ def run(
 
 
 def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None, *, watch: bool) -> None:
-    from trainsweep.local.sweep import run_local_sweep
+    from trainsweep import layout
+    from trainsweep.local.sweep import SweepInterrupted, run_local_sweep
 
+    if resume:
+        saved = out / resume / layout.SPEC_JSON
+        if saved.is_file():
+            _say_spec_changes(console, json.loads(saved.read_text()), spec_path, resume)
     console.print("Starting the embedded AWS and deploying the stack (local mode)…", highlight=False)
     update, close = _watch_factory(console, watch)
     try:
         result = run_local_sweep(spec_path, out_root=out, resume=resume, on_update=update)
+    except SweepInterrupted as stop:
+        close()
+        got = stop.result
+        if got.downloaded:
+            console.print(
+                Text.assemble(
+                    ("Interrupted:", "yellow"),
+                    f" training processes stopped, partial results downloaded to {got.dest}/ "
+                    f"(resume with --resume {got.sweep_id}).",
+                )
+            )
+        else:
+            console.print(
+                Text.assemble(
+                    ("Interrupted:", "yellow"),
+                    " stopped before the sweep had any results; nothing was downloaded.",
+                )
+            )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except KeyboardInterrupt:
         close()
-        console.print(
-            "[yellow]Interrupted:[/] training processes stopped, partial results downloaded to "
-            f"{out}/ (resume with --resume SWEEP_ID).",
-            highlight=False,
-        )
+        console.print(Text.assemble(("Interrupted:", "yellow"), " nothing was started or downloaded."))
         raise typer.Exit(EXIT_INTERRUPTED) from None
     close()
     if resume:
@@ -224,6 +249,24 @@ def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None,
             f"Resumed {len(result.resumed_runs)} run(s): {', '.join(result.resumed_runs) or 'none'}"
         )
     _finish(console, result.view, result.dest, result.execution_status, result.error)
+
+
+def _say_spec_changes(console: Console, saved: Any, spec_source: Path, sweep_id: str) -> None:
+    """Tell the user when the spec given to ``--resume`` is not the sweep's own (it is the one that runs)."""
+    from trainsweep.aws import sweeps
+    from trainsweep.spec import load_spec
+
+    if not isinstance(saved, dict):
+        return
+    changed = sweeps.spec_differences(saved, load_spec(spec_source).to_dict(), sweep_id)
+    if changed:
+        console.print(
+            Text(
+                f"note: {spec_source} differs from sweep {sweep_id}'s spec in {', '.join(changed)}; "
+                "the re-run cells use the spec given here.",
+                style="yellow",
+            )
+        )
 
 
 def _finish(console: Console, view: Any, dest: Path, status: str | None, error: str | None) -> None:
@@ -293,6 +336,10 @@ def _run_cloud(
     if resume:
         if not watch:
             raise TrainsweepError("--resume waits for the re-run cells to re-aggregate: drop --no-watch")
+        from trainsweep import layout
+        from trainsweep.aws import s3 as s3io
+
+        _say_spec_changes(console, s3io.get_json(s3, bucket, layout.spec_key(sweep_id)), spec_path, sweep_id)
         outcome = sweeps.resume_sweep(
             s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=session.client("lambda"),
             stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,
@@ -348,14 +395,21 @@ def status(
     """
     from rich.console import Console
 
-    from trainsweep.errors import TrainsweepError
+    from trainsweep.errors import SpecError, TrainsweepError
 
     console = Console(soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
     try:
+        if sweep_id is not None:
+            from trainsweep.spec import check_sweep_id
+
+            check_sweep_id(sweep_id)  # it names a folder under --results
         view = _local_view(results, sweep_id)
         if view is None:
             view = _cloud_view(stack, sweep_id, profile, region)
+    except SpecError as e:
+        _error(err, str(e))
+        raise typer.Exit(EXIT_USAGE) from None
     except TrainsweepError as e:
         where = f"sweep {sweep_id!r}" if sweep_id else "a sweep"
         _error(err, f"{e}\n(no downloaded {where} under {results}/ either)")
@@ -383,8 +437,21 @@ def _local_view(results: Path, sweep_id: str | None) -> Any:
         return None
     doc = json.loads(jobs_file.read_text())
     runs = folder / layout.RESULTS_DIR / layout.RUNS_DIR
-    have = {p.stem for p in runs.glob("*.json")} if runs.is_dir() else set()
-    return sweeps.view_from_documents(folder.name, doc, have)
+    records = sorted(runs.glob("*.json")) if runs.is_dir() else []
+    have = {p.stem for p in records}
+    aggregated = {c.get("run_name") for c in doc.get("cells") or []}
+    unfinished = {}
+    for p in records:
+        if p.stem in aggregated:
+            continue  # its final record says more
+        try:
+            record = json.loads(p.read_text())
+        except (OSError, ValueError):
+            record = None
+        done, reason = sweeps.record_outcome(record)
+        if not done:
+            unfinished[p.stem] = reason
+    return sweeps.view_from_documents(folder.name, doc, have, unfinished)
 
 
 def _cloud_view(stack: str, sweep_id: str | None, profile: str | None, region: str | None) -> Any:
@@ -418,14 +485,20 @@ def download(
 
     from trainsweep import layout
     from trainsweep.aws import sweeps
-    from trainsweep.errors import TrainsweepError
+    from trainsweep.errors import SpecError, TrainsweepError
 
     console = Console(stderr=True, soft_wrap=True)
     dest = to or DEFAULT_RESULTS / sweep_id
     try:
+        from trainsweep.spec import check_sweep_id
+
+        check_sweep_id(sweep_id)  # it names the folder and the S3 prefix
         session = _session(profile, region)
         bucket, _ = _stack(session, stack)
         files = sweeps.download_sweep(session.client("s3"), bucket, sweep_id, dest)
+    except SpecError as e:
+        _error(console, str(e))
+        raise typer.Exit(EXIT_USAGE) from None
     except TrainsweepError as e:
         _error(console, str(e))
         raise typer.Exit(EXIT_FAILED) from None

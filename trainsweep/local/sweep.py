@@ -5,7 +5,8 @@ the synthesized stack into it, upload a ``file://`` data channel, start the stat
 report progress, wait for every S3 notification, download ``sweeps/<id>/`` into ``<out>/<id>/`` and
 stop everything. ``resume=SWEEP_ID`` puts a downloaded sweep back, re-runs only its cells without
 results and re-aggregates all cells. On Ctrl-C the training processes and the execution are stopped
-and whatever results exist are downloaded before the interrupt propagates.
+and whatever results exist are downloaded before :class:`SweepInterrupted` (a ``KeyboardInterrupt``
+that says whether anything was downloaded) propagates.
 """
 
 from __future__ import annotations
@@ -38,6 +39,15 @@ class LocalRunResult:
     timings: dict[str, float] = field(default_factory=dict)
     training_seconds: float = 0.0  # wall time while at least one training process ran (union of lifetimes)
     resumed_runs: list[str] = field(default_factory=list)
+    downloaded: bool = False  # sweeps/<id>/ was copied to ``dest``
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a local sweep; ``result`` says what had run and whether anything was downloaded."""
+
+    def __init__(self, result: LocalRunResult) -> None:
+        super().__init__()
+        self.result = result
 
 
 def _check_local(spec: Any, has_gpu: Callable[[], bool]) -> None:
@@ -123,9 +133,11 @@ def run_local_sweep(
     from trainsweep.local.executor import gpu_available
     from trainsweep.local.server import EmbeddedAws
     from trainsweep.sourcedir import spec_dir, stage
-    from trainsweep.spec import load_spec, make_sweep_id
+    from trainsweep.spec import check_sweep_id, load_spec, make_sweep_id
 
     t_start = time.perf_counter()
+    if resume is not None:
+        check_sweep_id(resume)  # it names a folder under out_root
     spec = load_spec(spec_source)
     _check_local(spec, has_gpu or gpu_available)
     # The script, its folder and its requirements are checked before anything starts.
@@ -190,7 +202,7 @@ def run_local_sweep(
             aws.sagemaker.stop_all()
         if aws.notifications is not None:
             aws.notifications.drain(30)
-        raise
+        raise SweepInterrupted(result) from None  # ``finally`` below downloads first
     finally:
         if aws.sagemaker is not None:
             result.training_seconds = aws.sagemaker.process_seconds()
@@ -199,6 +211,7 @@ def run_local_sweep(
                 t0 = time.perf_counter()
                 with contextlib.suppress(sweeps.SweepNotFoundError):
                     sweeps.download_sweep(aws.client("s3"), bucket, sweep_id, dest)
+                    result.downloaded = True
                     result.view = _final_view(aws, bucket, sweep_id, result.view)
                 result.timings["download"] = time.perf_counter() - t0
         finally:
