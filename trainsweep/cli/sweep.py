@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
+from trainsweep.cli.common import error_line, make_console, styled
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
@@ -85,7 +87,7 @@ def render_view(view: Any) -> Table:
             c.instance_type,
             "-" if c.batch_size is None else str(c.batch_size),
             "-" if c.repetition is None else str(c.repetition),
-            f"[{style}]{c.status}[/]" if style else c.status,
+            Text(c.status, style=style),
             _duration(c.elapsed_s),
             _duration(c.billable_s),
             "-" if c.cost_usd is None else f"{c.cost_usd:.4f}",
@@ -135,7 +137,7 @@ def _watch_factory(console: Console, enabled: bool) -> tuple[Any, Any]:
 
 
 def _error(console: Console, message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(error_line(message))
 
 
 # ---- AWS session ------------------------------------------------------------------------------------
@@ -186,11 +188,9 @@ def run(
     region: RegionOpt = None,
 ) -> None:
     """Start a sweep, watch its cells, then download the results to OUT/<sweep-id>/."""
-    from rich.console import Console
-
     from trainsweep.errors import SpecError, TrainsweepError
 
-    console = Console(stderr=True, soft_wrap=True)
+    console = make_console(stderr=True)
     try:
         if resume is not None:
             from trainsweep.spec import check_sweep_id
@@ -393,12 +393,10 @@ def status(
     A sweep downloaded under --results (every local sweep) is read from disk; otherwise the deployed
     stack is asked.
     """
-    from rich.console import Console
-
     from trainsweep.errors import SpecError, TrainsweepError
 
-    console = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
+    console = make_console()
+    err = make_console(stderr=True)
     try:
         if sweep_id is not None:
             from trainsweep.spec import check_sweep_id
@@ -481,13 +479,11 @@ def download(
     region: RegionOpt = None,
 ) -> None:
     """Download a sweep's spec, jobs, logs and results with the S3 layout below the folder."""
-    from rich.console import Console
-
     from trainsweep import layout
     from trainsweep.aws import sweeps
     from trainsweep.errors import SpecError, TrainsweepError
 
-    console = Console(stderr=True, soft_wrap=True)
+    console = make_console(stderr=True)
     dest = to or DEFAULT_RESULTS / sweep_id
     try:
         from trainsweep.spec import check_sweep_id
@@ -517,22 +513,20 @@ def doctor(
     region: RegionOpt = None,
 ) -> None:
     """Check this machine and the AWS account; each line says what to do when something is missing."""
-    from rich.console import Console
-
     from trainsweep.local.doctor import run_checks
 
-    console = Console(soft_wrap=True)
+    console = make_console()
     marks = {
-        "ok": "[green]ok[/]  ",
-        "warn": "[yellow]warn[/]",
-        "fail": "[red]fail[/]",
-        "info": "[dim]info[/]",
+        "ok": ("ok  ", "green"),
+        "warn": ("warn", "yellow"),
+        "fail": ("fail", "red"),
+        "info": ("info", "dim"),
     }
     checks = run_checks(stack=stack, profile=profile, region=region)
     for check in checks:
-        line = f"{marks[check.level]} {check.name}: {check.detail}"
+        line = styled(marks[check.level], f" {check.name}: {check.detail}")
         if check.fix and check.level != "ok":
             line += f" — {check.fix}"
-        console.print(line, highlight=False)
+        console.print(line)
     if any(c.level == "fail" for c in checks):
         raise typer.Exit(EXIT_FAILED)

@@ -1,17 +1,42 @@
 """Matplotlib figures as PNG bytes: ``Figure`` objects only, never pyplot's global state.
 
 ``run`` draws one run (step times per epoch); the other modules here draw sweep-level figures.
+
+Names in titles, labels and legends (a run's, a log file's) are drawn as they are: every figure is built
+and rendered under :data:`PLAIN_TEXT` (:func:`plain_text`), so a ``$`` in a name is a dollar sign, not
+the start of mathtext that may not parse and would lose the plot (and the report with it).
 """
 
 from __future__ import annotations
 
+import functools
 import io
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 PNG_DPI = 100
+PLAIN_TEXT = {"text.parse_math": False}
+"""rcParams every figure is built and rendered with: text is never parsed as mathtext."""
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
+def plain_text(fn: F) -> F:
+    """Run ``fn`` under :data:`PLAIN_TEXT` (texts take the setting when they are made, tick labels when
+    the figure is drawn: both the figure functions and :func:`figure_png` use this)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with rc_context(PLAIN_TEXT):
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@plain_text
 def figure_png(fig: Figure, *, dpi: int = PNG_DPI) -> bytes:
     """Render a figure to PNG bytes (same figure, same bytes: no timestamp in the metadata)."""
     buf = io.BytesIO()

@@ -12,7 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.plots import figure_png
+from trainsweep.plots import figure_png, plain_text
 
 _LEGEND_MAX_EPOCHS = 10
 _LINE2D_MAX_EPOCHS = _LEGEND_MAX_EPOCHS
@@ -70,6 +70,7 @@ class _EpochLines(Artist):
         self.stale = False
 
 
+@plain_text
 def step_times_figure(run: RunTimings) -> Figure:
     """Step time against step number, one line per epoch (log scale: step 1 dwarfs the rest)."""
     fig = Figure(figsize=(8, 4.5))

@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from trainsweep.logs.model import Epoch, RunTimings
+from trainsweep.plots import plain_text
 
 _DATA_COLOUR = "#d95f02"
 _COMPUTE_COLOUR = "#1b9e77"
@@ -26,6 +27,7 @@ def trim_p1_p99(values: Sequence[float]) -> np.ndarray:
     return x[(x >= lo) & (x <= hi)]
 
 
+@plain_text
 def distribution_figure(samples: Mapping[str, Sequence[float]], *, title: str | None = None) -> Figure:
     """One histogram per configuration of its steady step times (p1-p99), with the fitted normal curve.
 
@@ -65,6 +67,7 @@ def _rank_epochs(run: RunTimings) -> dict[int, list[Epoch]]:
     return dict(sorted(run.ranks.items())) if run.ranks else {0: run.epochs}
 
 
+@plain_text
 def rank_timeline_figure(run: RunTimings, *, max_steps: int = 60, skip: int = 1) -> Figure:
     """Per-rank timeline of ``max_steps`` steps after the first ``skip`` (warm-up) steps of the run:
     data wait and compute as horizontal bars.

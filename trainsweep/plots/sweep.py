@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from trainsweep.cost.metrics import OK, ConfigMetrics
 from trainsweep.cost.recommend import Recommendation
+from trainsweep.plots import plain_text
 
 _DATA_COLOUR = "#d95f02"
 _COMPUTE_COLOUR = "#1b9e77"
@@ -45,6 +46,7 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
+@plain_text
 def heatmap_figure(
     rows: Sequence[ConfigMetrics],
     value: Callable[[ConfigMetrics], float | None],
@@ -122,6 +124,7 @@ def samples_per_s_heatmap(rows: Sequence[ConfigMetrics]) -> Figure:
     )
 
 
+@plain_text
 def throughput_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     """Samples/s against batch size, one line per instance type, the spread over runs as a band."""
     fig = Figure(figsize=(8, 4.8))
@@ -158,6 +161,7 @@ def _usd(r: ConfigMetrics) -> float:
     return r.cost_to_train_usd or 0.0
 
 
+@plain_text
 def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     """Time to train against cost to train; the Pareto front joined, the pick starred."""
     fig = Figure(figsize=(8, 5))
@@ -225,6 +229,7 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     return fig
 
 
+@plain_text
 def step_breakdown_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     """Stacked bars per configuration: data wait vs compute share of the steady step (seconds)."""
     fig = Figure(figsize=(max(6.0, 0.55 * len(rows) + 2), 4.8))
