@@ -130,3 +130,68 @@ def test_schema_out_writes_the_file(tmp_path: Path) -> None:
 )
 def test_durations_read_naturally(seconds: int, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+# ---- unbounded specs (issue 11, item 3) --------------------------------------------------------------
+
+_HEAD = "name: t\nworkload: {model: mnist-cnn, epochs: 1}\ninstance_types: [local]\nbatch_sizes: [32]\n"
+
+
+def _alias_bomb() -> str:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    return _HEAD + "\n".join(lines) + "\n"
+
+
+@pytest.mark.timeout(60)
+def test_plan_refuses_a_yaml_alias_bomb_at_once(tmp_path: Path) -> None:
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text(_alias_bomb())  # 13 lines; 9**9 values once expanded
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "too large" in result.output or "more than 100,000 values" in result.output
+    assert "YAML aliases" in result.output
+
+
+def test_plan_refuses_more_aliases_than_the_budget(tmp_path: Path) -> None:
+    spec = tmp_path / "aliases.yaml"
+    spec.write_text(_HEAD + "x: &x 1\ny: [" + ", ".join(["*x"] * 101) + "]\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "more than 100 YAML aliases" in result.output
+
+
+@pytest.mark.parametrize("name", ["deep.json", "deep.yaml"])
+@pytest.mark.parametrize("depth", [40, 5000])
+def test_plan_refuses_a_deeply_nested_spec_without_a_traceback(tmp_path: Path, name: str, depth: int) -> None:
+    spec = tmp_path / name
+    spec.write_text('{"name": ' + "[" * depth + "]" * depth + "}\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "nested deeper than 32 levels" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_plan_refuses_a_self_referring_yaml_value(tmp_path: Path) -> None:
+    spec = tmp_path / "loop.yaml"
+    spec.write_text(_HEAD + "x: &x [1, *x]\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "contains itself" in result.output
+
+
+def test_plan_refuses_a_duplicate_key_in_json_as_in_yaml(tmp_path: Path) -> None:
+    doc = json.dumps({**SPEC, "batch_sizes": [256]})
+    spec = tmp_path / "dup.json"
+    spec.write_text(doc[:-1] + ', "batch_sizes": [512]}')
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "key 'batch_sizes' is given twice" in result.output
+
+
+def test_plan_refuses_a_spec_file_over_a_mebibyte(tmp_path: Path) -> None:
+    spec = tmp_path / "big.yaml"
+    spec.write_text(_HEAD + "# " + "x" * (1024 * 1024) + "\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "bytes (at most 1,048,576)" in result.output
