@@ -337,7 +337,10 @@ class SweepSpec(BaseModel):
     )
     max_concurrency: int = Field(4, ge=1, le=1000, description="Jobs running at the same time.")
     budget_usd: float | None = Field(
-        None, gt=0, description="Refuse the sweep when its worst-case cost exceeds this (USD)."
+        None,
+        gt=0,
+        allow_inf_nan=False,  # Infinity would accept any cost; leave budget_usd out for no limit
+        description="Refuse the sweep when its worst-case cost exceeds this (USD).",
     )
     spot: bool = Field(False, description="Managed spot training (checkpointed; may wait for capacity).")
     max_wait_seconds: int | None = Field(

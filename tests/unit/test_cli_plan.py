@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from trainsweep import layout
 from trainsweep.cli import app
-from trainsweep.cli.plan import EXIT_INVALID, EXIT_OVER_BUDGET
+from trainsweep.cli.plan import EXIT_INVALID, EXIT_OVER_BUDGET, EXIT_TOO_LARGE
 from trainsweep.spec import format_duration, json_schema
 
 runner = CliRunner()
@@ -195,3 +195,45 @@ def test_plan_refuses_a_spec_file_over_a_mebibyte(tmp_path: Path) -> None:
     result = runner.invoke(app, ["plan", str(spec)])
     assert result.exit_code == EXIT_INVALID, result.output
     assert "bytes (at most 1,048,576)" in result.output
+
+
+# ---- plans the cloud refuses (issue 11, item 5) ------------------------------------------------------
+
+
+def test_plan_says_run_would_refuse_a_ten_thousand_cell_grid(write_spec) -> None:  # type: ignore[no-untyped-def]
+    spec = write_spec(batch_sizes=list(range(1, 101)), repetitions=50)  # 2 types x 100 x 50
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_TOO_LARGE, result.output
+    assert "`trainsweep run` would refuse it" in result.output
+    assert "10000 cells" in result.output and "split the grid" in result.output
+
+
+def test_plan_of_a_grid_that_fits_is_not_refused(write_spec) -> None:  # type: ignore[no-untyped-def]
+    result = runner.invoke(app, ["plan", str(write_spec(batch_sizes=list(range(1, 21)), repetitions=3))])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("value", [".inf", "Infinity", ".nan"])
+def test_an_infinite_budget_is_refused(tmp_path: Path, value: str) -> None:
+    spec = tmp_path / ("spec.json" if value == "Infinity" else "spec.yaml")
+    if value == "Infinity":
+        spec.write_text(json.dumps(SPEC)[:-1] + ', "budget_usd": Infinity}')
+    else:
+        spec.write_text(yaml.safe_dump(SPEC) + f"budget_usd: {value}\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "budget_usd" in result.output and "finite" in result.output
+
+
+def test_run_refuses_a_grid_too_large_for_the_workflow_before_anything_starts(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local]\n"
+        f"batch_sizes: {list(range(1, 101))}\nrepetitions: 100\n"
+    )
+    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert "error: this sweep (10000 jobs, 10000 cells)" in result.output
+    assert "split the grid" in result.output
+    assert "the sweep's execution ended" not in result.output  # refused up front, not by PlanSweep
+    assert not (tmp_path / "out").exists()

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 EXIT_INVALID = 2
 EXIT_OVER_BUDGET = 3
+EXIT_TOO_LARGE = 4
 
 
 def register(app: typer.Typer) -> None:
@@ -41,6 +42,7 @@ def plan(
     bucket: Annotated[str | None, typer.Option(help="Results bucket, to show the S3 URIs jobs get.")] = None,
 ) -> None:
     """Validate a sweep spec and show its grid, job names, worst-case cost and time. No AWS call."""
+    from trainsweep.aws.workflow import SweepTooLargeError, check_plan_fits
     from trainsweep.errors import BudgetExceededError, SpecError
     from trainsweep.spec import check_budget, plan_sweep
 
@@ -56,6 +58,11 @@ def plan(
         typer.echo(json.dumps(sweep.to_dict(), indent=2))
     else:
         _print_plan(out, sweep)
+    try:
+        check_plan_fits(sweep)
+    except SweepTooLargeError as e:
+        err.print(styled(("Refused:", "bold red"), f" `trainsweep run` would refuse it: {e}"))
+        raise typer.Exit(EXIT_TOO_LARGE) from None
     try:
         check_budget(sweep)
     except BudgetExceededError as e:
