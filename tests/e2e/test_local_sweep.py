@@ -210,6 +210,12 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     text = output.decode(errors="replace")
     assert cli.returncode == 130, text
     assert "Interrupted" in text
+    # One line for the user; what the embedded AWS logged (moto's interpreter dumps whole state machines
+    # as it aborts them) is in a file beside the results.
+    assert len(text) < 2000, text[:3000]
+    assert "Exception=" not in text
+    log = out / f"{_sweep_dir(out).name}.log"
+    assert not log.exists() or f"The embedded AWS's log: {log}" in text
     assert not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE
     folder = _sweep_dir(out)
     assert (folder / layout.JOBS_JSON).is_file()
@@ -301,3 +307,50 @@ def test_resume_after_ctrl_c_reruns_the_stopped_cell_and_writes_the_report(tmp_p
     assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()
     with (folder / layout.RESULTS_DIR / layout.SWEEP_CSV).open() as f:
         assert sorted(int(r["batch_size"]) for r in csv.DictReader(f)) == [16, 128]
+
+
+def test_a_sweep_the_stack_refuses_prints_one_line_and_logs_the_details(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PlanSweep refuses a grid too large for the workflow state. ``run`` refuses it up front too; with
+    that check out of the way, the refusal comes from the deployed stack, as for a limit only it knows:
+    the user sees one line, the Lambda's JSON error with its stack trace goes to a log file."""
+    from trainsweep.aws import workflow
+
+    monkeypatch.setattr(workflow, "check_plan_fits", lambda plan: None, raising=False)
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "huge",
+                "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True},
+                "instance_types": ["local"],
+                "batch_sizes": list(range(1, 101)),
+                "repetitions": 100,
+            }
+        )
+    )
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.output
+    assert "SweepTooLargeError: this sweep (10000 jobs, 10000 cells)" in lines[0]
+    assert "stackTrace" not in result.output and "errorMessage" not in result.output
+    log = Path(lines[0].rsplit("(details: ", 1)[1].rstrip(")"))
+    assert log.is_file() and log.parent == out
+    assert "stackTrace" in log.read_text() and "SweepTooLargeError" in log.read_text()
+
+
+def test_a_sweep_whose_every_cell_fails_exits_non_zero_and_says_so(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=64, test=32)  # fewer samples than one batch of 128
+    spec = _spec(tmp_path, data_dir, batch_sizes=[128])
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "error: no cell of the sweep succeeded (1 failed)" in result.output
+    folder = _sweep_dir(out)
+    assert _cells(folder)[128]["status"] == "failed"
+    assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()  # the report says why

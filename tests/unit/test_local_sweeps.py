@@ -211,3 +211,23 @@ def test_spec_differences_name_the_changed_fields_but_not_what_uploading_rewrite
     given = {**saved, "data": "file:///tmp/data", "workload": {**saved["workload"], "epochs": 3}}
     assert sweeps.spec_differences(saved, given, SWEEP) == ["workload.epochs"]
     assert sweeps.spec_differences(saved, {**saved, "data": "file:///tmp/data"}, SWEEP) == []
+
+
+def test_a_lambda_error_cause_becomes_one_line_and_other_causes_keep_their_error_name() -> None:
+    cause = json.dumps(
+        {
+            "errorMessage": "this sweep (10000 jobs) is too large\nsecond line",
+            "errorType": "SweepTooLargeError",
+            "stackTrace": ['  File "/var/task/handler.py", line 1\n'] * 50,
+        }
+    )
+    assert (
+        sweeps.failure_line("SweepTooLargeError", cause)
+        == "SweepTooLargeError: this sweep (10000 jobs) is too large"
+    )
+    assert (
+        sweeps.failure_line("States.Timeout", "the state\\n timed out")
+        == "States.Timeout: the state\\n timed out"
+    )
+    assert sweeps.failure_line("States.Runtime", None) == "States.Runtime"
+    assert len(sweeps.failure_line("E", "x" * 5000)) == sweeps.ERROR_LINE_MAX

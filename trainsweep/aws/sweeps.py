@@ -7,6 +7,7 @@ run record); once the sweep has been aggregated, ``jobs.json`` holds every cell'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -156,13 +157,48 @@ def execution_arn_for(state_machine_arn: str, name: str) -> str:
     return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
 
 
+ERROR_LINE_MAX = 500
+
+
 def execution_error(sfn: Any, execution_arn: str) -> str | None:
-    """Why an execution failed (its error and cause), None while it runs or after success."""
+    """Why an execution failed, in one line; None while it runs or after success.
+
+    A failed Lambda task's cause is the function's JSON error (``errorMessage``, ``errorType``,
+    ``stackTrace``): the line is its type and the first line of its message. The whole cause is in
+    :func:`execution_error_detail`.
+    """
     d = sfn.describe_execution(executionArn=execution_arn)
     if d["status"] in ("RUNNING", "SUCCEEDED"):
         return None
-    error, cause = d.get("error"), d.get("cause")
-    return ": ".join(x for x in (error, cause) if x) or d["status"]
+    return failure_line(d.get("error"), d.get("cause")) or d["status"]
+
+
+def execution_error_detail(sfn: Any, execution_arn: str) -> str | None:
+    """Everything the execution says about its failure (error, whole cause), for a log file."""
+    d = sfn.describe_execution(executionArn=execution_arn)
+    if d["status"] in ("RUNNING", "SUCCEEDED"):
+        return None
+    cause = d.get("cause") or ""
+    with contextlib.suppress(ValueError):  # a Lambda error's JSON, indented; other text as it is
+        cause = json.dumps(json.loads(cause), indent=2)
+    return f"execution {execution_arn} ended {d['status']}\nerror: {d.get('error')}\ncause:\n{cause}\n"
+
+
+def failure_line(error: str | None, cause: str | None) -> str:
+    """One line for people from a Step Functions ``error`` and ``cause``."""
+    text = cause or ""
+    try:
+        loaded = json.loads(text) if text.lstrip().startswith("{") else None
+    except ValueError:
+        loaded = None
+    if isinstance(loaded, dict) and loaded.get("errorMessage") is not None:
+        message = str(loaded["errorMessage"]).strip().splitlines()
+        text = ": ".join(x for x in (loaded.get("errorType"), message[0] if message else "") if x)
+    else:
+        text = ": ".join(x for x in (error, " ".join(text.split())) if x)
+    if len(text) > ERROR_LINE_MAX:
+        text = text[: ERROR_LINE_MAX - 1] + "…"
+    return text
 
 
 # ---- status ---------------------------------------------------------------------------------------
@@ -529,6 +565,7 @@ class ResumeOutcome:
     status: str  # SUCCEEDED when every resumed execution succeeded
     error: str | None
     rerun: list[str]  # run names run again
+    detail: str | None = None  # execution_error_detail of the failed execution
 
 
 def resume_sweep(
@@ -564,7 +601,7 @@ def resume_sweep(
     if function is None:
         raise TrainsweepError(f"stack {stack_name} has no AggregateSweep function to merge the resumed sweep")
     new_cells: list[dict[str, Any]] = []
-    status, error = "SUCCEEDED", None
+    status, error, detail = "SUCCEEDED", None, None
     for i, reduced in enumerate(plan.specs):
         attempt = resume_attempt(i)
         arn = start_sweep(
@@ -572,7 +609,7 @@ def resume_sweep(
         )
         ended = watch(arn)
         if ended != "SUCCEEDED":
-            status, error = ended, execution_error(sfn, arn)
+            status, error, detail = ended, execution_error(sfn, arn), execution_error_detail(sfn, arn)
         doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id)) or {}
         new_cells += [c for c in doc.get("cells") or [] if c.get("run_name") in set(rerun)]
     # A cell whose re-run left no record (its execution was refused or failed) keeps its old one.
@@ -591,7 +628,7 @@ def resume_sweep(
     if before_merge is not None:
         before_merge()
     reaggregate(lam, function, sweep_id, merge_cells(plan.kept_cells, new_cells))
-    return ResumeOutcome(status, error, rerun)
+    return ResumeOutcome(status, error, rerun, detail)
 
 
 def view_from_documents(

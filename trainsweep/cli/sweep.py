@@ -223,6 +223,8 @@ def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None,
     except SweepInterrupted as stop:
         close()
         got = stop.result
+        if got.log_path is not None and got.log_path.is_file():
+            console.print(f"The embedded AWS's log: {got.log_path}")
         if got.downloaded:
             console.print(
                 Text.assemble(
@@ -248,7 +250,7 @@ def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None,
         console.print(
             f"Resumed {len(result.resumed_runs)} run(s): {', '.join(result.resumed_runs) or 'none'}"
         )
-    _finish(console, result.view, result.dest, result.execution_status, result.error)
+    _finish(console, result.view, result.dest, result.execution_status, result.error, result.error_detail)
 
 
 def _say_spec_changes(console: Console, saved: Any, spec_source: Path, sweep_id: str) -> None:
@@ -269,18 +271,44 @@ def _say_spec_changes(console: Console, saved: Any, spec_source: Path, sweep_id:
         )
 
 
-def _finish(console: Console, view: Any, dest: Path, status: str | None, error: str | None) -> None:
+def _finish(
+    console: Console,
+    view: Any,
+    dest: Path,
+    status: str | None,
+    error: str | None,
+    detail: str | None = None,
+) -> None:
     from trainsweep import layout
 
     if view is not None:
         console.print(render_view(view))
+    # A sweep answers its question only if some cell trained: none done is a failure even when the
+    # execution itself succeeded (every cell failed, or was infeasible).
+    succeeded = view is not None and any(c.status == "done" for c in view.cells)
     if status != "SUCCEEDED":
-        _error(console, f"the sweep's execution ended {status}: {error or 'no detail'}")
+        where = ""
+        if detail:  # e.g. a refusing Lambda's JSON error with its stack trace: for the log, not the terminal
+            from trainsweep.local.sweep import log_path_for
+
+            log = log_path_for(dest)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a", encoding="utf-8") as f:
+                f.write(detail)
+            where = f" (details: {log})"
+        _error(console, f"the sweep's execution ended {status}: {error or 'no detail'}{where}")
+    elif not succeeded:
+        counts = ", ".join(f"{n} {s}" for s, n in view.counts.items() if n) if view is not None else ""
+        _error(
+            console,
+            f"no cell of the sweep succeeded ({counts or 'no cells'}): nothing to recommend; "
+            "each cell's reason is in the table above and in the report",
+        )
     report = dest / layout.RESULTS_DIR / layout.REPORT_HTML
-    console.print(f"Results: {dest}/", highlight=False)
+    console.print(f"Results: {dest}/")
     if report.is_file():
-        console.print(f"Report:  {report}", highlight=False)
-    if status != "SUCCEEDED":
+        console.print(f"Report:  {report}")
+    if status != "SUCCEEDED" or not succeeded:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -299,6 +327,7 @@ def _run_cloud(
 
     from trainsweep.aws import sweeps
     from trainsweep.aws.code import upload_source
+    from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.errors import TrainsweepError
     from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec, make_sweep_id, plan_sweep
@@ -307,7 +336,8 @@ def _run_cloud(
     spec = load_spec(spec_path)
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
-    plan_sweep(spec, region=session.region_name)  # refuses an over-budget sweep before anything starts
+    # Refuses an over-budget sweep, and one too large for the workflow, before anything starts.
+    check_plan_fits(plan_sweep(spec, region=session.region_name))
     staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
     bucket, machine = _stack(session, stack)
     s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
@@ -345,7 +375,7 @@ def _run_cloud(
             stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,
             spec=spec_dict, watch=wait,
         )  # fmt: skip
-        status, error = outcome.status, outcome.error
+        status, error, detail = outcome.status, outcome.error, outcome.detail
         console.print(f"Resumed {len(outcome.rerun)} run(s): {', '.join(outcome.rerun) or 'none'}")
     else:
         arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
@@ -365,14 +395,14 @@ def _run_cloud(
                 highlight=False,
             )
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        error = sweeps.execution_error(sfn, arn)
+        error, detail = sweeps.execution_error(sfn, arn), sweeps.execution_error_detail(sfn, arn)
     close()
     dest = out / sweep_id
     sweeps.download_sweep(s3, bucket, sweep_id, dest)
     view = sweeps.sweep_view(
         s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, region=session.region_name
     )
-    _finish(console, view, dest, status, error)
+    _finish(console, view, dest, status, error, detail)
 
 
 # ---- status / download ------------------------------------------------------------------------------

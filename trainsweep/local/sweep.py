@@ -36,10 +36,12 @@ class LocalRunResult:
     view: Any  # trainsweep.aws.sweeps.SweepView
     interrupted: bool = False
     error: str | None = None
+    error_detail: str | None = None  # everything the failed execution said (for a log file)
     timings: dict[str, float] = field(default_factory=dict)
     training_seconds: float = 0.0  # wall time while at least one training process ran (union of lifetimes)
     resumed_runs: list[str] = field(default_factory=list)
     downloaded: bool = False  # sweeps/<id>/ was copied to ``dest``
+    log_path: Path | None = None  # what the embedded AWS logged (exists only when it logged something)
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -105,6 +107,44 @@ class _Synth:
         return Path(value)
 
 
+# Loggers of the embedded AWS: what they report (e.g. moto's Step Functions interpreter logs each
+# aborted state with the whole state machine's internals, 165 KB on Ctrl-C) goes to a file, not the terminal.
+EMULATOR_LOGGERS = ("moto", "werkzeug")
+
+
+def log_path_for(dest: Path) -> Path:
+    """``<out>/<sweep-id>.log``: beside the sweep's folder, so a resume does not upload it."""
+    return dest.parent / f"{dest.name}.log"
+
+
+@contextlib.contextmanager
+def _emulator_log(path: Path) -> Any:
+    import logging
+
+    class FileOnFirstRecord(logging.FileHandler):
+        """No file (and no folder) until something is logged."""
+
+        def _open(self) -> Any:
+            Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+            return super()._open()
+
+    handler = FileOnFirstRecord(path, delay=True, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    saved = {}
+    for name in EMULATOR_LOGGERS:
+        logger = logging.getLogger(name)
+        saved[name] = logger.propagate
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for name, propagate in saved.items():
+            logging.getLogger(name).removeHandler(handler)
+            logging.getLogger(name).propagate = propagate
+        handler.close()
+
+
 def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
     try:
         return True, fn(*args)
@@ -127,13 +167,10 @@ def run_local_sweep(
     project_root: Path | None = None,
 ) -> LocalRunResult:
     """Run (or resume) a sweep locally and download its results; see the module docstring."""
-    from trainsweep.aws import outputs as output_names
-    from trainsweep.aws import sweeps
-    from trainsweep.aws.code import upload_source
+    from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.local.executor import gpu_available
-    from trainsweep.local.server import EmbeddedAws
     from trainsweep.sourcedir import spec_dir, stage
-    from trainsweep.spec import check_sweep_id, load_spec, make_sweep_id
+    from trainsweep.spec import check_sweep_id, load_spec, make_sweep_id, plan_sweep
 
     t_start = time.perf_counter()
     if resume is not None:
@@ -143,6 +180,7 @@ def run_local_sweep(
     # The script, its folder and its requirements are checked before anything starts.
     staged = stage(spec.workload, spec_dir(spec_source), check_requirements=True)
     sweep_id = resume or make_sweep_id(spec.name, now or datetime.now(UTC))
+    check_plan_fits(plan_sweep(spec, sweep_id=sweep_id))  # PlanSweep would refuse it once deployed
     dest = Path(out_root) / sweep_id
     previous: Path | None = None
     if resume:
@@ -152,7 +190,32 @@ def run_local_sweep(
                 f"cannot resume {sweep_id!r}: {previous / layout.JOBS_JSON} not found "
                 f"(resume a sweep downloaded under {out_root})"
             )
-    result = LocalRunResult(sweep_id, dest, None, None)
+    result = LocalRunResult(sweep_id, dest, None, None, log_path=log_path_for(dest))
+    with _emulator_log(log_path_for(dest)):
+        return _run(result, spec, staged, previous, entry_point, stop_grace_s, has_gpu, job_env,
+                    project_root, on_update, poll_s, t_start)  # fmt: skip
+
+
+def _run(
+    result: LocalRunResult,
+    spec: Any,
+    staged: Any,
+    previous: Path | None,
+    entry_point: Path | None,
+    stop_grace_s: float,
+    has_gpu: Callable[[], bool] | None,
+    job_env: dict[str, str] | None,
+    project_root: Path | None,
+    on_update: StatusCallback | None,
+    poll_s: float,
+    t_start: float,
+) -> LocalRunResult:
+    from trainsweep.aws import outputs as output_names
+    from trainsweep.aws import sweeps
+    from trainsweep.aws.code import upload_source
+    from trainsweep.local.server import EmbeddedAws
+
+    sweep_id, dest = result.sweep_id, result.dest
     bucket: str | None = None
     aws = EmbeddedAws(entry_point=entry_point, stop_grace_s=stop_grace_s, has_gpu=has_gpu, job_env=job_env)
     # Synthesis (a Node.js subprocess) overlaps the server's start.
@@ -189,6 +252,7 @@ def run_local_sweep(
             arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
             result.execution_status = watch(arn)
             result.error = sweeps.execution_error(sfn, arn)
+            result.error_detail = sweeps.execution_error_detail(sfn, arn)
         else:
             _resume(aws, stack, previous, spec_dict, sweep_id, bucket, machine, watch, result)
         t0 = time.perf_counter()
@@ -268,4 +332,5 @@ def _resume(
     )
     result.execution_status = outcome.status
     result.error = outcome.error
+    result.error_detail = outcome.detail
     result.resumed_runs = outcome.rerun
