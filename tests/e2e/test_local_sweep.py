@@ -309,6 +309,38 @@ def test_resume_after_ctrl_c_reruns_the_stopped_cell_and_writes_the_report(tmp_p
         assert sorted(int(r["batch_size"]) for r in csv.DictReader(f)) == [16, 128]
 
 
+def test_resume_after_ctrl_c_with_every_run_finished_still_aggregates_and_reports(tmp_path: Path) -> None:
+    """Ctrl-C after the last job finished but before AggregateSweep: nothing to re-run, yet the resume
+    writes the final cells and the report (it used to say "Resumed 0 run(s)" and write none)."""
+    from trainsweep.artefacts import run_artefacts
+    from trainsweep.logs import parse
+    from trainsweep.spec import plan_sweep
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=64, test=32)
+    spec = _spec(tmp_path, data_dir, batch_sizes=[16])
+    sweep_id = "e2e-20260101-000001"
+    out = tmp_path / "results"
+    folder = out / sweep_id
+    plan = plan_sweep(spec, sweep_id=sweep_id)
+    (folder / layout.RESULTS_DIR).mkdir(parents=True)
+    (folder / layout.JOBS_JSON).write_bytes(plan.jobs_json())
+    (folder / layout.SPEC_JSON).write_text(json.dumps(plan.spec.to_dict()))
+    run16 = f"{sweep_id}-local-cpu-16-e0"
+    for rel, data in run_artefacts(parse(_cloudml_log(16), name=run16)).items():
+        (folder / layout.RESULTS_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / layout.RESULTS_DIR / rel).write_bytes(data)
+    resumed = CliRunner().invoke(
+        app, ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert "Resumed 0 run(s): none" in resumed.output
+    assert "differs from sweep" not in resumed.output
+    assert _cells(folder)[16]["status"] == "completed"
+    assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()
+
+
 def test_a_sweep_the_stack_refuses_prints_one_line_and_logs_the_details(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -351,6 +383,7 @@ def test_a_sweep_whose_every_cell_fails_exits_non_zero_and_says_so(tmp_path: Pat
     result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
     assert result.exit_code == 1, result.output
     assert "error: no cell of the sweep succeeded (1 failed)" in result.output
+    assert "finished, no cell succeeded" in result.output and "— succeeded" not in result.output
     folder = _sweep_dir(out)
     assert _cells(folder)[128]["status"] == "failed"
     assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()  # the report says why

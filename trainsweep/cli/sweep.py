@@ -67,7 +67,13 @@ def render_view(view: Any) -> Table:
 
     counts = view.counts
     title = f"sweep {view.sweep_id}"
-    if view.execution_status:
+    if (
+        view.execution_status == "SUCCEEDED"
+        and view.cells
+        and not any(c.status == "done" for c in view.cells)
+    ):
+        title += " — finished, no cell succeeded"  # the execution ran to its end; the sweep answered nothing
+    elif view.execution_status:
         title += f" — {view.execution_status.lower()}"
     table = Table(title=title, expand=False, show_lines=False)
     for col, kw in (
