@@ -317,15 +317,17 @@ LOCAL_SPEC = (
 )
 
 
-@pytest.mark.parametrize("bad", ["../outside", "a/b", "..", "x" * 81])
+@pytest.mark.parametrize("bad", ["../outside", "a/b", "..", "a\\b", "x" * 81])
 def test_resume_status_and_download_refuse_an_id_that_is_not_a_sweep_id(tmp_path: Path, bad: str) -> None:
     spec = tmp_path / "spec.yaml"
     spec.write_text(LOCAL_SPEC)
-    for args in (
-        ["run", str(spec), "--local", "--out", str(tmp_path), "--resume", bad],
-        ["status", bad, "--results", str(tmp_path)],
-        ["download", bad, "--to", str(tmp_path / "d")],
-    ):
+    commands = [["run", str(spec), "--local", "--out", str(tmp_path), "--resume", bad]]
+    if len(bad) < 80:  # status and download also take imports' ids (import-<S3 folder>): path checks only
+        commands += [
+            ["status", bad, "--results", str(tmp_path)],
+            ["download", bad, "--to", str(tmp_path / "d")],
+        ]
+    for args in commands:
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert "invalid sweep id" in result.output

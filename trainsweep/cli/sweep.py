@@ -435,9 +435,7 @@ def status(
     err = make_console(stderr=True)
     try:
         if sweep_id is not None:
-            from trainsweep.spec import check_sweep_id
-
-            check_sweep_id(sweep_id)  # it names a folder under --results
+            _check_folder_id(sweep_id)  # it names a folder under --results
         view = _local_view(results, sweep_id)
         if view is None:
             view = _cloud_view(stack, sweep_id, profile, region)
@@ -452,6 +450,18 @@ def status(
         typer.echo(json.dumps(view.to_dict(), indent=2, default=str))
     else:
         console.print(render_view(view))
+
+
+def _check_folder_id(sweep_id: str) -> None:
+    """Refuse an id that would name a folder outside the results (``..``, ``a/b``). Looser than a sweep
+    id (:func:`trainsweep.spec.check_sweep_id`): imported logs are the sweep ``import-<S3 folder>``."""
+    from trainsweep.errors import SpecError
+
+    if sweep_id in ("", ".", "..") or any(c in sweep_id for c in "/\\") or not sweep_id.isprintable():
+        raise SpecError(
+            f"invalid sweep id {sweep_id!r}: a sweep id names one folder (no '/', '\\' or '..')",
+            [("sweep_id", "one folder name")],
+        )
 
 
 def _local_view(results: Path, sweep_id: str | None) -> Any:
@@ -522,9 +532,7 @@ def download(
     console = make_console(stderr=True)
     dest = to or DEFAULT_RESULTS / sweep_id
     try:
-        from trainsweep.spec import check_sweep_id
-
-        check_sweep_id(sweep_id)  # it names the folder and the S3 prefix
+        _check_folder_id(sweep_id)  # it names the folder and the S3 prefix
         session = _session(profile, region)
         bucket, _ = _stack(session, stack)
         files = sweeps.download_sweep(session.client("s3"), bucket, sweep_id, dest)
