@@ -117,8 +117,8 @@ def log_path_for(dest: Path) -> Path:
     return dest.parent / f"{dest.name}.log"
 
 
-@contextlib.contextmanager
-def _emulator_log(path: Path) -> Any:
+def _log_emulator_to(path: Path) -> Callable[[], None]:
+    """Send :data:`EMULATOR_LOGGERS` to ``path`` instead of the terminal; returns the undo."""
     import logging
 
     class FileOnFirstRecord(logging.FileHandler):
@@ -136,13 +136,14 @@ def _emulator_log(path: Path) -> Any:
         saved[name] = logger.propagate
         logger.addHandler(handler)
         logger.propagate = False
-    try:
-        yield
-    finally:
+
+    def restore() -> None:
         for name, propagate in saved.items():
             logging.getLogger(name).removeHandler(handler)
             logging.getLogger(name).propagate = propagate
         handler.close()
+
+    return restore
 
 
 def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
@@ -167,8 +168,12 @@ def run_local_sweep(
     project_root: Path | None = None,
 ) -> LocalRunResult:
     """Run (or resume) a sweep locally and download its results; see the module docstring."""
+    from trainsweep.aws import outputs as output_names
+    from trainsweep.aws import sweeps
+    from trainsweep.aws.code import upload_source
     from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.local.executor import gpu_available
+    from trainsweep.local.server import EmbeddedAws
     from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import check_sweep_id, load_spec, make_sweep_id, plan_sweep
 
@@ -191,35 +196,11 @@ def run_local_sweep(
                 f"(resume a sweep downloaded under {out_root})"
             )
     result = LocalRunResult(sweep_id, dest, None, None, log_path=log_path_for(dest))
-    with _emulator_log(log_path_for(dest)):
-        return _run(result, spec, staged, previous, entry_point, stop_grace_s, has_gpu, job_env,
-                    project_root, on_update, poll_s, t_start)  # fmt: skip
-
-
-def _run(
-    result: LocalRunResult,
-    spec: Any,
-    staged: Any,
-    previous: Path | None,
-    entry_point: Path | None,
-    stop_grace_s: float,
-    has_gpu: Callable[[], bool] | None,
-    job_env: dict[str, str] | None,
-    project_root: Path | None,
-    on_update: StatusCallback | None,
-    poll_s: float,
-    t_start: float,
-) -> LocalRunResult:
-    from trainsweep.aws import outputs as output_names
-    from trainsweep.aws import sweeps
-    from trainsweep.aws.code import upload_source
-    from trainsweep.local.server import EmbeddedAws
-
-    sweep_id, dest = result.sweep_id, result.dest
     bucket: str | None = None
     aws = EmbeddedAws(entry_point=entry_point, stop_grace_s=stop_grace_s, has_gpu=has_gpu, job_env=job_env)
     # Synthesis (a Node.js subprocess) overlaps the server's start.
     synth = _Synth(project_root)
+    restore_logging = _log_emulator_to(log_path_for(dest))
     try:
         aws.start()
         assembly = synth.result()
@@ -281,6 +262,7 @@ def _run(
         finally:
             t0 = time.perf_counter()
             aws.close()
+            restore_logging()
             result.timings["shutdown"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start
     return result

@@ -3,7 +3,7 @@
 ``run`` draws one run (step times per epoch); the other modules here draw sweep-level figures.
 
 Names in titles, labels and legends (a run's, a log file's) are drawn as they are: every figure is built
-and rendered under :data:`PLAIN_TEXT` (:func:`plain_text`), so a ``$`` in a name is a dollar sign, not
+and rendered with ``text.parse_math`` off (:func:`plain_text`), so a ``$`` in a name is a dollar sign, not
 the start of mathtext that may not parse and would lose the plot (and the report with it).
 """
 
@@ -18,19 +18,17 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 
 PNG_DPI = 100
-PLAIN_TEXT = {"text.parse_math": False}
-"""rcParams every figure is built and rendered with: text is never parsed as mathtext."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def plain_text(fn: F) -> F:
-    """Run ``fn`` under :data:`PLAIN_TEXT` (texts take the setting when they are made, tick labels when
+    """Run ``fn`` with ``text.parse_math`` off (texts take the setting when they are made, tick labels when
     the figure is drawn: both the figure functions and :func:`figure_png` use this)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with rc_context(PLAIN_TEXT):
+        with rc_context({"text.parse_math": False}):  # text is never parsed as mathtext
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
