@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from trainsweep.cost.metrics import OK, ConfigMetrics
 from trainsweep.cost.recommend import Recommendation
-from trainsweep.plots import plain_text
+from trainsweep.plots import literal
 
 _DATA_COLOUR = "#d95f02"
 _COMPUTE_COLOUR = "#1b9e77"
@@ -37,7 +37,8 @@ def _types_and_sizes(rows: Sequence[ConfigMetrics]) -> tuple[list[str], list[int
 
 
 def _short(instance_type: str) -> str:
-    return instance_type.removeprefix("ml.")
+    """The label of an instance type (an imported log's may be anything its file name says)."""
+    return literal(instance_type.removeprefix("ml."))
 
 
 def _fmt(v: float) -> str:
@@ -46,7 +47,6 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-@plain_text
 def heatmap_figure(
     rows: Sequence[ConfigMetrics],
     value: Callable[[ConfigMetrics], float | None],
@@ -124,7 +124,6 @@ def samples_per_s_heatmap(rows: Sequence[ConfigMetrics]) -> Figure:
     )
 
 
-@plain_text
 def throughput_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     """Samples/s against batch size, one line per instance type, the spread over runs as a band."""
     fig = Figure(figsize=(8, 4.8))
@@ -161,7 +160,6 @@ def _usd(r: ConfigMetrics) -> float:
     return r.cost_to_train_usd or 0.0
 
 
-@plain_text
 def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     """Time to train against cost to train; the Pareto front joined, the pick starred."""
     fig = Figure(figsize=(8, 5))
@@ -229,7 +227,6 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     return fig
 
 
-@plain_text
 def step_breakdown_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     """Stacked bars per configuration: data wait vs compute share of the steady step (seconds)."""
     fig = Figure(figsize=(max(6.0, 0.55 * len(rows) + 2), 4.8))
