@@ -338,7 +338,10 @@ class SweepSpec(BaseModel):
     )
     max_concurrency: int = Field(4, ge=1, le=1000, description="Jobs running at the same time.")
     budget_usd: float | None = Field(
-        None, gt=0, description="Refuse the sweep when its worst-case cost exceeds this (USD)."
+        None,
+        gt=0,
+        allow_inf_nan=False,  # Infinity would accept any cost; leave budget_usd out for no limit
+        description="Refuse the sweep when its worst-case cost exceeds this (USD).",
     )
     spot: bool = Field(False, description="Managed spot training (checkpointed; may wait for capacity).")
     max_wait_seconds: int | None = Field(
@@ -540,8 +543,35 @@ def _join(path: str, key: str) -> str:
 # ---- loading --------------------------------------------------------------------------------------
 
 
+# Bounds checked before a spec is validated (a spec is a few dozen lines): a small file, shallow, few
+# values even with YAML aliases expanded. Beyond them a spec is refused with a clear error instead of
+# growing memory without limit (a YAML alias bomb) or overflowing Python's stack (deep nesting).
+SPEC_MAX_BYTES = 1024 * 1024
+SPEC_MAX_DEPTH = 32
+SPEC_MAX_VALUES = 100_000  # mappings, lists and scalars, counting every alias as the value it repeats
+SPEC_MAX_ALIASES = 100
+
+
+class _SpecTooLargeError(Exception):
+    """A bound above is exceeded (turned into a SpecError naming the bound)."""
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """A YAML loader that rejects a key given twice (YAML would silently keep the last one)."""
+    """A YAML loader that rejects a key given twice (YAML would silently keep the last one) and refuses
+    more than :data:`SPEC_MAX_ALIASES` aliases (``*name``)."""
+
+    aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > SPEC_MAX_ALIASES:
+                mark = self.peek_event().start_mark
+                raise _SpecTooLargeError(
+                    f"line {mark.line + 1}, column {mark.column + 1}: more than {SPEC_MAX_ALIASES} "
+                    "YAML aliases (*name); write the values out"
+                )
+        return super().compose_node(parent, index)
 
 
 def _construct_mapping(
@@ -561,6 +591,62 @@ def _construct_mapping(
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for JSON specs: a key given twice is an error, as in YAML."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKeyError(f"key {key!r} is given twice")
+        out[key] = value
+    return out
+
+
+def _check_bounds(data: Any) -> None:
+    """Raise :class:`_SpecTooLargeError` when ``data`` nests deeper than :data:`SPEC_MAX_DEPTH` or holds
+    more than :data:`SPEC_MAX_VALUES` values once aliases are expanded, or refers to itself.
+
+    Shared values (YAML aliases) are counted once per use without being expanded: memory and time stay
+    proportional to the distinct values.
+    """
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (values, depth) of a container already measured
+    open_ids: set[int] = set()
+
+    def measure(value: Any, depth: int) -> tuple[int, int]:
+        if not isinstance(value, (dict, list)):
+            return 1, 0
+        key = id(value)
+        if key in sizes:
+            return sizes[key]
+        if key in open_ids:
+            raise _SpecTooLargeError("a value contains itself (a recursive YAML alias)")
+        if depth > SPEC_MAX_DEPTH:
+            raise _SpecTooLargeError(f"nested deeper than {SPEC_MAX_DEPTH} levels")
+        open_ids.add(key)
+        children = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        count, deepest = 1, 0
+        for child in children:
+            n, d = measure(child, depth + 1)
+            count += n
+            deepest = max(deepest, d + 1)
+            if count > SPEC_MAX_VALUES:
+                raise _SpecTooLargeError(
+                    f"more than {SPEC_MAX_VALUES:,} values (YAML aliases counted as the values they repeat)"
+                )
+        open_ids.discard(key)
+        sizes[key] = (count, deepest)
+        return count, deepest
+
+    measure(data, 0)
+
+
+def _too_large(where: str, problem: str) -> SpecError:
+    return SpecError(f"{where} is too large for a sweep spec: {problem}", [("(file)", problem)])
+
+
 def _read(source: str | Path) -> tuple[Any, str]:
     """Read a spec file or spec text; returns (data, where) for messages."""
     text: str
@@ -569,6 +655,8 @@ def _read(source: str | Path) -> tuple[Any, str]:
         path = Path(source)
         where = str(path)
         try:
+            if path.is_file() and path.stat().st_size > SPEC_MAX_BYTES:
+                raise _too_large(where, f"{path.stat().st_size:,} bytes (at most {SPEC_MAX_BYTES:,})")
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise SpecError(f"spec file not found: {path}", [("(file)", f"{path} does not exist")]) from None
@@ -576,10 +664,18 @@ def _read(source: str | Path) -> tuple[Any, str]:
             raise SpecError(f"cannot read spec file {path}: {e}", [("(file)", str(e))]) from None
     else:
         text, where = source, "spec text"
+    if len(text.encode("utf-8", "surrogatepass")) > SPEC_MAX_BYTES:
+        raise _too_large(where, f"more than {SPEC_MAX_BYTES:,} bytes")
     try:
         if where.endswith(".json"):
-            return json.loads(text), where
+            return json.loads(text, object_pairs_hook=_unique_pairs), where
         return yaml.load(text, Loader=_UniqueKeyLoader), where  # a SafeLoader subclass
+    except _SpecTooLargeError as e:
+        raise _too_large(where, str(e)) from None
+    except RecursionError:
+        raise _too_large(where, f"nested deeper than {SPEC_MAX_DEPTH} levels") from None
+    except _DuplicateKeyError as e:
+        raise SpecError(f"{where} is not a valid spec: {e}", [("(file)", str(e))]) from None
     except json.JSONDecodeError as e:
         raise SpecError(
             f"{where} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}",
@@ -617,6 +713,10 @@ def load_spec(source: SweepSpec | Mapping[str, Any] | str | Path) -> SweepSpec:
         raise SpecError(
             f"{where}: a sweep spec is a mapping of fields, got {kind}", [("(spec)", f"got {kind}")]
         )
+    try:
+        _check_bounds(data)
+    except _SpecTooLargeError as e:
+        raise _too_large(where, str(e)) from None
     errors = _schema_errors(data)
     if not errors:
         try:
@@ -789,7 +889,9 @@ class SweepPlan:
         return next((j for j in self.jobs if run_name in j["run_names"]), None)
 
 
-def _check_sweep_id(sweep_id: str) -> None:
+def check_sweep_id(sweep_id: str) -> None:
+    """Raise :class:`SpecError` unless ``sweep_id`` is one trainsweep makes (it names S3 prefixes and
+    folders: no ``/``, no ``..``)."""
     if len(sweep_id) > _SWEEP_ID_MAX or not _SWEEP_ID.match(sweep_id):
         raise SpecError(
             f"invalid sweep id {sweep_id!r}: use 1 to {_SWEEP_ID_MAX} letters, digits and inner '-'",
@@ -1000,7 +1102,7 @@ def plan_sweep(
     now = now or datetime.now(UTC)
     if sweep_id is None:
         sweep_id = make_sweep_id(spec.name, now)
-    _check_sweep_id(sweep_id)
+    check_sweep_id(sweep_id)
     if attempt is not None and not _ATTEMPT.match(attempt):
         raise SpecError(
             f"invalid attempt {attempt!r}: 1 to 8 lower-case letters and digits", [("attempt", "")]

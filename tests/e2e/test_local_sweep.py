@@ -210,6 +210,12 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     text = output.decode(errors="replace")
     assert cli.returncode == 130, text
     assert "Interrupted" in text
+    # One line for the user; what the embedded AWS logged (moto's interpreter dumps whole state machines
+    # as it aborts them) is in a file beside the results.
+    assert len(text) < 2000, text[:3000]
+    assert "Exception=" not in text
+    log = out / f"{_sweep_dir(out).name}.log"
+    assert not log.exists() or f"The embedded AWS's log: {log}" in text
     assert not trainer.is_running() or trainer.status() == psutil.STATUS_ZOMBIE
     folder = _sweep_dir(out)
     assert (folder / layout.JOBS_JSON).is_file()
@@ -240,3 +246,144 @@ def _wait_for_trainer(pid: int, timeout: float) -> psutil.Process:
                 continue
         time.sleep(0.5)
     raise AssertionError("no training process started")
+
+
+def _cloudml_log(batch_size: int, steps: int = 3) -> bytes:
+    lines = [f"python3 mnist_cnn.py --batch-size {batch_size} --epochs 1", "Initialization time 0.25"]
+    lines += ["Epoch 1/1", "Real time: 1600000000.0"]
+    lines += [f"{s} step training time: 0.0125s" for s in range(1, steps + 1)]
+    lines += ["Epoch time: 1.5s", "Real time: 1600000001.5", "Duracao do treinamento: 5.5"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_resume_after_ctrl_c_reruns_the_stopped_cell_and_writes_the_report(tmp_path: Path) -> None:
+    """A sweep interrupted by Ctrl-C, as it was downloaded: jobs.json without final cells (no
+    aggregation ran), one run that finished and one whose job SIGTERM stopped (its record says so).
+    Resuming re-runs the stopped cell only, aggregates both and writes the report; the spec given to
+    the resume differs from the sweep's in one field, and the command says which."""
+    from trainsweep.artefacts import run_artefacts
+    from trainsweep.logs import parse
+    from trainsweep.spec import plan_sweep
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=512, test=256)
+    spec = _spec(tmp_path, data_dir)
+    sweep_id = "e2e-20260101-000000"
+    out = tmp_path / "results"
+    folder = out / sweep_id
+    plan = plan_sweep(spec, sweep_id=sweep_id)
+    (folder / layout.RESULTS_DIR).mkdir(parents=True)
+    (folder / layout.JOBS_JSON).write_bytes(plan.jobs_json())
+    (folder / layout.SPEC_JSON).write_text(json.dumps({**plan.spec.to_dict(), "max_runtime_seconds": 600}))
+    run16, run128 = f"{sweep_id}-local-cpu-16-e0", f"{sweep_id}-local-cpu-128-e0"
+    finished = parse(_cloudml_log(16), name=run16)
+    stopped = parse(_cloudml_log(128), name=run128)
+    stopped.status, stopped.failure_reason = "failed", "stopped by SIGTERM"
+    assert finished.status == "complete"
+    for run in (finished, stopped):
+        for rel, data in run_artefacts(run).items():
+            (folder / layout.RESULTS_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / layout.RESULTS_DIR / rel).write_bytes(data)
+    before = (folder / layout.RESULTS_DIR / layout.run_record_path(run16)).read_bytes()
+
+    runner = CliRunner()
+    status = runner.invoke(app, ["status", sweep_id, "--results", str(out), "--json"])
+    assert status.exit_code == 0, status.output
+    shown = {c["run_name"]: c for c in json.loads(status.output)["cells"]}
+    assert shown[run16]["status"] == "done"
+    assert (shown[run128]["status"], shown[run128]["detail"]) == ("failed", "stopped by SIGTERM")
+
+    resumed = runner.invoke(
+        app, ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert f"Resumed 1 run(s): {run128}" in resumed.output
+    assert "differs from sweep" in resumed.output and "max_runtime_seconds" in resumed.output
+    cells = _cells(folder)
+    assert cells[16]["status"] == "completed"  # kept: it had finished before the interrupt
+    assert cells[128]["status"] == "completed", cells[128]
+    assert (folder / layout.RESULTS_DIR / layout.run_record_path(run16)).read_bytes() == before
+    assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()
+    with (folder / layout.RESULTS_DIR / layout.SWEEP_CSV).open() as f:
+        assert sorted(int(r["batch_size"]) for r in csv.DictReader(f)) == [16, 128]
+
+
+def test_resume_after_ctrl_c_with_every_run_finished_still_aggregates_and_reports(tmp_path: Path) -> None:
+    """Ctrl-C after the last job finished but before AggregateSweep: nothing to re-run, yet the resume
+    writes the final cells and the report (it used to say "Resumed 0 run(s)" and write none)."""
+    from trainsweep.artefacts import run_artefacts
+    from trainsweep.logs import parse
+    from trainsweep.spec import plan_sweep
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=64, test=32)
+    spec = _spec(tmp_path, data_dir, batch_sizes=[16])
+    sweep_id = "e2e-20260101-000001"
+    out = tmp_path / "results"
+    folder = out / sweep_id
+    plan = plan_sweep(spec, sweep_id=sweep_id)
+    (folder / layout.RESULTS_DIR).mkdir(parents=True)
+    (folder / layout.JOBS_JSON).write_bytes(plan.jobs_json())
+    (folder / layout.SPEC_JSON).write_text(json.dumps(plan.spec.to_dict()))
+    run16 = f"{sweep_id}-local-cpu-16-e0"
+    for rel, data in run_artefacts(parse(_cloudml_log(16), name=run16)).items():
+        (folder / layout.RESULTS_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / layout.RESULTS_DIR / rel).write_bytes(data)
+    resumed = CliRunner().invoke(
+        app, ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert "Resumed 0 run(s): none" in resumed.output
+    assert "differs from sweep" not in resumed.output
+    assert _cells(folder)[16]["status"] == "completed"
+    assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()
+
+
+def test_a_sweep_the_stack_refuses_prints_one_line_and_logs_the_details(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PlanSweep refuses a grid too large for the workflow state. ``run`` refuses it up front too; with
+    that check out of the way, the refusal comes from the deployed stack, as for a limit only it knows:
+    the user sees one line, the Lambda's JSON error with its stack trace goes to a log file."""
+    from trainsweep.aws import workflow
+
+    monkeypatch.setattr(workflow, "check_plan_fits", lambda plan: None, raising=False)
+    spec = tmp_path / "spec.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "huge",
+                "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True},
+                "instance_types": ["local"],
+                "batch_sizes": list(range(1, 101)),
+                "repetitions": 100,
+            }
+        )
+    )
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, result.output
+    assert "SweepTooLargeError: this sweep (10000 jobs, 10000 cells)" in lines[0]
+    assert "stackTrace" not in result.output and "errorMessage" not in result.output
+    log = Path(lines[0].rsplit("(details: ", 1)[1].rstrip(")"))
+    assert log.is_file() and log.parent == out
+    assert "stackTrace" in log.read_text() and "SweepTooLargeError" in log.read_text()
+
+
+def test_a_sweep_whose_every_cell_fails_exits_non_zero_and_says_so(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=64, test=32)  # fewer samples than one batch of 128
+    spec = _spec(tmp_path, data_dir, batch_sizes=[128])
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "error: no cell of the sweep succeeded (1 failed)" in result.output
+    assert "finished, no cell succeeded" in result.output and "— succeeded" not in result.output
+    folder = _sweep_dir(out)
+    assert _cells(folder)[128]["status"] == "failed"
+    assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()  # the report says why

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from trainsweep import layout
 from trainsweep.cli import app
-from trainsweep.cli.plan import EXIT_INVALID, EXIT_OVER_BUDGET
+from trainsweep.cli.plan import EXIT_INVALID, EXIT_OVER_BUDGET, EXIT_TOO_LARGE
 from trainsweep.spec import format_duration, json_schema
 
 runner = CliRunner()
@@ -130,3 +130,110 @@ def test_schema_out_writes_the_file(tmp_path: Path) -> None:
 )
 def test_durations_read_naturally(seconds: int, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+# ---- unbounded specs (issue 11, item 3) --------------------------------------------------------------
+
+_HEAD = "name: t\nworkload: {model: mnist-cnn, epochs: 1}\ninstance_types: [local]\nbatch_sizes: [32]\n"
+
+
+def _alias_bomb() -> str:
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{i}: &a{i} [{','.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    return _HEAD + "\n".join(lines) + "\n"
+
+
+@pytest.mark.timeout(60)
+def test_plan_refuses_a_yaml_alias_bomb_at_once(tmp_path: Path) -> None:
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text(_alias_bomb())  # 13 lines; 9**9 values once expanded
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "too large" in result.output or "more than 100,000 values" in result.output
+    assert "YAML aliases" in result.output
+
+
+def test_plan_refuses_more_aliases_than_the_budget(tmp_path: Path) -> None:
+    spec = tmp_path / "aliases.yaml"
+    spec.write_text(_HEAD + "x: &x 1\ny: [" + ", ".join(["*x"] * 101) + "]\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "more than 100 YAML aliases" in result.output
+
+
+@pytest.mark.parametrize("name", ["deep.json", "deep.yaml"])
+@pytest.mark.parametrize("depth", [40, 5000])
+def test_plan_refuses_a_deeply_nested_spec_without_a_traceback(tmp_path: Path, name: str, depth: int) -> None:
+    spec = tmp_path / name
+    spec.write_text('{"name": ' + "[" * depth + "]" * depth + "}\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "nested deeper than 32 levels" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_plan_refuses_a_self_referring_yaml_value(tmp_path: Path) -> None:
+    spec = tmp_path / "loop.yaml"
+    spec.write_text(_HEAD + "x: &x [1, *x]\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "contains itself" in result.output
+
+
+def test_plan_refuses_a_duplicate_key_in_json_as_in_yaml(tmp_path: Path) -> None:
+    doc = json.dumps({**SPEC, "batch_sizes": [256]})
+    spec = tmp_path / "dup.json"
+    spec.write_text(doc[:-1] + ', "batch_sizes": [512]}')
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "key 'batch_sizes' is given twice" in result.output
+
+
+def test_plan_refuses_a_spec_file_over_a_mebibyte(tmp_path: Path) -> None:
+    spec = tmp_path / "big.yaml"
+    spec.write_text(_HEAD + "# " + "x" * (1024 * 1024) + "\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "bytes (at most 1,048,576)" in result.output
+
+
+# ---- plans the cloud refuses (issue 11, item 5) ------------------------------------------------------
+
+
+def test_plan_says_run_would_refuse_a_ten_thousand_cell_grid(write_spec) -> None:  # type: ignore[no-untyped-def]
+    spec = write_spec(batch_sizes=list(range(1, 101)), repetitions=50)  # 2 types x 100 x 50
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_TOO_LARGE, result.output
+    assert "`trainsweep run` would refuse it" in result.output
+    assert "10000 cells" in result.output and "split the grid" in result.output
+
+
+def test_plan_of_a_grid_that_fits_is_not_refused(write_spec) -> None:  # type: ignore[no-untyped-def]
+    result = runner.invoke(app, ["plan", str(write_spec(batch_sizes=list(range(1, 21)), repetitions=3))])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("value", [".inf", "Infinity", ".nan"])
+def test_an_infinite_budget_is_refused(tmp_path: Path, value: str) -> None:
+    spec = tmp_path / ("spec.json" if value == "Infinity" else "spec.yaml")
+    if value == "Infinity":
+        spec.write_text(json.dumps(SPEC)[:-1] + ', "budget_usd": Infinity}')
+    else:
+        spec.write_text(yaml.safe_dump(SPEC) + f"budget_usd: {value}\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "budget_usd" in result.output and "finite" in result.output
+
+
+def test_run_refuses_a_grid_too_large_for_the_workflow_before_anything_starts(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local]\n"
+        f"batch_sizes: {list(range(1, 101))}\nrepetitions: 100\n"
+    )
+    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert "error: this sweep (10000 jobs, 10000 cells)" in result.output
+    assert "split the grid" in result.output
+    assert "the sweep's execution ended" not in result.output  # refused up front, not by PlanSweep
+    assert not (tmp_path / "out").exists()

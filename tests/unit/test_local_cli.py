@@ -327,3 +327,64 @@ def test_status_of_an_unknown_sweep_says_where_it_looked(tmp_path: Path) -> None
     assert result.exit_code == 1
     assert "stack 'Trainsweep' not found" in result.output
     assert f"no downloaded sweep 'nope' under {tmp_path}" in result.output
+
+
+# ---- resume and Ctrl-C --------------------------------------------------------------------------
+
+
+LOCAL_SPEC = (
+    "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local]\n"
+    "batch_sizes: [32]\n"
+)
+
+
+@pytest.mark.parametrize("bad", ["../outside", "a/b", "..", "a\\b", "x" * 81])
+def test_resume_status_and_download_refuse_an_id_that_is_not_a_sweep_id(tmp_path: Path, bad: str) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(LOCAL_SPEC)
+    commands = [["run", str(spec), "--local", "--out", str(tmp_path), "--resume", bad]]
+    if len(bad) < 80:  # status and download also take imports' ids (import-<S3 folder>): path checks only
+        commands += [
+            ["status", bad, "--results", str(tmp_path)],
+            ["download", bad, "--to", str(tmp_path / "d")],
+        ]
+    for args in commands:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "invalid sweep id" in result.output
+    assert not (tmp_path / "d").exists()
+
+
+def test_ctrl_c_while_the_embedded_aws_starts_does_not_claim_results_were_downloaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainsweep.local import deploy, server
+
+    def interrupted(self: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(deploy, "synthesize", lambda *a, **k: tmp_path)  # no CDK synth in the background
+    monkeypatch.setattr(server.EmbeddedAws, "start", interrupted)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(LOCAL_SPEC)
+    result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 130, result.output
+    assert "downloaded to" not in result.output
+    assert "nothing was downloaded" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_status_of_an_interrupted_sweep_shows_a_stopped_run_as_failed(tmp_path: Path) -> None:
+    """Before aggregation (Ctrl-C), only a run record that says the run finished makes a cell done."""
+    folder = _downloaded(tmp_path)
+    doc = json.loads((folder / layout.JOBS_JSON).read_text())
+    del doc["cells"]
+    (folder / layout.JOBS_JSON).write_text(json.dumps(doc))
+    stopped = doc["jobs"][1]["run_names"][0]
+    record = {"kind": "trainsweep.run", "status": "failed", "failure_reason": "stopped by SIGTERM"}
+    (folder / "results" / "runs" / f"{stopped}.json").write_text(json.dumps(record))
+    result = runner.invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    view = json.loads(result.output)
+    assert view["counts"]["done"] == 1 and view["counts"]["failed"] == 1
+    assert [c["detail"] for c in view["cells"] if c["status"] == "failed"] == ["stopped by SIGTERM"]

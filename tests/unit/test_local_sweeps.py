@@ -183,3 +183,51 @@ def test_resume_attempts_are_short_distinct_tokens() -> None:
     tokens = {sweeps.resume_attempt(i, now=1.8e9 + t) for i in range(3) for t in (0, 0.1, 5)}
     assert len(tokens) == 9
     assert all(len(t) <= 8 and t.isalnum() and t.islower() for t in tokens)
+
+
+def test_an_unaggregated_run_whose_record_says_it_did_not_finish_is_rerun() -> None:
+    """Ctrl-C: no final cells; a SIGTERM-stopped run has a record, but not a finished one."""
+    jobs = [_job(32, 0), _job(64, 0)]
+    doc = {"sweep_id": SWEEP, "jobs": jobs}
+    names = [j["run_names"][0] for j in jobs]
+    plan = sweeps.plan_resume(SPEC, doc, set(names), finished={names[0]})
+    assert plan.missing == [names[1]]
+    assert [(c["run_name"], c["status"]) for c in plan.kept_cells] == [(names[0], "completed")]
+    assert sweeps.record_outcome({"status": "failed", "failure_reason": "stopped by SIGTERM"}) == (
+        False,
+        "stopped by SIGTERM",
+    )
+    assert sweeps.record_outcome({"status": "partial"}) == (False, "log status: partial")
+    assert sweeps.record_outcome({"status": "complete"}) == (True, None)
+
+
+def test_spec_differences_name_the_changed_fields_but_not_what_uploading_rewrites() -> None:
+    saved = {
+        "name": "demo",
+        "data": f"s3://bucket/{layout.data_prefix(SWEEP)}",
+        "workload": {"model": "mnist-cnn", "epochs": 2, "source_dir": None},
+        "max_runtime_seconds": 600,
+    }
+    given = {**saved, "data": "file:///tmp/data", "workload": {**saved["workload"], "epochs": 3}}
+    assert sweeps.spec_differences(saved, given, SWEEP) == ["workload.epochs"]
+    assert sweeps.spec_differences(saved, {**saved, "data": "file:///tmp/data"}, SWEEP) == []
+
+
+def test_a_lambda_error_cause_becomes_one_line_and_other_causes_keep_their_error_name() -> None:
+    cause = json.dumps(
+        {
+            "errorMessage": "this sweep (10000 jobs) is too large\nsecond line",
+            "errorType": "SweepTooLargeError",
+            "stackTrace": ['  File "/var/task/handler.py", line 1\n'] * 50,
+        }
+    )
+    assert (
+        sweeps.failure_line("SweepTooLargeError", cause)
+        == "SweepTooLargeError: this sweep (10000 jobs) is too large"
+    )
+    assert (
+        sweeps.failure_line("States.Timeout", "the state\\n timed out")
+        == "States.Timeout: the state\\n timed out"
+    )
+    assert sweeps.failure_line("States.Runtime", None) == "States.Runtime"
+    assert len(sweeps.failure_line("E", "x" * 5000)) == sweeps.ERROR_LINE_MAX

@@ -7,6 +7,7 @@ run record); once the sweep has been aggregated, ``jobs.json`` holds every cell'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections import Counter
@@ -156,13 +157,48 @@ def execution_arn_for(state_machine_arn: str, name: str) -> str:
     return state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
 
 
+ERROR_LINE_MAX = 500
+
+
 def execution_error(sfn: Any, execution_arn: str) -> str | None:
-    """Why an execution failed (its error and cause), None while it runs or after success."""
+    """Why an execution failed, in one line; None while it runs or after success.
+
+    A failed Lambda task's cause is the function's JSON error (``errorMessage``, ``errorType``,
+    ``stackTrace``): the line is its type and the first line of its message. The whole cause is in
+    :func:`execution_error_detail`.
+    """
     d = sfn.describe_execution(executionArn=execution_arn)
     if d["status"] in ("RUNNING", "SUCCEEDED"):
         return None
-    error, cause = d.get("error"), d.get("cause")
-    return ": ".join(x for x in (error, cause) if x) or d["status"]
+    return failure_line(d.get("error"), d.get("cause")) or d["status"]
+
+
+def execution_error_detail(sfn: Any, execution_arn: str) -> str | None:
+    """Everything the execution says about its failure (error, whole cause), for a log file."""
+    d = sfn.describe_execution(executionArn=execution_arn)
+    if d["status"] in ("RUNNING", "SUCCEEDED"):
+        return None
+    cause = d.get("cause") or ""
+    with contextlib.suppress(ValueError):  # a Lambda error's JSON, indented; other text as it is
+        cause = json.dumps(json.loads(cause), indent=2)
+    return f"execution {execution_arn} ended {d['status']}\nerror: {d.get('error')}\ncause:\n{cause}\n"
+
+
+def failure_line(error: str | None, cause: str | None) -> str:
+    """One line for people from a Step Functions ``error`` and ``cause``."""
+    text = cause or ""
+    try:
+        loaded = json.loads(text) if text.lstrip().startswith("{") else None
+    except ValueError:
+        loaded = None
+    if isinstance(loaded, dict) and loaded.get("errorMessage") is not None:
+        message = str(loaded["errorMessage"]).strip().splitlines()
+        text = ": ".join(x for x in (loaded.get("errorType"), message[0] if message else "") if x)
+    else:
+        text = ": ".join(x for x in (error, " ".join(text.split())) if x)
+    if len(text) > ERROR_LINE_MAX:
+        text = text[: ERROR_LINE_MAX - 1] + "…"
+    return text
 
 
 # ---- status ---------------------------------------------------------------------------------------
@@ -361,24 +397,34 @@ class ResumePlan:
     also_rerun: list[str]  # complete runs a reduced spec cannot avoid (repetitions start at 0)
 
 
-def plan_resume(spec: dict[str, Any], jobs_doc: dict[str, Any], have_record: set[str]) -> ResumePlan:
+def plan_resume(
+    spec: dict[str, Any],
+    jobs_doc: dict[str, Any],
+    have_record: set[str],
+    finished: set[str] | None = None,
+) -> ResumePlan:
     """Find the cells without results and the smallest specs that re-run them.
 
-    A cell has results when its final status is ``completed`` and its run record exists (or, before
-    aggregation, when the record exists). Job names depend only on sweep id, instance type, batch size
-    and repetition, so the reduced specs' runs land on the original keys.
+    A cell has results when its final status is ``completed`` and its run record exists, or, before
+    aggregation (a sweep interrupted by Ctrl-C), when its run record says the run finished
+    (``finished``: the names whose record has status ``complete``; default ``have_record``). A run
+    stopped by SIGTERM, cut short or unreadable is re-run. Job names depend only on sweep id, instance
+    type, batch size and repetition, so the reduced specs' runs land on the original keys.
     """
     final = {c.get("run_name"): c for c in jobs_doc.get("cells") or []}
     cells = _plan_cells(jobs_doc)
+    finished = have_record if finished is None else finished
 
     def complete(cell: CellView) -> bool:
         rec = final.get(cell.run_name)
         if rec is not None:
             return rec.get("status") == "completed" and cell.run_name in have_record
-        return cell.run_name in have_record
+        return cell.run_name in have_record and cell.run_name in finished
 
     missing = [c for c in cells if not complete(c)]
-    kept = [final[c.run_name] for c in cells if complete(c) and c.run_name in final]
+    # A cell that finished before the sweep was interrupted has no final record yet: the merged
+    # aggregate gets one made from its plan (SageMaker's billable time is not known here).
+    kept = [final.get(c.run_name) or _completed_record(c) for c in cells if complete(c)]
     specs: list[dict[str, Any]] = []
     also: list[str] = []
     for instance_type in dict.fromkeys(c.instance_type for c in missing):
@@ -399,6 +445,47 @@ def plan_resume(spec: dict[str, Any], jobs_doc: dict[str, Any], have_record: set
         ]
     kept = [k for k in kept if k.get("run_name") not in set(also)]
     return ResumePlan(jobs_doc.get("sweep_id", ""), specs, [c.run_name for c in missing], kept, also)
+
+
+def _completed_record(cell: CellView) -> dict[str, Any]:
+    return {
+        "run_name": cell.run_name,
+        "job_name": cell.job_name,
+        "instance_type": cell.instance_type,
+        "batch_size": cell.batch_size,
+        "repetition": cell.repetition,
+        "status": "completed",
+        "reason": None,
+        "billable_s": None,
+        "training_s": None,
+    }
+
+
+def record_outcome(record: Any) -> tuple[bool, str | None]:
+    """(whether a run record says its run finished, the reason when it did not).
+
+    A run finished when its log was read to the end (status ``complete``; an early-stopped run's log
+    ends with its prediction and is complete too). A record that is not a JSON object did not finish.
+    """
+    if not isinstance(record, dict):
+        return False, "the run record is not readable"
+    status = record.get("status", "complete")
+    if status == "complete":
+        return True, None
+    return False, str(record.get("failure_reason") or f"log status: {status}")
+
+
+def finished_runs(s3: Any, bucket: str, sweep_id: str, run_names: Iterable[str]) -> set[str]:
+    """The runs among ``run_names`` whose record in the bucket says they finished (:func:`record_outcome`)."""
+    out = set()
+    for name in run_names:
+        try:
+            record = s3io.get_json(s3, bucket, layout.results_key(sweep_id, layout.run_record_path(name)))
+        except ValueError:  # not JSON
+            record = None
+        if record_outcome(record)[0]:
+            out.add(name)
+    return out
 
 
 def merge_cells(kept: list[dict[str, Any]], new: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -442,11 +529,43 @@ def reaggregate(
     return json.loads(body or b"{}")
 
 
+_SOURCE_KEYS = ("source_dir", "entry_point", "requirements")
+
+
+def spec_differences(saved: dict[str, Any], given: dict[str, Any], sweep_id: str) -> list[str]:
+    """The fields (``workload.epochs``, ``max_runtime_seconds``...) where the spec given to a resume
+    differs from the sweep's ``spec.json``; the re-run cells use the given one.
+
+    What uploading rewrites is not a difference: a ``file://`` data URI (uploaded under the sweep's
+    ``data/`` prefix) and a script's source folder (uploaded as the sweep's ``code/`` archive).
+    """
+
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            if isinstance(v, dict) and v:
+                out.update(flat(v, f"{prefix}{k}."))
+            else:
+                out[f"{prefix}{k}"] = v
+        return out
+
+    old, new = flat(saved), flat(given)
+    if str(new.get("data") or "").startswith("file://") and layout.data_prefix(sweep_id) in str(
+        old.get("data") or ""
+    ):
+        old["data"] = new["data"]
+    if layout.code_prefix(sweep_id) in str(old.get("workload.source_dir") or ""):
+        for k in _SOURCE_KEYS:
+            old[f"workload.{k}"] = new.get(f"workload.{k}")
+    return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+
+
 @dataclass
 class ResumeOutcome:
     status: str  # SUCCEEDED when every resumed execution succeeded
     error: str | None
     rerun: list[str]  # run names run again
+    detail: str | None = None  # execution_error_detail of the failed execution
 
 
 def resume_sweep(
@@ -463,7 +582,8 @@ def resume_sweep(
     watch: Callable[[str], str],
     before_merge: Callable[[], Any] | None = None,
 ) -> ResumeOutcome:
-    """Re-run the cells of a sweep in ``bucket`` that have no results, then re-aggregate all cells.
+    """Re-run the cells of a sweep in ``bucket`` that have no results, then re-aggregate all cells
+    (even when none is re-run: a sweep interrupted before its aggregation gets its report).
 
     One execution per reduced spec (:func:`plan_resume`), one after the other so the spec's
     ``max_concurrency`` holds. PlanSweep rewrites ``spec.json``/``jobs.json`` for a reduced spec: the
@@ -473,15 +593,15 @@ def resume_sweep(
     if jobs_doc is None:
         raise SweepNotFoundError(f"cannot resume {sweep_id!r}: no {layout.jobs_key(sweep_id)} in {bucket}")
     saved_spec = s3io.get_bytes(s3, bucket, layout.spec_key(sweep_id))
-    plan = plan_resume(spec, jobs_doc, run_records(s3, bucket, sweep_id))
+    have = run_records(s3, bucket, sweep_id)
+    unaggregated = have - {c.get("run_name") for c in jobs_doc.get("cells") or []}
+    plan = plan_resume(spec, jobs_doc, have, finished_runs(s3, bucket, sweep_id, unaggregated))
     rerun = plan.missing + plan.also_rerun
-    if not plan.specs:
-        return ResumeOutcome("SUCCEEDED", None, [])
     function = find_function(cfn, stack_name, "Aggregate")
     if function is None:
         raise TrainsweepError(f"stack {stack_name} has no AggregateSweep function to merge the resumed sweep")
     new_cells: list[dict[str, Any]] = []
-    status, error = "SUCCEEDED", None
+    status, error, detail = "SUCCEEDED", None, None
     for i, reduced in enumerate(plan.specs):
         attempt = resume_attempt(i)
         arn = start_sweep(
@@ -489,9 +609,13 @@ def resume_sweep(
         )
         ended = watch(arn)
         if ended != "SUCCEEDED":
-            status, error = ended, execution_error(sfn, arn)
+            status, error, detail = ended, execution_error(sfn, arn), execution_error_detail(sfn, arn)
         doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id)) or {}
         new_cells += [c for c in doc.get("cells") or [] if c.get("run_name") in set(rerun)]
+    # A cell whose re-run left no record (its execution was refused or failed) keeps its old one.
+    renewed = {c.get("run_name") for c in new_cells}
+    old = {c.get("run_name"): c for c in jobs_doc.get("cells") or []}
+    new_cells += [old[r] for r in rerun if r not in renewed and r in old]
     if saved_spec is not None:
         s3io.put_bytes(s3, bucket, layout.spec_key(sweep_id), saved_spec)
     original = {k: v for k, v in jobs_doc.items() if k != "cells"}
@@ -504,14 +628,26 @@ def resume_sweep(
     if before_merge is not None:
         before_merge()
     reaggregate(lam, function, sweep_id, merge_cells(plan.kept_cells, new_cells))
-    return ResumeOutcome(status, error, rerun)
+    return ResumeOutcome(status, error, rerun, detail)
 
 
-def view_from_documents(sweep_id: str, jobs_doc: dict[str, Any], have_record: set[str]) -> SweepView:
-    """The status of a downloaded sweep: planned cells, their final records, their run records."""
+def view_from_documents(
+    sweep_id: str,
+    jobs_doc: dict[str, Any],
+    have_record: set[str],
+    unfinished: dict[str, str | None] | None = None,
+) -> SweepView:
+    """The status of a downloaded sweep: planned cells, their final records, their run records.
+
+    ``unfinished`` maps the runs whose record says they did not finish (:func:`record_outcome`) to
+    why: before aggregation such a cell shows ``failed``, not ``done``.
+    """
+    unfinished = unfinished or {}
     cells = _plan_cells(jobs_doc)
     for cell in cells:
-        if cell.run_name in have_record:
+        if cell.run_name in unfinished:
+            cell.status, cell.detail = "failed", unfinished[cell.run_name]
+        elif cell.run_name in have_record:
             cell.status = "done"
     if jobs_doc.get("cells"):
         _apply_final(cells, jobs_doc["cells"])

@@ -27,6 +27,13 @@ class SweepTooLargeError(TrainsweepError):
 STATE_LIMIT_BYTES = 256 * 1024
 STATE_MARGIN_BYTES = 16 * 1024
 CELL_RECORD_BYTES = 400
+# What a deployed stack adds to a plan made without it (check_plan_fits): the longest bucket name, and a
+# CDK asset image URI as long as the stack's own.
+PLACEHOLDER_BUCKET = "b" * 63
+PLACEHOLDER_IMAGE = (
+    "123456789012.dkr.ecr.ap-southeast-1.amazonaws.com/"
+    "cdk-hnb659fds-container-assets-123456789012-ap-southeast-1:" + "0" * 64
+)
 
 
 def group_jobs(
@@ -105,3 +112,25 @@ def state_input(
             "several sweeps (fewer instance types, batch sizes or repetitions each)"
         )
     return out
+
+
+def check_plan_fits(plan: Any) -> None:
+    """Raise :class:`SweepTooLargeError` when PlanSweep would refuse the plan (a ``SweepPlan``) for the
+    workflow state's size: ``plan`` and ``run`` say so before anything starts.
+
+    A plan made without a bucket is measured as PlanSweep will see it: with the longest bucket name and
+    the stack's image for jobs that name none. Quotas are not known here (PlanSweep checks them).
+    """
+    from trainsweep.spec import plan_sweep
+
+    if plan.bucket is None:
+        plan = plan_sweep(
+            plan.spec,
+            sweep_id=plan.sweep_id,
+            region=plan.region,
+            bucket=PLACEHOLDER_BUCKET,
+            enforce_budget=False,
+        )
+    state = dict(plan.to_state_input())
+    state["jobs"] = with_default_image(state["jobs"], lambda: PLACEHOLDER_IMAGE)
+    state_input(state)

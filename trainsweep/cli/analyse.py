@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from trainsweep.cli.common import fail
+from trainsweep.cli.common import fail, make_console, styled
 
 PROBLEM_ROWS_SHOWN = 40
 
@@ -62,11 +61,11 @@ def parse_command(
 
 def _report_problems(timings: Any) -> None:
     """The parser's problems go to stderr, so that stdout stays the seed text."""
-    console = Console(stderr=True)
+    console = make_console(stderr=True, soft_wrap=False)
     for p in timings.problems:
         where = f"line {p.line}: " if p.line else ""
         colour = "red" if p.severity == "error" else "yellow"
-        console.print(f"[{colour}]{p.severity}:[/] {where}{p.message} [dim]({p.code})[/]", highlight=False)
+        console.print(styled((f"{p.severity}:", colour), f" {where}{p.message} ", (f"({p.code})", "dim")))
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:
@@ -151,13 +150,13 @@ def import_command(
     from trainsweep.errors import TrainsweepError
     from trainsweep.importer import import_dir
 
-    console = Console(stderr=True)
+    console = make_console(stderr=True, soft_wrap=False)
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.fields[current]}", style="dim"),
+        TextColumn("{task.fields[current]}", style="dim", markup=False),  # a path, as it is
     )
     # No refresh thread (auto_refresh=False): the import forks worker processes, which must not inherit
     # a thread that may hold the terminal's lock; the bar is redrawn after each file instead.
@@ -183,7 +182,7 @@ def _print_import_report(result: Any, out: Path) -> None:
 
     from trainsweep.importer import iter_problem_rows
 
-    console = Console()
+    console = make_console(soft_wrap=False)
     s = result.quality["summary"]
     counts = Table(title=f"Import into {out}", show_header=False, title_justify="left")
     counts.add_column("what")
@@ -208,7 +207,7 @@ def _print_import_report(result: Any, out: Path) -> None:
         for (severity, code), hits in sorted(kinds.items(), key=lambda kv: (kv[0][0] != "error", kv[0][1])):
             style = "red" if severity == "error" else "yellow"
             path, message = hits[0]
-            by_kind.add_row(f"[{style}]{severity}[/]", code, str(len(hits)), f"{path}: {message}")
+            by_kind.add_row(styled((severity, style)), code, str(len(hits)), f"{path}: {message}")
         console.print(by_kind)
         errors = [r for r in rows if r[1] == "error"]
         if errors:
@@ -221,7 +220,7 @@ def _print_import_report(result: Any, out: Path) -> None:
             if len(errors) > PROBLEM_ROWS_SHOWN:
                 console.print(f"... and {len(errors) - PROBLEM_ROWS_SHOWN} more errors")
     for note in result.quality.get("notes", []):
-        console.print(f"[dim]note: {note}[/]")
+        console.print(styled((f"note: {note}", "dim")))
     console.print(f"Results in {out}; every problem, file by file: {out / 'quality.json'}")
 
 

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from trainsweep.cli.common import make_console, styled
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 
 EXIT_INVALID = 2
 EXIT_OVER_BUDGET = 3
+EXIT_TOO_LARGE = 4
 
 
 def register(app: typer.Typer) -> None:
@@ -39,13 +42,12 @@ def plan(
     bucket: Annotated[str | None, typer.Option(help="Results bucket, to show the S3 URIs jobs get.")] = None,
 ) -> None:
     """Validate a sweep spec and show its grid, job names, worst-case cost and time. No AWS call."""
-    from rich.console import Console
-
+    from trainsweep.aws.workflow import SweepTooLargeError, check_plan_fits
     from trainsweep.errors import BudgetExceededError, SpecError
     from trainsweep.spec import check_budget, plan_sweep
 
-    out = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
+    out = make_console()
+    err = make_console(stderr=True)
     try:
         sweep = plan_sweep(spec_path, region=region, bucket=bucket, enforce_budget=False)
     except SpecError as e:
@@ -57,9 +59,14 @@ def plan(
     else:
         _print_plan(out, sweep)
     try:
+        check_plan_fits(sweep)
+    except SweepTooLargeError as e:
+        err.print(styled(("Refused:", "bold red"), f" `trainsweep run` would refuse it: {e}"))
+        raise typer.Exit(EXIT_TOO_LARGE) from None
+    try:
         check_budget(sweep)
     except BudgetExceededError as e:
-        err.print(f"[bold red]Refused:[/] {e}", highlight=False)
+        err.print(styled(("Refused:", "bold red"), f" {e}"))
         raise typer.Exit(EXIT_OVER_BUDGET) from None
     except SpecError as e:
         _print_spec_errors(err, str(spec_path), e)
@@ -81,13 +88,11 @@ def schema(
 
 
 def _print_spec_errors(console: Console, where: str, error: Any) -> None:
-    from rich.markup import escape
-
     pairs = getattr(error, "errors", None) or [("(spec)", str(error))]
-    console.print(f"[bold red]Invalid sweep spec[/] {escape(where)}:", highlight=False)
+    console.print(styled(("Invalid sweep spec", "bold red"), f" {where}:"))
     for field, message in pairs:
-        console.print(f"  [bold]{escape(field)}[/]: {escape(message)}", highlight=False)
-    console.print("Fields and allowed values: `trainsweep schema`.", highlight=False)
+        console.print(styled("  ", (field, "bold"), f": {message}"))
+    console.print("Fields and allowed values: `trainsweep schema`.")
 
 
 def _n(count: int, noun: str) -> str:
@@ -104,13 +109,12 @@ def _print_plan(console: Console, sweep: SweepPlan) -> None:
 
 
 def _print_jobs(console: Console, sweep: SweepPlan) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     from trainsweep.spec import format_duration, job_cost_usd
 
     spec = sweep.spec
-    title = escape(
+    title = (
         f"Sweep {sweep.sweep_id}: {spec.workload.label} ({spec.workload.epochs} epochs, {spec.mode}"
         f"{', synthetic data' if spec.workload.synthetic else ''}) in {sweep.region}"
     )
@@ -137,7 +141,7 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
     if not fits(keep):
         console.print(title, highlight=False)
         for r in rows:
-            console.print(f"  {escape(r[0])}  batch size {r[2]}, {r[6]}", highlight=False)
+            console.print(f"  {r[0]}  batch size {r[2]}, {r[6]}")
         return
     table = Table(title=title, title_justify="left")
     for i in keep:
@@ -159,7 +163,7 @@ def _print_summary(console: Console, sweep: SweepPlan) -> None:
         f"{_n(spec.repetitions, 'repetition')}, packing {spec.packing})",
         highlight=False,
     )
-    cost_line = f"Worst-case cost: [bold]{_usd(sweep.worst_case_cost_usd)}[/]"
+    cost_line = styled("Worst-case cost: ", (_usd(sweep.worst_case_cost_usd), "bold"))
     if sweep.unpriced_instance_types:
         cost_line += f" (no price for {', '.join(sweep.unpriced_instance_types)} in {sweep.region})"
     if spec.budget_usd is not None:
@@ -168,8 +172,10 @@ def _print_summary(console: Console, sweep: SweepPlan) -> None:
         cost_line += " (on-demand prices; spot is cheaper)"
     console.print(cost_line, highlight=False)
     console.print(
-        f"Worst-case time: [bold]{format_duration(sweep.worst_case_seconds)}[/] "
-        f"({_n(waves, 'wave')} of up to {_n(spec.max_concurrency, 'concurrent job')}"
-        f"{', each job up to its spot wait limit' if spec.spot else ''})",
-        highlight=False,
+        styled(
+            "Worst-case time: ",
+            (format_duration(sweep.worst_case_seconds), "bold"),
+            f" ({_n(waves, 'wave')} of up to {_n(spec.max_concurrency, 'concurrent job')}"
+            f"{', each job up to its spot wait limit' if spec.spot else ''})",
+        )
     )

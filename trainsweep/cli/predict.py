@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from trainsweep.cli.common import fail
+from trainsweep.cli.common import fail, make_console
 
 LOG_SUFFIXES = (".txt", ".out", ".log")
 SKIPPED_DIRS = ("execution-times",)  # seed outputs, not logs
@@ -91,7 +90,7 @@ def predict_eval_command(
 def _print_table(results: list[Any], agg: dict[str, Any]) -> None:
     from rich.table import Table
 
-    console = Console()
+    console = make_console(soft_wrap=False)
     table = Table(title="early-stop rule replayed on complete logs", show_lines=False)
     for col in ("log", "steps used", "pred. epoch s", "90 % interval", "actual s", "error", "seeds' error"):
         if col == "log":

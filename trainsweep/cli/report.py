@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from trainsweep.cli.common import fail
+from trainsweep.cli.common import fail, make_console, styled
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)
 _UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400}
@@ -78,13 +77,13 @@ def report_command(
 
     from trainsweep.report import load_results, sweep_artefacts
 
-    console = Console()
+    console = make_console(soft_wrap=False)
     for root in roots:
         runs, quality, jobs, spec, problems = load_results(root, top=folder)
         for p in problems:
-            console.print(f"[yellow]skipped[/] {p}", highlight=False, soft_wrap=True)
+            console.print(styled(("skipped", "yellow"), f" {p}"), soft_wrap=True)
         if not runs and not jobs:
-            console.print(f"[yellow]{root}: no readable run records, nothing to report[/]", highlight=False)
+            console.print(styled((f"{root}: no readable run records, nothing to report", "yellow")))
             continue
         artefacts = sweep_artefacts(
             runs,
@@ -105,10 +104,10 @@ def report_command(
         from trainsweep import layout
 
         rec = json.loads(artefacts[layout.SWEEP_JSON])["recommendation"]
-        console.print(f"[bold]{root}[/] ({len(runs)} runs)", highlight=False)
+        console.print(styled((str(root), "bold"), f" ({len(runs)} runs)"))
         for line in rec["text"]:
-            console.print(f"  {line}", highlight=False, soft_wrap=True)
-        console.print(f"  wrote {len(artefacts)} files; open {root / layout.REPORT_HTML}", highlight=False)
+            console.print(f"  {line}", soft_wrap=True)
+        console.print(f"  wrote {len(artefacts)} files; open {root / layout.REPORT_HTML}")
 
 
 prices_app = typer.Typer(help="The instance price catalogue: show it, refresh it from the AWS Pricing API.")
@@ -131,9 +130,9 @@ def prices_show(
     for name, t in CATALOGUE.items():
         usd = hourly_usd(name, region)
         table.add_row(name, str(t.gpus), "unknown" if usd is None else f"{usd:.3f}")
-    console = Console()
+    console = make_console(soft_wrap=False)
     console.print(table)
-    console.print(f"Prices: {price_source(region)}", highlight=False)
+    console.print(f"Prices: {price_source(region)}")
 
 
 @prices_app.command("refresh")
@@ -157,12 +156,13 @@ def prices_refresh(
     except (BotoCoreError, ClientError) as exc:
         raise fail(f"the AWS Pricing API did not answer: {exc} (check credentials and network)") from None
     n = sum(len(v) for v in fetched.values())
-    Console().print(f"cached {n} prices for {', '.join(regions)} in {path}", highlight=False)
+    make_console().print(f"cached {n} prices for {', '.join(regions)} in {path}")
     if missing:
-        Console(stderr=True).print(
-            f"[yellow]not priced by the API (shipped price kept where there is one):[/] {', '.join(missing)}",
-            highlight=False,
-            soft_wrap=True,
+        make_console(stderr=True).print(
+            styled(
+                ("not priced by the API (shipped price kept where there is one):", "yellow"),
+                f" {', '.join(missing)}",
+            )
         )
 
 
@@ -229,7 +229,7 @@ def what_if_command(
             r.delay_s.format(),
             f"{r.effective_delay_pct:.1f}%",
         )
-    Console().print(table)
+    make_console(soft_wrap=False).print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.text import Text
+
+from trainsweep.cli.common import error_line, make_console, styled
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -64,7 +67,13 @@ def render_view(view: Any) -> Table:
 
     counts = view.counts
     title = f"sweep {view.sweep_id}"
-    if view.execution_status:
+    if (
+        view.execution_status == "SUCCEEDED"
+        and view.cells
+        and not any(c.status == "done" for c in view.cells)
+    ):
+        title += " — finished, no cell succeeded"  # the execution ran to its end; the sweep answered nothing
+    elif view.execution_status:
         title += f" — {view.execution_status.lower()}"
     table = Table(title=title, expand=False, show_lines=False)
     for col, kw in (
@@ -84,7 +93,7 @@ def render_view(view: Any) -> Table:
             c.instance_type,
             "-" if c.batch_size is None else str(c.batch_size),
             "-" if c.repetition is None else str(c.repetition),
-            f"[{style}]{c.status}[/]" if style else c.status,
+            Text(c.status, style=style),
             _duration(c.elapsed_s),
             _duration(c.billable_s),
             "-" if c.cost_usd is None else f"{c.cost_usd:.4f}",
@@ -134,7 +143,7 @@ def _watch_factory(console: Console, enabled: bool) -> tuple[Any, Any]:
 
 
 def _error(console: Console, message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(error_line(message))
 
 
 # ---- AWS session ------------------------------------------------------------------------------------
@@ -185,12 +194,14 @@ def run(
     region: RegionOpt = None,
 ) -> None:
     """Start a sweep, watch its cells, then download the results to OUT/<sweep-id>/."""
-    from rich.console import Console
-
     from trainsweep.errors import SpecError, TrainsweepError
 
-    console = Console(stderr=True, soft_wrap=True)
+    console = make_console(stderr=True)
     try:
+        if resume is not None:
+            from trainsweep.spec import check_sweep_id
+
+            check_sweep_id(resume)  # it names a folder and an S3 prefix
         if local:
             _run_local(console, spec_path, out, resume, watch=not no_watch)
         else:
@@ -204,40 +215,106 @@ def run(
 
 
 def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None, *, watch: bool) -> None:
-    from trainsweep.local.sweep import run_local_sweep
+    from trainsweep import layout
+    from trainsweep.local.sweep import SweepInterrupted, run_local_sweep
 
+    if resume:
+        saved = out / resume / layout.SPEC_JSON
+        if saved.is_file():
+            _say_spec_changes(console, json.loads(saved.read_text()), spec_path, resume)
     console.print("Starting the embedded AWS and deploying the stack (local mode)…", highlight=False)
     update, close = _watch_factory(console, watch)
     try:
         result = run_local_sweep(spec_path, out_root=out, resume=resume, on_update=update)
+    except SweepInterrupted as stop:
+        close()
+        got = stop.result
+        if got.log_path is not None and got.log_path.is_file():
+            console.print(f"The embedded AWS's log: {got.log_path}")
+        if got.downloaded:
+            console.print(
+                Text.assemble(
+                    ("Interrupted:", "yellow"),
+                    f" training processes stopped, partial results downloaded to {got.dest}/ "
+                    f"(resume with --resume {got.sweep_id}).",
+                )
+            )
+        else:
+            console.print(
+                Text.assemble(
+                    ("Interrupted:", "yellow"),
+                    " stopped before the sweep had any results; nothing was downloaded.",
+                )
+            )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except KeyboardInterrupt:
         close()
-        console.print(
-            "[yellow]Interrupted:[/] training processes stopped, partial results downloaded to "
-            f"{out}/ (resume with --resume SWEEP_ID).",
-            highlight=False,
-        )
+        console.print(Text.assemble(("Interrupted:", "yellow"), " nothing was started or downloaded."))
         raise typer.Exit(EXIT_INTERRUPTED) from None
     close()
     if resume:
         console.print(
             f"Resumed {len(result.resumed_runs)} run(s): {', '.join(result.resumed_runs) or 'none'}"
         )
-    _finish(console, result.view, result.dest, result.execution_status, result.error)
+    _finish(console, result.view, result.dest, result.execution_status, result.error, result.error_detail)
 
 
-def _finish(console: Console, view: Any, dest: Path, status: str | None, error: str | None) -> None:
+def _say_spec_changes(console: Console, saved: Any, spec_source: Path, sweep_id: str) -> None:
+    """Tell the user when the spec given to ``--resume`` is not the sweep's own (it is the one that runs)."""
+    from trainsweep.aws import sweeps
+    from trainsweep.spec import load_spec
+
+    if not isinstance(saved, dict):
+        return
+    changed = sweeps.spec_differences(saved, load_spec(spec_source).to_dict(), sweep_id)
+    if changed:
+        console.print(
+            Text(
+                f"note: {spec_source} differs from sweep {sweep_id}'s spec in {', '.join(changed)}; "
+                "the re-run cells use the spec given here.",
+                style="yellow",
+            )
+        )
+
+
+def _finish(
+    console: Console,
+    view: Any,
+    dest: Path,
+    status: str | None,
+    error: str | None,
+    detail: str | None = None,
+) -> None:
     from trainsweep import layout
 
     if view is not None:
         console.print(render_view(view))
+    # A sweep answers its question only if some cell trained: none done is a failure even when the
+    # execution itself succeeded (every cell failed, or was infeasible).
+    succeeded = view is not None and any(c.status == "done" for c in view.cells)
     if status != "SUCCEEDED":
-        _error(console, f"the sweep's execution ended {status}: {error or 'no detail'}")
+        where = ""
+        if detail:  # e.g. a refusing Lambda's JSON error with its stack trace: for the log, not the terminal
+            from trainsweep.local.sweep import log_path_for
+
+            log = log_path_for(dest)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a", encoding="utf-8") as f:
+                f.write(detail)
+            where = f" (details: {log})"
+        _error(console, f"the sweep's execution ended {status}: {error or 'no detail'}{where}")
+    elif not succeeded:
+        counts = ", ".join(f"{n} {s}" for s, n in view.counts.items() if n) if view is not None else ""
+        _error(
+            console,
+            f"no cell of the sweep succeeded ({counts or 'no cells'}): nothing to recommend; "
+            "each cell's reason is in the table above and in the report",
+        )
     report = dest / layout.RESULTS_DIR / layout.REPORT_HTML
-    console.print(f"Results: {dest}/", highlight=False)
+    console.print(f"Results: {dest}/")
     if report.is_file():
-        console.print(f"Report:  {report}", highlight=False)
-    if status != "SUCCEEDED":
+        console.print(f"Report:  {report}")
+    if status != "SUCCEEDED" or not succeeded:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -256,6 +333,7 @@ def _run_cloud(
 
     from trainsweep.aws import sweeps
     from trainsweep.aws.code import upload_source
+    from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.errors import TrainsweepError
     from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec, make_sweep_id, plan_sweep
@@ -264,8 +342,9 @@ def _run_cloud(
     spec = load_spec(spec_path)
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
-    # refuses an over-budget sweep, and local instance types, before anything starts
-    plan_sweep(spec, region=session.region_name, cloud=True)
+    # refuses an over-budget sweep, local instance types, and one too large for the workflow, before
+    # anything starts
+    check_plan_fits(plan_sweep(spec, region=session.region_name, cloud=True))
     staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
     bucket, machine = _stack(session, stack)
     s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
@@ -294,12 +373,16 @@ def _run_cloud(
     if resume:
         if not watch:
             raise TrainsweepError("--resume waits for the re-run cells to re-aggregate: drop --no-watch")
+        from trainsweep import layout
+        from trainsweep.aws import s3 as s3io
+
+        _say_spec_changes(console, s3io.get_json(s3, bucket, layout.spec_key(sweep_id)), spec_path, sweep_id)
         outcome = sweeps.resume_sweep(
             s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=session.client("lambda"),
             stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,
             spec=spec_dict, watch=wait,
         )  # fmt: skip
-        status, error = outcome.status, outcome.error
+        status, error, detail = outcome.status, outcome.error, outcome.detail
         console.print(f"Resumed {len(outcome.rerun)} run(s): {', '.join(outcome.rerun) or 'none'}")
     else:
         arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
@@ -319,14 +402,14 @@ def _run_cloud(
                 highlight=False,
             )
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        error = sweeps.execution_error(sfn, arn)
+        error, detail = sweeps.execution_error(sfn, arn), sweeps.execution_error_detail(sfn, arn)
     close()
     dest = out / sweep_id
     sweeps.download_sweep(s3, bucket, sweep_id, dest)
     view = sweeps.sweep_view(
         s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, region=session.region_name
     )
-    _finish(console, view, dest, status, error)
+    _finish(console, view, dest, status, error, detail)
 
 
 # ---- status / download ------------------------------------------------------------------------------
@@ -347,16 +430,19 @@ def status(
     A sweep downloaded under --results (every local sweep) is read from disk; otherwise the deployed
     stack is asked.
     """
-    from rich.console import Console
+    from trainsweep.errors import SpecError, TrainsweepError
 
-    from trainsweep.errors import TrainsweepError
-
-    console = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
+    console = make_console()
+    err = make_console(stderr=True)
     try:
+        if sweep_id is not None:
+            _check_folder_id(sweep_id)  # it names a folder under --results
         view = _local_view(results, sweep_id)
         if view is None:
             view = _cloud_view(stack, sweep_id, profile, region)
+    except SpecError as e:
+        _error(err, str(e))
+        raise typer.Exit(EXIT_USAGE) from None
     except TrainsweepError as e:
         where = f"sweep {sweep_id!r}" if sweep_id else "a sweep"
         _error(err, f"{e}\n(no downloaded {where} under {results}/ either)")
@@ -365,6 +451,18 @@ def status(
         typer.echo(json.dumps(view.to_dict(), indent=2, default=str))
     else:
         console.print(render_view(view))
+
+
+def _check_folder_id(sweep_id: str) -> None:
+    """Refuse an id that would name a folder outside the results (``..``, ``a/b``). Looser than a sweep
+    id (:func:`trainsweep.spec.check_sweep_id`): imported logs are the sweep ``import-<S3 folder>``."""
+    from trainsweep.errors import SpecError
+
+    if sweep_id in ("", ".", "..") or any(c in sweep_id for c in "/\\") or not sweep_id.isprintable():
+        raise SpecError(
+            f"invalid sweep id {sweep_id!r}: a sweep id names one folder (no '/', '\\' or '..')",
+            [("sweep_id", "one folder name")],
+        )
 
 
 def _local_view(results: Path, sweep_id: str | None) -> Any:
@@ -384,8 +482,21 @@ def _local_view(results: Path, sweep_id: str | None) -> Any:
         return None
     doc = json.loads(jobs_file.read_text())
     runs = folder / layout.RESULTS_DIR / layout.RUNS_DIR
-    have = {p.stem for p in runs.glob("*.json")} if runs.is_dir() else set()
-    return sweeps.view_from_documents(folder.name, doc, have)
+    records = sorted(runs.glob("*.json")) if runs.is_dir() else []
+    have = {p.stem for p in records}
+    aggregated = {c.get("run_name") for c in doc.get("cells") or []}
+    unfinished = {}
+    for p in records:
+        if p.stem in aggregated:
+            continue  # its final record says more
+        try:
+            record = json.loads(p.read_text())
+        except (OSError, ValueError):
+            record = None
+        done, reason = sweeps.record_outcome(record)
+        if not done:
+            unfinished[p.stem] = reason
+    return sweeps.view_from_documents(folder.name, doc, have, unfinished)
 
 
 def _cloud_view(stack: str, sweep_id: str | None, profile: str | None, region: str | None) -> Any:
@@ -415,18 +526,20 @@ def download(
     region: RegionOpt = None,
 ) -> None:
     """Download a sweep's spec, jobs, logs and results with the S3 layout below the folder."""
-    from rich.console import Console
-
     from trainsweep import layout
     from trainsweep.aws import sweeps
-    from trainsweep.errors import TrainsweepError
+    from trainsweep.errors import SpecError, TrainsweepError
 
-    console = Console(stderr=True, soft_wrap=True)
+    console = make_console(stderr=True)
     dest = to or DEFAULT_RESULTS / sweep_id
     try:
+        _check_folder_id(sweep_id)  # it names the folder and the S3 prefix
         session = _session(profile, region)
         bucket, _ = _stack(session, stack)
         files = sweeps.download_sweep(session.client("s3"), bucket, sweep_id, dest)
+    except SpecError as e:
+        _error(console, str(e))
+        raise typer.Exit(EXIT_USAGE) from None
     except TrainsweepError as e:
         _error(console, str(e))
         raise typer.Exit(EXIT_FAILED) from None
@@ -445,22 +558,20 @@ def doctor(
     region: RegionOpt = None,
 ) -> None:
     """Check this machine and the AWS account; each line says what to do when something is missing."""
-    from rich.console import Console
-
     from trainsweep.local.doctor import run_checks
 
-    console = Console(soft_wrap=True)
+    console = make_console()
     marks = {
-        "ok": "[green]ok[/]  ",
-        "warn": "[yellow]warn[/]",
-        "fail": "[red]fail[/]",
-        "info": "[dim]info[/]",
+        "ok": ("ok  ", "green"),
+        "warn": ("warn", "yellow"),
+        "fail": ("fail", "red"),
+        "info": ("info", "dim"),
     }
     checks = run_checks(stack=stack, profile=profile, region=region)
     for check in checks:
-        line = f"{marks[check.level]} {check.name}: {check.detail}"
+        line = styled(marks[check.level], f" {check.name}: {check.detail}")
         if check.fix and check.level != "ok":
             line += f" — {check.fix}"
-        console.print(line, highlight=False)
+        console.print(line)
     if any(c.level == "fail" for c in checks):
         raise typer.Exit(EXIT_FAILED)

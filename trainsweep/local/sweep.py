@@ -5,7 +5,8 @@ the synthesized stack into it, upload a ``file://`` data channel, start the stat
 report progress, wait for every S3 notification, download ``sweeps/<id>/`` into ``<out>/<id>/`` and
 stop everything. ``resume=SWEEP_ID`` puts a downloaded sweep back, re-runs only its cells without
 results and re-aggregates all cells. On Ctrl-C the training processes and the execution are stopped
-and whatever results exist are downloaded before the interrupt propagates.
+and whatever results exist are downloaded before :class:`SweepInterrupted` (a ``KeyboardInterrupt``
+that says whether anything was downloaded) propagates.
 """
 
 from __future__ import annotations
@@ -35,9 +36,20 @@ class LocalRunResult:
     view: Any  # trainsweep.aws.sweeps.SweepView
     interrupted: bool = False
     error: str | None = None
+    error_detail: str | None = None  # everything the failed execution said (for a log file)
     timings: dict[str, float] = field(default_factory=dict)
     training_seconds: float = 0.0  # wall time while at least one training process ran (union of lifetimes)
     resumed_runs: list[str] = field(default_factory=list)
+    downloaded: bool = False  # sweeps/<id>/ was copied to ``dest``
+    log_path: Path | None = None  # what the embedded AWS logged (exists only when it logged something)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a local sweep; ``result`` says what had run and whether anything was downloaded."""
+
+    def __init__(self, result: LocalRunResult) -> None:
+        super().__init__()
+        self.result = result
 
 
 def _check_local(spec: Any, has_gpu: Callable[[], bool]) -> None:
@@ -95,6 +107,45 @@ class _Synth:
         return Path(value)
 
 
+# Loggers of the embedded AWS: what they report (e.g. moto's Step Functions interpreter logs each
+# aborted state with the whole state machine's internals, 165 KB on Ctrl-C) goes to a file, not the terminal.
+EMULATOR_LOGGERS = ("moto", "werkzeug")
+
+
+def log_path_for(dest: Path) -> Path:
+    """``<out>/<sweep-id>.log``: beside the sweep's folder, so a resume does not upload it."""
+    return dest.parent / f"{dest.name}.log"
+
+
+def _log_emulator_to(path: Path) -> Callable[[], None]:
+    """Send :data:`EMULATOR_LOGGERS` to ``path`` instead of the terminal; returns the undo."""
+    import logging
+
+    class FileOnFirstRecord(logging.FileHandler):
+        """No file (and no folder) until something is logged."""
+
+        def _open(self) -> Any:
+            Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+            return super()._open()
+
+    handler = FileOnFirstRecord(path, delay=True, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    saved = {}
+    for name in EMULATOR_LOGGERS:
+        logger = logging.getLogger(name)
+        saved[name] = logger.propagate
+        logger.addHandler(handler)
+        logger.propagate = False
+
+    def restore() -> None:
+        for name, propagate in saved.items():
+            logging.getLogger(name).removeHandler(handler)
+            logging.getLogger(name).propagate = propagate
+        handler.close()
+
+    return restore
+
+
 def _capture(fn: Callable[..., Any], *args: Any) -> tuple[bool, Any]:
     try:
         return True, fn(*args)
@@ -120,17 +171,21 @@ def run_local_sweep(
     from trainsweep.aws import outputs as output_names
     from trainsweep.aws import sweeps
     from trainsweep.aws.code import upload_source
+    from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.local.executor import gpu_available
     from trainsweep.local.server import EmbeddedAws
     from trainsweep.sourcedir import spec_dir, stage
-    from trainsweep.spec import load_spec, make_sweep_id
+    from trainsweep.spec import check_sweep_id, load_spec, make_sweep_id, plan_sweep
 
     t_start = time.perf_counter()
+    if resume is not None:
+        check_sweep_id(resume)  # it names a folder under out_root
     spec = load_spec(spec_source)
     _check_local(spec, has_gpu or gpu_available)
     # The script, its folder and its requirements are checked before anything starts.
     staged = stage(spec.workload, spec_dir(spec_source), check_requirements=True)
     sweep_id = resume or make_sweep_id(spec.name, now or datetime.now(UTC))
+    check_plan_fits(plan_sweep(spec, sweep_id=sweep_id))  # PlanSweep would refuse it once deployed
     dest = Path(out_root) / sweep_id
     previous: Path | None = None
     if resume:
@@ -140,11 +195,12 @@ def run_local_sweep(
                 f"cannot resume {sweep_id!r}: {previous / layout.JOBS_JSON} not found "
                 f"(resume a sweep downloaded under {out_root})"
             )
-    result = LocalRunResult(sweep_id, dest, None, None)
+    result = LocalRunResult(sweep_id, dest, None, None, log_path=log_path_for(dest))
     bucket: str | None = None
     aws = EmbeddedAws(entry_point=entry_point, stop_grace_s=stop_grace_s, has_gpu=has_gpu, job_env=job_env)
     # Synthesis (a Node.js subprocess) overlaps the server's start.
     synth = _Synth(project_root)
+    restore_logging = _log_emulator_to(log_path_for(dest))
     try:
         aws.start()
         assembly = synth.result()
@@ -177,6 +233,7 @@ def run_local_sweep(
             arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
             result.execution_status = watch(arn)
             result.error = sweeps.execution_error(sfn, arn)
+            result.error_detail = sweeps.execution_error_detail(sfn, arn)
         else:
             _resume(aws, stack, previous, spec_dict, sweep_id, bucket, machine, watch, result)
         t0 = time.perf_counter()
@@ -190,7 +247,7 @@ def run_local_sweep(
             aws.sagemaker.stop_all()
         if aws.notifications is not None:
             aws.notifications.drain(30)
-        raise
+        raise SweepInterrupted(result) from None  # ``finally`` below downloads first
     finally:
         if aws.sagemaker is not None:
             result.training_seconds = aws.sagemaker.process_seconds()
@@ -199,11 +256,13 @@ def run_local_sweep(
                 t0 = time.perf_counter()
                 with contextlib.suppress(sweeps.SweepNotFoundError):
                     sweeps.download_sweep(aws.client("s3"), bucket, sweep_id, dest)
+                    result.downloaded = True
                     result.view = _final_view(aws, bucket, sweep_id, result.view)
                 result.timings["download"] = time.perf_counter() - t0
         finally:
             t0 = time.perf_counter()
             aws.close()
+            restore_logging()
             result.timings["shutdown"] = time.perf_counter() - t0
             result.timings["total"] = time.perf_counter() - t_start
     return result
@@ -255,4 +314,5 @@ def _resume(
     )
     result.execution_status = outcome.status
     result.error = outcome.error
+    result.error_detail = outcome.detail
     result.resumed_runs = outcome.rerun

@@ -12,7 +12,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.plots import figure_png
+from trainsweep.plots import figure_png, literal
 
 _LEGEND_MAX_EPOCHS = 10
 _LINE2D_MAX_EPOCHS = _LEGEND_MAX_EPOCHS
@@ -79,7 +79,7 @@ def step_times_figure(run: RunTimings) -> Figure:
     title = run.name
     if run.computing_system and run.batch_size is not None:
         title = f"{run.name} ({run.computing_system}, batch size {run.batch_size})"
-    ax.set_title(title, fontsize=10)
+    ax.set_title(literal(title), fontsize=10)
     ax.set_xlabel("Step within epoch")
     ax.set_ylabel("Step time (s)")
     epochs = [e for e in run.epochs if e.steps]

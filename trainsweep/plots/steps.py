@@ -9,6 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from trainsweep.logs.model import Epoch, RunTimings
+from trainsweep.plots import literal
 
 _DATA_COLOUR = "#d95f02"
 _COMPUTE_COLOUR = "#1b9e77"
@@ -53,11 +54,13 @@ def distribution_figure(samples: Mapping[str, Sequence[float]], *, title: str | 
             grid = np.linspace(x.min(), x.max(), 200)
             pdf = np.exp(-0.5 * ((grid - mu) / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))
             ax.plot(grid * 1000, pdf / 1000, color="black", linewidth=1.2)
-        ax.set_title(f"{label}\nμ={mu * 1000:.1f} ms σ={sigma * 1000:.1f} ms (n={x.size})", fontsize=8)
+        stats = f"μ={mu * 1000:.1f} ms σ={sigma * 1000:.1f} ms (n={x.size})"
+        ax.set_title(f"{literal(label)}\n{stats}", fontsize=8)
         ax.set_xlabel("Step time (ms)", fontsize=8)
         ax.set_ylabel("Density (1/ms)", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.suptitle(title or "Steady step-time distributions (p1-p99) with fitted normal", fontsize=11)
+    default = "Steady step-time distributions (p1-p99) with fitted normal"
+    fig.suptitle(literal(title) if title else default, fontsize=11)
     return fig
 
 
@@ -118,7 +121,7 @@ def rank_timeline_figure(run: RunTimings, *, max_steps: int = 60, skip: int = 1)
     ax.set_yticks(range(len(ranks)), [f"rank {r}" for r in ranks])
     ax.set_xlabel(f"Time since the start of step {skip + 1} (s)")
     what = "orange = waiting for data, green = compute" if split else "alternating shades = consecutive steps"
-    ax.set_title(f"{run.name}: steps {skip + 1}-{skip + drawn} per rank ({what})", fontsize=10)
+    ax.set_title(f"{literal(run.name)}: steps {skip + 1}-{skip + drawn} per rank ({what})", fontsize=10)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

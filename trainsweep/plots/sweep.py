@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from trainsweep.cost.metrics import OK, ConfigMetrics
 from trainsweep.cost.recommend import Recommendation
+from trainsweep.plots import literal
 
 _DATA_COLOUR = "#d95f02"
 _COMPUTE_COLOUR = "#1b9e77"
@@ -36,7 +37,8 @@ def _types_and_sizes(rows: Sequence[ConfigMetrics]) -> tuple[list[str], list[int
 
 
 def _short(instance_type: str) -> str:
-    return instance_type.removeprefix("ml.")
+    """The label of an instance type (an imported log's may be anything its file name says)."""
+    return literal(instance_type.removeprefix("ml."))
 
 
 def _fmt(v: float) -> str:
