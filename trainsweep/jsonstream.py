@@ -101,7 +101,7 @@ _SLICED = (list, tuple, array, range)
 _ARRAY_KINDS = {**dict.fromkeys("fd", _FLOAT), **dict.fromkeys("bBhHiIlLqQ", _INT)}
 _encode_key: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 """A key as ``json.dumps`` writes it (its C string encoder; ``ensure_ascii``, the default)."""
-_BELOW_1E_4 = re.compile(rb"[\[,]-?0\.0000")
+_BELOW_1E_4 = re.compile(rb"[\[,:]-?0\.0000")
 """A number orjson wrote without an exponent that Python's ``repr`` writes with one (``1e-05``)."""
 
 
@@ -138,6 +138,34 @@ def _numbers_text(chunk: list[float | int], join: str) -> str | None:
     if b"e" in text or b"n" in text or (b"0.0000" in text and _BELOW_1E_4.search(text)):
         return None
     return text[1:-1].decode().replace(",", join)
+
+
+_DECIMAL_KEYS = re.compile(r"-?[0-9]+(?:\x00-?[0-9]+)*")
+
+
+def number_items_text(keys: Sequence[str], values: Sequence[float | int], join: str) -> str | None:
+    """``join.join(f'"{k}": {json.dumps(v)}' for k, v in zip(keys, values))`` encoded in C by orjson, for
+    distinct keys that are integers in decimal (a seed JSON's step numbers) and values that are ints or
+    finite floats; None for other keys or values, or when orjson's text of a value would differ from
+    ``json.dumps``'s (see the module docstring)."""
+    if len(keys) != len(values) or not _DECIMAL_KEYS.fullmatch("\x00".join(keys)):
+        return None
+    if type(values) is array:
+        if _ARRAY_KINDS.get(values.typecode) is None:
+            return None
+        values = values.tolist()
+    elif not set(map(type, values)) <= _NUMBERS:
+        return None
+    items = dict(zip(keys, values, strict=True))
+    if len(items) != len(keys):  # a repeated key: json.dumps of the pairs would keep both
+        return None
+    try:
+        text = orjson.dumps(items)
+    except orjson.JSONEncodeError:  # an int beyond 64 bits
+        return None
+    if b"e" in text or b"n" in text or (b"0.0000" in text and _BELOW_1E_4.search(text)):
+        return None
+    return text[1:-1].decode().replace('":', '": ').replace(',"', join + '"')
 
 
 def _chunk_text(

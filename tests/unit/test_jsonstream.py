@@ -205,3 +205,40 @@ def test_any_run_of_numbers_is_written_as_json_dumps_writes_it(numbers: list, ch
                 )
     finally:
         jsonstream.CHUNK_ITEMS = old
+
+
+def _items_as_json_dumps(keys, values, join: str) -> str:
+    return join.join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in zip(keys, values, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("keys", "values"),
+    [
+        (["1", "2", "3"], array("d", [0.5, 0.25, 12.0])),
+        (["1", "2", "-3", "40"], [1, 2.5, 0.0001, -0.0]),
+        ([str(i) for i in range(1, 2_001)], array("d", [0.1 * i for i in range(2_000)])),
+        (["7"], array("l", [2**40])),
+    ],
+)
+def test_seed_step_items_are_encoded_in_c_with_json_dumps_text(keys, values) -> None:
+    assert jsonstream.number_items_text(keys, values, ",\n    ") == _items_as_json_dumps(
+        keys, values, ",\n    "
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "values"),
+    [
+        (["1", "2"], [0.5, 1e-05]),  # orjson: 0.00001
+        (["1", "2"], [0.5, 2.5e-07]),  # orjson: 2.5e-7
+        (["1", "2"], array("d", [0.5, float("nan")])),  # orjson: null
+        (["1", "1"], [0.5, 0.25]),  # a repeated key
+        (["1", "a"], [0.5, 0.25]),  # not a number
+        (["1", "\u0661"], [0.5, 0.25]),  # an Arabic-Indic digit: json.dumps escapes it, orjson would not
+        (["1", "2"], [0.5, True]),
+        (["1", "2"], [0.5, 2**64]),  # beyond 64 bits
+        (["1"], [0.5, 0.25]),  # not as many keys as values
+    ],
+)
+def test_seed_step_items_orjson_would_write_otherwise_are_left_to_json_dumps(keys, values) -> None:
+    assert jsonstream.number_items_text(keys, values, ",\n    ") is None
