@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 CHUNK_ITEMS = 1 << 14
-"""Scalars of a long sequence encoded per ``json.dumps`` call."""
+"""Scalars of a long sequence encoded in one piece (one orjson call, else one ``json.dumps`` call)."""
 PIECE_CHARS = 1 << 20
 """:func:`iter_json_bytes` gathers pieces into blocks of about this many characters."""
 
@@ -92,14 +92,14 @@ def iter_json(
     yield from _iter(value, indent, dumps, level)
 
 
-_FLOAT = {float}
-_INT = {int}
-_NUMBERS = {float, int}
+_FLOAT: set[type] = {float}
+_INT: set[type] = {int}
+_NUMBERS: set[type] = {float, int}
 _SCALARS = {float, int, bool, str, type(None)}
 _SLICED = (list, tuple, array, range)
 """Sequences cut into chunks by slicing (in C) rather than by iterating."""
-_ARRAY_KINDS = {**dict.fromkeys("fd", _FLOAT), **dict.fromkeys("bBhHiIlLqQ", _INT)}
-_encode_key: Callable[[str], str] = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_ARRAY_KINDS: dict[str, set[type]] = {**dict.fromkeys("fd", _FLOAT), **dict.fromkeys("bBhHiIlLqQ", _INT)}
+_encode_key: Callable[[str], str] = json.encoder.encode_basestring_ascii
 """A key as ``json.dumps`` writes it (its C string encoder; ``ensure_ascii``, the default)."""
 _BELOW_1E_4 = re.compile(rb"[\[,:]-?0\.0000")
 """A number orjson wrote without an exponent that Python's ``repr`` writes with one (``1e-05``)."""
