@@ -6,19 +6,28 @@ yields the text in pieces. Mappings and sequences (lists, tuples, ``array``, ``r
 sequences, e.g. the parser's ``JoinedStamps``) are written as they are iterated, long ones in chunks;
 a :class:`LazyMapping` stands for a mapping whose items are produced on demand (e.g. per epoch). Every
 other value goes through ``json.dumps`` with the same options, so the text is the same byte for byte.
+
+Runs of numbers (the bulk of a run record: step times, step numbers, wall-clock stamps) are encoded by
+orjson in C, a chunk at a time, and then laid out with the indent. orjson writes a float as Python's
+``repr`` does (shortest round-trip digits) except below 1e-4, where Python switches to an exponent
+earlier, and it writes NaN and infinities as ``null``; a chunk whose text shows either (an exponent, a
+``null`` or a number below 1e-4) is written again number by number as ``json.dumps`` writes it.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice
 from typing import Any
 
+import orjson
+
 CHUNK_ITEMS = 1 << 14
-"""Scalars of a long sequence encoded per ``json.dumps`` call."""
+"""Scalars of a long sequence encoded in one piece (one orjson call, else one ``json.dumps`` call)."""
 PIECE_CHARS = 1 << 20
 """:func:`iter_json_bytes` gathers pieces into blocks of about this many characters."""
 
@@ -83,9 +92,17 @@ def iter_json(
     yield from _iter(value, indent, dumps, level)
 
 
-_FLOAT = {float}
-_INT = {int}
+_FLOAT: set[type] = {float}
+_INT: set[type] = {int}
+_NUMBERS: set[type] = {float, int}
 _SCALARS = {float, int, bool, str, type(None)}
+_SLICED = (list, tuple, array, range)
+"""Sequences cut into chunks by slicing (in C) rather than by iterating."""
+_ARRAY_KINDS: dict[str, set[type]] = {**dict.fromkeys("fd", _FLOAT), **dict.fromkeys("bBhHiIlLqQ", _INT)}
+_encode_key: Callable[[str], str] = json.encoder.encode_basestring_ascii
+"""A key as ``json.dumps`` writes it (its C string encoder; ``ensure_ascii``, the default)."""
+_BELOW_1E_4 = re.compile(rb"[\[,:]-?0\.0000")
+"""A number orjson wrote without an exponent that Python's ``repr`` writes with one (``1e-05``)."""
 
 
 def _is_container(x: Any) -> bool:
@@ -97,9 +114,116 @@ def _shift(text: str, spaces: str) -> str:
     return text.replace("\n", "\n" + spaces) if spaces else text
 
 
+def _chunks(value: Any, items: Iterator[Any]) -> Iterator[tuple[list[Any], set[type] | None]]:
+    """The items of a sequence as lists of at most :data:`CHUNK_ITEMS`, each with the types of its
+    items when they are known without looking (an ``array``'s typecode), else None."""
+    kind = type(value)
+    if kind in _SLICED:
+        kinds = _ARRAY_KINDS.get(value.typecode) if kind is array else None
+        for start in range(0, len(value), CHUNK_ITEMS):
+            chunk = value[start : start + CHUNK_ITEMS]
+            yield (chunk.tolist() if kind is array else list(chunk) if kind is not list else chunk), kinds
+    else:
+        while chunk := list(islice(items, CHUNK_ITEMS)):
+            yield chunk, None
+
+
+def _numbers_text(chunk: list[float | int], join: str) -> str | None:
+    """``join.join(json.dumps(x) for x in chunk)`` for ints and finite floats, encoded in C by orjson;
+    None when orjson's text would differ from ``json.dumps``'s (see the module docstring)."""
+    try:
+        text = orjson.dumps(chunk)
+    except orjson.JSONEncodeError:  # an int beyond 64 bits
+        return None
+    if b"e" in text or b"n" in text or (b"0.0000" in text and _BELOW_1E_4.search(text)):
+        return None
+    return text[1:-1].decode().replace(",", join)
+
+
+_DECIMAL_KEYS = re.compile(r"-?[0-9]+(?:\x00-?[0-9]+)*")
+
+
+def number_items_text(keys: Sequence[str], values: Sequence[float | int], join: str) -> str | None:
+    """``join.join(f'"{k}": {json.dumps(v)}' for k, v in zip(keys, values))`` encoded in C by orjson, for
+    distinct keys that are integers in decimal (a seed JSON's step numbers) and values that are ints or
+    finite floats; None for other keys or values, or when orjson's text of a value would differ from
+    ``json.dumps``'s (see the module docstring)."""
+    if len(keys) != len(values) or not _DECIMAL_KEYS.fullmatch("\x00".join(keys)):
+        return None
+    if type(values) is array:
+        if _ARRAY_KINDS.get(values.typecode) is None:
+            return None
+        values = values.tolist()
+    elif not set(map(type, values)) <= _NUMBERS:
+        return None
+    items = dict(zip(keys, values, strict=True))
+    if len(items) != len(keys):  # a repeated key: json.dumps of the pairs would keep both
+        return None
+    try:
+        text = orjson.dumps(items)
+    except orjson.JSONEncodeError:  # an int beyond 64 bits
+        return None
+    if b"e" in text or b"n" in text or (b"0.0000" in text and _BELOW_1E_4.search(text)):
+        return None
+    return text[1:-1].decode().replace('":', '": ').replace(',"', join + '"')
+
+
+def _chunk_text(
+    chunk: list[Any], kinds: set[type] | None, indent: int, dumps: Callable[[Any], str], level: int
+) -> str | None:
+    """The text of a chunk of a sequence's items at ``level``, each after its newline and indent (the
+    separators included); None when an item is a container (written item by item then)."""
+    if kinds is None:
+        kinds = set(map(type, chunk))
+    item_sep = "\n" + " " * (indent * (level + 1))
+    join = "," + item_sep
+    if kinds <= _NUMBERS and (numbers := _numbers_text(chunk, join)) is not None:
+        return item_sep + numbers
+    if kinds == _FLOAT and all(map(math.isfinite, chunk)):
+        return item_sep + join.join(map(float.__repr__, chunk))  # as json.dumps writes them
+    if kinds == _INT:
+        return item_sep + join.join(map(int.__repr__, chunk))
+    if kinds <= _SCALARS:
+        text = dumps(chunk)  # "[\n<indent>a,\n<indent>b\n]"
+        return _shift(text[1:-2], " " * (indent * level))
+    return None
+
+
+def _scalar_text(value: Any, indent: int, dumps: Callable[[Any], str], level: int) -> str:
+    kind = type(value)
+    if kind is float and math.isfinite(value):  # scalars as json.dumps writes them, whatever its options
+        return float.__repr__(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
+    return _shift(dumps(value), " " * (indent * level))
+
+
+def _whole_text(value: Any, indent: int, dumps: Callable[[Any], str], level: int) -> str | None:
+    """The text of a value written in one piece: a scalar, raw text, an empty sequence or a sequence of
+    scalars no longer than one chunk; None for anything else (written piece by piece by :func:`_iter`)."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return _scalar_text(value, indent, dumps, level)
+    if kind is RawJSON:
+        return _shift(value.text, " " * (indent * level))
+    if kind in _SLICED:
+        if not value:
+            return "[]"
+        if len(value) <= CHUNK_ITEMS:
+            chunk = value.tolist() if kind is array else value if kind is list else list(value)
+            known = _ARRAY_KINDS.get(value.typecode) if kind is array else None
+            body = _chunk_text(chunk, known, indent, dumps, level)
+            if body is not None:
+                return "[" + body + "\n" + " " * (indent * level) + "]"
+    return None
+
+
 def _iter(value: Any, indent: int, dumps: Callable[[Any], str], level: int) -> Iterator[str]:
-    if type(value) is RawJSON:
-        yield _shift(value.text, " " * (indent * level))
+    text = _whole_text(value, indent, dumps, level)
+    if text is not None:
+        yield text
         return
     if isinstance(value, LazyMapping) or (
         isinstance(value, Mapping) and len(value) > 0 and all(type(k) is str for k in value)
@@ -109,11 +233,26 @@ def _iter(value: Any, indent: int, dumps: Callable[[Any], str], level: int) -> I
             return
         inner = "\n" + " " * (indent * (level + 1))
         sep = "{" + inner
+        # Items written in one piece are gathered (up to PIECE_CHARS) and given together: a piece
+        # per key would cost more than writing it.
+        parts: list[str] = []
+        size = 0
         for key, item in value.items():
-            yield sep + json.dumps(key) + ": "
+            parts.append(sep + _encode_key(key) + ": ")
             sep = "," + inner
-            yield from _iter(item, indent, dumps, level + 1)
-        yield "\n" + " " * (indent * level) + "}"
+            text = _whole_text(item, indent, dumps, level + 1)
+            if text is None:
+                yield "".join(parts)
+                parts, size = [], 0
+                yield from _iter(item, indent, dumps, level + 1)
+                continue
+            parts.append(text)
+            size += len(text)
+            if size >= PIECE_CHARS:
+                yield "".join(parts)
+                parts, size = [], 0
+        parts.append("\n" + " " * (indent * level) + "}")
+        yield "".join(parts)
         return
     if _is_sequence(value):
         if len(value) == 0:
@@ -131,16 +270,10 @@ def _iter(value: Any, indent: int, dumps: Callable[[Any], str], level: int) -> I
                 sep = ","
                 yield from _iter(x, indent, dumps, level + 1)
         else:
-            join = "," + item_sep
-            while chunk := list(islice(items, CHUNK_ITEMS)):
-                kinds = set(map(type, chunk))
-                if kinds == _FLOAT and all(map(math.isfinite, chunk)):
-                    yield sep + item_sep + join.join(map(float.__repr__, chunk))  # as json.dumps writes them
-                elif kinds == _INT:
-                    yield sep + item_sep + join.join(map(int.__repr__, chunk))
-                elif kinds <= _SCALARS:
-                    text = dumps(chunk)  # "[\n<indent>a,\n<indent>b\n]"
-                    yield sep + _shift(text[1:-2], inner)
+            for chunk, kinds in _chunks(value, items):
+                body = _chunk_text(chunk, kinds, indent, dumps, level)
+                if body is not None:
+                    yield sep + body
                 else:
                     for x in chunk:
                         yield sep + item_sep
@@ -149,15 +282,7 @@ def _iter(value: Any, indent: int, dumps: Callable[[Any], str], level: int) -> I
                 sep = ","
         yield "\n" + inner + "]"
         return
-    kind = type(value)
-    if kind is float and math.isfinite(value):  # scalars as json.dumps writes them, whatever its options
-        yield float.__repr__(value)
-    elif kind is int:
-        yield int.__repr__(value)
-    elif value is None:
-        yield "null"
-    else:
-        yield _shift(dumps(value), " " * (indent * level))
+    yield _scalar_text(value, indent, dumps, level)
 
 
 def iter_json_bytes(pieces: Iterable[str]) -> Iterator[bytes]:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainsweep.jsonstream import LazyMapping, RawJSON, iter_json
+from trainsweep.jsonstream import LazyMapping, RawJSON, iter_json, number_items_text
 from trainsweep.logs.cloudml import ACCURACY_AFTER_EPOCH_TIME
 from trainsweep.logs.model import Epoch, RunTimings
 
@@ -161,11 +161,13 @@ def _steps_text(keys: Sequence[str], values: Sequence[float]) -> str:
     if not values:
         return "{}"
     inner = "\n" + " " * _SEED_INDENT
-    if type(values) is array and values.typecode == "d":
-        texts: Iterable[str] = map(float.__repr__, values)
-    else:
-        texts = (json.dumps(t) for t in values)
-    body = ("," + inner).join([f'"{k}": {t}' for k, t in zip(keys, texts, strict=True)])
+    body = number_items_text(keys, values, "," + inner)  # in C, when its text is json.dumps's
+    if body is None:
+        if type(values) is array and values.typecode == "d":
+            texts: Iterable[str] = map(float.__repr__, values)
+        else:
+            texts = (json.dumps(t) for t in values)
+        body = ("," + inner).join([f'"{k}": {t}' for k, t in zip(keys, texts, strict=True)])
     return "{" + inner + body + "\n}"
 
 

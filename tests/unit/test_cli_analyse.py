@@ -216,3 +216,55 @@ def test_summary_of_a_failed_log_reports_the_problem_on_stderr(runner: CliRunner
     assert "error:" in result.stderr
     assert result.stdout.startswith("Model save time: -1.000000\n")
     assert "  Number of steps: 0.000000\n" in result.stdout
+
+
+# ---- the printed run record is json.dumps's text of the whole record, byte for byte ----------------
+
+GOLDEN_LOGS = [
+    f"{FCN}/logs/result-p2-8-512-e1.txt",  # Python 2 Keras, a step line per step
+    f"{MNIST}/logs/result-p3-1-256-e0.txt",  # tf.keras, accuracy after "Epoch time:"
+    "cloud-ML/cnn-mnist/mnist-logs/p3.2xlarge/result-1-256-e1.out",  # EC2: a "Real time" per step
+    "cloud-ML/resnet50-cifar/experimental-results/2020-07-CIFAR-on-ec2/logs/result-p2-1-2048-e0.txt",
+    "cloud-ML/_history/8078c07/cnn-mnist/experimental-results/2020-07-MNIST-on-sagemaker/logs/"
+    "result-p2-1-256-e1.txt",  # begins mid-epoch
+    "cloud-ML/_history/7398e0c/cnn-mnist/experimental-results/2020-07-MNIST-on-sagemaker/logs/"
+    "result-g4dn-4-256-e1.txt",  # a failed job
+    "high-res-distributed/mo833-trabalho/experiment_results/c5x/TEST_NODE-TEST_EXPERIMENT_ID-1625080072.5986068.out",
+]
+
+
+def _dict_based_record(log: Path) -> bytes:
+    """The record as it was written before streaming: the whole dict, then json.dumps (no jsonstream)."""
+    from trainsweep.artefacts import _json_safe
+
+    return (json.dumps(_json_safe(parse(log).to_record()), indent=1, allow_nan=False) + "\n").encode()
+
+
+@pytest.mark.parametrize("relative", GOLDEN_LOGS, ids=lambda p: Path(p).name)
+def test_parse_prints_the_json_dumps_bytes_of_the_record(
+    runner: CliRunner, real_data: Path, relative: str
+) -> None:
+    log = real_data / relative
+    result = runner.invoke(app, ["parse", str(log)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == _dict_based_record(log)
+
+
+def test_parse_prints_step_times_python_writes_with_an_exponent_as_json_dumps_does(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Among thousands of ordinary step times (encoded in C), those Python writes with an exponent
+    (1e-05, which orjson would write 0.00001) keep json.dumps's text."""
+    odd = {7: "0.00001", 2_000: "0.0001", 2_999: "0.00009"}  # orjson: 0.00001, 0.0001, 0.00009
+    lines = ["Initialization time 0.5", "Epoch 1/1", "Real time: 1600000000.0"]
+    lines += [f"{s} step training time: {odd.get(s, f'{0.25 + s * 1e-4:.6f}')}s" for s in range(1, 3_001)]
+    lines += ["Validation time: 0.2s", "Real time: 1600000900.0", "Epoch time: 900.0s"]
+    log = tmp_path / "result-p3-1-256-e0.txt"
+    log.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["parse", str(log)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == _dict_based_record(log)
+    text = result.stdout
+    for written in ("1e-05", "0.0001", "9e-05"):
+        assert f"\n    {written},\n" in text, written
+    assert json.loads(text)["epochs"][0]["step_s"][6] == 1e-05

@@ -378,6 +378,39 @@ def test_real_import_counts_add_up(real_import: tuple[Path, dict]) -> None:
     assert s["duplicate_groups"] == len(q["duplicates"])
 
 
+def test_real_import_writes_the_json_dumps_bytes_of_every_record_seed_json_and_summary(
+    real_import: tuple[Path, dict], real_data: Path
+) -> None:
+    """Written piece by piece (runs of numbers encoded by orjson), every text output of the import is the
+    text the whole dicts give with json.dumps and the seed summary gives from the seed JSON."""
+    from trainsweep import layout
+    from trainsweep.artefacts import _json_safe, seed_paths
+    from trainsweep.logs import parse
+    from trainsweep.summary import dumps_seed_json, format_seed_summary, seed_json
+
+    out, q = real_import
+    checked = 0
+    for entry in q["files"]:
+        if ".tar.gz/" in entry["path"] or not entry["outputs"]:
+            continue
+        run = parse(real_data / entry["path"])
+        root = entry["results_root"]
+        relative = {target: target[len(root) + 1 :] if root else target for target in entry["outputs"]}
+        run.name = next(Path(r).stem for r in relative.values() if r.startswith("runs/"))
+        expected = {
+            layout.run_record_path(run.name): json.dumps(_json_safe(run.to_record()), indent=1) + "\n"
+        }
+        paths = seed_paths(run)
+        if paths is not None and run.steps_total > 0:
+            expected[paths["json"]] = dumps_seed_json(seed_json(run))
+            expected[paths["summary"]] = format_seed_summary(seed_json(run))
+        for target, rel in relative.items():
+            if not rel.endswith(".png"):
+                assert (out / target).read_bytes() == expected[rel].encode(), target
+                checked += 1
+    assert checked > 300
+
+
 # ---- archives (SageMaker's model.tar.gz carries the log) ------------------------------------------
 
 
