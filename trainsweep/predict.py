@@ -680,6 +680,8 @@ def summarize(results: Sequence[ReplayResult], group: dict[str, str] | None = No
 # ---- calibration of the interval ------------------------------------------------------------------
 
 CALIBRATION_FILE = "predict-calibration.json"
+CONTAINER_FAMILY = "container"
+"""Runs of trainsweep's own worker (a built-in workload)."""
 COVERAGE_GOAL = (0.85, 0.95)
 """The 90 % interval is honest for a family when it covers this share of held-out logs."""
 FAMILY_KEYWORDS: dict[str, tuple[str, ...]] = {
@@ -701,7 +703,7 @@ def run_family(run: RunTimings, path: str | Path | None = None) -> str | None:
     from trainsweep.workloads import WORKLOADS
 
     if run.dialect == "mllog":
-        return "container" if run.header.workload in WORKLOADS else None
+        return CONTAINER_FAMILY if run.header.workload in WORKLOADS else None
     if run.dialect == "mo833":
         return "mo833"
     text = str(path if path is not None else run.name).lower()
