@@ -51,7 +51,7 @@ DEFAULT_DATA = [
     ROOT.parent / "shared" / "fixtures" / "real-data",
     ROOT / "benchmarks" / "data" / "container-logs",
 ]
-FAMILIES = ("fcn", "mnist", "resnet", "mo833", "container", "unknown", "pooled")
+FAMILIES = ("fcn", "mnist", "resnet", "mo833", "container-cpu", "container-gpu", "unknown", "pooled")
 OLD_PRIOR = 0.01  # the fixed epoch jitter the interval used before the calibration
 
 
@@ -150,7 +150,7 @@ def calibration_figures(data: list[Path], *, write: bool) -> dict:
     print(f"interval calibration, leave one experiment out: {n_exps} experiments (folder x instance type), "
           f"{len(set(folder.values()))} experiment folders; goals: 90 % interval covers {lo}-{hi} % "
           "in every family, median |error| <= 0.5 % pooled")  # fmt: skip
-    print(f"  {'family':10s} {'logs':>5s} {'exps':>5s} {'median|err|':>11s}  {'coverage: 1 % prior':>19s}  "
+    print(f"  {'family':13s} {'logs':>5s} {'exps':>5s} {'median|err|':>11s}  {'coverage: 1 % prior':>19s}  "
           f"{'cross-val.':>10s}  {'by folder':>9s}   shipped jitter")  # fmt: skip
     for f in FAMILIES:
         old, new, fo = (figures[k].get(f) for k in ("old_prior", "cross_validated", "leave_one_folder_out"))
@@ -161,7 +161,7 @@ def calibration_figures(data: list[Path], *, write: bool) -> dict:
         flag = "" if own is None or own.epoch_jitter is None else (" ok" if own.validated else " FLAGGED")
         if f != "pooled" and (own is None or own.epoch_jitter is None):
             jit = "pooled"
-        print(f"  {f:10s} {new['logs_scored']:5d} {n_exp[f]:5d} {pct2(new['median_abs_error'], 9)}  "
+        print(f"  {f:13s} {new['logs_scored']:5d} {n_exp[f]:5d} {pct2(new['median_abs_error'], 9)}  "
               f"{pct(old['interval_coverage'], 17)}  {pct(new['interval_coverage'], 8)}  "
               f"{pct(fo['interval_coverage'], 7)}   {jit}{flag}")  # fmt: skip
     for f, fig in figures["old_prior"].items():

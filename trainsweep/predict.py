@@ -680,8 +680,16 @@ def summarize(results: Sequence[ReplayResult], group: dict[str, str] | None = No
 # ---- calibration of the interval ------------------------------------------------------------------
 
 CALIBRATION_FILE = "predict-calibration.json"
-CONTAINER_FAMILY = "container"
-"""Runs of trainsweep's own worker (a built-in workload)."""
+CONTAINER_FAMILIES = ("container-cpu", "container-gpu")
+"""Runs of trainsweep's own worker (a built-in workload), on the CPU or on GPUs: a CPU shared with other
+work and a dedicated GPU do not jitter alike."""
+
+
+def container_family(gpus: int) -> str:
+    """The family of a run of trainsweep's own worker on ``gpus`` GPUs (0: the CPU)."""
+    return CONTAINER_FAMILIES[1] if gpus > 0 else CONTAINER_FAMILIES[0]
+
+
 COVERAGE_GOAL = (0.85, 0.95)
 """The 90 % interval is honest for a family when it covers this share of held-out logs."""
 FAMILY_KEYWORDS: dict[str, tuple[str, ...]] = {
@@ -695,15 +703,16 @@ FAMILY_KEYWORDS: dict[str, tuple[str, ...]] = {
 def run_family(run: RunTimings, path: str | Path | None = None) -> str | None:
     """The family a run belongs to for the interval's calibration; None when unknown.
 
-    ``container``: a log written by trainsweep's own worker (MLLOG dialect, a built-in workload in its
-    header); ``mo833``: the MO833 per-rank dialect; the seeds' cloud-ML logs carry no workload, so a word
-    of their path (or run name) tells ``fcn``, ``mnist`` or ``resnet``. Anything else (an instrumented
-    script, an MLPerf log) is unknown and gets the pooled calibration.
+    ``container-cpu``/``container-gpu``: a log written by trainsweep's own worker (MLLOG dialect, a
+    built-in workload in its header; its GPU count); ``mo833``: the MO833 per-rank dialect; the seeds'
+    cloud-ML logs carry no workload, so a word of their path (or run name) tells ``fcn``, ``mnist`` or
+    ``resnet``. Anything else (an instrumented script, an MLPerf log) is unknown and gets the pooled
+    calibration.
     """
     from trainsweep.workloads import WORKLOADS
 
     if run.dialect == "mllog":
-        return CONTAINER_FAMILY if run.header.workload in WORKLOADS else None
+        return container_family(run.header.gpus or 0) if run.header.workload in WORKLOADS else None
     if run.dialect == "mo833":
         return "mo833"
     text = str(path if path is not None else run.name).lower()

@@ -148,9 +148,9 @@ def calibration_used(cross_validated: bool) -> str:
     from trainsweep.predict import load_calibration
 
     if cross_validated:
-        return "leave one experiment out over the logs given"
+        return "leave-one-experiment-out"
     cal = load_calibration()
-    return f"shipped ({cal.created}, {cal.source})"
+    return f"shipped (fitted {cal.created})"
 
 
 def _no_nan(x: Any) -> Any:
@@ -200,6 +200,20 @@ def _print_table(results: list[Any], agg: dict[str, Any]) -> None:
         f"of a 90-epoch run {_pct(agg['median_share_of_90_epochs_watched'])}; "
         f"batch-size order as actual in {agg['grids_same_order']} of {agg['grids']} grids.",
         highlight=False,
+    )
+    per_family = [
+        f"{name} {f['logs_scored']}/{f['logs']} logs scored"
+        + (
+            f", |error| median {_pct(f['median_abs_error'])}, "
+            f"interval covers {_pct(f['interval_coverage'], 1)}"
+            if f["logs_scored"]
+            else ""
+        )
+        for name, f in agg["families"].items()
+        if name != "pooled"
+    ]
+    console.print(
+        f"Per family ({agg['calibration']} calibration): " + "; ".join(per_family) + ".", highlight=False
     )
 
 
