@@ -36,6 +36,7 @@ from trainsweep.logs import parse  # noqa: E402
 from trainsweep.predict import (  # noqa: E402
     CALIBRATION_FILE,
     COVERAGE_GOAL,
+    ReplayResult,
     StopRule,
     _percentile,
     calibrate,
@@ -47,11 +48,10 @@ from trainsweep.predict import (  # noqa: E402
     summarize,
 )
 
-DEFAULT_DATA = [
-    ROOT.parent / "shared" / "fixtures" / "real-data",
-    ROOT / "benchmarks" / "data" / "container-logs",
-]
-FAMILIES = ("fcn", "mnist", "resnet", "mo833", "container-cpu", "container-gpu", "unknown", "pooled")
+DEFAULT_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
+CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
+SEED_FAMILIES = ("fcn", "mnist", "resnet", "mo833")
+FAMILIES = (*SEED_FAMILIES, "container-cpu", "container-gpu", "unknown", "seeds", "pooled")
 OLD_PRIOR = 0.01  # the fixed epoch jitter the interval used before the calibration
 
 
@@ -66,14 +66,15 @@ def fixed_window_errors(run, watched: int, which: int) -> float | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("data", nargs="*", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--container-logs", type=Path, default=CONTAINER_LOGS, help="the container's own logs")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--write-calibration", action="store_true", help="rewrite the shipped calibration table")
     a = ap.parse_args()
     if a.write_calibration:  # first, so that the replays below use the table written
-        calibration_figures(a.data, write=True)
+        calibration_figures([a.data, a.container_logs], write=True, show=False)
         load_calibration.cache_clear()
-    files = collect_logs(a.data)
+    files = collect_logs([a.data])
     t0 = time.perf_counter()
     runs = [parse(f) for f in files]
     t_parse = time.perf_counter() - t0
@@ -113,13 +114,13 @@ def main() -> None:
         grid = "/".join(Path(g["grid"]).parts[-2:])
         print(f"  {grid:55s} {g['computing_system']:6s} predicted {g['order_predicted']} actual "
               f"{g['order_actual']} tau {g['kendall_tau']:+.2f}")  # fmt: skip
-    cal = calibration_figures(a.data, write=False)
+    cal = calibration_figures([a.data, a.container_logs], write=False)
     if a.json:
         out = {"aggregate": agg, "logs": [r.to_dict() for r in results], "calibration": cal}
         a.json.write_text(json.dumps(out, indent=2))
 
 
-def calibration_figures(data: list[Path], *, write: bool) -> dict:
+def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> dict:
     """Cross-validated interval figures per family (and the old 1 % prior's), printed; the table written."""
     # the jitter does not change what is fitted (errors and the steps' own noise): any fixed one will do
     prior, _, experiment = replay_logs(data, StopRule(epoch_jitter=OLD_PRIOR))
@@ -135,10 +136,15 @@ def calibration_figures(data: list[Path], *, write: bool) -> dict:
         "leave_one_folder_out": family_summary(strict),
         "calibration": cal.to_dict(),
     }
-    n_exp = {
-        f: len({experiment[r.log] for r in prior if (r.family or "unknown") == f or f == "pooled"})
-        for f in FAMILIES
-    }
+    # the same pooled over the seeds' logs alone (the shared real data: FCN, MNIST, ResNet, MO833)
+    for key, rs in (("old_prior", prior), ("cross_validated", cv), ("leave_one_folder_out", strict)):
+        figures[key]["seeds"] = family_summary([r for r in rs if r.family in SEED_FAMILIES])["pooled"]
+
+    def in_row(r: ReplayResult, row: str) -> bool:
+        fam = r.family or "unknown"
+        return row in ("pooled", fam) or (row == "seeds" and fam in SEED_FAMILIES)
+
+    n_exp = {f: len({experiment[r.log] for r in prior if in_row(r, f)}) for f in FAMILIES}
 
     def pct(x: float | None, w: int = 6) -> str:
         return f"{'-':>{w}s}  " if x is None or x != x else f"{100 * x:{w}.1f} %"
@@ -146,27 +152,33 @@ def calibration_figures(data: list[Path], *, write: bool) -> dict:
     def pct2(x: float | None, w: int = 6) -> str:
         return f"{'-':>{w}s}  " if x is None or x != x else f"{100 * x:{w}.2f} %"
 
-    lo, hi = (round(100 * g) for g in COVERAGE_GOAL)
-    print(f"interval calibration, leave one experiment out: {n_exps} experiments (folder x instance type), "
-          f"{len(set(folder.values()))} experiment folders; goals: 90 % interval covers {lo}-{hi} % "
-          "in every family, median |error| <= 0.5 % pooled")  # fmt: skip
-    print(f"  {'family':13s} {'logs':>5s} {'exps':>5s} {'median|err|':>11s}  {'coverage: 1 % prior':>19s}  "
-          f"{'cross-val.':>10s}  {'by folder':>9s}   shipped jitter")  # fmt: skip
-    for f in FAMILIES:
-        old, new, fo = (figures[k].get(f) for k in ("old_prior", "cross_validated", "leave_one_folder_out"))
-        if old is None:
-            continue
-        own = cal.pooled if f == "pooled" else cal.families.get(f)
-        jit = "-" if own is None or own.epoch_jitter is None else f"{100 * own.epoch_jitter:.2f} %"
-        flag = "" if own is None or own.epoch_jitter is None else (" ok" if own.validated else " FLAGGED")
-        if f != "pooled" and (own is None or own.epoch_jitter is None):
-            jit = "pooled"
-        print(f"  {f:13s} {new['logs_scored']:5d} {n_exp[f]:5d} {pct2(new['median_abs_error'], 9)}  "
-              f"{pct(old['interval_coverage'], 17)}  {pct(new['interval_coverage'], 8)}  "
-              f"{pct(fo['interval_coverage'], 7)}   {jit}{flag}")  # fmt: skip
-    for f, fig in figures["old_prior"].items():
-        if fig["logs"] and not fig["logs_scored"]:
-            print(f"  {f}: none of its {fig['logs']} logs has an epoch beyond the ones watched: not scored")
+    if show:
+        lo, hi = (round(100 * g) for g in COVERAGE_GOAL)
+        print(f"interval calibration, leave one experiment out: {n_exps} experiments (folder x instance "
+              f"type), {len(set(folder.values()))} experiment folders; goals: 90 % interval covers "
+              f"{lo}-{hi} % in every family, median |error| <= 0.5 % pooled")  # fmt: skip
+        print(f"  {'family':13s} {'logs':>5s} {'exps':>5s} {'median|err|':>11s}  "
+              f"{'coverage: 1 % prior':>19s}  {'cross-val.':>10s}  {'by folder':>9s}   "
+              "shipped jitter")  # fmt: skip
+        for f in FAMILIES:
+            old, new, fo = (
+                figures[k].get(f) for k in ("old_prior", "cross_validated", "leave_one_folder_out")
+            )
+            if old is None:
+                continue
+            own = cal.pooled if f == "pooled" else None if f == "seeds" else cal.families.get(f)
+            jit = "-" if own is None or own.epoch_jitter is None else f"{100 * own.epoch_jitter:.2f} %"
+            flag = "" if own is None or own.epoch_jitter is None else (" ok" if own.validated else " FLAGGED")
+            if f not in ("pooled", "seeds") and (own is None or own.epoch_jitter is None):
+                jit = "pooled"
+            print(f"  {f:13s} {new['logs_scored']:5d} {n_exp[f]:5d} {pct2(new['median_abs_error'], 9)}  "
+                  f"{pct(old['interval_coverage'], 17)}  {pct(new['interval_coverage'], 8)}  "
+                  f"{pct(fo['interval_coverage'], 7)}   {jit}{flag}")  # fmt: skip
+        for f, fig in figures["old_prior"].items():
+            if fig["logs"] and not fig["logs_scored"]:
+                print(
+                    f"  {f}: none of its {fig['logs']} logs has an epoch beyond the ones watched: not scored"
+                )
     if write:
         out = ROOT / "trainsweep" / "data" / CALIBRATION_FILE
         out.write_text(json.dumps(cal.to_dict(), indent=2) + "\n")

@@ -692,6 +692,8 @@ def container_family(gpus: int) -> str:
 
 COVERAGE_GOAL = (0.85, 0.95)
 """The 90 % interval is honest for a family when it covers this share of held-out logs."""
+MEDIAN_ERROR_GOAL = 0.005
+"""Above this median |error| in cross-validation, a family's predictions carry a note that says so."""
 FAMILY_KEYWORDS: dict[str, tuple[str, ...]] = {
     "fcn": ("fcn", "seismic"),
     "mnist": ("mnist",),
@@ -775,8 +777,15 @@ class Calibration:
             if self.pooled.cv_interval_coverage is not None:
                 note += f", which covered {self.pooled.cv_interval_coverage:.0%} of held-out logs"
             return pooled, "pooled", [note]
+        notes = []
+        if own.cv_median_abs_error is not None and own.cv_median_abs_error > MEDIAN_ERROR_GOAL:
+            notes.append(
+                f"predictions of family {family!r} were off by a median {own.cv_median_abs_error:.1%} "
+                f"in cross-validation (epoch jitter {own.epoch_jitter:.1%}): two epochs do not pin its "
+                "epoch time down"
+            )
         if own.validated or own.cv_interval_coverage is None:
-            return own.epoch_jitter, "family", []
+            return own.epoch_jitter, "family", notes
         low = own.cv_interval_coverage < COVERAGE_GOAL[0]
         jitter = max(own.epoch_jitter, pooled) if low else own.epoch_jitter
         note = (
@@ -785,7 +794,7 @@ class Calibration:
             + ("two epochs do not pin its epoch time down; the interval is widened to the pooled one"
                if low else "the interval is wider than it needs to be")
         )  # fmt: skip
-        return jitter, "family", [note]
+        return jitter, "family", [*notes, note]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
