@@ -363,10 +363,10 @@ def predict_run(
         train_epoch_s=train,
         validation_s=val,
         epoch_s=epoch,
-        epoch_low_s=epoch * (1 - half),
+        epoch_low_s=epoch * max(0.0, 1 - half),
         epoch_high_s=epoch * (1 + half),
         total_s=total,
-        total_low_s=excess + epochs * epoch * (1 - half),
+        total_low_s=excess + epochs * epoch * max(0.0, 1 - half),
         total_high_s=excess + epochs * epoch * (1 + half),
         warmup_excess_s=excess,
         steps_watched=steps_watched,
@@ -833,7 +833,7 @@ def set_interval(res: ReplayResult, interval: float = 0.90) -> None:
         return
     z = NormalDist().inv_cdf(0.5 + interval / 2)
     half = z * math.hypot(res.stat_rel, res.epoch_jitter)
-    res.predicted_epoch_low_s = res.predicted_epoch_s * (1 - half)
+    res.predicted_epoch_low_s = res.predicted_epoch_s * max(0.0, 1 - half)  # a wide one stops at zero
     res.predicted_epoch_high_s = res.predicted_epoch_s * (1 + half)
 
 
