@@ -8,15 +8,17 @@ measured in the same run (epoch 1 alone, epoch 2 alone), the share of steps watc
 sizes come out in the same order by predicted as by actual epoch time.
 
 Then the interval's calibration, scored honestly: leave-one-experiment-out cross-validation (each
-experiment -- one instance type's runs in one experiment folder, see ``trainsweep.cli.predict.experiment_of``
--- scored with the epoch jitter fitted on all the other experiments), per family (FCN, MNIST, ResNet, MO833,
-the container's own logs) and pooled, beside the old fixed 1 % prior measured in the same run, and the
-stricter leave-one-folder-out figures. The container's own logs are ``benchmarks/data/container-logs``
-(written by ``benchmarks/container_logs.py``).
+experiment -- one instance type's runs in one experiment folder, see
+``trainsweep.cli.predict.experiment_of`` -- scored with the epoch jitter fitted on all the other
+experiments), per family (FCN, MNIST, ResNet, MO833, the container's own logs), over the seeds' logs and
+pooled, beside the old fixed 1 % jitter measured in the same run, and the stricter leave-one-folder-out
+figures. The container's own logs are ``benchmarks/data/container-logs`` (the settings of
+``benchmarks/container_logs.py``; ``--container-logs DIR`` for others).
 
-Usage: ``python benchmarks/bench_predict.py [DATA_DIR...] [--json OUT] [--write-calibration]``;
-``--write-calibration`` rewrites the table the package ships (``trainsweep/data/predict-calibration.json``),
-fitted on all the logs given, dated, with each family's cross-validated figures.
+Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR] [--json OUT]
+[--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
+(``trainsweep/data/predict-calibration.json``), fitted on all those logs, dated, with each family's
+cross-validated figures.
 """
 
 from __future__ import annotations
