@@ -434,6 +434,8 @@ class ReplayResult:
     """Where ``epoch_jitter`` came from: ``family``, ``pooled`` or ``rule`` (set in the StopRule)."""
     interval_validated: bool | None = None
     """Whether that calibration's interval covered 85-95 % of held-out logs in cross-validation."""
+    interval_notes: list[str] = field(default_factory=list)
+    """What the calibration says of this family (unknown, too few logs, short of the goals)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -570,7 +572,7 @@ def replay(
     res.predicted_epoch_s = pred_epoch
     res.stat_rel = len(inner) * est.se_s / pred_epoch if pred_epoch > 0 else 0.0
     res.epoch_jitter, res.calibration, res.interval_validated = epoch_jitter_for(
-        res.family, rule, calibration, res.notes
+        res.family, rule, calibration, res.interval_notes
     )
     set_interval(res, rule.interval)
 
@@ -798,9 +800,9 @@ class Calibration:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        for key, cal in [("pooled", self.pooled), *((f"families.{k}", v) for k, v in self.families.items())]:
-            target = d["pooled"] if key == "pooled" else d["families"][key.split(".", 1)[1]]
-            target["validated"] = cal.validated
+        d["pooled"]["validated"] = self.pooled.validated
+        for name, cal in self.families.items():
+            d["families"][name]["validated"] = cal.validated
         return d
 
     @classmethod
@@ -898,10 +900,10 @@ def cross_validate(
             if experiment.get(r.log, r.log) != held:
                 continue
             scored[id(r)] = c = copy.deepcopy(r)
-            c.notes = [n for n in c.notes if "calibration" not in n and "cross-validation" not in n]
             if c.predicted_epoch_s is not None and cal.pooled.epoch_jitter is not None:
+                c.interval_notes = []
                 c.epoch_jitter, c.calibration, c.interval_validated = epoch_jitter_for(
-                    c.family, StopRule(interval=interval), cal, c.notes
+                    c.family, StopRule(interval=interval), cal, c.interval_notes
                 )
                 set_interval(c, interval)
     return [scored[id(r)] for r in results]

@@ -67,6 +67,7 @@ def test_cross_validation_never_calibrates_an_experiment_on_its_own_logs(tmp_pat
     quiet_fit = fit_jitter(replay_logs([quiet], StopRule(epoch_jitter=0.01))[0])
     assert quiet_fit is not None and quiet_fit < 0.01
     assert {o["epoch_jitter"] for o in held["2021-slow"]} == {quiet_fit}
+    assert {o["calibration"] for o in out["logs"]} == {"family"}  # ten logs of the family are enough
     assert not any(o["covered"] for o in held["2021-slow"])
     # ... while the quiet one is scored with the slow one's wide jitter
     assert all(o["covered"] and o["epoch_jitter"] > 0.02 for o in held["2021-quiet"])
