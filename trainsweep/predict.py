@@ -887,8 +887,9 @@ def cross_validate(
     """Leave-one-experiment-out: each experiment's logs get the interval of a calibration fitted on all
     the other experiments' logs (its family's jitter if they hold enough of that family, else pooled).
 
-    Returns copies of ``results`` with their intervals (and calibration notes) replaced; replays whose
-    jitter was set by the rule are calibrated too. The held-out logs never enter their own calibration.
+    Returns copies of ``results`` with their intervals (and ``interval_notes``) replaced; replays whose
+    jitter was set by the rule are calibrated too. The held-out logs never enter their own calibration:
+    where the others are too few to fit one (fewer than 9 scored), the copy has no interval.
     """
     import copy
 
@@ -900,12 +901,21 @@ def cross_validate(
             if experiment.get(r.log, r.log) != held:
                 continue
             scored[id(r)] = c = copy.deepcopy(r)
-            if c.predicted_epoch_s is not None and cal.pooled.epoch_jitter is not None:
-                c.interval_notes = []
-                c.epoch_jitter, c.calibration, c.interval_validated = epoch_jitter_for(
-                    c.family, StopRule(interval=interval), cal, c.interval_notes
+            if c.predicted_epoch_s is None:
+                continue
+            c.interval_notes = []
+            if cal.pooled.epoch_jitter is None:  # no interval rather than one fitted on its own logs
+                c.epoch_jitter = c.calibration = c.interval_validated = None
+                c.predicted_epoch_low_s = c.predicted_epoch_high_s = None
+                n = cal.pooled.logs
+                c.interval_notes.append(
+                    f"too few scored logs outside its experiment ({n}) to calibrate its interval"
                 )
-                set_interval(c, interval)
+                continue
+            c.epoch_jitter, c.calibration, c.interval_validated = epoch_jitter_for(
+                c.family, StopRule(interval=interval), cal, c.interval_notes
+            )
+            set_interval(c, interval)
     return [scored[id(r)] for r in results]
 
 

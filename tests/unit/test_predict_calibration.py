@@ -79,6 +79,27 @@ def test_cross_validation_never_calibrates_an_experiment_on_its_own_logs(tmp_pat
     assert everything is not None and everything > 0.02
 
 
+def test_cross_validation_of_one_experiment_is_a_clear_error_not_the_shipped_figures(tmp_path):
+    quiet, _ = two_experiments(tmp_path)
+    result = CliRunner().invoke(app, ["predict-eval", str(quiet), "--json", "--cross-validate"])
+    assert result.exit_code == 1
+    assert "cannot cross-validate" in result.output and "1 experiments given" in result.output
+
+
+def test_an_experiment_without_enough_others_gets_no_interval(tmp_path):
+    from trainsweep.predict import cross_validate
+
+    quiet, _ = two_experiments(tmp_path)
+    results, _, _ = replay_logs([quiet], StopRule(epoch_jitter=0.01))
+    experiment = {r.log: ("big" if i < 9 else "small") for i, r in enumerate(results)}
+    cv = {r.log: r for r in cross_validate(results, experiment)}
+    small = [cv[r.log] for r in results[9:]]  # nine others: calibrated
+    big = [cv[r.log] for r in results[:9]]  # one other: none
+    assert all(r.epoch_jitter is not None and r.covered is not None for r in small)
+    assert all(r.epoch_jitter is None and r.covered is None and r.predicted_epoch_low_s is None for r in big)
+    assert all("too few scored logs outside its experiment (1)" in r.interval_notes[0] for r in big)
+
+
 def test_predict_eval_json_has_a_summary_per_family(real_data):
     result = CliRunner().invoke(app, ["predict-eval", str(real_data), "--json"])
     assert result.exit_code == 0, result.output

@@ -100,6 +100,12 @@ def predict_eval_command(
     results, group, experiment = replay_logs(logs, rule, max_epochs=max_epochs)
     if cross_validate:
         results = loeo(results, experiment, rule.interval)
+        if not any(r.epoch_jitter is not None for r in results):
+            raise fail(
+                "cannot cross-validate: no experiment has 9 scored logs outside it to calibrate on "
+                f"({len(set(experiment.values()))} experiments given); give more logs, or leave out "
+                "--cross-validate to use the shipped calibration"
+            )
     agg = summarize(results, group)
     agg["calibration"] = calibration_used(cross_validate)
     agg["experiments"] = len(set(experiment.values()))
