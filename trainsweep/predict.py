@@ -24,13 +24,16 @@ This module is pure Python (no numpy, no torch) so that the container and the La
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from trainsweep.logs.model import Epoch, RunTimings
 
 PREDICTION_VERSION = 1
@@ -54,7 +57,8 @@ class StopRule:
         max_seconds: cap on training seconds watched (None: no cap).
         max_epochs: cap on epochs watched (None: no cap); a run whose step time is still uncertain after
             this many epochs stops with the interval it has, which says how uncertain it is.
-        epoch_jitter: relative standard deviation between epochs of one run, added to the interval.
+        epoch_jitter: relative standard deviation between epochs of one run, added to the interval;
+            None: the calibrated one for the run's family (:func:`load_calibration`).
         interval: coverage of the prediction interval.
         validation_batches: validation batches the container times (the first is warm-up).
     """
@@ -65,7 +69,7 @@ class StopRule:
     max_steps: int | None = 2000
     max_seconds: float | None = 900.0
     max_epochs: float | None = 2.0
-    epoch_jitter: float = 0.01
+    epoch_jitter: float | None = None
     interval: float = 0.90
     validation_batches: int = 6
 
@@ -306,6 +310,14 @@ class Prediction:
     validation_batch_s: float | None = None
     version: int = PREDICTION_VERSION
     notes: list[str] = field(default_factory=list)
+    family: str | None = None
+    """The run's family, which picked the interval's calibration (None: unknown)."""
+    epoch_jitter: float | None = None
+    """Epoch-to-epoch jitter (relative sd) in the interval."""
+    calibration: str | None = None
+    """Where ``epoch_jitter`` came from: ``family``, ``pooled`` or ``rule``."""
+    interval_validated: bool | None = None
+    """Whether that calibration's 90 % interval covered 85-95 % of held-out logs in cross-validation."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -324,6 +336,8 @@ def predict_run(
     warmup_excess_s: float | None = None,
     steps_watched: int = 0,
     stop_reason: str = "precision",
+    family: str | None = None,
+    calibration: Calibration | None = None,
 ) -> Prediction:
     """Predict the time per epoch and for ``epochs`` epochs from steady-state step (and validation) times.
 
@@ -338,6 +352,8 @@ def predict_run(
         epoch_overhead_s: measured per-epoch time that is neither steps nor validation (hand-offs).
         warmup_excess_s: one-off cost paid once per run (warm-up steps, first validation batch);
             defaults to the step estimate's own.
+        family: the run's family (:func:`run_family`); picks the epoch jitter from ``calibration``
+            (default: the shipped table) unless the rule sets one. Unknown: the pooled jitter, and a note.
     """
     rule = rule or StopRule()
     notes: list[str] = []
@@ -355,8 +371,9 @@ def predict_run(
         notes.append("validation not timed: the epoch time leaves it out")
     epoch = train + val + epoch_overhead_s
     stat_rel = math.sqrt(var_rel_num) / epoch if epoch > 0 else 0.0
+    jitter, source, validated = epoch_jitter_for(family, rule, calibration, notes)
     z = NormalDist().inv_cdf(0.5 + rule.interval / 2)
-    half = z * math.hypot(stat_rel, rule.epoch_jitter)
+    half = z * math.hypot(stat_rel, jitter)
     total = excess + epochs * epoch
     return Prediction(
         epochs=epochs,
@@ -366,10 +383,10 @@ def predict_run(
         train_epoch_s=train,
         validation_s=val,
         epoch_s=epoch,
-        epoch_low_s=epoch * (1 - half),
+        epoch_low_s=epoch * max(0.0, 1 - half),
         epoch_high_s=epoch * (1 + half),
         total_s=total,
-        total_low_s=excess + epochs * epoch * (1 - half),
+        total_low_s=excess + epochs * epoch * max(0.0, 1 - half),
         total_high_s=excess + epochs * epoch * (1 + half),
         warmup_excess_s=excess,
         steps_watched=steps_watched,
@@ -379,7 +396,24 @@ def predict_run(
         validation_batches_per_epoch=validation_batches_per_epoch,
         validation_batch_s=validation.mean_s if validation is not None else None,
         notes=notes,
+        family=family,
+        epoch_jitter=jitter,
+        calibration=source,
+        interval_validated=validated,
     )
+
+
+def epoch_jitter_for(
+    family: str | None, rule: StopRule, calibration: Calibration | None, notes: list[str]
+) -> tuple[float, str, bool | None]:
+    """(jitter, where it came from, whether cross-validation found it honest); appends notes."""
+    if rule.epoch_jitter is not None:
+        return rule.epoch_jitter, "rule", None
+    cal = calibration or load_calibration()
+    jitter, source, more = cal.jitter_for(family)
+    notes.extend(more)
+    chosen = cal.pooled if source == "pooled" else cal.families[family or ""]
+    return jitter, source, chosen.validated if chosen.cv_interval_coverage is not None else None
 
 
 # ---- replay on complete logs ----------------------------------------------------------------------
@@ -410,6 +444,18 @@ class ReplayResult:
     computing_system: str | None = None
     batch_size: int | None = None
     workload: str | None = None
+    family: str | None = None
+    """The run's family (:func:`run_family`), which picks the interval's calibration."""
+    stat_rel: float | None = None
+    """Relative standard error of the predicted epoch time from the steps' own noise."""
+    epoch_jitter: float | None = None
+    """Epoch-to-epoch jitter (relative sd) the interval adds to ``stat_rel``."""
+    calibration: str | None = None
+    """Where ``epoch_jitter`` came from: ``family``, ``pooled`` or ``rule`` (set in the StopRule)."""
+    interval_validated: bool | None = None
+    """Whether that calibration's interval covered 85-95 % of held-out logs in cross-validation."""
+    interval_notes: list[str] = field(default_factory=list)
+    """What the calibration says of this family (unknown, too few logs, short of the goals)."""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -458,7 +504,13 @@ def baseline_step_s(run: RunTimings) -> float | None:
 
 
 def replay(
-    run: RunTimings, rule: StopRule | None = None, *, max_epochs: int = 2, validation_tolerance: float = 0.10
+    run: RunTimings,
+    rule: StopRule | None = None,
+    *,
+    max_epochs: int = 2,
+    validation_tolerance: float = 0.10,
+    family: str | None = None,
+    calibration: Calibration | None = None,
 ) -> ReplayResult:
     """Apply the early-stop rule to a complete log and compare with the epochs it did not watch.
 
@@ -467,6 +519,9 @@ def replay(
     first, and confirmed when it agrees with the previous one within ``validation_tolerance``. Epochs
     are watched until one is steady in both its training steps (the rule's precision) and its
     validation, at most ``max_epochs``; that epoch is the steady epoch the prediction is built on.
+
+    The interval's epoch jitter is the rule's when it sets one, else ``calibration``'s (default: the
+    shipped table) for ``family`` (default: :func:`run_family` of ``run``).
     """
     rule = rule or StopRule()
     epochs = [e for e in run.epochs if e.steps > 0]
@@ -482,6 +537,7 @@ def replay(
         computing_system=run.computing_system,
         batch_size=run.batch_size,
         workload=run.header.workload,
+        family=family if family is not None else run_family(run),
     )
     if not epochs:
         res.notes.append("the log has no training steps")
@@ -533,13 +589,12 @@ def replay(
         # the run's first step is a one-off cost, not part of a typical epoch
         overhead -= se.step_s[0] - est.mean_s
     pred_epoch = len(inner) * est.mean_s + overhead
-    epoch_jitter = rule.epoch_jitter
-    stat_rel = len(inner) * est.se_s / pred_epoch if pred_epoch > 0 else 0.0
-    z = NormalDist().inv_cdf(0.5 + rule.interval / 2)
-    half = z * math.hypot(stat_rel, epoch_jitter)
     res.predicted_epoch_s = pred_epoch
-    res.predicted_epoch_low_s = pred_epoch * (1 - half)
-    res.predicted_epoch_high_s = pred_epoch * (1 + half)
+    res.stat_rel = len(inner) * est.se_s / pred_epoch if pred_epoch > 0 else 0.0
+    res.epoch_jitter, res.calibration, res.interval_validated = epoch_jitter_for(
+        res.family, rule, calibration, res.interval_notes
+    )
+    set_interval(res, rule.interval)
 
     times = [_epoch_time(e) for e in epochs]
     watched_s = sum(t or 0.0 for t in times[: len(watched)])
@@ -640,4 +695,299 @@ def summarize(results: Sequence[ReplayResult], group: dict[str, str] | None = No
         "grids": len(ranking),
         "grids_same_order": sum(g["same_order"] for g in ranking),
         "ranking": ranking,
+        "families": family_summary(results),
     }
+
+
+# ---- calibration of the interval ------------------------------------------------------------------
+
+CALIBRATION_FILE = "predict-calibration.json"
+CONTAINER_FAMILIES = ("container-cpu", "container-gpu")
+"""Runs of trainsweep's own worker (a built-in workload), on the CPU or on GPUs: a CPU shared with other
+work and a dedicated GPU do not jitter alike."""
+
+
+def container_family(gpus: int) -> str:
+    """The family of a run of trainsweep's own worker on ``gpus`` GPUs (0: the CPU)."""
+    return CONTAINER_FAMILIES[1] if gpus > 0 else CONTAINER_FAMILIES[0]
+
+
+COVERAGE_GOAL = (0.85, 0.95)
+"""The 90 % interval is honest for a family when it covers this share of held-out logs."""
+MEDIAN_ERROR_GOAL = 0.005
+"""Above this median |error| in cross-validation, a family's predictions carry a note that says so."""
+FAMILY_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "fcn": ("fcn", "seismic"),
+    "mnist": ("mnist",),
+    "resnet": ("resnet", "cifar"),
+}
+"""Families of the seeds' logs (cloud-ML dialect, no header) by a word in the log's path or name."""
+
+
+def run_family(run: RunTimings, path: str | Path | None = None) -> str | None:
+    """The family a run belongs to for the interval's calibration; None when unknown.
+
+    ``container-cpu``/``container-gpu``: a log written by trainsweep's own worker (MLLOG dialect, a
+    built-in workload in its header; its GPU count); ``mo833``: the MO833 per-rank dialect; the seeds'
+    cloud-ML logs carry no workload, so a word of their path (or run name) tells ``fcn``, ``mnist`` or
+    ``resnet``. Anything else (an instrumented script, an MLPerf log) is unknown and gets the pooled
+    calibration.
+    """
+    from trainsweep.workloads import WORKLOADS
+
+    if run.dialect == "mllog":
+        return container_family(run.header.gpus or 0) if run.header.workload in WORKLOADS else None
+    if run.dialect == "mo833":
+        return "mo833"
+    text = str(path if path is not None else run.name).lower()
+    for family, words in FAMILY_KEYWORDS.items():
+        if any(w in text for w in words):
+            return family
+    return None
+
+
+@dataclass(frozen=True)
+class JitterCalibration:
+    """The epoch jitter fitted on one family's logs (or on all of them), with its cross-validated figures."""
+
+    epoch_jitter: float | None
+    """Split-conformal: the smallest jitter whose interval covers ``interval`` of the logs, finite-sample
+    corrected; None when too few logs for that."""
+    logs: int
+    experiments: int
+    cv_logs: int = 0
+    cv_interval_coverage: float | None = None
+    """Coverage of the interval on each held-out experiment, calibrated without it (leave one out)."""
+    cv_median_abs_error: float | None = None
+
+    @property
+    def validated(self) -> bool:
+        """Whether cross-validation showed the interval honest (coverage within :data:`COVERAGE_GOAL`)."""
+        c = self.cv_interval_coverage
+        return c is not None and COVERAGE_GOAL[0] <= c <= COVERAGE_GOAL[1]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Epoch jitter per family and pooled (all families); see :func:`fit_calibration`."""
+
+    pooled: JitterCalibration
+    families: dict[str, JitterCalibration] = field(default_factory=dict)
+    interval: float = 0.90
+    created: str = ""
+    source: str = ""
+
+    def jitter_for(self, family: str | None) -> tuple[float, str, list[str]]:
+        """(epoch jitter, ``family`` or ``pooled``, notes) for a run of ``family``.
+
+        A family with its own fitted jitter uses it; an unknown family, or one with too few logs, the
+        pooled one. A family whose interval fell short of the coverage goal in cross-validation gets the
+        wider of its own and the pooled jitter, and a note that says so.
+        """
+        pooled = self.pooled.epoch_jitter
+        if pooled is None:
+            raise ValueError("the calibration has no pooled epoch jitter")
+        own = self.families.get(family) if family else None
+        if own is None or own.epoch_jitter is None:
+            if family is None:
+                why = "family unknown"
+            elif own is None:
+                why = f"no calibration logs of family {family!r}"
+            else:
+                why = f"family {family!r} has too few calibration logs ({own.logs})"
+            note = f"{why}: the interval uses the pooled calibration (epoch jitter {pooled:.2%})"
+            if self.pooled.cv_interval_coverage is not None:
+                note += f", which covered {self.pooled.cv_interval_coverage:.0%} of held-out logs"
+            return pooled, "pooled", [note]
+        notes = []
+        if own.cv_median_abs_error is not None and own.cv_median_abs_error > MEDIAN_ERROR_GOAL:
+            notes.append(
+                f"predictions of family {family!r} were off by a median {own.cv_median_abs_error:.1%} "
+                f"in cross-validation (epoch jitter {own.epoch_jitter:.1%}): two epochs do not pin its "
+                "epoch time down"
+            )
+        if own.validated or own.cv_interval_coverage is None:
+            return own.epoch_jitter, "family", notes
+        low = own.cv_interval_coverage < COVERAGE_GOAL[0]
+        jitter = max(own.epoch_jitter, pooled) if low else own.epoch_jitter
+        note = (
+            f"the 90 % interval of family {family!r} covered {own.cv_interval_coverage:.0%} of held-out "
+            f"logs in cross-validation (goal {COVERAGE_GOAL[0]:.0%}-{COVERAGE_GOAL[1]:.0%}): "
+            + ("two epochs do not pin its epoch time down; the interval is widened to the pooled one"
+               if low else "the interval is wider than it needs to be")
+        )  # fmt: skip
+        return jitter, "family", [*notes, note]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pooled"]["validated"] = self.pooled.validated
+        for name, cal in self.families.items():
+            d["families"][name]["validated"] = cal.validated
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Calibration:
+        def one(x: dict[str, Any]) -> JitterCalibration:
+            return JitterCalibration(**{k: v for k, v in x.items() if k != "validated"})
+
+        return cls(
+            pooled=one(d["pooled"]),
+            families={k: one(v) for k, v in d.get("families", {}).items()},
+            interval=d.get("interval", 0.90),
+            created=d.get("created", ""),
+            source=d.get("source", ""),
+        )
+
+
+@functools.cache
+def load_calibration() -> Calibration:
+    """The calibration shipped in the package (``trainsweep/data/predict-calibration.json``)."""
+    import json
+    from importlib import resources
+
+    text = resources.files("trainsweep").joinpath("data", CALIBRATION_FILE).read_text(encoding="utf-8")
+    return Calibration.from_dict(json.loads(text))
+
+
+def set_interval(res: ReplayResult, interval: float = 0.90) -> None:
+    """The predicted epoch's interval from its ``stat_rel`` and ``epoch_jitter``."""
+    if res.predicted_epoch_s is None or res.stat_rel is None or res.epoch_jitter is None:
+        return
+    z = NormalDist().inv_cdf(0.5 + interval / 2)
+    half = z * math.hypot(res.stat_rel, res.epoch_jitter)
+    res.predicted_epoch_low_s = res.predicted_epoch_s * max(0.0, 1 - half)  # a wide one stops at zero
+    res.predicted_epoch_high_s = res.predicted_epoch_s * (1 + half)
+
+
+def needed_jitter(res: ReplayResult, interval: float = 0.90) -> float | None:
+    """The smallest epoch jitter whose interval contains the actual epoch time of a scored replay."""
+    if res.error is None or res.stat_rel is None:
+        return None
+    z = NormalDist().inv_cdf(0.5 + interval / 2)
+    return math.sqrt(max(0.0, (abs(res.error) / z) ** 2 - res.stat_rel**2))
+
+
+def fit_jitter(results: Sequence[ReplayResult], interval: float = 0.90) -> float | None:
+    """Split-conformal epoch jitter: the ceil(interval (n + 1))-th smallest needed jitter of n logs.
+
+    A new log exchangeable with these is covered with probability at least ``interval`` (and less than
+    ``interval + 1/(n+1)``); None when n is too small for that (n < interval / (1 - interval)).
+    """
+    need = sorted(j for r in results if (j := needed_jitter(r, interval)) is not None)
+    k = math.ceil(interval * (len(need) + 1))
+    if k > len(need):
+        return None
+    return need[k - 1] * (1 + 1e-9)  # the k-th log itself on the boundary, covered
+
+
+def fit_calibration(
+    results: Sequence[ReplayResult], experiment: dict[str, str], interval: float = 0.90
+) -> Calibration:
+    """Epoch jitter per family (:func:`run_family`, in ``ReplayResult.family``) and pooled over all logs.
+
+    ``experiment`` maps each log to its experiment (only counted here; see :func:`cross_validate`).
+    """
+    scored = [r for r in results if r.error is not None and r.stat_rel is not None]
+    by_family: dict[str, list[ReplayResult]] = {}
+    for r in scored:
+        if r.family:
+            by_family.setdefault(r.family, []).append(r)
+
+    def one(rs: Sequence[ReplayResult]) -> JitterCalibration:
+        return JitterCalibration(
+            fit_jitter(rs, interval), len(rs), len({experiment.get(r.log, r.log) for r in rs})
+        )
+
+    return Calibration(one(scored), {f: one(rs) for f, rs in sorted(by_family.items())}, interval)
+
+
+def cross_validate(
+    results: Sequence[ReplayResult], experiment: dict[str, str], interval: float = 0.90
+) -> list[ReplayResult]:
+    """Leave-one-experiment-out: each experiment's logs get the interval of a calibration fitted on all
+    the other experiments' logs (its family's jitter if they hold enough of that family, else pooled).
+
+    Returns copies of ``results`` with their intervals (and ``interval_notes``) replaced; replays whose
+    jitter was set by the rule are calibrated too. The held-out logs never enter their own calibration:
+    where the others are too few to fit one (fewer than 9 scored), the copy has no interval.
+    """
+    import copy
+
+    scored: dict[int, ReplayResult] = {}
+    for held in sorted({experiment.get(r.log, r.log) for r in results}):
+        rest = [r for r in results if experiment.get(r.log, r.log) != held]
+        cal = fit_calibration(rest, experiment, interval)
+        for r in results:
+            if experiment.get(r.log, r.log) != held:
+                continue
+            scored[id(r)] = c = copy.deepcopy(r)
+            if c.predicted_epoch_s is None:
+                continue
+            c.interval_notes = []
+            if cal.pooled.epoch_jitter is None:  # no interval rather than one fitted on its own logs
+                c.epoch_jitter = c.calibration = c.interval_validated = None
+                c.predicted_epoch_low_s = c.predicted_epoch_high_s = None
+                n = cal.pooled.logs
+                c.interval_notes.append(
+                    f"too few scored logs outside its experiment ({n}) to calibrate its interval"
+                )
+                continue
+            c.epoch_jitter, c.calibration, c.interval_validated = epoch_jitter_for(
+                c.family, StopRule(interval=interval), cal, c.interval_notes
+            )
+            set_interval(c, interval)
+    return [scored[id(r)] for r in results]
+
+
+def family_summary(results: Sequence[ReplayResult]) -> dict[str, dict[str, Any]]:
+    """Per family (and ``pooled``): logs, logs scored, median |error|, interval coverage, baseline."""
+    groups: dict[str, list[ReplayResult]] = {"pooled": list(results)}
+    for r in results:
+        groups.setdefault(r.family or "unknown", []).append(r)
+    out = {}
+    for name, rs in groups.items():
+        scored = [r for r in rs if r.error is not None]
+        covered = [bool(r.covered) for r in scored if r.covered is not None]
+        out[name] = {
+            "logs": len(rs),
+            "logs_scored": len(scored),
+            "median_abs_error": _percentile([abs(r.error) for r in scored if r.error is not None], 50),
+            "p95_abs_error": _percentile([abs(r.error) for r in scored if r.error is not None], 95),
+            "interval_coverage": sum(covered) / len(covered) if covered else math.nan,
+            "baseline_median_abs_error": _percentile(
+                [abs(r.baseline_error) for r in scored if r.baseline_error is not None], 50
+            ),
+            "median_epoch_jitter": _percentile(
+                [r.epoch_jitter for r in scored if r.epoch_jitter is not None], 50
+            ),
+        }
+    return out
+
+
+def calibrate(
+    results: Sequence[ReplayResult],
+    experiment: dict[str, str],
+    interval: float = 0.90,
+    *,
+    created: str = "",
+    source: str = "",
+) -> tuple[Calibration, list[ReplayResult]]:
+    """The calibration fitted on all ``results`` (the one to ship), each family carrying the figures of
+    its leave-one-experiment-out cross-validation; and the cross-validated replays themselves."""
+    cv = cross_validate(results, experiment, interval)
+    figures = family_summary(cv)
+    full = fit_calibration(results, experiment, interval)
+
+    def with_cv(name: str, cal: JitterCalibration) -> JitterCalibration:
+        f = figures.get(name)
+        if not f or not f["logs_scored"]:
+            return cal
+        return replace(
+            cal,
+            cv_logs=f["logs_scored"],
+            cv_interval_coverage=f["interval_coverage"],
+            cv_median_abs_error=f["median_abs_error"],
+        )
+
+    families = {k: with_cv(k, v) for k, v in full.families.items()}
+    return Calibration(with_cv("pooled", full.pooled), families, interval, created, source), cv

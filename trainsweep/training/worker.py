@@ -26,7 +26,7 @@ from torch import nn
 
 from trainsweep import image, instances
 from trainsweep.logs import mllog
-from trainsweep.predict import SteadyState, predict_run, steady_estimate
+from trainsweep.predict import SteadyState, container_family, predict_run, steady_estimate
 from trainsweep.training import contract
 from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError, Paths, instance_type
 from trainsweep.training.data import DATASETS, Batches, SyntheticBatches, load_arrays
@@ -418,6 +418,7 @@ class CellRun:
             warmup_excess_s=excess,
             steps_watched=self.monitor.steps,
             stop_reason=reason,
+            family=container_family(torch.cuda.device_count() if self.device.type == "cuda" else 0),
         )
         value = {"run_name": self.cell.run_name, "batch_size": self.cell.batch_size, **pred.to_dict()}
         value["validation_batch_times_s"] = val_times

@@ -1,0 +1,75 @@
+"""Logs of trainsweep's own container, for the early-stop interval's calibration (``bench_predict.py``).
+
+Runs the entry point (``container/train.py``) as local mode does, in full mode, on this machine's CPU
+(``--gpu``: its GPUs): a built-in workload (default ``mnist-cnn``) on synthetic data, one packed job per
+session scanning batch sizes 32, 64 and 128 for 5 epochs. Each session is one experiment
+(``<out>/<workload>-<cpu|gpu>-<session>/logs/``); its seed differs. The logs are kept as the worker
+wrote them. Then ``python benchmarks/bench_predict.py --write-calibration`` refits the shipped table.
+
+Usage: ``python benchmarks/container_logs.py [--out DIR] [--sessions a,b,c,d,e] [--workload W] [--gpu]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainsweep.workloads import WORKLOADS  # noqa: E402
+
+BATCH_SIZES = (32, 64, 128)
+
+
+def session(name: str, seed: int, out: Path, *, workload: str = "mnist-cnn", gpu: bool = False) -> None:
+    """One packed job; its logs copied to ``out/<workload>-<cpu|gpu>-<name>/logs``."""
+    exp = f"{workload}-{'gpu' if gpu else 'cpu'}-{name}"
+    with tempfile.TemporaryDirectory(prefix="trainsweep-logs-") as tmp:
+        base = Path(tmp)
+        cfg = base / "input" / "config"
+        cfg.mkdir(parents=True)
+        hyper = {
+            "workload": workload,
+            "synthetic": "true",
+            "synthetic-samples": "1920",
+            "epochs": "5",
+            "batch-sizes": ",".join(map(str, BATCH_SIZES)),
+            "run-names": ",".join(f"{exp}-{b}" for b in BATCH_SIZES),
+            "mode": "full",
+            "max-eval-batches": "4",
+            "seed": str(seed),
+        }
+        (cfg / "hyperparameters.json").write_text(json.dumps(hyper))
+        env = dict(os.environ, SAGEMAKER_BASE_DIR=str(base), TRAINING_JOB_NAME=exp, OMP_NUM_THREADS="1")
+        if not gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        subprocess.run([sys.executable, str(ROOT / "container" / "train.py")], env=env, check=True,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+        dest = out / exp / "logs"
+        dest.mkdir(parents=True, exist_ok=True)
+        for log in sorted((base / "output" / "data" / "logs").glob("*.log")):
+            shutil.copyfile(log, dest / log.name)
+            print(dest / log.name)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "container-logs")
+    ap.add_argument("--sessions", default="a,b,c,d,e")
+    ap.add_argument("--workload", default="mnist-cnn", choices=sorted(WORKLOADS))
+    ap.add_argument("--gpu", action="store_true", help="train on this machine's GPUs")
+    a = ap.parse_args()
+    for i, name in enumerate(a.sessions.split(",")):
+        session(name, i, a.out, workload=a.workload, gpu=a.gpu)
+
+
+if __name__ == "__main__":
+    main()
