@@ -14,6 +14,7 @@ from array import array
 from typing import Any
 
 from trainsweep.logs import mllog
+from trainsweep.logs.limits import MAX_EPOCHS, MAX_PROBLEMS_PER_CODE, MAX_RANKS, ProblemLog
 from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch, RunHeader
 from trainsweep.logs.numbers import duration_problem
@@ -55,8 +56,9 @@ class MllogReader:
         self.failure: dict[str, Any] | None = None
         self.run_stop_status: str | None = None
         self.extra: dict[str, Any] = {}
-        self.problems: list[tuple[str, str, int | None, str]] = []
+        self.problems = ProblemLog()
         self.records = 0
+        self._epochs = 0
         self.init_start_ms: float | None = None
         self.init_stop_ms: float | None = None
         self.min_epoch_num: int | None = None
@@ -75,6 +77,9 @@ class MllogReader:
                 continue
             except _AbsurdValueError as exc:
                 self.problems.append(("absurd-value", str(exc), lc.at(m.start()), "warning"))
+                continue
+            except _AbsurdStructureError as exc:
+                self.problems.append(("absurd-structure", str(exc), lc.at(m.start()), "warning"))
                 continue
             self.records += 1
 
@@ -139,8 +144,12 @@ class MllogReader:
                 status = meta.get("status")
                 if isinstance(status, str):
                     self.run_stop_status = status
-        else:
+        elif key in self.extra or len(self.extra) < MAX_EXTRA_KEYS:
             self.extra[key] = value
+        else:
+            raise _AbsurdStructureError(
+                f"more than {MAX_EXTRA_KEYS} other keys: {str(key)[:80]!r} is ignored"
+            )
 
     def _epoch(self, rank: int, meta: dict[str, Any]) -> Epoch:
         num = meta.get("epoch_num")
@@ -149,9 +158,20 @@ class MllogReader:
         index = int(num)
         if self.min_epoch_num is None or index < self.min_epoch_num:
             self.min_epoch_num = index
-        eps = self.ranks.setdefault(rank, {})
+        eps = self.ranks.get(rank)
+        if eps is None:
+            if len(self.ranks) >= MAX_RANKS:
+                raise _AbsurdStructureError(
+                    f"more than {MAX_RANKS} ranks: not a real run; rank {rank} is ignored"
+                )
+            eps = self.ranks[rank] = {}
         ep = eps.get(index)
         if ep is None:
+            if self._epochs >= MAX_EPOCHS:
+                raise _AbsurdStructureError(
+                    f"more than {MAX_EPOCHS} epochs: not a real run; the record is ignored"
+                )
+            self._epochs += 1
             ep = eps[index] = Epoch(index=index)
         return ep
 
@@ -206,6 +226,14 @@ class MllogReader:
 
 class _AbsurdValueError(Exception):
     pass
+
+
+class _AbsurdStructureError(Exception):
+    """More ranks, epochs or keys than a real run has (:mod:`trainsweep.logs.limits`)."""
+
+
+MAX_EXTRA_KEYS = MAX_PROBLEMS_PER_CODE
+"""Other keys kept in ``run.extra`` (the container writes about ten)."""
 
 
 def _duration(key: str, value: Any) -> float:

@@ -1,0 +1,61 @@
+"""What a log may build: bounds that keep a parse's memory proportional to what real runs need.
+
+A crafted or broken log can describe millions of epochs or ranks in a few bytes each (``Epoch 7/9``,
+``[MO833] Rank,123456,...``), or repeat one bad line millions of times. Each epoch, rank or problem costs
+a few hundred bytes of Python objects, so the readers stop building such structure at these bounds and
+report it once (``absurd-structure``, ``more-problems``) instead: memory stays bounded by the log's step
+values (8 bytes each, spilled to disk beyond a budget, :mod:`trainsweep.logs.spill`) plus these bounds.
+"""
+
+from __future__ import annotations
+
+MAX_EPOCHS = 200_000
+"""Epochs one reader builds, all ranks together (a 1 GB log of real cloud-ML epochs has 86,557)."""
+
+MAX_RANKS = 100_000
+"""Distinct ranks one reader keeps (the largest MLPerf training submissions use about 11,000 GPUs)."""
+
+MAX_PROBLEMS_PER_CODE = 100
+"""Problems of one code a reader lists with their lines; the rest are counted in one more entry."""
+
+ProblemTuple = tuple[str, str, "int | None", str]
+
+
+class ProblemLog:
+    """A reader's problems: the first :data:`MAX_PROBLEMS_PER_CODE` of each code, then a count.
+
+    ``append`` takes the ``(code, message, line, severity)`` tuples the readers always made; iterating
+    gives the listed ones followed by one ``(code, "N more ...", None, severity)`` entry per code that
+    went over the bound, so a log of a million bad lines costs a few kilobytes of problems.
+    """
+
+    __slots__ = ("_counts", "_listed", "_severity")
+
+    def __init__(self) -> None:
+        self._listed: list[ProblemTuple] = []
+        self._counts: dict[str, int] = {}
+        self._severity: dict[str, str] = {}
+
+    def append(self, problem: ProblemTuple) -> None:
+        code = problem[0]
+        n = self._counts[code] = self._counts.get(code, 0) + 1
+        if n <= MAX_PROBLEMS_PER_CODE:
+            self._listed.append(problem)
+            self._severity.setdefault(code, problem[3])
+
+    def count(self, code: str) -> int:
+        """How many problems of ``code`` were reported, listed or not."""
+        return self._counts.get(code, 0)
+
+    def __iter__(self):
+        yield from self._listed
+        for code, n in self._counts.items():
+            if n > MAX_PROBLEMS_PER_CODE:
+                more = n - MAX_PROBLEMS_PER_CODE
+                yield (code, f"{more} more {code} problems are not listed", None, self._severity[code])
+
+    def __len__(self) -> int:
+        return len(self._listed) + sum(1 for n in self._counts.values() if n > MAX_PROBLEMS_PER_CODE)
+
+    def __bool__(self) -> bool:
+        return bool(self._listed)
