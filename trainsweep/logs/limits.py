@@ -9,11 +9,12 @@ values (8 bytes each, spilled to disk beyond a budget, :mod:`trainsweep.logs.spi
 
 from __future__ import annotations
 
-MAX_EPOCHS = 200_000
-"""Epochs one reader builds, all ranks together (a 1 GB log of real cloud-ML epochs has 86,557)."""
+MAX_EPOCHS = 100_000
+"""Epochs one reader builds, all ranks together (about 600 bytes each; a 1 GB log made of every real
+cloud-ML epoch, renumbered into one run, has 86,557; real runs have tens to hundreds)."""
 
-MAX_RANKS = 100_000
-"""Distinct ranks one reader keeps (the largest MLPerf training submissions use about 11,000 GPUs)."""
+MAX_RANKS = 20_000
+"""Distinct ranks one reader keeps (the largest MLPerf training submissions use about 11,600 GPUs)."""
 
 MAX_PROBLEMS_PER_CODE = 100
 """Problems of one code a reader lists with their lines; the rest are counted in one more entry."""

@@ -71,7 +71,7 @@ class MllogReader:
             try:
                 rec = mllog.parse_payload(m.group(1).decode("utf-8").strip())
                 self._record(rec)
-            except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
                 msg = f"unreadable MLLOG record: {exc}"[:300]
                 self.problems.append(("bad-mllog", msg, lc.at(m.start()), "warning"))
                 continue
