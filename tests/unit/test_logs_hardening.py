@@ -172,3 +172,10 @@ def test_exponent_step_times_are_read_by_the_c_scanner(
     run = parse(data)
     assert answers and all(a is not None for a in answers)  # was: None (the Python path) for every stretch
     assert list(run.epochs[0].step_s) == [0.015] * 49 and list(run.real_time) == [1.6e9] * 49
+
+
+def test_run_level_values_are_not_read_as_their_first_digits(runner: CliRunner, tmp_path: Path) -> None:
+    data = b"Epoch 1/1\n1 step training time: 0.5s\nEpoch time: 0x1p3s\nTempo do fit: 1_000\n"
+    record = parse_cli(runner, tmp_path, data)
+    assert record["epochs"][0]["epoch_s"] is None and record["fit_s"] is None  # were 0.0 and 1.0
+    assert problems(record, "ends-early")  # the epoch is not closed by a line that was not read

@@ -43,25 +43,45 @@ DIALECT = "cloud-ml"
 ACCURACY_AFTER_EPOCH_TIME = "cloudml.accuracy_after_epoch_time"
 """``run.extra`` key: True when ``val_accuracy`` was printed after ``Epoch time:`` (tf.keras logs)."""
 
+_STOP = rb"(?![0-9A-Za-rt-z_.]|s[0-9A-Za-z_.])"
+"""What may not follow a value of a rare line: more of a number (``0x1p3``, ``1_000``, ``1.2.3``) or a word;
+its ``s`` unit may. Such a line is not read (never read as its first digits)."""
+
 # Lines that change state or carry run-level facts: one regex, every alternative starts with a literal
 # character after the newline, so that a line that is none of them is rejected after one comparison.
 # The kind of a match is the name of its last group (``m.lastindex``); other values precede it.
 RARE = re.compile(
     rb"\n(?=[EVo(TIDxCU ])(?:"  # the first characters below: one set test rejects most lines
-    rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: (?P<etime>" + NUMX + rb"))"
-    rb"|Validation time: (?P<vtime>" + NUMX + rb")"
-    rb"|on_epoch_(?:begin: (?P<ebeg>" + NUMX + rb")|end: (?P<eend>" + NUMX + rb"))"
-    rb"|\('Tempo de [Ii]nicializacao: ', (?P<init2>" + NUMX + rb")"
-    rb"|Tempo (?:de [Ii]nicializacao:? (?P<init3>" + NUMX + rb")|do fit: (?P<fit>" + NUMX + rb")"
-    rb"|levado para o modelo ser salvo: (?P<save>" + NUMX + rb"))"
-    rb"|Initialization [Tt]ime:? (?P<init>" + NUMX + rb")"
-    rb"|Duracao do treinamento: *(?P<total>" + NUMX + rb")"
+    rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: (?P<etime>" + NUMX + rb")" + _STOP + rb")"
+    rb"|Validation time: (?P<vtime>" + NUMX + rb")" + _STOP + rb""
+    rb"|on_epoch_(?:begin: (?P<ebeg>"
+    + NUMX
+    + rb")"
+    + _STOP
+    + rb"|end: (?P<eend>"
+    + NUMX
+    + rb")"
+    + _STOP
+    + rb")"
+    rb"|\('Tempo de [Ii]nicializacao: ', (?P<init2>" + NUMX + rb")" + _STOP + rb""
+    rb"|Tempo (?:de [Ii]nicializacao:? (?P<init3>"
+    + NUMX
+    + rb")"
+    + _STOP
+    + rb"|do fit: (?P<fit>"
+    + NUMX
+    + rb")"
+    + _STOP
+    + rb""
+    rb"|levado para o modelo ser salvo: (?P<save>" + NUMX + rb")" + _STOP + rb")"
+    rb"|Initialization [Tt]ime:? (?P<init>" + NUMX + rb")" + _STOP + rb""
+    rb"|Duracao do treinamento: *(?P<total>" + NUMX + rb")" + _STOP + rb""
     rb"|Train(?: on (?P<trainon>\d+) samples|ing(?P<done> complete)|ing(?P<pre> \.\.\.))"
     rb"|x_train shape: \((?P<xshape>\d+),"
     rb"|Conjunto de treinamento: \((?P<conj>\d+),"
     rb"| (?:   )?- (Total|Tamanho do batch|GPUs solicitadas|Numero de epocas): (?P<banner>\d+)"
     rb"|Traceback(?P<tb> \(most recent call last\))"
-    rb"|Test (loss|accuracy): (?P<test>" + NUMX + rb")"
+    rb"|Test (loss|accuracy): (?P<test>" + NUMX + rb")" + _STOP + rb""
     rb"|D(?:ownloading data from|ados carregados de)(?P<pre2>)"
     rb"|Using TensorFlow backend(?P<pre3>)"
     rb")"
@@ -85,7 +105,7 @@ REAL = re.compile(rb"Real time: (" + NUMX + rb")" + _END)
 _UNSIGNED = b"0123456789.eE+- "
 """Bytes of unsigned decimals and exponents (a sign only after the ``e``), joined by spaces."""
 # val_accuracy sits at the end of the last progress bar of an epoch, not at a line start.
-VACC = re.compile(rb"val_acc(?:uracy)?: (" + NUMX + rb")")
+VACC = re.compile(rb"val_acc(?:uracy)?: (" + NUMX + rb")" + _STOP)
 # The command line (``python3 mnist_cnn.py --batch-size 1024 ...``) is looked for at the top of the log.
 CMD = re.compile(rb"\n((?:[^\s/]*/)*python[0-9.]*[ \t][^\n]*?\.py\b[^\n]*)")
 _CMD_WINDOW = 1 << 16
