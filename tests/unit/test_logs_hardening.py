@@ -218,3 +218,16 @@ def test_run_level_values_are_not_read_as_their_first_digits(runner: CliRunner, 
     record = parse_cli(runner, tmp_path, data)
     assert record["epochs"][0]["epoch_s"] is None and record["fit_s"] is None  # were 0.0 and 1.0
     assert problems(record, "ends-early")  # the epoch is not closed by a line that was not read
+
+
+def test_mllog_other_keys_are_bounded_in_number_and_size(runner: CliRunner, tmp_path: Path) -> None:
+    step = (
+        b':::MLLOG {"key": "trainsweep.step", "value": {"step": 1, "step_s": 0.5}, '
+        b'"metadata": {"epoch_num": 1}}\n'
+    )
+    keys = b"".join(b':::MLLOG {"key": "k%d", "value": %d}\n' % (i, i) for i in range(150))
+    big = b':::MLLOG {"key": "huge", "value": [' + b"1," * 100_000 + b"1]}\n"
+    record = parse_cli(runner, tmp_path, step + big + keys, name="mllog.log")
+    assert len(record["extra"]) == 100 and "huge" not in record["extra"]  # was: 151 keys, a 100,001-list
+    assert steps(record) == [(1, 0.5)]
+    assert len(problems(record, "absurd-structure")) == 1 + 50

@@ -69,8 +69,9 @@ class MllogReader:
         lc = LineCounter(region, newlines_before)
         for m in _LINE.finditer(region):
             try:
-                rec = mllog.parse_payload(m.group(1).decode("utf-8").strip())
-                self._record(rec)
+                payload = m.group(1)
+                rec = mllog.parse_payload(payload.decode("utf-8").strip())
+                self._record(rec, len(payload))
             except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
                 msg = f"unreadable MLLOG record: {exc}"[:300]
                 self.problems.append(("bad-mllog", msg, lc.at(m.start()), "warning"))
@@ -85,7 +86,7 @@ class MllogReader:
 
     # ---- one record --------------------------------------------------------------------------
 
-    def _record(self, rec: dict[str, Any]) -> None:
+    def _record(self, rec: dict[str, Any], size: int) -> None:
         key = rec["key"]
         value = rec.get("value")
         meta = rec.get("metadata") or {}
@@ -144,6 +145,10 @@ class MllogReader:
                 status = meta.get("status")
                 if isinstance(status, str):
                     self.run_stop_status = status
+        elif size > MAX_EXTRA_BYTES:
+            raise _AbsurdStructureError(
+                f"a record of {size} bytes for the other key {str(key)[:80]!r}: ignored"
+            )
         elif key in self.extra or len(self.extra) < MAX_EXTRA_KEYS:
             self.extra[key] = value
         else:
@@ -234,6 +239,9 @@ class _AbsurdStructureError(Exception):
 
 MAX_EXTRA_KEYS = MAX_PROBLEMS_PER_CODE
 """Other keys kept in ``run.extra`` (the container writes about ten)."""
+MAX_EXTRA_BYTES = 1 << 16
+"""The largest record of another key kept in ``run.extra`` (a key's value is a few bytes to a few KB;
+100 keys of megabytes of JSON each would cost several times that in Python objects)."""
 
 
 def _duration(key: str, value: Any) -> float:
