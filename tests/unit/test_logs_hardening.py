@@ -231,3 +231,13 @@ def test_mllog_other_keys_are_bounded_in_number_and_size(runner: CliRunner, tmp_
     assert len(record["extra"]) == 100 and "huge" not in record["extra"]  # was: 151 keys, a 100,001-list
     assert steps(record) == [(1, 0.5)]
     assert len(problems(record, "absurd-structure")) == 1 + 50
+
+
+def test_a_log_format_value_must_be_a_plain_number_and_the_cut_last_line_is_not_read() -> None:
+    pattern = r"^step (?P<step>\d+) took (?P<step_s>\S+)$"
+    run = parse(b"step 1 took 0.5\nstep 2 took 1_000\nstep 3 took 0.0", log_format=pattern)
+    assert [list(e.step_s) for e in run.epochs] == [[0.5]]  # was: [0.5, 1000.0, 0.0]
+    assert [(p.code, p.line) for p in run.problems if p.code == "bad-value"] == [
+        ("bad-value", 2),
+        ("bad-value", 3),
+    ]
