@@ -1,13 +1,16 @@
 """Peak memory of parsing crafted logs, and the speed of exponent step times (a plain script, not a test).
 
     python benchmarks/bench_parse_limits.py [--mb 100] [--speed-mb 200] [--only memory|speed]
+                                            [--baseline DIR]
 
 (a) Memory (issue 11, item 7): for each crafted log of about ``--mb`` MB, written to a temporary folder,
     a child process runs ``trainsweep.logs.parse`` and prints its peak RSS (VmHWM). Goal: below
     150 MB + 1x the log's size, for any input; a child that only imports the parser is the floor.
     The logs: tiny epochs (``Epoch N/M`` + ``Epoch time``), an MO833 log with a new rank on every line,
     an MLLOG log with a new rank and epoch on every line, an MLLOG log with a new key on every line,
-    and a log of bad step lines (a problem each).
+    and a log of bad step lines (a problem each). With ``--baseline DIR`` (a checkout of an older
+    trainsweep, e.g. ``git worktree add /tmp/old <commit>``), each log is also parsed by a child with
+    ``PYTHONPATH=DIR`` and both peaks are printed with their ratio.
 (b) Speed (item 8): ``--speed-mb`` MB of step lines and stamps printed in exponent form (``1.5e-02s``)
     next to the same lines in plain decimals, each parsed with the C scanner and with the Python path
     alone (``TRAINSWEEP_PURE_PYTHON=1``: where exponents went before); prints MB/s and ratios.
@@ -77,7 +80,7 @@ def child(log: Path, env: dict[str, str] | None = None) -> list[str]:
     return out.stdout.split()
 
 
-def memory(tmp: Path, megabytes: float) -> None:
+def memory(tmp: Path, megabytes: float, baseline: Path | None) -> None:
     floor = subprocess.run([sys.executable, "-c", FLOOR], check=True, capture_output=True, text=True)
     floor_mb = int(floor.stdout) / 1024
     print(
@@ -97,6 +100,10 @@ def memory(tmp: Path, megabytes: float) -> None:
             f"{peak / goal:.2f} of it) in {float(dt):5.1f} CPU s; {int(steps):,} steps, "
             f"{int(epochs):,} epochs, {int(ranks):,} ranks, {int(problems):,} problems listed ({codes})"
         )
+        if baseline is not None:
+            old = child(log, dict(os.environ, PYTHONPATH=str(baseline)))
+            old_peak = int(old[1]) / 1024
+            print(f"    {'':<38} baseline: peak {old_peak:6.1f} MB, {old_peak / peak:.1f}x this one")
         log.unlink()
     print(f"    largest share of the goal: {worst:.2f} ({'met' if worst < 1 else 'NOT met'})")
 
@@ -138,11 +145,12 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=100.0, help="size of each crafted log (MB)")
     ap.add_argument("--speed-mb", type=float, default=200.0, help="size of the exponent speed logs (MB)")
     ap.add_argument("--only", choices=("memory", "speed"))
+    ap.add_argument("--baseline", type=Path, help="an older trainsweep checkout to compare peaks with")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-parse-limits-"))
     try:
         if args.only != "speed":
-            memory(tmp, args.mb)
+            memory(tmp, args.mb, args.baseline)
         if args.only != "memory":
             speed(tmp, args.speed_mb)
     finally:
