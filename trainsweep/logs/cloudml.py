@@ -47,45 +47,35 @@ _STOP = rb"(?![0-9A-Za-rt-z_.]|s[0-9A-Za-z_.])"
 """What may not follow a value of a rare line: more of a number (``0x1p3``, ``1_000``, ``1.2.3``) or a word;
 its ``s`` unit may. Such a line is not read (never read as its first digits)."""
 
+
+def _value(name: bytes) -> bytes:
+    """A rare line's value, as the named group ``name``, and what may not follow it."""
+    return rb"(?P<" + name + rb">" + NUMX + rb")" + _STOP
+
+
 # Lines that change state or carry run-level facts: one regex, every alternative starts with a literal
 # character after the newline, so that a line that is none of them is rejected after one comparison.
 # The kind of a match is the name of its last group (``m.lastindex``); other values precede it.
 RARE = re.compile(
     rb"\n(?=[EVo(TIDxCU ])(?:"  # the first characters below: one set test rejects most lines
-    rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: (?P<etime>" + NUMX + rb")" + _STOP + rb")"
-    rb"|Validation time: (?P<vtime>" + NUMX + rb")" + _STOP + rb""
-    rb"|on_epoch_(?:begin: (?P<ebeg>"
-    + NUMX
-    + rb")"
-    + _STOP
-    + rb"|end: (?P<eend>"
-    + NUMX
-    + rb")"
-    + _STOP
-    + rb")"
-    rb"|\('Tempo de [Ii]nicializacao: ', (?P<init2>" + NUMX + rb")" + _STOP + rb""
-    rb"|Tempo (?:de [Ii]nicializacao:? (?P<init3>"
-    + NUMX
-    + rb")"
-    + _STOP
-    + rb"|do fit: (?P<fit>"
-    + NUMX
-    + rb")"
-    + _STOP
-    + rb""
-    rb"|levado para o modelo ser salvo: (?P<save>" + NUMX + rb")" + _STOP + rb")"
-    rb"|Initialization [Tt]ime:? (?P<init>" + NUMX + rb")" + _STOP + rb""
-    rb"|Duracao do treinamento: *(?P<total>" + NUMX + rb")" + _STOP + rb""
+    rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: " + _value(b"etime") + rb")"
+    rb"|Validation time: " + _value(b"vtime") +
+    rb"|on_epoch_(?:begin: " + _value(b"ebeg") + rb"|end: " + _value(b"eend") + rb")"
+    rb"|\('Tempo de [Ii]nicializacao: ', " + _value(b"init2") +
+    rb"|Tempo (?:de [Ii]nicializacao:? " + _value(b"init3") + rb"|do fit: " + _value(b"fit") +
+    rb"|levado para o modelo ser salvo: " + _value(b"save") + rb")"
+    rb"|Initialization [Tt]ime:? " + _value(b"init") +
+    rb"|Duracao do treinamento: *" + _value(b"total") +
     rb"|Train(?: on (?P<trainon>\d+) samples|ing(?P<done> complete)|ing(?P<pre> \.\.\.))"
     rb"|x_train shape: \((?P<xshape>\d+),"
     rb"|Conjunto de treinamento: \((?P<conj>\d+),"
     rb"| (?:   )?- (Total|Tamanho do batch|GPUs solicitadas|Numero de epocas): (?P<banner>\d+)"
     rb"|Traceback(?P<tb> \(most recent call last\))"
-    rb"|Test (loss|accuracy): (?P<test>" + NUMX + rb")" + _STOP + rb""
+    rb"|Test (loss|accuracy): " + _value(b"test") +
     rb"|D(?:ownloading data from|ados carregados de)(?P<pre2>)"
     rb"|Using TensorFlow backend(?P<pre3>)"
     rb")"
-)
+)  # fmt: skip
 _KIND = {i: name for name, i in RARE.groupindex.items()}
 _KIND_ALIAS = {"init2": "init", "init3": "init", "conj": "xshape", "pre2": "pre", "pre3": "pre"}
 KIND_OF = {i: _KIND_ALIAS.get(name, name) for i, name in _KIND.items()}
