@@ -74,8 +74,15 @@ CRAFTED: dict[str, Callable[[int], bytes]] = {
 
 
 def child(log: Path, env: dict[str, str] | None = None) -> list[str]:
+    # Run from the log's folder: ``python -c`` puts the current folder first on sys.path, which would
+    # import this checkout's trainsweep even for the baseline.
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(log)], check=True, capture_output=True, text=True, env=env
+        [sys.executable, "-c", CHILD, str(log)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=log.parent,
     )
     return out.stdout.split()
 
