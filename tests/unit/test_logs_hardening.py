@@ -241,3 +241,15 @@ def test_a_log_format_value_must_be_a_plain_number_and_the_cut_last_line_is_not_
         ("bad-value", 2),
         ("bad-value", 3),
     ]
+
+
+def test_which_problems_are_listed_does_not_depend_on_chunking(runner: CliRunner, tmp_path: Path) -> None:
+    """Over 100 bad lines of one code: the listed ones are the first by line, whatever the stretches
+    (a stretch's step lines are read before its stamps). Found by benchmarks/fuzz_inputs.py."""
+    data = b"Epoch 1/1\n" + b"".join(
+        b"%d step training time: 1s x\nReal time: 5 x\n" % i for i in range(1, 120)
+    )
+    whole = parse_cli(runner, tmp_path, data)
+    assert [line for line in problems(whole, "bad-line") if line][:3] == [2, 3, 4]
+    for size in (7, 100, 333, 1000):
+        assert parse(chunked(data, [size]), name="result-p3-1-64-e0.txt").to_record() == whole, size
