@@ -142,3 +142,18 @@ def test_a_log_replaced_while_it_is_parsed_does_not_overwrite_newer_artefacts(
     assert handler("parse_run")(s3_event(key), context) == {"written": []}
     monkeypatch.setattr(runs, "_parse_versioned", real_parse)
     assert handler("parse_run")(s3_event(key), context)["written"]
+
+
+def test_a_growing_log_cut_inside_a_step_line_records_no_wrong_step(s3, handler, context):
+    """A running job re-uploads its log as it grows; an upload cut inside the last step time ("0.0" of
+    "0.0123s") or holding a step line without its number must not give a step time (issue 11, item 4)."""
+    sweep, run = "demo-20260101-000000", "demo-20260101-000000-p3-1-64-e0"
+    key = layout.log_key(sweep, run)
+    log = b"Epoch 1/2\n1 step training time: 0.5s\nstep training time: 0.7s\n3 step training time: \n"
+    s3.put_object(Bucket=BUCKET, Key=key, Body=log + b"4 step training time: 0.0")
+    handler("parse_run")(s3_event(key), context)
+    record_key = layout.results_key(sweep, layout.run_record_path(run))
+    record = json.loads(s3.get_object(Bucket=BUCKET, Key=record_key)["Body"].read())
+    [epoch] = record["epochs"]
+    assert (epoch["step_numbers"], epoch["step_s"]) == ([1], [0.5])  # was: [1, 3, 4], [0.5, 0.7, 0.0]
+    assert [p["line"] for p in record["problems"] if p["code"] == "bad-line"] == [3, 4, 5]

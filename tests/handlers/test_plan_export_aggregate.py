@@ -14,6 +14,7 @@ from handler_helpers import BUCKET, s3_event
 
 from trainsweep import layout
 from trainsweep.aws import cloudwatch, quotas
+from trainsweep.aws import s3 as s3io
 from trainsweep.aws.config import EMBEDDED_ENV
 from trainsweep.aws.workflow import QuotaError, SweepTooLargeError, group_jobs
 from trainsweep.errors import BudgetExceededError, SpecError
@@ -157,6 +158,46 @@ def test_export_copies_every_page_of_a_job_without_a_log(s3, handler, context):
     assert lines[0].startswith("0 step") and lines[-1].startswith("12344 step")
     tags = s3.get_object_tagging(Bucket=BUCKET, Key=out["exported"])["TagSet"]
     assert tags == [{"Key": layout.RAW_LOG_TAG_KEY, "Value": layout.RAW_LOG_TAG_VALUE}]
+
+
+def test_export_streams_a_long_stream_in_parts_instead_of_holding_it(s3, handler, context, monkeypatch):
+    """A stream longer than one upload part goes up as a multipart upload, one part at a time (the old
+    export joined the whole stream in memory and sent it in one put)."""
+    monkeypatch.setattr(s3io, "PART_SIZE", 5 << 20)  # S3's smallest part, so the test stays small
+    pad = "x" * 90
+    logs = boto3.client("logs", region_name="us-east-1")
+    logs.create_log_group(logGroupName="/aws/sagemaker/TrainingJobs")
+    stream = "demo-1-p3-1-64-e0/algo-1-1700000000"
+    logs.create_log_stream(logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream)
+    now_ms = int(time.time() * 1000)
+    n = 70_000  # about 7 MB: two parts
+    for start in range(0, n, 10_000):
+        events = [
+            {"timestamp": now_ms + i, "message": f"{i:06d} {pad}"} for i in range(start, start + 10_000)
+        ]
+        logs.put_log_events(
+            logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream, logEvents=events
+        )
+    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    out = handler("export_log")({"sweep_id": "demo-1", "job": job}, context)
+    got = s3.get_object(Bucket=BUCKET, Key=out["exported"])
+    assert got["ETag"].strip('"').endswith("-2"), "two parts of at most PART_SIZE bytes each"
+    assert got["Body"].read() == "".join(f"{i:06d} {pad}\n" for i in range(n)).encode()
+    tags = s3.get_object_tagging(Bucket=BUCKET, Key=out["exported"])["TagSet"]
+    assert tags == [{"Key": layout.RAW_LOG_TAG_KEY, "Value": layout.RAW_LOG_TAG_VALUE}]
+
+
+def test_a_failed_streamed_export_writes_nothing(s3, monkeypatch):
+    monkeypatch.setattr(s3io, "PART_SIZE", 5 << 20)
+
+    def lines():
+        yield b"x" * (6 << 20)
+        raise RuntimeError("CloudWatch went away")
+
+    with pytest.raises(RuntimeError):
+        s3io.put_stream(s3, BUCKET, "sweeps/demo-1/logs/x.txt", lines())
+    assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
+    assert not s3io.exists(s3, BUCKET, "sweeps/demo-1/logs/x.txt")
 
 
 def test_export_leaves_a_job_alone_that_wrote_its_own_log(s3, handler, context):

@@ -80,7 +80,12 @@ def test_numbers_that_are_not_consecutive_come_back() -> None:
     "text",
     [
         b"1 step training time: -0.5s\n",  # a sign
-        b"1 step training time: 1e-3s\n",  # an exponent
+        b"1 step training time: -0\n",
+        b"1 step training time: 0x1p3s\n",  # hexadecimal: not a number of the log
+        b"1 step training time: 1_000s\n",  # float() reads it; the log's numbers never have it
+        b"1 step training time: 1e\n",
+        b"1 step training time: 1e1234567s\n",  # an exponent longer than the C path reads
+        b"1 step training time: 0.5s and more\n",  # something after the value
         b"1 step training time: nan\n",
         b"1 step training time: 1.2.3s\n",  # not a number float() reads
         b"1 step training time: .s\n",
@@ -88,12 +93,30 @@ def test_numbers_that_are_not_consecutive_come_back() -> None:
         b"x step training time: 0.5s\n",  # a step time without a step number
         b"12345678901234567890 step training time: 0.5s\n",  # a step number beyond 64 bits
         b"Real time: -5\n",
-        b"Real time: 1.5e9\n",
+        b"Real time: 1e999\n",  # infinite
+        b"Real time: 12e3x\n",
         b"1 step training time: 0." + b"1" * 70 + b"s\n",  # longer than the C path reads
     ],
 )
 def test_what_the_python_path_must_read_gives_none(text: bytes) -> None:
     assert scan(text) is None
+
+
+@pytest.mark.parametrize(
+    "text", [b"1 step training time: 0.25", b"1 step training time: 0.25s", b"Real time: 1592371754"]
+)
+def test_a_value_without_its_line_end_gives_none(text: bytes) -> None:
+    """The last line of a log cut short: the value may be the prefix of a longer one."""
+    assert SCAN(b"\n" + text, 0, len(text) + 1, MAX_DURATION_S) is None
+
+
+def test_exponents_are_read_in_c() -> None:
+    times, _numbers, _first, stamps = scan(
+        b"1 step training time: 1.5e-02s\n2 step training time: 2E+1\n3 step training time: 1.e0s\r\n"
+        b"Real time: 1.5920e9\n"
+    )
+    assert array("d", times).tolist() == [0.015, 20.0, 1.0]
+    assert array("d", stamps).tolist() == [1.592e9]
 
 
 @pytest.mark.parametrize(
@@ -112,6 +135,15 @@ def test_what_the_python_path_must_read_gives_none(text: bytes) -> None:
         b"0.",
         b".5",
         b"2.2250738585072014",
+        b"1.5e-02",
+        b"4.1199e-04",
+        b"0.0000e+00",
+        b"9007199254740993e0",
+        b"1e27",
+        b"1e-27",
+        b"123456789012345678e-30",
+        b"1e300",
+        b"2.5e-310",  # subnormal: CPython's conversion
     ],
 )
 def test_values_are_what_float_gives(value: bytes) -> None:
@@ -129,6 +161,13 @@ def test_many_random_decimals_are_what_float_gives() -> None:
         values.append((digits[:dot] + "." + digits[dot:]).encode() if rng.random() < 0.9 else digits.encode())
     for x in (rng.random() * 10 ** rng.randint(-6, 9) for _ in range(20000)):
         values.append(repr(x).encode() if "e" not in repr(x) else b"1.5")
+    for _ in range(20000):  # exponent forms, as frameworks print them ({:.4e}) and beyond
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 21)))
+        dot = rng.randint(0, len(digits))
+        mantissa = digits[:dot] + "." + digits[dot:] if rng.random() < 0.8 else digits
+        values.append(
+            f"{mantissa}{rng.choice('eE')}{rng.choice(['', '+', '-'])}{rng.randint(0, 40)}".encode()
+        )
     text = b"".join(b"Real time: " + v + b"\n" for v in values)
     found = scan(text)
     assert found is not None
@@ -146,6 +185,13 @@ FRAGMENTS = [
     b"7 step training time: 0.1s",
     b"2 step training time: -1",
     b"2 step training time: 1e3",
+    b"5 step training time: 1.5e-02s",
+    b"6 step training time: 0x1p3s",
+    b"7 step training time: 1_000s",
+    b"8 step training time: -0",
+    b"8 step training time: 0.5s trailing",
+    b"Real time: 1.5e9s",
+    b"Real time: 1e999",
     b"2 step training time: ",
     b"9 step training time: 3.",
     b"99999999999999999999 step training time: 1.5s",

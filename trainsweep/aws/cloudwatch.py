@@ -76,10 +76,7 @@ def job_streams(logs: Any, group: str, job_name: str) -> list[str]:
     return sorted(names)
 
 
-def stream_text(logs: Any, group: str, stream: str, *, page_limit: int | None = None) -> bytes:
-    """The stream as a log file: one message per line, UTF-8."""
-    lines = (
-        m if m.endswith("\n") else m + "\n"
-        for m in iter_log_messages(logs, group, stream, page_limit=page_limit)
-    )
-    return "".join(lines).encode("utf-8")
+def stream_lines(logs: Any, group: str, stream: str, *, page_limit: int | None = None) -> Iterator[bytes]:
+    """The stream as a log file, one line (message) at a time: what a long stream is written from."""
+    for m in iter_log_messages(logs, group, stream, page_limit=page_limit):
+        yield (m if m.endswith("\n") else m + "\n").encode("utf-8")

@@ -7,7 +7,7 @@ from typing import Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
-from trainsweep.aws.cloudwatch import job_streams, stream_text
+from trainsweep.aws.cloudwatch import job_streams, stream_lines
 
 LOG = logging.getLogger(__name__)
 
@@ -20,7 +20,8 @@ def export_job_log(
     Nothing is written (None) when every run of the job already has its log, or CloudWatch has no
     stream for the job. A multi-host job's streams are concatenated in host order. For a packed job
     the export goes to the job's own name (one log for all its batch sizes), kept for the user; the
-    runs without a log are reported by ParseRun.
+    runs without a log are reported by ParseRun. The copy is streamed (:func:`s3io.put_stream`): its
+    memory does not grow with the length of the stream.
     """
     missing = [r for r in job["run_names"] if not s3io.exists(s3, bucket, layout.log_key(sweep_id, r))]
     if not missing:
@@ -32,6 +33,7 @@ def export_job_log(
     if not streams:
         LOG.info("no CloudWatch stream for %s in %s", job["job_name"], log_group)
         return None
-    text = b"".join(stream_text(logs, log_group, s) for s in streams)
-    s3io.put_bytes(s3, bucket, key, text, tagging=layout.RAW_LOG_TAGGING)
+    # Streamed: a long job's stream is gigabytes; at most one upload part of it is held at a time.
+    lines = (line for s in streams for line in stream_lines(logs, log_group, s))
+    s3io.put_stream(s3, bucket, key, lines, tagging=layout.RAW_LOG_TAGGING)
     return key

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+PART_SIZE = 8 << 20
+"""Bytes :func:`put_stream` holds before it sends them as one part of a multipart upload (S3's minimum
+part is 5 MiB; at most 10,000 parts: objects up to 80 GB)."""
 
 CONTENT_TYPES = {
     ".json": "application/json",
@@ -83,6 +87,43 @@ def get_json(s3: Any, bucket: str, key: str) -> Any | None:
 def put_bytes(s3: Any, bucket: str, key: str, data: bytes, *, tagging: str | None = None) -> None:
     extra = {"Tagging": tagging} if tagging else {}
     s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type(key), **extra)
+
+
+def put_stream(s3: Any, bucket: str, key: str, chunks: Iterable[bytes], *, tagging: str | None = None) -> int:
+    """Write the concatenation of ``chunks`` to ``key`` holding at most about :data:`PART_SIZE` bytes of
+    it at a time; returns its size. What fits in one part is one ``put_object``; more is a multipart
+    upload, aborted (nothing written) when reading the chunks or sending a part fails."""
+    part_size = PART_SIZE
+    buf = bytearray()
+    pieces = iter(chunks)
+    for piece in pieces:
+        buf += piece
+        if len(buf) >= part_size:
+            break
+    else:
+        put_bytes(s3, bucket, key, bytes(buf), tagging=tagging)
+        return len(buf)
+    extra = {"Tagging": tagging} if tagging else {}
+    upload = s3.create_multipart_upload(Bucket=bucket, Key=key, ContentType=content_type(key), **extra)
+    upload_id = upload["UploadId"]
+    parts: list[dict[str, Any]] = []
+    size = 0
+    try:
+        while buf:
+            while len(buf) < part_size and (piece := next(pieces, None)) is not None:
+                buf += piece
+            body, buf = bytes(buf[:part_size]), buf[part_size:]
+            number = len(parts) + 1
+            sent = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)
+            parts.append({"ETag": sent["ETag"], "PartNumber": number})
+            size += len(body)
+        s3.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+        )
+    except BaseException:
+        s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        raise
+    return size
 
 
 def put_json(s3: Any, bucket: str, key: str, value: Any) -> None:

@@ -5,13 +5,16 @@
  *
  *     37 step training time: 0.2518s
  *     Real time: 1592371754.45
+ *     38 step training time: 1.5e-02s
  *
- * scan_stretch() reads such a stretch exactly as cloudml.CloudMLReader._bulk's fast path does with its
- * regular expressions (STEP_TIME, STEP_NUMBER and REAL with findall, then float() and int()), in one
- * pass per literal, without making a Python object per value. Whenever that fast path would not apply
- * (a sign, an exponent, nan or inf, a malformed or absurd value, step numbers that do not pair with step
- * times, a number too long for 64 bits), it returns None and the caller runs the Python code, which
- * stays the reference: the two must agree on every input (tests/unit/test_native_scan.py).
+ * scan_stretch() reads such a stretch exactly as cloudml.CloudMLReader._bulk's findall path does with its
+ * regular expressions (STEP_LINE and REAL, then float() and int()), in one pass per literal, without
+ * making a Python object per value. Every step literal must sit in a whole step line (its number after a
+ * newline, the literal, an unsigned decimal with an optional exponent, an optional "s" and "\r", the
+ * newline) and every stamp literal be followed by such a value and line end. Whenever that is not so (a
+ * line without its number or value, a sign, nan or inf, an absurd value, a number too long for 64 bits),
+ * it returns None and the caller runs the Python code, which stays the reference and reports the bad
+ * lines: the two must agree on every input (tests/unit/test_native_scan.py).
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -26,18 +29,6 @@ static const char REAL_LIT[] = "Real time: ";
 #define REAL_LEN (sizeof(REAL_LIT) - 1)
 #define MAX_VALUE 64   /* longer plain numbers go to the Python path */
 #define MAX_DIGITS 18  /* step numbers that surely fit in 64 bits */
-
-/* The regex class [-+0-9.eEnaifINFty] that a value's run of characters is made of. */
-static int value_char(unsigned char c) {
-    if (c >= '0' && c <= '9') return 1;
-    switch (c) {
-        case '-': case '+': case '.': case 'e': case 'E': case 'n': case 'a':
-        case 'i': case 'f': case 'I': case 'N': case 'F': case 't': case 'y':
-            return 1;
-        default:
-            return 0;
-    }
-}
 
 /* A growing array of 8-byte values. */
 typedef struct {
@@ -58,13 +49,16 @@ static int buf_push(Buf *b, const void *item) {
     return 0;
 }
 
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
 #if (defined(__x86_64__) || defined(__i386__)) && LDBL_MANT_DIG == 64
-/* A plain decimal (digits, at most one dot) with at most 19 significant digits and at most 27 after the
- * dot, as the correctly rounded double that float() gives: the digits m and 10^k are exact in the x87
- * 80-bit format (64-bit mantissa), their quotient is rounded once to 64 bits, then to 53. That second
- * rounding can only differ from rounding the exact value when the 64-bit quotient lies exactly half-way
- * between two doubles: then 0 is returned and the caller uses CPython's own (slower) conversion. */
-static int fast_decimal(const char *p, const char *end, double *out) {
+/* A decimal (digits, at most one dot) times 10^exponent, with at most 19 significant digits and a power
+ * of ten between 10^-27 and 10^27, as the correctly rounded double that float() gives: the digits m and
+ * 10^k are exact in the x87 80-bit format (64-bit mantissa), their quotient or product is rounded once to
+ * 64 bits, then to 53. That second rounding can only differ from rounding the exact value when the 64-bit
+ * result lies exactly half-way between two doubles: then 0 is returned and the caller uses CPython's own
+ * (slower) conversion. */
+static int fast_decimal(const char *p, const char *end, long exponent, double *out) {
     static long double powers_of_ten[28];
     if (powers_of_ten[0] == 0.0L) {
         long double x = 1.0L;
@@ -82,13 +76,13 @@ static int fast_decimal(const char *p, const char *end, double *out) {
         if (++significant > 19) return 0;
         m = m * 10 + (uint64_t)(*c - '0');
     }
-    int k = after_dot > 0 ? after_dot : 0;
-    if (k > 27) return 0;
     if (m == 0) {
         *out = 0.0;
         return 1;
     }
-    long double q = (long double)m / powers_of_ten[k];
+    long k = (after_dot > 0 ? after_dot : 0) - exponent; /* value = m / 10^k */
+    if (k > 27 || k < -27) return 0;
+    long double q = k >= 0 ? (long double)m / powers_of_ten[k] : (long double)m * powers_of_ten[-k];
     union {
         long double ld;
         struct {
@@ -100,33 +94,52 @@ static int fast_decimal(const char *p, const char *end, double *out) {
     u.ld = q;
     if ((u.bits.mantissa & 0x7FF) == 0x400) return 0; /* exactly half-way: let CPython round it */
     double d = (double)q;
-    if (!(d >= DBL_MIN)) return 0; /* subnormal doubles have fewer bits: not this path */
+    if (!(d >= DBL_MIN && d <= DBL_MAX)) return 0; /* subnormal doubles have fewer bits: not this path */
     *out = d;
     return 1;
 }
 #else
-static int fast_decimal(const char *p, const char *end, double *out) {
-    (void)p, (void)end, (void)out;
+static int fast_decimal(const char *p, const char *end, long exponent, double *out) {
+    (void)p, (void)end, (void)exponent, (void)out;
     return 0;
 }
 #endif
 
-/* The value whose run of class characters starts at p (before end): 1 and *out when it is a plain
- * decimal (digits and at most one dot, at least one digit) that float() reads, 0 when the Python path
- * must look at it, -1 on a Python error. *next is set to the end of the run. */
+/* The value at p (before end): 1 and *out when it is an unsigned decimal (digits with at most one dot,
+ * at least one digit) with an optional exponent (e or E, an optional sign, digits), followed by an
+ * optional "s", an optional "\r" and the line's newline; *next is then set to that newline. 0 when the
+ * Python path must look at it (no such value, or something else before the line end), -1 on a Python
+ * error. */
 static int plain_value(const char *p, const char *end, double *out, const char **next) {
     const char *q = p;
-    int digits = 0, dots = 0, plain = 1;
-    while (q < end && value_char((unsigned char)*q)) {
-        if (*q >= '0' && *q <= '9') digits++;
-        else if (*q == '.') dots++;
-        else plain = 0;
+    int digits = 0;
+    while (q < end && is_digit(*q)) q++, digits++;
+    if (q < end && *q == '.') {
         q++;
+        while (q < end && is_digit(*q)) q++, digits++;
     }
+    if (digits == 0) return 0;
+    const char *mantissa_end = q;
+    long exponent = 0;
+    if (q < end && (*q == 'e' || *q == 'E')) {
+        q++;
+        int negative = 0, exp_digits = 0;
+        if (q < end && (*q == '+' || *q == '-')) negative = *q++ == '-';
+        while (q < end && is_digit(*q)) {
+            if (++exp_digits > 6) return 0; /* the Python path reads such an exponent (0 or inf) */
+            exponent = exponent * 10 + (*q++ - '0');
+        }
+        if (exp_digits == 0) return 0;
+        if (negative) exponent = -exponent;
+    }
+    const char *value_end = q;
+    if (q < end && *q == 's') q++;
+    if (q < end && *q == '\r') q++;
+    if (q >= end || *q != '\n') return 0;
     *next = q;
-    Py_ssize_t n = q - p;
-    if (!plain || digits == 0 || dots > 1 || n >= MAX_VALUE) return 0;
-    if (fast_decimal(p, q, out)) return 1;
+    Py_ssize_t n = value_end - p;
+    if (n >= MAX_VALUE) return 0;
+    if (fast_decimal(p, mantissa_end, exponent, out)) return 1;
     char tmp[MAX_VALUE];
     memcpy(tmp, p, (size_t)n);
     tmp[n] = '\0';
@@ -154,12 +167,9 @@ static int step_number(const char *lo, const char *p, long long *out) {
     return 1;
 }
 
-/* The value that may follow a literal at v (a run of class characters, as the regex's group): appended to
- * out when plain and at most max. *p is set past it. 1: taken, or no value there; 0: the Python path must
- * read it; -1: a Python error is set. */
+/* The value after a literal at v: appended to out when plain, at most max and followed by its line end;
+ * *p is set to that line end. 1: taken; 0: the Python path must read it; -1: a Python error is set. */
 static int take_value(const char *v, const char *hi, double max, Buf *out, const char **p) {
-    *p = v;
-    if (v >= hi || !value_char((unsigned char)*v)) return 1;
     double t;
     int ok = plain_value(v, hi, &t, p);
     if (ok <= 0) return ok;
@@ -194,26 +204,25 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
         if (hit == NULL) break;
         const char *v = hit + STEP_LEN;
         long long number = 0;
-        int has_number = step_number(lo, hit, &number);
-        if (has_number == 2) bail = 1;
-        if (has_number == 1) {
-            if (buf_push(&numbers, &number) < 0) goto nomem;
-            if (n_numbers == 0) first = expect = number;
-            if (number != expect) consecutive = 0;
-            expect = number + 1;
-            n_numbers++;
+        if (step_number(lo, hit, &number) != 1) { /* no number, or one too long for the C path */
+            bail = 1;
+            break;
         }
+        if (buf_push(&numbers, &number) < 0) goto nomem;
+        if (n_numbers == 0) first = expect = number;
+        if (number != expect) consecutive = 0;
+        expect = number + 1;
+        n_numbers++;
         int taken = take_value(v, hi, max_duration, &times, &p);
         if (taken < 0) goto done;
         if (taken == 0) bail = 1;
     }
-    if (!bail && times.len > 0 && n_numbers != times.len) bail = 1;
 
     /* Wall-clock stamps (REAL). */
     for (const char *p = lo; !bail && hi - p >= (Py_ssize_t)REAL_LEN;) {
         const char *hit = memmem(p, (size_t)(hi - p), REAL_LIT, REAL_LEN);
         if (hit == NULL) break;
-        int taken = take_value(hit + REAL_LEN, hi, Py_HUGE_VAL, &stamps, &p);
+        int taken = take_value(hit + REAL_LEN, hi, DBL_MAX, &stamps, &p);
         if (taken < 0) goto done;
         if (taken == 0) bail = 1;
     }

@@ -3,7 +3,8 @@ starts mid-run or ends early, a failed or empty job. Each finding is a :class:`P
 
 Problem codes (also in docs/log-formats.md): empty, binary, unknown-dialect, no-training, failed,
 starts-mid-run, ends-early, epoch-not-closed, no-final-lines, steps-per-epoch, last-step-not-logged,
-header-contradicts-name, absurd-value, bad-line, bad-mllog, undecodable-bytes, long-line, read-error;
+header-contradicts-name, absurd-value, absurd-structure, bad-line, bad-mllog, undecodable-bytes,
+long-line, read-error;
 for a spec's ``log_format`` (:mod:`trainsweep.logs.pattern`) also no-match and bad-value.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainsweep import instances, layout
+from trainsweep.logs.limits import MAX_PROBLEMS_PER_CODE
 from trainsweep.logs.model import RunTimings
 
 if TYPE_CHECKING:
@@ -156,8 +158,12 @@ def _check_cloudml_shape(run: RunTimings, r: CloudMLReader) -> bool:
             "the earlier part is missing (e.g. a CloudWatch export without pagination)",
         )
         partial = True
-    for ep in r.unclosed[:-1] if r.unclosed and r.unclosed[-1] is run.epochs[-1] else r.unclosed:
+    unclosed = r.unclosed[:-1] if r.unclosed and r.unclosed[-1] is run.epochs[-1] else r.unclosed
+    for ep in unclosed[:MAX_PROBLEMS_PER_CODE]:
         run.add_problem("epoch-not-closed", f"epoch {ep.index} has no 'Epoch time:' line")
+    if len(unclosed) > MAX_PROBLEMS_PER_CODE:
+        more = len(unclosed) - MAX_PROBLEMS_PER_CODE
+        run.add_problem("epoch-not-closed", f"{more} more epochs have no 'Epoch time:' line")
     last = run.epochs[-1]
     if last.epoch_s is None:
         run.add_problem(
@@ -205,7 +211,8 @@ def _check_steps_per_epoch(run: RunTimings, train_samples: int | None) -> None:
             wrong.append(f"epoch {ep.index}: {ep.steps}")
     if short_by_last:
         every = len(short_by_last) == len(checked)
-        which = "every epoch" if every else "epoch(s) " + ", ".join(map(str, short_by_last))
+        which = "every epoch" if every else "epoch(s) " + ", ".join(map(str, short_by_last[:10]))
+        which += f" (and {len(short_by_last) - 10} more)" if not every and len(short_by_last) > 10 else ""
         run.add_problem(
             "last-step-not-logged",
             f"{which} logs {expected - 1} of ceil({n}/{bs}) = {expected} steps: the last step of the epoch "

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import re
 from array import array
+from collections.abc import Iterator
 
 from trainsweep.logs import native
+from trainsweep.logs.limits import MAX_EPOCHS, ProblemLog
 from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch, JoinedStamps, RunHeader
 from trainsweep.logs.numbers import (
@@ -31,6 +33,7 @@ from trainsweep.logs.numbers import (
     NUMX,
     STEP_NUMBER_DIGITS,
     duration_problem,
+    small_int,
     step_number_problem,
     timestamp_problem,
 )
@@ -40,42 +43,59 @@ DIALECT = "cloud-ml"
 ACCURACY_AFTER_EPOCH_TIME = "cloudml.accuracy_after_epoch_time"
 """``run.extra`` key: True when ``val_accuracy`` was printed after ``Epoch time:`` (tf.keras logs)."""
 
+_STOP = rb"(?![0-9A-Za-rt-z_.]|s[0-9A-Za-z_.])"
+"""What may not follow a value of a rare line: more of a number (``0x1p3``, ``1_000``, ``1.2.3``) or a word;
+its ``s`` unit may. Such a line is not read (never read as its first digits)."""
+
+
+def _value(name: bytes) -> bytes:
+    """A rare line's value, as the named group ``name``, and what may not follow it."""
+    return rb"(?P<" + name + rb">" + NUMX + rb")" + _STOP
+
+
 # Lines that change state or carry run-level facts: one regex, every alternative starts with a literal
 # character after the newline, so that a line that is none of them is rejected after one comparison.
 # The kind of a match is the name of its last group (``m.lastindex``); other values precede it.
 RARE = re.compile(
     rb"\n(?=[EVo(TIDxCU ])(?:"  # the first characters below: one set test rejects most lines
-    rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: (?P<etime>" + NUMX + rb"))"
-    rb"|Validation time: (?P<vtime>" + NUMX + rb")"
-    rb"|on_epoch_(?:begin: (?P<ebeg>" + NUMX + rb")|end: (?P<eend>" + NUMX + rb"))"
-    rb"|\('Tempo de [Ii]nicializacao: ', (?P<init2>" + NUMX + rb")"
-    rb"|Tempo (?:de [Ii]nicializacao:? (?P<init3>" + NUMX + rb")|do fit: (?P<fit>" + NUMX + rb")"
-    rb"|levado para o modelo ser salvo: (?P<save>" + NUMX + rb"))"
-    rb"|Initialization [Tt]ime:? (?P<init>" + NUMX + rb")"
-    rb"|Duracao do treinamento: *(?P<total>" + NUMX + rb")"
+    rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: " + _value(b"etime") + rb")"
+    rb"|Validation time: " + _value(b"vtime") +
+    rb"|on_epoch_(?:begin: " + _value(b"ebeg") + rb"|end: " + _value(b"eend") + rb")"
+    rb"|\('Tempo de [Ii]nicializacao: ', " + _value(b"init2") +
+    rb"|Tempo (?:de [Ii]nicializacao:? " + _value(b"init3") + rb"|do fit: " + _value(b"fit") +
+    rb"|levado para o modelo ser salvo: " + _value(b"save") + rb")"
+    rb"|Initialization [Tt]ime:? " + _value(b"init") +
+    rb"|Duracao do treinamento: *" + _value(b"total") +
     rb"|Train(?: on (?P<trainon>\d+) samples|ing(?P<done> complete)|ing(?P<pre> \.\.\.))"
     rb"|x_train shape: \((?P<xshape>\d+),"
     rb"|Conjunto de treinamento: \((?P<conj>\d+),"
     rb"| (?:   )?- (Total|Tamanho do batch|GPUs solicitadas|Numero de epocas): (?P<banner>\d+)"
     rb"|Traceback(?P<tb> \(most recent call last\))"
-    rb"|Test (loss|accuracy): (?P<test>" + NUMX + rb")"
+    rb"|Test (loss|accuracy): " + _value(b"test") +
     rb"|D(?:ownloading data from|ados carregados de)(?P<pre2>)"
     rb"|Using TensorFlow backend(?P<pre3>)"
     rb")"
-)
+)  # fmt: skip
 _KIND = {i: name for name, i in RARE.groupindex.items()}
 _KIND_ALIAS = {"init2": "init", "init3": "init", "conj": "xshape", "pre2": "pre", "pre3": "pre"}
 KIND_OF = {i: _KIND_ALIAS.get(name, name) for i, name in _KIND.items()}
 
-_VALUE = rb"[-+0-9.eEnaifINFty]+"
-# Frequent lines, read in bulk (``findall``) between two rare lines: steps and wall-clock stamps.
-STEP = re.compile(rb"\n(\d+) steps? training(?: time)?: (" + NUMX + rb")")
-STEP_NUMBER = re.compile(rb"\n(\d+) step training time: ")
-STEP_TIME = re.compile(rb"step training time: (" + _VALUE + rb")")
-REAL = re.compile(rb"Real time: (" + _VALUE + rb")")
-REAL_ONE = re.compile(rb"Real time: (" + NUMX + rb")")
+# Frequent lines, read in bulk (``findall``) between two rare lines: steps and wall-clock stamps. A step
+# line is its number, the literal and its time, then nothing but the unit and the line end; a stamp is the
+# literal and its value, then the unit and the line end. Anything else holding the literal is a bad line:
+# dropped and reported, never paired with a number or value of another line.
+STEP_LIT = b"step training time: "
+LAST_STEP_LIT = b" steps training: "
+REAL_LIT = b"Real time: "
+_END = rb"s?\r?(?=\n)"
+STEP_LINE = re.compile(rb"\n(\d+) step training time: (" + NUMX + rb")" + _END)
+STEP = re.compile(rb"\n(\d+) (?:step training time|steps training): (" + NUMX + rb")" + _END)
+STEP_ANY = re.compile(rb"step training time: |steps training: ")
+REAL = re.compile(rb"Real time: (" + NUMX + rb")" + _END)
+_UNSIGNED = b"0123456789.eE+- "
+"""Bytes of unsigned decimals and exponents (a sign only after the ``e``), joined by spaces."""
 # val_accuracy sits at the end of the last progress bar of an epoch, not at a line start.
-VACC = re.compile(rb"val_acc(?:uracy)?: (" + NUMX + rb")")
+VACC = re.compile(rb"val_acc(?:uracy)?: (" + NUMX + rb")" + _STOP)
 # The command line (``python3 mnist_cnn.py --batch-size 1024 ...``) is looked for at the top of the log.
 CMD = re.compile(rb"\n((?:[^\s/]*/)*python[0-9.]*[ \t][^\n]*?\.py\b[^\n]*)")
 _CMD_WINDOW = 1 << 16
@@ -98,8 +118,6 @@ _BANNER_FIELDS = {
     "Numero de epocas": "epochs",
 }
 _CMD_OPT = re.compile(r"--(batch[-_]size|num[-_]gpus|gpus|epochs)[= ](\d+)")
-_PLAIN = b"0123456789. "
-"""Bytes of plain non-negative decimals: values made only of these need no further check but size."""
 
 
 _COUNTING_MAX = 1 << 17
@@ -155,6 +173,26 @@ def _add_step_numbers(ep: Epoch, numbers: range | array) -> None:
         have.extend(numbers)
 
 
+def _plain_values(values: list[bytes]) -> array | None:
+    """The values as an ``array('d')`` when all are unsigned decimals or exponents, else None."""
+    joined = b" " + b" ".join(values)
+    if joined.translate(None, _UNSIGNED) or b" -" in joined or b" +" in joined:
+        return None
+    return array("d", map(float, values))
+
+
+def _lines_with(literal: re.Pattern[bytes], region: bytes, start: int, end: int) -> Iterator[int]:
+    """Where each line of ``region[start:end]`` that holds ``literal`` starts, once per line: at its
+    newline, or at ``start`` for the stretch's first line (the rest of a rare line)."""
+    pos = start
+    while (m := literal.search(region, pos, end)) is not None:
+        line_start = max(region.rfind(b"\n", start, m.start()), start)
+        line_end = region.find(b"\n", m.end(), end)
+        line_end = end if line_end < 0 else line_end
+        yield line_start
+        pos = line_end
+
+
 def _compact(ep: Epoch, ranges: dict[range, range], budget: SpillBudget) -> None:
     """Copy a finished epoch's arrays to their exact size (growing arrays keep spare room), or move them
     to disk once the run's values exceed the memory budget; epochs with the same consecutive step numbers
@@ -182,7 +220,7 @@ class CloudMLReader:
         """Every wall-clock stamp, set by :meth:`finish`: a view of the epochs' stamps (8 bytes a stamp,
         held once; EC2 logs print one per step) and of those after the last epoch."""
         self.extra: dict[str, float | bool] = {}
-        self.problems: list[tuple[str, str, int | None, str]] = []
+        self.problems = ProblemLog()
         self.records = 0
         """How many cloud-ML lines were recognised (0: not this dialect)."""
         self.saw_preamble = False
@@ -207,6 +245,7 @@ class CloudMLReader:
         self._last_form_here = False
         self._ranges: dict[range, range] = {}
         self._budget = SpillBudget()
+        self._dropped_epochs = 0
 
     # ---- scanning --------------------------------------------------------------------------------
 
@@ -219,7 +258,7 @@ class CloudMLReader:
             self._exception_line(region, 0)
         if self._cmd_budget > 0:
             self._find_command_line(region)
-        self._last_form_here = b" steps training: " in region
+        self._last_form_here = LAST_STEP_LIT in region
         self.last_step_form |= self._last_form_here
         events: list[re.Match[bytes]] = list(RARE.finditer(region))
         if b"val_acc" in region:
@@ -230,7 +269,8 @@ class CloudMLReader:
             return
         pos = 0
         for m in events:
-            self._bulk(region, pos, m.start(), lc)
+            # A rare line starts at a newline: the stretch before it keeps that newline, its last line's end.
+            self._bulk(region, pos, m.start() + 1 if m.re is RARE else m.start(), lc)
             pos = m.end()
             g = m.lastindex
             self._rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
@@ -240,46 +280,45 @@ class CloudMLReader:
     def _bulk(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
         """Steps and ``Real time`` stamps between two rare lines all belong to the same epoch.
 
-        Read by :func:`native.scan_stretch` (C) when it is built and the stretch is plain; otherwise
-        step numbers and step times come from two ``findall`` passes (each a plain scan in C); when
-        the two disagree, or a value is not a plain number, the stretch is read line by line instead.
+        Read by :func:`native.scan_stretch` (C) when it is built and every step line and stamp of the
+        stretch is whole and plain; otherwise by ``findall`` (each a plain scan in C) when every step
+        literal sits in a whole step line and every value is plain; otherwise line by line, where a
+        line that lacks its number or value, or a value that is absurd, is reported and dropped. The
+        three give the same result for the same lines, so how a log is cut into regions never matters.
         """
         if end - start < 12:
             return
-        last_form = self._last_form_here and region.find(b" steps training: ", start, end) >= 0
+        last_form = self._last_form_here and region.find(LAST_STEP_LIT, start, end) >= 0
         scan = native.scan_stretch
         if scan is not None and not last_form:
             found = scan(region, start, end, MAX_DURATION_S)  # the same reading, in C; None: not plain
             if found is not None:
                 self._add_scanned(*found)
                 return
+        hits = region.count(STEP_LIT, start, end)
         if last_form:
             self._steps_one_by_one(region, start, end, lc)  # the oldest logs' last-step form
-        elif values := STEP_TIME.findall(region, start, end):
-            numbers = STEP_NUMBER.findall(region, start, end)
+        elif hits:
+            lines = STEP_LINE.findall(region, start, end)
             try:
-                if len(numbers) != len(values):
-                    raise ValueError("step lines of another form")
+                if len(lines) != hits:
+                    raise ValueError("a step line without its number or its time")
+                numbers = [n for n, _ in lines]
                 if max(map(len, numbers)) > STEP_NUMBER_DIGITS:
                     raise ValueError("a step number too large for 64 bits")
-                if b" ".join(values).translate(None, _PLAIN):
-                    raise ValueError("a sign, an exponent, nan or inf: check each value")
-                times = array("d", map(float, values))
-                if max(times) > MAX_DURATION_S:
-                    raise ValueError("absurd step time")
+                times = _plain_values([v for _, v in lines])
+                if times is None or max(times) > MAX_DURATION_S:
+                    raise ValueError("a sign, nan, inf or an absurd step time: check each value")
             except ValueError:
                 self._steps_one_by_one(region, start, end, lc)
             else:
                 self._add_steps(times, _step_numbers(numbers))
-        if stamps := REAL.findall(region, start, end):
-            try:
-                if b" ".join(stamps).translate(None, _PLAIN):
-                    raise ValueError("a sign, an exponent, nan or inf: check each value")
-                values_rt = array("d", map(float, stamps))
-            except ValueError:
-                for m in REAL_ONE.finditer(region, start, end):
-                    self.records += 1
-                    self._real(float(m.group(1)), lc, m.start())
+        hits = region.count(REAL_LIT, start, end)
+        if hits:
+            stamps = REAL.findall(region, start, end)
+            values_rt = _plain_values(stamps) if len(stamps) == hits else None
+            if values_rt is None or max(values_rt) == float("inf"):
+                self._stamps_one_by_one(region, start, end, lc)
             else:
                 self._add_stamps(values_rt)
 
@@ -306,10 +345,44 @@ class CloudMLReader:
         (self._cur.real_time if self._cur is not None else self._pending_rt).extend(stamps)
 
     def _steps_one_by_one(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
-        """The slow path for a stretch with an absurd step time: each step checked, with its line."""
-        for m in STEP.finditer(region, start, end):
+        """The slow path: each step line checked, with its line number; bad lines are reported."""
+        for line_start in _lines_with(STEP_ANY, region, start, end):
+            m = STEP.match(region, line_start, end)
+            if m is None:
+                self._bad_line("a step line without its number or its time", region, line_start, end, lc)
+                continue
             self.records += 1
-            self._step(int(m.group(1)), float(m.group(2)), lc, m.start())
+            number = small_int(m.group(1))
+            if number is None:
+                msg = f"step number {m.group(1)[:30].decode()}... has more than {STEP_NUMBER_DIGITS} digits"
+                self._problem("absurd-value", msg + "; the step is ignored", lc.at(line_start))
+                continue
+            self._step(number, float(m.group(2)), lc, line_start)
+
+    def _stamps_one_by_one(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
+        """The slow path for stamps: each ``Real time`` checked, with its line number."""
+        pos = start
+        while (hit := region.find(REAL_LIT, pos, end)) >= 0:
+            m = REAL.match(region, hit, end)
+            if m is None:
+                line_start = region.rfind(b"\n", start, hit)
+                self._bad_line(
+                    "a 'Real time:' without a plain number", region, max(line_start, start), end, lc
+                )
+                pos = hit + len(REAL_LIT)
+                continue
+            self.records += 1
+            self._real(float(m.group(1)), lc, hit)
+            pos = m.end()
+
+    def _bad_line(self, what: str, region: bytes, line_start: int, end: int, lc: LineCounter) -> None:
+        cut = region.find(b"\n", line_start + 1, end) < 0 and end == len(region)
+        why = (
+            ": the log ends inside it (no line end after its value); ignored"
+            if cut
+            else "; the line is ignored"
+        )
+        self._problem("bad-line", what + why, lc.at(line_start))
 
     def _step(self, number: int, value: float, lc: LineCounter, pos: int) -> None:
         if (why := step_number_problem(number)) is not None:
@@ -411,7 +484,8 @@ class CloudMLReader:
                 self.started_without_header = True
         elif self._cur is not None:
             # The previous epoch never printed ``Epoch time:``.
-            self.unclosed.append(self._cur)
+            if self._cur is self.epochs[-1]:
+                self.unclosed.append(self._cur)
             self._closed = self._cur
         if self.epochs and self.epochs[-1].index is None:  # type: ignore[comparison-overlap]
             self.epochs[-1].index = index - 1
@@ -432,6 +506,12 @@ class CloudMLReader:
         ep.start_time = self._pending_start
         del self._pending_rt[:]
         self._pending_start = None
+        if len(self.epochs) >= MAX_EPOCHS:
+            # Not a real run (a crafted or broken log): this epoch is read but not kept, so memory stays
+            # bounded; the run has its first MAX_EPOCHS epochs (reported by finish()).
+            self._dropped_epochs += 1
+            self._cur = ep
+            return ep
         if self.epochs:
             _compact(self.epochs[-1], self._ranges, self._budget)
         self.epochs.append(ep)
@@ -517,7 +597,13 @@ class CloudMLReader:
         if self.epochs:
             _compact(self.epochs[-1], self._ranges, self._budget)
         self.real_time = JoinedStamps([*self.epochs, self._pending_rt])
-        if self._cur is not None and self._cur.epoch_s is None:
+        if self._dropped_epochs:
+            msg = (
+                f"more than {MAX_EPOCHS} epochs: not a real run; the {self._dropped_epochs} epochs after "
+                "them and their steps are ignored"
+            )
+            self._problem("absurd-structure", msg, None)
+        if self._cur is not None and self._cur.epoch_s is None and self._cur is self.epochs[-1]:
             self.unclosed.append(self._cur)
         expected = 1
         for ep in self.epochs:

@@ -14,6 +14,7 @@ from array import array
 from typing import Any
 
 from trainsweep.logs import mllog
+from trainsweep.logs.limits import MAX_EPOCHS, MAX_PROBLEMS_PER_CODE, MAX_RANKS, ProblemLog
 from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch, RunHeader
 from trainsweep.logs.numbers import duration_problem
@@ -55,8 +56,9 @@ class MllogReader:
         self.failure: dict[str, Any] | None = None
         self.run_stop_status: str | None = None
         self.extra: dict[str, Any] = {}
-        self.problems: list[tuple[str, str, int | None, str]] = []
+        self.problems = ProblemLog()
         self.records = 0
+        self._epochs = 0
         self.init_start_ms: float | None = None
         self.init_stop_ms: float | None = None
         self.min_epoch_num: int | None = None
@@ -67,20 +69,24 @@ class MllogReader:
         lc = LineCounter(region, newlines_before)
         for m in _LINE.finditer(region):
             try:
-                rec = mllog.parse_payload(m.group(1).decode("utf-8").strip())
-                self._record(rec)
-            except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+                payload = m.group(1)
+                rec = mllog.parse_payload(payload.decode("utf-8").strip())
+                self._record(rec, len(payload))
+            except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
                 msg = f"unreadable MLLOG record: {exc}"[:300]
                 self.problems.append(("bad-mllog", msg, lc.at(m.start()), "warning"))
                 continue
             except _AbsurdValueError as exc:
                 self.problems.append(("absurd-value", str(exc), lc.at(m.start()), "warning"))
                 continue
+            except _AbsurdStructureError as exc:
+                self.problems.append(("absurd-structure", str(exc), lc.at(m.start()), "warning"))
+                continue
             self.records += 1
 
     # ---- one record --------------------------------------------------------------------------
 
-    def _record(self, rec: dict[str, Any]) -> None:
+    def _record(self, rec: dict[str, Any], size: int) -> None:
         key = rec["key"]
         value = rec.get("value")
         meta = rec.get("metadata") or {}
@@ -139,8 +145,16 @@ class MllogReader:
                 status = meta.get("status")
                 if isinstance(status, str):
                     self.run_stop_status = status
-        else:
+        elif size > MAX_EXTRA_BYTES:
+            raise _AbsurdStructureError(
+                f"a record of {size} bytes for the other key {str(key)[:80]!r}: ignored"
+            )
+        elif key in self.extra or len(self.extra) < MAX_EXTRA_KEYS:
             self.extra[key] = value
+        else:
+            raise _AbsurdStructureError(
+                f"more than {MAX_EXTRA_KEYS} other keys: {str(key)[:80]!r} is ignored"
+            )
 
     def _epoch(self, rank: int, meta: dict[str, Any]) -> Epoch:
         num = meta.get("epoch_num")
@@ -149,9 +163,20 @@ class MllogReader:
         index = int(num)
         if self.min_epoch_num is None or index < self.min_epoch_num:
             self.min_epoch_num = index
-        eps = self.ranks.setdefault(rank, {})
+        eps = self.ranks.get(rank)
+        if eps is None:
+            if len(self.ranks) >= MAX_RANKS:
+                raise _AbsurdStructureError(
+                    f"more than {MAX_RANKS} ranks: not a real run; rank {rank} is ignored"
+                )
+            eps = self.ranks[rank] = {}
         ep = eps.get(index)
         if ep is None:
+            if self._epochs >= MAX_EPOCHS:
+                raise _AbsurdStructureError(
+                    f"more than {MAX_EPOCHS} epochs: not a real run; the record is ignored"
+                )
+            self._epochs += 1
             ep = eps[index] = Epoch(index=index)
         return ep
 
@@ -206,6 +231,17 @@ class MllogReader:
 
 class _AbsurdValueError(Exception):
     pass
+
+
+class _AbsurdStructureError(Exception):
+    """More ranks, epochs or keys than a real run has (:mod:`trainsweep.logs.limits`)."""
+
+
+MAX_EXTRA_KEYS = MAX_PROBLEMS_PER_CODE
+"""Other keys kept in ``run.extra`` (the container writes about ten)."""
+MAX_EXTRA_BYTES = 1 << 16
+"""The largest record of another key kept in ``run.extra`` (a key's value is a few bytes to a few KB;
+100 keys of megabytes of JSON each would cost several times that in Python objects)."""
 
 
 def _duration(key: str, value: Any) -> float:

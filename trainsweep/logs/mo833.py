@@ -7,15 +7,20 @@
 Epochs and iterations count from 0 in the log; the model numbers them from 1 (epoch 0 -> index 1,
 iteration 0 -> step 1), like the seed layout. ``Elapsed time`` is seconds since the process started:
 its largest value is the run's total time.
+
+A line must be exactly one of these forms up to its line end (a trailing ``\r`` aside): anything after
+the last number, or a last line the log ends inside (its final number may be cut), is a ``bad-line``.
+Ranks and epochs beyond :mod:`trainsweep.logs.limits` are not built (``absurd-structure``).
 """
 
 from __future__ import annotations
 
 import re
 
+from trainsweep.logs.limits import MAX_EPOCHS, MAX_RANKS, ProblemLog
 from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch
-from trainsweep.logs.numbers import NUM, duration_problem, step_number_problem
+from trainsweep.logs.numbers import NUM, duration_problem, small_int, step_number_problem
 
 DIALECT = "mo833"
 TOKEN = b"[MO833]"
@@ -31,7 +36,7 @@ _LINE = re.compile(
     + NUM
     + rb",Elapsed time,"
     + NUM
-    + rb"))"
+    + rb"))\r?"
 )
 _ANY = re.compile(rb"\[MO833\][^\n]*")
 
@@ -43,46 +48,75 @@ class Mo833Reader:
         self.ranks: dict[int, dict[int, Epoch]] = {}
         self.init_s: dict[int, float] = {}
         self.elapsed_s: dict[int, float] = {}
-        self.problems: list[tuple[str, str, int | None, str]] = []
+        self.problems = ProblemLog()
         self.records = 0
+        self._epochs = 0
+        self._known: set[int] = set()
 
     def feed(self, region: bytes, newlines_before: int) -> None:
         if TOKEN not in region:
             return
         lc = LineCounter(region, newlines_before)
         for m in _ANY.finditer(region):
-            full = _LINE.match(region, m.start(), m.end())
-            if full is None:
+            full = _LINE.fullmatch(region, m.start(), m.end())
+            if full is None or m.end() == len(region):  # no newline after it: the log ends inside it
+                what = "in an unknown form" if full is None else "the log ends inside (no line end)"
                 self.problems.append(
-                    ("bad-line", "[MO833] line in an unknown form; ignored", lc.at(m.start()), "warning")
+                    ("bad-line", f"[MO833] line {what}; ignored", lc.at(m.start()), "warning")
                 )
                 continue
+            rank = small_int(full.group(1), 9)
+            epoch = small_int(full.group(3), 9) if full.group(3) is not None else 0
+            if rank is None or epoch is None or not self._room_for(rank):
+                self._absurd(lc.at(m.start()))
+                continue
             self.records += 1
-            rank = int(full.group(1))
             if full.group(2) is not None:
                 v = float(full.group(2))
                 if self._ok("Initialization Time", v, lc, m.start()):
                     self.init_s[rank] = v
                 continue
-            epoch_index = int(full.group(3)) + 1
+            epoch_index = epoch + 1
             eps = self.ranks.setdefault(rank, {})
             ep = eps.get(epoch_index)
             if ep is None:
+                if self._epochs >= MAX_EPOCHS:
+                    self._absurd(lc.at(m.start()))
+                    continue
+                self._epochs += 1
                 ep = eps[epoch_index] = Epoch(index=epoch_index)
             if full.group(4) is not None:
-                it, elapsed, step = float(full.group(5)), float(full.group(6)), int(full.group(4)) + 1
-                if (why := step_number_problem(step)) is not None:
-                    msg = f"Iteration {full.group(4).decode()} {why}; the step is ignored"
+                it, elapsed = float(full.group(5)), float(full.group(6))
+                step = small_int(full.group(4))
+                if step is None or (why := step_number_problem(step + 1)) is not None:
+                    why = why if step is not None else "has too many digits"
+                    msg = f"Iteration {full.group(4)[:30].decode()} {why}; the step is ignored"
                     self.problems.append(("absurd-value", msg, lc.at(m.start()), "warning"))
                 elif self._ok("It. time", it, lc, m.start()):
                     ep.step_s.append(it)
-                    ep.step_numbers.append(step)
+                    ep.step_numbers.append(step + 1)
                 self._elapsed(rank, elapsed, lc, m.start())
             else:
                 et, elapsed = float(full.group(7)), float(full.group(8))
                 if self._ok("Epoch time", et, lc, m.start()):
                     ep.epoch_s = et
                 self._elapsed(rank, elapsed, lc, m.start())
+
+    def _room_for(self, rank: int) -> bool:
+        """Whether ``rank`` is known or one more rank fits in :data:`MAX_RANKS`."""
+        if rank in self._known:
+            return True
+        if len(self._known) >= MAX_RANKS:
+            return False
+        self._known.add(rank)
+        return True
+
+    def _absurd(self, line: int) -> None:
+        msg = (
+            f"more than {MAX_RANKS} ranks or {MAX_EPOCHS} epochs, or a rank or epoch number of more than 9 "
+            "digits: not a real run; the line is ignored"
+        )
+        self.problems.append(("absurd-structure", msg, line, "warning"))
 
     def _ok(self, what: str, v: float, lc: LineCounter, pos: int) -> bool:
         why = duration_problem(v)

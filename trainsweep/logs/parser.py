@@ -95,7 +95,9 @@ def parse(
                     continue
                 text.long_line = True
                 cut = len(buf)
-            region, carry = buf[:cut], buf[cut:] or b"\n"
+            # The region keeps the newline that ends its last line (the carry starts with it too): a value
+            # must be followed by its line end, and the last line of a log cut short has none.
+            region, carry = buf[: cut + 1], buf[cut:] or b"\n"
             for r in readers:
                 r.feed(region, newlines_before)
             # Newlines before the next region: all read so far (plus the virtual first one) but the carry's.

@@ -28,8 +28,9 @@ import re
 from array import array
 from itertools import pairwise
 
+from trainsweep.logs.limits import MAX_EPOCHS
 from trainsweep.logs.model import Epoch
-from trainsweep.logs.numbers import duration_problem, step_number_problem, timestamp_problem
+from trainsweep.logs.numbers import NUM, duration_problem, step_number_problem, timestamp_problem
 
 DIALECT = "log-format"
 STEP_S = "step_s"
@@ -38,6 +39,9 @@ EPOCH = "epoch"
 STEP = "step"
 GROUPS = (STEP_S, TIMESTAMP, EPOCH, STEP)
 """Every named group a ``log_format`` may have; at least one of the first two."""
+
+_NUMBER = re.compile(NUM.decode())
+"""The number forms a matched value may take (:data:`trainsweep.logs.numbers.NUM`)."""
 
 MAX_PROBLEMS_PER_CODE = 100
 """A pattern that misreads every line of a long log reports this many lines per problem code, then a count."""
@@ -91,18 +95,35 @@ class PatternReader:
         self._last_stamp: float | None = None
         self._numbered = STEP in pattern.groupindex
         self._problem_counts: dict[str, int] = {}
+        self._dropped: Epoch | None = None
+        """Where the steps of epochs beyond :data:`MAX_EPOCHS` go (replaced each epoch, never kept)."""
 
     def feed(self, region: bytes, newlines_before: int) -> None:
         search = self.pattern.search
         lines = region.decode("utf-8", "replace").split("\n")
         # lines[0] precedes the region's leading newline (always empty); lines[i] is line newlines_before + i.
+        last = len(lines) - 1  # a region ends with its last line's newline, but for a log cut short
         for i, line in enumerate(lines):
             if not line:
                 continue
             m = search(line[:-1] if line.endswith("\r") else line)
             if m is not None:
                 self.matched_lines += 1
+                if i == last and self._value_ends(m):
+                    msg = (
+                        "the log ends inside this line (no line end after its value: it may be cut); ignored"
+                    )
+                    self._problem("bad-value", msg, newlines_before + i)
+                    continue
                 self._line(m, newlines_before + i)
+
+    def _value_ends(self, m: re.Match[str]) -> bool:
+        """Whether a ``step_s`` or ``timestamp`` the pattern matched runs to the end of the text."""
+        return any(
+            m.group(g) is not None and m.end(g) == len(m.string)
+            for g in (STEP_S, TIMESTAMP)
+            if g in m.re.groupindex
+        )
 
     def _line(self, m: re.Match[str], line: int) -> None:
         groups = m.groupdict()
@@ -157,22 +178,26 @@ class PatternReader:
     def _number(self, text: str | None, group: str, line: int) -> float | None:
         if text is None:
             return None
-        try:
-            return float(text)
-        except ValueError:
+        if _NUMBER.fullmatch(text) is None:  # float() alone would take 1_000 and " 1 "
             self._problem("bad-value", f"{group} {text[:80]!r} is not a number; the line is ignored", line)
             return None
+        return float(text)
 
     def _new_epoch(self) -> None:
-        self.epochs.append(Epoch(index=len(self.epochs) + 1))
         self._last_stamp = None  # each epoch's first stamp starts its clock
+        if len(self.epochs) >= MAX_EPOCHS:  # not a real run: this epoch is read but not kept
+            msg = f"more than {MAX_EPOCHS} epochs: not a real run; the epochs after them are ignored"
+            self._problem("absurd-structure", msg, None)
+            self._dropped = Epoch(index=MAX_EPOCHS + 1)
+            return
+        self.epochs.append(Epoch(index=len(self.epochs) + 1))
 
     def _epoch(self) -> Epoch:
         if not self.epochs:
             self._new_epoch()
-        return self.epochs[-1]
+        return self._dropped if self._dropped is not None else self.epochs[-1]
 
-    def _problem(self, code: str, message: str, line: int) -> None:
+    def _problem(self, code: str, message: str, line: int | None) -> None:
         n = self._problem_counts[code] = self._problem_counts.get(code, 0) + 1
         if n <= MAX_PROBLEMS_PER_CODE:
             self.problems.append((code, message, line, "warning"))
