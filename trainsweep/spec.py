@@ -16,7 +16,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -580,6 +580,10 @@ def _construct_mapping(
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, Hashable):  # `? [a, b]`: a list or a mapping as a key
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a name, got a {type(key).__name__}", key_node.start_mark
+            )
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"key {key!r} is given twice", key_node.start_mark

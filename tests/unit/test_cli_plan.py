@@ -189,6 +189,17 @@ def test_plan_refuses_a_duplicate_key_in_json_as_in_yaml(tmp_path: Path) -> None
     assert "key 'batch_sizes' is given twice" in result.output
 
 
+@pytest.mark.parametrize("key", ["? [a, b]", "? {a: 1}"])
+def test_plan_refuses_a_list_or_mapping_as_a_yaml_key_without_a_traceback(tmp_path: Path, key: str) -> None:
+    # found by benchmarks/fuzz_inputs.py (seed 11): the duplicate-key check raised TypeError: unhashable
+    spec = tmp_path / "key.yaml"
+    spec.write_text(_HEAD + key + "\n: 1\n")
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert "a key must be a name" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
 def test_plan_refuses_a_spec_file_over_a_mebibyte(tmp_path: Path) -> None:
     spec = tmp_path / "big.yaml"
     spec.write_text(_HEAD + "# " + "x" * (1024 * 1024) + "\n")
