@@ -79,6 +79,8 @@ class FileOutcome:
     sha256: str | None = None
     size: int = 0
     computing_system: str | None = None
+    instance_type: str | None = None
+    """The ``ml.*`` type read from the log's header or the spelling of its name; None when not read."""
     batch_size: int | None = None
     run_index: int | None = None
     epochs: int = 0
@@ -601,12 +603,15 @@ def _import(
         shutil.rmtree(staging, ignore_errors=True)
 
     notes: list[str] = []
+    unread = _read_instance_types(outcomes, runs)
     summary = _summary(outcomes, skipped, duplicates)
+    summary["instance_type_unread"] = len(unread)
     quality: dict[str, Any] = {
         "kind": QUALITY_KIND,
         "schema_version": QUALITY_SCHEMA_VERSION,
         "summary": summary,
         "files": [o.to_dict() for o in outcomes],
+        "instance_type_unread": unread,
         "duplicates": duplicates,
         "skipped": skipped,
         "notes": notes,
@@ -617,6 +622,31 @@ def _import(
         notes.append("sweep artefacts (sweep.csv, sweep.json, report.html, plots) not requested")
     _write(out_path, layout.QUALITY_JSON, (json.dumps(quality, indent=1) + "\n").encode())
     return ImportResult(out_path, outcomes, skipped, quality, runs)
+
+
+def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings]) -> list[dict[str, Any]]:
+    """Set each parsed log's instance type; return ``{path, spelling, reason}`` for every log whose
+    instance type could not be read (``spelling``: what its name, folder or header said, None if nothing)."""
+    from trainsweep import instances
+    from trainsweep.cost.metrics import resolve_instance_type
+
+    unread: list[dict[str, Any]] = []
+    for o in outcomes:
+        run = runs.get(o.path)
+        if run is None:
+            continue
+        itype = resolve_instance_type(run)
+        if itype in instances.CATALOGUE:
+            o.instance_type = itype
+            continue
+        spelling = run.computing_system or run.header.instance_type
+        if spelling:
+            reason = f"{spelling!r} is a spelling no row of the spelling table reads (docs/log-formats.md)"
+        else:
+            reason = "neither the log's name, its folder nor its header says the instance type"
+            o.problems.append(_problem("import.no_instance_type", f"{reason}: no GPU count, no price"))
+        unread.append({"path": o.path, "spelling": spelling, "reason": reason})
+    return unread
 
 
 def _sweep_artefacts_job(job: tuple[list[RunTimings], dict[str, Any]]) -> dict[str, bytes] | str:

@@ -64,6 +64,7 @@ CSV_COLUMNS = (
     "gpu_memory_share",
     "status",
     "notes",
+    "not_judged",
 )
 
 
@@ -322,6 +323,9 @@ class ConfigMetrics:
     """The largest share of the GPU's memory a repetition held (None: no GPU or not logged)."""
     status: str = OK
     notes: str = ""
+    not_judged: str = ""
+    """Why the recommendation could not judge this configuration (``<what is missing>: <detail>``);
+    empty when it took part."""
     vmtype: str | None = None
     attempts: int = 0
     aligned_step_s: float | None = None
@@ -437,10 +441,28 @@ def aggregate(
             if why:
                 notes.append("; ".join(dict.fromkeys(why)))
         row.notes = "; ".join(notes)
+        row.not_judged = _not_judged(row, region)
         rows.append(row)
     order = {name: i for i, name in enumerate(instances.CATALOGUE)}
     rows.sort(key=lambda r: (order.get(r.instance_type, len(order)), r.instance_type, r.batch_size or 0))
     return rows
+
+
+def _not_judged(row: ConfigMetrics, region: str) -> str:
+    """Why a configuration cannot be compared with the others ("" when it can): what is missing first."""
+    if row.instance_type not in instances.CATALOGUE:
+        if row.instance_type == "unknown":
+            return "no instance type: neither the log's name, its folder nor the log says it"
+        return f"no instance type: {row.instance_type!r} is not a spelling trainsweep reads"
+    if row.status == INFEASIBLE:
+        return f"infeasible: {row.notes or 'the configuration cannot run'}"
+    if row.status != OK:
+        return f"no timings: {row.notes or 'no run of it finished'}"
+    if row.usd_per_hour is None:
+        return f"no price: no price for {row.instance_type} in {region}"
+    if row.time_to_train_s is None or row.cost_to_train_usd is None:
+        return "no time to train: the runs do not give one for the epochs compared"
+    return ""
 
 
 _PREDICTION_KEYS = ("step_s", "steps_per_epoch", "epoch_s", "total_s", "epochs")

@@ -1,0 +1,177 @@
+"""Issue 12: every instance-type spelling of the seeds is read, and what is not read is said, never dropped.
+
+Through the CLI (`trainsweep import`, `report`, `parse`) on small logs made here and on the shared real data.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trainsweep.cli import app
+
+HIGH_RES = "high-res-distributed"
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def import_(runner: CliRunner, src: Path, out: Path) -> dict:
+    result = runner.invoke(app, ["import", str(src), "--out", str(out), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "quality.json").read_text())
+
+
+def sweep_rows(root: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO((root / "sweep.csv").read_text())))
+
+
+# ---- item 1: every spelling ---------------------------------------------------------------------------
+
+SPELLED = {
+    # file name (relative to the source folder) -> (instance type, batch size of its row)
+    "result-p2-1-256-e0.txt": ("ml.p2.xlarge", "256"),
+    "result-p3-2-256-e0.txt": ("ml.p3.2xlarge", "256"),
+    "result-g4dn-1-256-e0.txt": ("ml.g4dn.xlarge", "256"),
+    "result-g4dnxlarge-1-512-e0.txt": ("ml.g4dn.xlarge", "512"),
+    "result-g4dn2xlarge-1-256-e0.txt": ("ml.g4dn.2xlarge", "256"),
+    "result-g4dn12xlarge-4-256-e0.txt": ("ml.g4dn.12xlarge", "256"),
+    "result-g4dn12xlarge-1-512-e0.txt": ("ml.g4dn.12xlarge", "512"),
+    "result-p2-1-ec2-1024-e0.txt": ("ml.p2.xlarge", "1024"),
+    "resnet50-p3-gpu4-b512-e0.txt": ("ml.p3.8xlarge", "512"),
+}
+
+
+def test_import_reads_every_instance_type_spelling_of_the_seeds(
+    runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    for i, name in enumerate(SPELLED):  # different timings: copies of one log would be left out
+        (src / name).write_bytes(cloudml_log(command=False, step_s=0.01 * (i + 1)))
+    (src / "c5x").mkdir()
+    (src / "c5x" / "TEST_NODE-1625080072.59.out").write_bytes(cloudml_log(command=False))
+    q = import_(runner, src, out)
+
+    files = {f["path"]: f for f in q["files"]}
+    for name, (itype, _) in SPELLED.items():
+        assert files[name]["instance_type"] == itype, name
+    assert files["c5x/TEST_NODE-1625080072.59.out"]["instance_type"] == "ml.c5.xlarge"
+    assert q["instance_type_unread"] == []
+    rows = {(r["instance_type"], r["batch_size"]) for r in sweep_rows(out)}
+    assert rows == set(SPELLED.values())
+    assert {(r["instance_type"], r["gpus"]) for r in sweep_rows(out / "c5x")} == {("ml.c5.xlarge", "0")}
+    # The seed layout keeps the spelling the seed scripts wrote their outputs under.
+    assert (out / "execution-times/g4dnxlarge-1/512/e0.json").is_file()
+
+
+def test_quality_json_names_every_log_whose_instance_type_was_not_read_with_its_spelling(
+    runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "result-p3-1-256-e0.txt").write_bytes(cloudml_log(command=False))
+    (src / "result-zz9-1-256-e0.txt").write_bytes(cloudml_log(command=False))
+    (src / "result-g4dnxlarge-2-256-e0.txt").write_bytes(cloudml_log(command=False))  # xlarge has 1 GPU
+    (src / "log.txt").write_bytes(cloudml_log(command=False))
+    q = import_(runner, src, out)
+
+    unread = {u["path"]: u["spelling"] for u in q["instance_type_unread"]}
+    assert unread == {
+        "result-zz9-1-256-e0.txt": "zz9-1",
+        "result-g4dnxlarge-2-256-e0.txt": "g4dnxlarge-2",
+        "log.txt": None,
+    }
+    assert q["summary"]["instance_type_unread"] == 3
+    files = {f["path"]: f for f in q["files"]}
+    assert "unknown-instance-type" in {p["code"] for p in files["result-zz9-1-256-e0.txt"]["problems"]}
+    assert "import.no_instance_type" in {p["code"] for p in files["log.txt"]["problems"]}
+    assert files["result-p3-1-256-e0.txt"]["instance_type"] == "ml.p3.2xlarge"
+
+
+def test_parse_warns_about_a_spelling_it_cannot_read(
+    runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    log = tmp_path / "result-zz9-1-256-e0.txt"
+    log.write_bytes(cloudml_log(command=False))
+    result = runner.invoke(app, ["parse", str(log)])
+    assert "unknown-instance-type" in result.output
+    assert "'zz9-1'" in result.output
+    known = tmp_path / "result-g4dnxlarge-1-256-e0.txt"
+    known.write_bytes(cloudml_log(command=False))
+    assert "unknown-instance-type" not in runner.invoke(app, ["parse", str(known)]).output
+
+
+def test_the_real_per_instance_folders_give_their_instance_types(
+    runner: CliRunner, real_data: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    q = import_(runner, real_data / HIGH_RES, out)
+    assert q["instance_type_unread"] == []
+    results = out / "mo833-trabalho/experiment_results"
+    assert [r["instance_type"] for r in sweep_rows(results / "c4x")] == ["ml.c4.xlarge"]
+    assert [r["instance_type"] for r in sweep_rows(results / "c5x")] == ["ml.c5.xlarge"]
+    assert all(r["usd_per_hour"] for r in sweep_rows(results / "c5x"))
+
+
+# ---- item 2: nothing unknown is silently dropped ------------------------------------------------------
+
+
+def test_the_report_says_what_it_could_not_judge_above_the_recommendation(
+    runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    # The ResNet-50/CIFAR case: the cheap g4dn runs were named in a spelling the importer did not know,
+    # so the report recommended the dearer p2 without a word.
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "result-p2-1-2048-e0.txt").write_bytes(cloudml_log(command=False, step_s=0.06))
+    (src / "result-g4dnxlarge-1-512-e0.txt").write_bytes(cloudml_log(command=False, step_s=0.05))
+    (src / "result-zz9-1-256-e0.txt").write_bytes(cloudml_log(command=False, step_s=0.01))
+    import_(runner, src, out)
+
+    rows = {(r["instance_type"], r["batch_size"]): r for r in sweep_rows(out)}
+    assert rows[("ml.g4dn.xlarge", "512")]["not_judged"] == ""
+    assert rows[("ml.p2.xlarge", "2048")]["not_judged"] == ""
+    assert rows[("zz9-1", "256")]["not_judged"].startswith("no instance type")
+    doc = json.loads((out / "sweep.json").read_text())
+    rec = doc["recommendation"]
+    assert rec["pick"]["instance_type"] == "ml.g4dn.xlarge"
+    assert rec["text"][0].startswith("Could not judge 1 of 3 configurations: 1 no instance type")
+    assert "zz9-1" in rec["text"][0]
+    assert "a subset: 1 of 3 configurations could not be judged" in rec["text"][1]
+    assert [c["instance_type"] for c in rec["not_judged"]] == ["zz9-1"]
+    html = (out / "report.html").read_text()
+    section = html[html.index('<section id="recommendation">') :]
+    assert section.index("Could not judge 1 of 3") < section.index("Use ml.g4dn.xlarge")
+
+    result = runner.invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = [line.strip() for line in result.output.splitlines()]
+    first = next(i for i, line in enumerate(lines) if line.startswith("Could not judge"))
+    assert re.match(r"Use ml\.g4dn\.xlarge", lines[first + 1]) or "Use ml.g4dn.xlarge" in " ".join(
+        lines[first:]
+    )
+
+
+def test_a_recommendation_over_every_configuration_says_nothing_about_a_subset(
+    runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "result-p3-1-256-e0.txt").write_bytes(cloudml_log(command=False))
+    (src / "result-p3-1-512-e0.txt").write_bytes(cloudml_log(command=False, step_s=0.02))
+    import_(runner, src, out)
+    rec = json.loads((out / "sweep.json").read_text())["recommendation"]
+    assert rec["not_judged"] == []
+    assert rec["text"][0].startswith("Use ")
+    assert "subset" not in rec["reason"]
+    assert all(r["not_judged"] == "" for r in sweep_rows(out))
