@@ -441,15 +441,16 @@ def aggregate(
             if why:
                 notes.append("; ".join(dict.fromkeys(why)))
         row.notes = "; ".join(notes)
-        row.not_judged = _not_judged(row, region)
+        row.not_judged = not_judged_reason(row, region)
         rows.append(row)
     order = {name: i for i, name in enumerate(instances.CATALOGUE)}
     rows.sort(key=lambda r: (order.get(r.instance_type, len(order)), r.instance_type, r.batch_size or 0))
     return rows
 
 
-def _not_judged(row: ConfigMetrics, region: str) -> str:
-    """Why a configuration cannot be compared with the others ("" when it can): what is missing first."""
+def not_judged_reason(row: ConfigMetrics, region: str | None = None) -> str:
+    """Why a configuration cannot be compared with the others, as ``<what is missing>: <detail>``
+    ("" when it can be): the first missing of instance type, timings (or infeasible), price, time to train."""
     if row.instance_type not in instances.CATALOGUE:
         if row.instance_type == "unknown":
             return "no instance type: neither the log's name, its folder nor the log says it"
@@ -459,7 +460,7 @@ def _not_judged(row: ConfigMetrics, region: str) -> str:
     if row.status != OK:
         return f"no timings: {row.notes or 'no run of it finished'}"
     if row.usd_per_hour is None:
-        return f"no price: no price for {row.instance_type} in {region}"
+        return f"no price: no price for {row.instance_type}" + (f" in {region}" if region else "")
     if row.time_to_train_s is None or row.cost_to_train_usd is None:
         return "no time to train: the runs do not give one for the epochs compared"
     return ""

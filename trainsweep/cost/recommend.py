@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainsweep.cost.metrics import OK, ConfigMetrics
+from trainsweep.cost.metrics import OK, ConfigMetrics, not_judged_reason
 
 NEAR_SHARE = 0.05
 """Configurations this close to the pick are named beside it: repetitions rarely separate them."""
@@ -165,7 +165,7 @@ def recommend(
     taken = {id(r) for r in pts}
     rec.not_judged = [r for r in rows if id(r) not in taken]
     for r in rec.not_judged:
-        r.not_judged = r.not_judged or "no time to train: the runs do not give one for the epochs compared"
+        r.not_judged = r.not_judged or not_judged_reason(r) or "no time to train or no cost"
     subset = (
         f", a subset: {len(rec.not_judged)} of {rec.configurations} configurations could not be judged"
         if rec.not_judged
