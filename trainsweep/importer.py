@@ -449,11 +449,30 @@ def _run_files(
 # ---- cross-file checks and writing -------------------------------------------------------------------
 
 
-def _flag_each(same: list[FileOutcome], code: str, message: str) -> None:
-    """Give each file of a group of copies the problem ``code``; ``{others}`` in ``message``: the rest."""
-    for o in same:
-        others = ", ".join(x.path for x in same if x.path != o.path)
-        o.problems.append(_problem(code, message.format(others=others)))
+def _contradicts_its_name(o: FileOutcome) -> bool:
+    return any(p["code"] == "header-contradicts-name" for p in o.problems)
+
+
+def _keep(same: list[FileOutcome]) -> FileOutcome:
+    """The copy kept as the run: the first (in path order) whose header does not contradict its name."""
+    return next((o for o in same if not _contradicts_its_name(o)), same[0])
+
+
+def _flag_copies(same: list[FileOutcome], kept: FileOutcome, code: str, what: str) -> None:
+    """Say in each copy which one is kept as the run and why; the others are left out of the sweep."""
+    others = [o for o in same if o is not kept]
+    if _contradicts_its_name(kept):
+        why = "every copy's header contradicts its name: the first in path order is kept"
+    elif any(_contradicts_its_name(o) for o in others):
+        why = "its header agrees with its name, the others' do not"
+    else:
+        why = "nothing in the log tells the names apart: the first in path order is kept"
+    names = ", ".join(o.path for o in others)
+    kept.problems.append(_problem(code, f"{what} {names}: kept as the run ({why}); the copies are left out"))
+    for o in others:
+        o.problems.append(
+            _problem(code, f"{what} {kept.path}, which is kept as the run ({why}): this copy is left out")
+        )
 
 
 def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
@@ -465,13 +484,11 @@ def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
     for sha, same in by_sha.items():
         if len(same) < 2:
             continue
-        duplicates.append({"kind": "identical_bytes", "sha256": sha, "paths": [o.path for o in same]})
-        _flag_each(
-            same,
-            "import.duplicate_log",
-            "byte-identical to {others}: the same run filed under another name; "
-            "at most one of them is the run its name says",
+        kept = _keep(same)
+        duplicates.append(
+            {"kind": "identical_bytes", "sha256": sha, "paths": [o.path for o in same], "kept": kept.path}
         )
+        _flag_copies(same, kept, "import.duplicate_log", "byte-identical to")
     by_timings: dict[str, list[FileOutcome]] = defaultdict(list)
     for o in outcomes:
         if o.timings_fingerprint is not None:
@@ -479,12 +496,14 @@ def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
     for same in by_timings.values():
         if len({o.sha256 for o in same}) < 2:
             continue  # only byte-identical copies, reported above
-        duplicates.append({"kind": "identical_timings", "paths": [o.path for o in same]})
-        _flag_each(
+        kept = _keep(same)
+        duplicates.append({"kind": "identical_timings", "paths": [o.path for o in same], "kept": kept.path})
+        _flag_copies(
             same,
+            kept,
             "import.duplicate_content",
-            "the same step, validation and epoch times as {others} (different bytes): "
-            "a copy of one run, not an independent repetition",
+            "a copy of one run, not an independent repetition (different bytes, the same step, validation "
+            "and epoch times) with",
         )
     return duplicates
 

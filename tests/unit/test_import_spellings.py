@@ -175,3 +175,46 @@ def test_a_recommendation_over_every_configuration_says_nothing_about_a_subset(
     assert rec["text"][0].startswith("Use ")
     assert "subset" not in rec["reason"]
     assert all(r["not_judged"] == "" for r in sweep_rows(out))
+
+
+# ---- item 7: duplicates keep the copy whose header agrees with its name --------------------------------
+
+
+def test_of_byte_identical_copies_the_one_whose_header_agrees_with_its_name_is_kept(
+    runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    one_gpu = cloudml_log(batch_size=256)  # its command line says --num-gpus 1
+    (src / "result-g4dn12xlarge-4-256-e0.txt").write_bytes(one_gpu)  # first by name, says 4 GPUs: misfiled
+    (src / "result-g4dnxlarge-1-256-e0.txt").write_bytes(one_gpu)
+    q = import_(runner, src, out)
+
+    [group] = q["duplicates"]
+    assert group["kept"] == "result-g4dnxlarge-1-256-e0.txt"
+    files = {f["path"]: f for f in q["files"]}
+    [flag] = [
+        p
+        for p in files["result-g4dn12xlarge-4-256-e0.txt"]["problems"]
+        if p["code"] == "import.duplicate_log"
+    ]
+    assert "result-g4dnxlarge-1-256-e0.txt, which is kept as the run" in flag["message"]
+    assert "its header agrees with its name" in flag["message"]
+    rows = sweep_rows(out)
+    assert [(r["instance_type"], r["gpus"], r["runs"]) for r in rows] == [("ml.g4dn.xlarge", "1", "1")]
+
+
+def test_the_real_misfiled_copy_is_the_one_left_out(
+    runner: CliRunner, real_data: Path, tmp_path: Path
+) -> None:
+    # result-p2-1-256-e2.txt is byte-identical to result-p2-8-256-e2.txt and its log says 8 GPUs.
+    fcn = "cloud-ML/seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker"
+    src = tmp_path / "src"
+    (src / "logs").mkdir(parents=True)
+    for name in ("result-p2-1-256-e2.txt", "result-p2-8-256-e2.txt", "result-p2-1-256-e1.txt"):
+        (src / "logs" / name).symlink_to(real_data / fcn / "logs" / name)
+    q = import_(runner, src, tmp_path / "out")
+    [group] = q["duplicates"]
+    assert group["kept"] == "logs/result-p2-8-256-e2.txt"
+    rows = {(r["instance_type"], r["batch_size"]): r["runs"] for r in sweep_rows(tmp_path / "out")}
+    assert rows == {("ml.p2.xlarge", "256"): "1", ("ml.p2.8xlarge", "256"): "1"}

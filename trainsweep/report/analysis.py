@@ -121,6 +121,10 @@ def duplicate_groups(quality: Any) -> list[list[str]]:
     for group in quality.get("duplicates") or []:
         if isinstance(group, Mapping):
             runs = sorted({names.get(p) or "" for p in group.get("paths") or []} - {""})
+            kept = names.get(group.get("kept"))
+            if kept in runs:  # the import's choice first (see copies_to_drop)
+                runs.remove(kept)
+                runs.insert(0, kept)
             if len(runs) > 1:
                 groups.append(runs)
     return groups
@@ -133,8 +137,9 @@ def _contradicted(run: RunTimings | None) -> bool:
 def copies_to_drop(groups: Sequence[Sequence[str]], runs: Mapping[str, RunTimings]) -> dict[str, str]:
     """``{run name: the run it copies}`` for all but one member of each duplicate group.
 
-    The member kept is the first (by name) whose header agrees with its name: a byte-identical copy
-    filed under another instance type is the misfiled one.
+    The member kept is the first whose header does not contradict its name (the import's ``kept`` copy
+    comes first, else by name): a byte-identical copy filed under another instance type is the misfiled
+    one, and a copy that contradicts its name is never kept over one that does not.
     """
     out: dict[str, str] = {}
     for group in groups:
