@@ -218,3 +218,84 @@ def test_the_real_misfiled_copy_is_the_one_left_out(
     assert group["kept"] == "logs/result-p2-8-256-e2.txt"
     rows = {(r["instance_type"], r["batch_size"]): r["runs"] for r in sweep_rows(tmp_path / "out")}
     assert rows == {("ml.p2.xlarge", "256"): "1", ("ml.p2.8xlarge", "256"): "1"}
+
+
+# ---- item 3: billing records beside the logs ----------------------------------------------------------
+
+
+def describe_training_job(name: str, itype: str, bs: int, billable: int, training: int) -> str:
+    return json.dumps(
+        {
+            "TrainingJobName": name,
+            "TrainingJobStatus": "Completed",
+            "HyperParameters": {"batch-size": str(bs), "epochs": "3"},
+            "ResourceConfig": {"InstanceType": itype, "InstanceCount": 1, "VolumeSizeInGB": 32},
+            "EnableManagedSpotTraining": billable < training,
+            "TrainingTimeInSeconds": training,
+            "BillableTimeInSeconds": billable,
+        }
+    )
+
+
+def test_describe_training_job_dumps_beside_the_logs_give_the_billable_time(
+    runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    (src / "logs").mkdir(parents=True)
+    (src / "sagemaker-logs").mkdir()
+    (src / "logs" / "result-g4dnxlarge-1-512-e0.txt").write_bytes(cloudml_log(command=False))
+    (src / "logs" / "result-g4dnxlarge-1-512-e1.txt").write_bytes(cloudml_log(command=False, step_s=0.02))
+    (src / "logs" / "result-p3-1-256-e0.txt").write_bytes(cloudml_log(command=False, step_s=0.03))
+    dumps = src / "sagemaker-logs"
+    (dumps / "resnet50-g4dn-gpu1-b512-e0.json").write_text(
+        describe_training_job("resnet50-g4dn-gpu1-b512-e0", "ml.g4dn.xlarge", 512, 150, 300)
+    )
+    (dumps / "resnet50-p3-gpu1-b1024-e0.json").write_text(  # no such log
+        describe_training_job("resnet50-p3-gpu1-b1024-e0", "ml.p3.2xlarge", 1024, 200, 200)
+    )
+    (dumps / "notes.json").write_text('{"TrainingJobName": 3}')  # not a record
+    q = import_(runner, src, out)
+
+    billing = q["billing_records"]
+    assert billing["found"] == 2
+    assert billing["matched"] == [
+        {
+            "record": "sagemaker-logs/resnet50-g4dn-gpu1-b512-e0.json",
+            "log": "logs/result-g4dnxlarge-1-512-e0.txt",
+        }
+    ]
+    assert [u["path"] for u in billing["unmatched"]] == ["sagemaker-logs/resnet50-p3-gpu1-b1024-e0.json"]
+    files = {f["path"]: f for f in q["files"]}
+    assert files["logs/result-g4dnxlarge-1-512-e0.txt"]["billing_record"].endswith("b512-e0.json")
+    assert files["logs/result-p3-1-256-e0.txt"]["billing_record"] is None
+
+    def check(doc: dict) -> None:
+        runs = {r["name"]: r for r in doc["runs"]}
+        assert runs["result-g4dnxlarge-1-512-e0"]["billable_s"] == 150.0
+        assert runs["result-g4dnxlarge-1-512-e0"]["billable_source"] == "DescribeTrainingJob"
+        assert runs["result-g4dnxlarge-1-512-e0"]["spot_savings_share"] == pytest.approx(0.5)
+        assert runs["result-g4dnxlarge-1-512-e1"]["billable_source"] == "model"
+        rows = {(r["instance_type"], r["batch_size"]): r for r in doc["configurations"]}
+        assert rows[("ml.g4dn.xlarge", 512)]["billable_source"] == "DescribeTrainingJob+model"
+        assert rows[("ml.p3.2xlarge", 256)]["billable_source"] == "model"
+
+    check(json.loads((out / "sweep.json").read_text()))
+    # `trainsweep report` rebuilds the artefacts from disk and keeps the records (jobs.json).
+    assert runner.invoke(app, ["report", str(out)]).exit_code == 0
+    check(json.loads((out / "sweep.json").read_text()))
+
+
+def test_the_real_describe_training_job_dumps_are_matched_to_their_logs(
+    runner: CliRunner, real_data: Path, tmp_path: Path
+) -> None:
+    q = import_(runner, real_data / "cloud-ML/resnet50-cifar", tmp_path / "out")
+    exp = "experimental-results/2020-08-CIFAR-on-sagemaker"
+    pairs = {m["log"]: m["record"] for m in q["billing_records"]["matched"]}
+    assert pairs == {
+        f"{exp}/logs/result-p3-1-{bs}-e0.txt": f"{exp}/sagemaker-logs/resnet50-p3-gpu1-b{bs}-e0.json"
+        for bs in (256, 512, 1024, 2048)
+    }
+    runs = {r["name"]: r for r in json.loads((tmp_path / "out" / exp / "sweep.json").read_text())["runs"]}
+    assert runs["result-p3-1-1024-e0"]["billable_s"] == 184.0  # BillableTimeInSeconds of the dump
+    assert runs["result-p3-1-1024-e0"]["billable_source"] == "DescribeTrainingJob"
+    assert runs["result-p3-1-1024-e2"]["billable_source"] == "model"

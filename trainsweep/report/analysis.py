@@ -206,7 +206,7 @@ def analyse(
     excluded = [r for r in runs if r.name in copies]
     runs = [r for r in runs if r.name not in copies]
     metrics = [run_metrics(r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s) for r in runs]
-    seen = {r.name for r in runs}
+    seen = {r.name for r in runs} | set(copies)  # a left-out copy's job is not a cell without a run
     extra = []
     for j in jobs:
         if _job_key(j) in seen:
