@@ -299,3 +299,35 @@ def test_the_real_describe_training_job_dumps_are_matched_to_their_logs(
     assert runs["result-p3-1-1024-e0"]["billable_s"] == 184.0  # BillableTimeInSeconds of the dump
     assert runs["result-p3-1-1024-e0"]["billable_source"] == "DescribeTrainingJob"
     assert runs["result-p3-1-1024-e2"]["billable_source"] == "model"
+
+
+# ---- item 4: platforms ------------------------------------------------------------------------------
+
+
+def test_an_ec2_run_has_ec2_prices_and_no_sagemaker_overhead(
+    runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "result-p2-1-512-e0.txt").write_bytes(cloudml_log(command=False))
+    (src / "result-p2-1-ec2-512-e0.txt").write_bytes(cloudml_log(command=False, step_s=0.02))
+    import_(runner, src, out)
+
+    rows = {r["platform"]: r for r in sweep_rows(out)}
+    assert set(rows) == {"sagemaker", "ec2"}
+    ec2, sm = rows["ec2"], rows["sagemaker"]
+    assert (ec2["instance_type"], sm["instance_type"]) == ("ml.p2.xlarge", "ml.p2.xlarge")
+    assert float(ec2["usd_per_hour"]) == 0.9 and float(sm["usd_per_hour"]) == 1.125
+    assert float(ec2["billable_s"]) == pytest.approx(float(ec2["time_to_train_s"]), abs=1e-3)
+    assert float(sm["billable_s"]) == pytest.approx(float(sm["time_to_train_s"]) + 133.4, abs=1e-3)
+    record = json.loads((out / "runs/result-p2-1-ec2-512-e0.json").read_text())
+    assert record["extra"]["trainsweep.platform"] == "ec2"
+    assert "ml.p2.xlarge (EC2) with batch size 512" in (out / "report.html").read_text()
+
+
+def test_the_real_ec2_experiment_is_priced_as_ec2(runner: CliRunner, real_data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    import_(runner, real_data / "cloud-ML/resnet50-cifar/experimental-results/2020-07-CIFAR-on-ec2", out)
+    [row] = sweep_rows(out)
+    assert (row["instance_type"], row["platform"], row["usd_per_hour"]) == ("ml.p2.xlarge", "ec2", "0.9")
+    assert float(row["billable_s"]) == pytest.approx(float(row["time_to_train_s"]), abs=1e-3)

@@ -96,6 +96,7 @@ class Recommendation:
                 return None
             return {
                 "instance_type": c.instance_type,
+                "platform": c.platform,
                 "batch_size": c.batch_size,
                 "time_to_train_s": c.time_to_train_s,
                 "cost_to_train_usd": c.cost_to_train_usd,
@@ -126,7 +127,7 @@ def _fmt_s(s: float) -> str:
 
 def _describe(c: ConfigMetrics) -> str:
     return (
-        f"{c.instance_type} with batch size {c.batch_size} "
+        f"{c.machine} with batch size {c.batch_size} "
         f"({_fmt_s(c.time_to_train_s or 0)} to train, ${c.cost_to_train_usd or 0:.4f})"
     )
 

@@ -70,12 +70,25 @@ class NameFacts:
             spelled = instances.read_spelling(folder)
             if spelled is not None:
                 vm = folder
+        said = _platform_of_folders(path)
         if vm is None:
-            return cls(None, bs, run)
+            return cls(None, bs, run, platform=said)
         spelled = instances.read_spelling(vm)
         if spelled is None:
-            return cls(vm, bs, run)
-        return cls(vm, bs, run, spelled.gpus, spelled.instance.name, spelled.platform)
+            return cls(vm, bs, run, platform=said)
+        return cls(vm, bs, run, spelled.gpus, spelled.instance.name, spelled.platform or said)
+
+
+def _platform_of_folders(path: Path | None) -> str | None:
+    """``ec2``/``sagemaker`` when a folder of the log is named for it, as the seeds named experiments
+    (``2020-07-CIFAR-on-ec2/``, ``2020-08-CIFAR-on-sagemaker/``); None when none says."""
+    for part in reversed(path.parent.parts if path is not None else ()):
+        low = part.lower()
+        if low.endswith("-on-ec2"):
+            return "ec2"
+        if low.endswith("-on-sagemaker"):
+            return "sagemaker"
+    return None
 
 
 def check_run(

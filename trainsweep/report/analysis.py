@@ -39,7 +39,9 @@ class SweepAnalysis:
         return [
             (r, m)
             for r, m in zip(self.runs, self.run_metrics, strict=True)
-            if m.instance_type == row.instance_type and m.batch_size == row.batch_size
+            if m.instance_type == row.instance_type
+            and m.batch_size == row.batch_size
+            and m.platform == row.platform
         ]
 
     def steady_samples(self, row: ConfigMetrics) -> list[float]:

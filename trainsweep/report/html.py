@@ -97,7 +97,7 @@ Column = tuple[str, Callable[[ConfigMetrics], Any], Callable[[ConfigMetrics], st
 def _columns() -> list[Column]:
     # (header, sort value, display text, is text)
     return [
-        ("Instance type", lambda r: r.instance_type, lambda r: r.instance_type, True),
+        ("Instance type", lambda r: r.instance_type, lambda r: r.machine, True),
         ("GPUs", lambda r: r.gpus, lambda r: _n(r.gpus, "{}"), False),
         ("Batch size", lambda r: r.batch_size, lambda r: _n(r.batch_size, "{}"), False),
         ("Runs", lambda r: r.runs, lambda r: f"{r.runs}/{r.attempts}", False),
