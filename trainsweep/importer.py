@@ -507,8 +507,7 @@ def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
             same,
             kept,
             "import.duplicate_content",
-            "a copy of one run, not an independent repetition (different bytes, the same step, validation "
-            "and epoch times) with",
+            "the same step, validation and epoch times (different bytes: a copy, not a repetition) as",
         )
     return duplicates
 
