@@ -187,21 +187,21 @@ def read_spelling(text: str) -> Spelling | None:
         if vmtype(t.name) == short:
             return Spelling(short, t, t.gpus, "vmtype")
     if short in SEED_ALIASES:
-        t = CATALOGUE[SEED_ALIASES[short]]
-        return Spelling(short, t, t.gpus, "alias")
-    if (m := _FAMILY_GPUS.match(short)) is not None and (t := _smallest_with(m["family"], int(m["gpus"]))):
-        return Spelling(short, t, t.gpus, "family-gpus")
-    if (m := _FAMILY_SIZE_GPUS.match(short)) is not None:
-        t = CATALOGUE.get(f"ml.{m['family']}.{m['size']}")
+        alias = CATALOGUE[SEED_ALIASES[short]]
+        return Spelling(short, alias, alias.gpus, "alias")
+    if (m := _FAMILY_GPUS.match(short)) and (smallest := _smallest_with(m["family"], int(m["gpus"]))):
+        return Spelling(short, smallest, smallest.gpus, "family-gpus")
+    if m := _FAMILY_SIZE_GPUS.match(short):
+        sized = CATALOGUE.get(f"ml.{m['family']}.{m['size']}")
         used = int(m["gpus"])
-        if t is not None and (used <= t.gpus if t.gpus else used == 0):
-            return Spelling(short, t, used, "family-size-gpus")
-    if (m := _FAMILY_GPU_N.match(short)) is not None and (t := _smallest_with(m["family"], int(m["gpus"]))):
-        return Spelling(short, t, t.gpus, "job-gpus")
+        if sized is not None and (used <= sized.gpus if sized.gpus else used == 0):
+            return Spelling(short, sized, used, "family-size-gpus")
+    if (m := _FAMILY_GPU_N.match(short)) and (smallest := _smallest_with(m["family"], int(m["gpus"]))):
+        return Spelling(short, smallest, smallest.gpus, "job-gpus")
     name = short if short.startswith("ml.") else "ml." + short
     if name in CATALOGUE:
-        t = CATALOGUE[name]
-        return Spelling(short, t, t.gpus, "instance-name")
+        named = CATALOGUE[name]
+        return Spelling(short, named, named.gpus, "instance-name")
     return None
 
 

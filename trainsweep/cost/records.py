@@ -54,6 +54,10 @@ def _number(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
 
 
+def _mapping(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
 def read_record(path: Path, relative: str) -> BillingRecord | None:
     """The record in ``path``; None when the file is not a DescribeTrainingJob answer."""
     try:
@@ -68,12 +72,12 @@ def read_record(path: Path, relative: str) -> BillingRecord | None:
         return None
     name = doc["TrainingJobName"]
     cell = layout.parse_job_name(name)
-    resource = doc.get("ResourceConfig") if isinstance(doc.get("ResourceConfig"), dict) else {}
+    resource = _mapping(doc.get("ResourceConfig"))
     itype = resource.get("InstanceType") if isinstance(resource.get("InstanceType"), str) else None
     if itype is None and cell is not None and cell.vmtype is not None:
         t = instances.from_vmtype(cell.vmtype)
         itype = t.name if t is not None else None
-    hyper = doc.get("HyperParameters") if isinstance(doc.get("HyperParameters"), dict) else {}
+    hyper = _mapping(doc.get("HyperParameters"))
     bs_text = str(hyper.get("batch-size") or hyper.get("batch_size") or "").strip('"')
     bs = int(bs_text) if bs_text.isdigit() else (cell.batch_size if cell is not None else None)
     return BillingRecord(
