@@ -127,6 +127,10 @@ SEED_ALIASES = {"p3-2": "ml.p3.2xlarge", "c4x": "ml.c4.xlarge", "c5x": "ml.c5.xl
 """Older names of the seeds for the same machines: ``p3-2`` (p3.2xlarge before VMTYPE counted GPUs) and
 the high-res-distributed per-instance folders ``c4x``/``c5x``."""
 
+SEED_ALIAS_PLATFORMS = {"c4x": "ec2", "c5x": "ec2"}
+"""Aliases that also say where the run was: high-res-distributed ran its c4x/c5x clusters on plain EC2
+(its cost figures use the EC2 prices, 0.199 and 0.170 USD/h)."""
+
 EC2_SUFFIX = "-ec2"
 """A spelling ending in this names a run on plain EC2 (not a SageMaker training job)."""
 
@@ -140,7 +144,11 @@ SPELLING_FORMS: tuple[tuple[str, str, str], ...] = (
         "p3-1, p3-4, g4dn-1, g4dn2x-1, c5x-0",
         "trainsweep's own VMTYPE (:func:`vmtype`), as written in the results layout",
     ),
-    ("alias", "p3-2, c4x, c5x", "the seeds' older names (p3-2 = p3.2xlarge), per-instance folders"),
+    (
+        "alias",
+        "p3-2, c4x, c5x",
+        "the seeds' older names (p3-2 = p3.2xlarge); c4x/c5x: high-res-distributed's EC2 instance folders",
+    ),
     (
         "family-gpus",
         "p2-1, p2-8, g4dn-1, g4dn-4",
@@ -188,7 +196,7 @@ def read_spelling(text: str) -> Spelling | None:
             return Spelling(short, t, t.gpus, "vmtype")
     if short in SEED_ALIASES:
         alias = CATALOGUE[SEED_ALIASES[short]]
-        return Spelling(short, alias, alias.gpus, "alias")
+        return Spelling(short, alias, alias.gpus, "alias", SEED_ALIAS_PLATFORMS.get(short))
     if (m := _FAMILY_GPUS.match(short)) and (smallest := _smallest_with(m["family"], int(m["gpus"]))):
         return Spelling(short, smallest, smallest.gpus, "family-gpus")
     if m := _FAMILY_SIZE_GPUS.match(short):
