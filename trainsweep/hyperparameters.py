@@ -33,6 +33,34 @@ LOG_UPLOAD_SECONDS = "trainsweep-log-upload-seconds"  # period of the in-run upl
 # Everything under these names is a trainsweep setting, not a model hyperparameter.
 RESERVED_PREFIX = "trainsweep-"
 
+BUILTIN_READS = frozenset(
+    {
+        WORKLOAD,
+        EPOCHS,
+        BATCH_SIZE,
+        BATCH_SIZES,
+        RUN_NAMES,
+        NUM_GPUS,
+        MODE,
+        SYNTHETIC,
+        SYNTHETIC_SAMPLES,
+        LEARNING_RATE,
+        EARLY_STOP_PRECISION,
+        EARLY_STOP_MAX_STEPS,
+        EARLY_STOP_MAX_SECONDS,
+        MAX_STEPS_PER_EPOCH,
+        MAX_EVAL_BATCHES,
+        EARLY_STOP_MIN_STEPS,
+        VALIDATION_BATCHES,
+        DOWNLOAD,
+        SEED,
+        LOG_BUCKET,
+        LOG_PREFIX,
+        LOG_UPLOAD_SECONDS,
+    }
+)
+"""Every name the built-in workloads' container reads; it ignores any other (the seeds' ``file-output``)."""
+
 # What each value must be. The container reads values with :func:`parse_value`; the spec checks the same
 # rules at plan time, so a bad value fails before any instance starts. Names not listed pass through.
 WHOLE_NUMBER_MINIMUM: dict[str, int] = {

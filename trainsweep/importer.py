@@ -27,11 +27,14 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.errors import TrainsweepError
 from trainsweep.logs.model import RunTimings
+
+if TYPE_CHECKING:
+    from trainsweep.cost.records import BillingRecord
 
 QUALITY_KIND = "trainsweep.quality"
 QUALITY_SCHEMA_VERSION = 1
@@ -79,6 +82,10 @@ class FileOutcome:
     sha256: str | None = None
     size: int = 0
     computing_system: str | None = None
+    instance_type: str | None = None
+    """The ``ml.*`` type read from the log's header or the spelling of its name; None when not read."""
+    billing_record: str | None = None
+    """The DescribeTrainingJob dump matched to this run (path relative to the imported folder)."""
     batch_size: int | None = None
     run_index: int | None = None
     epochs: int = 0
@@ -447,11 +454,30 @@ def _run_files(
 # ---- cross-file checks and writing -------------------------------------------------------------------
 
 
-def _flag_each(same: list[FileOutcome], code: str, message: str) -> None:
-    """Give each file of a group of copies the problem ``code``; ``{others}`` in ``message``: the rest."""
-    for o in same:
-        others = ", ".join(x.path for x in same if x.path != o.path)
-        o.problems.append(_problem(code, message.format(others=others)))
+def _contradicts_its_name(o: FileOutcome) -> bool:
+    return any(p["code"] == "header-contradicts-name" for p in o.problems)
+
+
+def _keep(same: list[FileOutcome]) -> FileOutcome:
+    """The copy kept as the run: the first (in path order) whose header does not contradict its name."""
+    return next((o for o in same if not _contradicts_its_name(o)), same[0])
+
+
+def _flag_copies(same: list[FileOutcome], kept: FileOutcome, code: str, what: str) -> None:
+    """Say in each copy which one is kept as the run and why; the others are left out of the sweep."""
+    others = [o for o in same if o is not kept]
+    if _contradicts_its_name(kept):
+        why = "every copy's header contradicts its name: the first in path order is kept"
+    elif any(_contradicts_its_name(o) for o in others):
+        why = "its header agrees with its name, the others' do not"
+    else:
+        why = "nothing in the log tells the names apart: the first in path order is kept"
+    names = ", ".join(o.path for o in others)
+    kept.problems.append(_problem(code, f"{what} {names}: kept as the run ({why}); the copies are left out"))
+    for o in others:
+        o.problems.append(
+            _problem(code, f"{what} {kept.path}, which is kept as the run ({why}): this copy is left out")
+        )
 
 
 def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
@@ -463,13 +489,11 @@ def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
     for sha, same in by_sha.items():
         if len(same) < 2:
             continue
-        duplicates.append({"kind": "identical_bytes", "sha256": sha, "paths": [o.path for o in same]})
-        _flag_each(
-            same,
-            "import.duplicate_log",
-            "byte-identical to {others}: the same run filed under another name; "
-            "at most one of them is the run its name says",
+        kept = _keep(same)
+        duplicates.append(
+            {"kind": "identical_bytes", "sha256": sha, "paths": [o.path for o in same], "kept": kept.path}
         )
+        _flag_copies(same, kept, "import.duplicate_log", "byte-identical to")
     by_timings: dict[str, list[FileOutcome]] = defaultdict(list)
     for o in outcomes:
         if o.timings_fingerprint is not None:
@@ -477,12 +501,13 @@ def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
     for same in by_timings.values():
         if len({o.sha256 for o in same}) < 2:
             continue  # only byte-identical copies, reported above
-        duplicates.append({"kind": "identical_timings", "paths": [o.path for o in same]})
-        _flag_each(
+        kept = _keep(same)
+        duplicates.append({"kind": "identical_timings", "paths": [o.path for o in same], "kept": kept.path})
+        _flag_copies(
             same,
+            kept,
             "import.duplicate_content",
-            "the same step, validation and epoch times as {others} (different bytes): "
-            "a copy of one run, not an independent repetition",
+            "the same step, validation and epoch times (different bytes: a copy, not a repetition) as",
         )
     return duplicates
 
@@ -551,11 +576,14 @@ def import_dir(
     if not src_path.is_dir():
         raise ImportSourceError(f"{src_path} is not a folder: give the folder that holds the logs")
     tasks, skipped = discover(src_path, exclude=out_path)
+    from trainsweep.cost.records import find_records
+
+    records = find_records(src_path, exclude=out_path)
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     pool = _Workers(max(1, workers), len(tasks), preload=("trainsweep.report",) if report else ())
     try:
-        return _import(tasks, skipped, out_path, pool, progress, report)
+        return _import(tasks, skipped, out_path, pool, progress, report, records)
     finally:
         pool.close()
 
@@ -567,6 +595,7 @@ def _import(
     pool: _Workers,
     progress: Progress | None,
     report: bool,
+    records: Iterable[BillingRecord] = (),
 ) -> ImportResult:
     out_path.mkdir(parents=True, exist_ok=True)
     # Workers write each log's artefacts as they make them, into a staging folder on the same file
@@ -601,31 +630,89 @@ def _import(
         shutil.rmtree(staging, ignore_errors=True)
 
     notes: list[str] = []
+    unread = _read_instance_types(outcomes, runs)
+    jobs, billing = _billing_jobs(outcomes, runs, list(records))
     summary = _summary(outcomes, skipped, duplicates)
+    summary["instance_type_unread"] = len(unread)
     quality: dict[str, Any] = {
         "kind": QUALITY_KIND,
         "schema_version": QUALITY_SCHEMA_VERSION,
         "summary": summary,
         "files": [o.to_dict() for o in outcomes],
+        "instance_type_unread": unread,
+        "billing_records": billing,
         "duplicates": duplicates,
         "skipped": skipped,
         "notes": notes,
     }
     if report:
-        _write_sweep_artefacts(pool, out_path, outcomes, runs, quality, written, notes)
+        _write_sweep_artefacts(pool, out_path, outcomes, runs, quality, written, notes, jobs)
     else:
         notes.append("sweep artefacts (sweep.csv, sweep.json, report.html, plots) not requested")
     _write(out_path, layout.QUALITY_JSON, (json.dumps(quality, indent=1) + "\n").encode())
     return ImportResult(out_path, outcomes, skipped, quality, runs)
 
 
-def _sweep_artefacts_job(job: tuple[list[RunTimings], dict[str, Any]]) -> dict[str, bytes] | str:
+def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings]) -> list[dict[str, Any]]:
+    """Set each parsed log's instance type; return ``{path, spelling, reason}`` for every log whose
+    instance type could not be read (``spelling``: what its name, folder or header said, None if nothing)."""
+    from trainsweep import instances
+    from trainsweep.cost.metrics import resolve_instance_type
+
+    unread: list[dict[str, Any]] = []
+    for o in outcomes:
+        run = runs.get(o.path)
+        if run is None:
+            continue
+        itype = resolve_instance_type(run)
+        if itype in instances.CATALOGUE:
+            o.instance_type = itype
+            continue
+        spelling = run.computing_system or run.header.instance_type
+        if spelling:
+            reason = f"{spelling!r} is a spelling no row of the spelling table reads (docs/log-formats.md)"
+        else:
+            reason = "neither the log's name, its folder nor its header says the instance type"
+            o.problems.append(_problem("import.no_instance_type", f"{reason}: no GPU count, no price"))
+        unread.append({"path": o.path, "spelling": spelling, "reason": reason})
+    return unread
+
+
+def _billing_jobs(
+    outcomes: list[FileOutcome], runs: dict[str, RunTimings], records: list[BillingRecord]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """Match the DescribeTrainingJob dumps to the runs: ``({results root: job records}, quality entry)``."""
+    from trainsweep.cost.records import RunKey, match_records
+
+    keys = [
+        RunKey(o.path, o.results_root, o.run_name, o.instance_type, o.batch_size, o.run_index)
+        for o in outcomes
+        if o.path in runs
+    ]
+    matched, unmatched = match_records(records, keys)
+    jobs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for o in outcomes:
+        rec = matched.get(o.path)
+        if rec is not None:
+            o.billing_record = rec.path
+            jobs[o.results_root].append(rec.job(o.run_name))
+    entry = {
+        "found": len(records),
+        "matched": [{"record": rec.path, "log": path} for path, rec in matched.items()],
+        "unmatched": unmatched,
+    }
+    return jobs, entry
+
+
+def _sweep_artefacts_job(
+    job: tuple[list[RunTimings], dict[str, Any], list[dict[str, Any]]],
+) -> dict[str, bytes] | str:
     """One results root's sweep artefacts (runs in a worker); a string says why there are none."""
     from trainsweep.report import sweep_artefacts
 
-    runs, quality = job
+    runs, quality, jobs = job
     try:
-        return dict(sweep_artefacts(runs, quality=quality))
+        return dict(sweep_artefacts(runs, quality=quality, jobs=jobs or None))
     except Exception as exc:  # the per-run results stand even if the sweep report fails
         return f"{type(exc).__name__}: {exc}"
 
@@ -638,19 +725,28 @@ def _write_sweep_artefacts(
     quality: dict[str, Any],
     written: set[str],
     notes: list[str],
+    billing: dict[str, list[dict[str, Any]]],
 ) -> None:
-    """Per results root: the analysis engineer's sweep table, plots and report, when available."""
+    """Per results root: the analysis engineer's sweep table, plots and report, when available; the
+    billing records matched to its runs also go to its ``jobs.json`` (``trainsweep report`` reads them)."""
     members: dict[str, list[FileOutcome]] = defaultdict(list)
     for o in outcomes:
         members[o.results_root].append(o)
     roots: list[str] = []
-    jobs: list[tuple[list[RunTimings], dict[str, Any]]] = []
+    jobs: list[tuple[list[RunTimings], dict[str, Any], list[dict[str, Any]]]] = []
     # Largest results roots first, so that the pool does not end waiting on one big experiment.
     for root, group in sorted(members.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         group_runs = [runs[o.path] for o in group if o.path in runs and runs[o.path].steps_total > 0]
         if group_runs:
             roots.append(root)
-            jobs.append((group_runs, dict(quality, files=[o.to_dict() for o in group])))
+            jobs.append(
+                (group_runs, dict(quality, files=[o.to_dict() for o in group]), billing.get(root, []))
+            )
+            if billing.get(root):
+                target = _join(root, layout.JOBS_JSON)
+                cells = {"cells": billing[root], "source": "DescribeTrainingJob dumps found beside the logs"}
+                _write(out, target, (json.dumps(cells, indent=1) + "\n").encode())
+                written.add(target)
     failures: dict[str, str] = {}
     for i, result in pool.run(_sweep_artefacts_job, jobs):
         if isinstance(result, str):

@@ -9,7 +9,7 @@ Prices live in :mod:`trainsweep.cost`; this module only knows hardware.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 LOCAL_CPU = "local"
 LOCAL_GPU = "local_gpu"
@@ -89,9 +89,6 @@ CATALOGUE: dict[str, InstanceType] = {
     ]
 }
 
-# Names the seed projects used for the same machines.
-SEED_ALIASES = {"p3-2": "ml.p3.2xlarge", "c4x": "ml.c4.xlarge", "c5x": "ml.c5.xlarge"}
-
 _SIZE_ABBR = re.compile(r"^(\d*)(x?)large$")
 
 
@@ -127,11 +124,102 @@ def vmtype(name: str) -> str:
     return f"{t.family}{_size_abbr(t.size)}-{t.gpus}"
 
 
-def from_vmtype(short: str) -> InstanceType | None:
-    """Inverse of :func:`vmtype`, also accepting the seeds' older names (``p3-2``, ``c5x``)."""
-    if short in SEED_ALIASES:
-        return CATALOGUE[SEED_ALIASES[short]]
+# ---- spellings ------------------------------------------------------------------------------------
+# Every way the seed projects' names (log files, job names, folders) spell an instance type. One table,
+# read in order by :func:`read_spelling`; docs/log-formats.md shows it to users.
+
+SEED_ALIASES = {"p3-2": "ml.p3.2xlarge", "c4x": "ml.c4.xlarge", "c5x": "ml.c5.xlarge"}
+"""Older names of the seeds for the same machines: ``p3-2`` (p3.2xlarge before VMTYPE counted GPUs) and
+the high-res-distributed per-instance folders ``c4x``/``c5x``."""
+
+SEED_ALIAS_PLATFORMS = {"c4x": "ec2", "c5x": "ec2"}
+"""Aliases that also say where the run was: high-res-distributed ran its c4x/c5x clusters on plain EC2
+(its cost figures use the EC2 prices, 0.199 and 0.170 USD/h)."""
+
+EC2_SUFFIX = "-ec2"
+"""A spelling ending in this names a run on plain EC2 (not a SageMaker training job)."""
+
+_FAMILY_SIZE_GPUS = re.compile(r"^(?P<family>[a-z]+\d+[a-z]*?)(?P<size>\d*x?large)-(?P<gpus>\d+)$")
+_FAMILY_GPU_N = re.compile(r"^(?P<family>[a-z]+\d+[a-z]*)-gpu(?P<gpus>\d+)$")
+_FAMILY_GPUS = re.compile(r"^(?P<family>[a-z]+\d+[a-z]*)-(?P<gpus>\d+)$")
+
+SPELLING_FORMS: tuple[tuple[str, str, str], ...] = (
+    (
+        "vmtype",
+        "p3-1, p3-4, g4dn-1, g4dn2x-1, c5x-0",
+        "trainsweep's own VMTYPE (:func:`vmtype`), as written in the results layout",
+    ),
+    (
+        "alias",
+        "p3-2, c4x, c5x",
+        "the seeds' older names (p3-2 = p3.2xlarge); c4x/c5x: high-res-distributed's EC2 instance folders",
+    ),
+    (
+        "family-gpus",
+        "p2-1, p2-8, g4dn-1, g4dn-4",
+        "family + GPU count: the smallest size with that many GPUs",
+    ),
+    (
+        "family-size-gpus",
+        "g4dnxlarge-1, g4dn2xlarge-1, g4dn12xlarge-4, g4dn12xlarge-1",
+        "family + size spelled out + GPUs used (at most the size's GPUs)",
+    ),
+    ("job-gpus", "p3-gpu4 (job resnet50-p3-gpu4-b512-e0)", "SageMaker job names: family + gpuN"),
+    ("instance-name", "p3.2xlarge, ml.p3.2xlarge", "the instance type's own name (EC2 log folders)"),
+    ("ec2", "p2-1-ec2, g4dnxlarge-1-ec2", "any of the above + -ec2: the same machine, run on plain EC2"),
+)
+"""(form, examples, meaning) of every spelling :func:`read_spelling` knows, in the order it tries them."""
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """What one spelling of an instance type says."""
+
+    text: str
+    instance: InstanceType
+    gpus: int
+    """GPUs the spelling says the run used (``g4dn12xlarge-1``: 1 of the size's 4)."""
+    form: str
+    """Which row of :data:`SPELLING_FORMS` read it."""
+    platform: str | None = None
+    """``ec2`` when the spelling marks an EC2 run; None when it does not say."""
+
+
+def _smallest_with(family: str, gpus: int) -> InstanceType | None:
+    same = [t for t in CATALOGUE.values() if not t.is_local and t.family == family and t.gpus == gpus]
+    return min(same, key=lambda t: t.vcpus) if same else None
+
+
+def read_spelling(text: str) -> Spelling | None:
+    """Read an instance-type spelling of the seeds (:data:`SPELLING_FORMS`); None when no form knows it."""
+    short = text.strip()
+    if short.lower().endswith(EC2_SUFFIX) and len(short) > len(EC2_SUFFIX):
+        inner = read_spelling(short[: -len(EC2_SUFFIX)])
+        return replace(inner, text=short, platform="ec2") if inner is not None else None
     for t in CATALOGUE.values():
         if vmtype(t.name) == short:
-            return t
+            return Spelling(short, t, t.gpus, "vmtype")
+    if short in SEED_ALIASES:
+        alias = CATALOGUE[SEED_ALIASES[short]]
+        return Spelling(short, alias, alias.gpus, "alias", SEED_ALIAS_PLATFORMS.get(short))
+    if (m := _FAMILY_GPUS.match(short)) and (smallest := _smallest_with(m["family"], int(m["gpus"]))):
+        return Spelling(short, smallest, smallest.gpus, "family-gpus")
+    if m := _FAMILY_SIZE_GPUS.match(short):
+        sized = CATALOGUE.get(f"ml.{m['family']}.{m['size']}")
+        used = int(m["gpus"])
+        if sized is not None and (used <= sized.gpus if sized.gpus else used == 0):
+            return Spelling(short, sized, used, "family-size-gpus")
+    if (m := _FAMILY_GPU_N.match(short)) and (smallest := _smallest_with(m["family"], int(m["gpus"]))):
+        return Spelling(short, smallest, smallest.gpus, "job-gpus")
+    name = short if short.startswith("ml.") else "ml." + short
+    if name in CATALOGUE:
+        named = CATALOGUE[name]
+        return Spelling(short, named, named.gpus, "instance-name")
     return None
+
+
+def from_vmtype(short: str) -> InstanceType | None:
+    """The instance type of any spelling :func:`read_spelling` knows (the inverse of :func:`vmtype`, and
+    the seeds' other names: ``p3-2``, ``c5x``, ``g4dnxlarge-1``, ``p3-gpu4``, ``p2-1-ec2``...)."""
+    s = read_spelling(short)
+    return s.instance if s is not None else None

@@ -39,9 +39,13 @@ JOBS_JSON = "jobs.json"
 
 # `result-<VMTYPE>-<BS>-e<N>` as the seed scripts named logs (VMTYPE is family-GPUs, e.g. p3-1),
 # also the older EC2 form `result-<GPUS>-<BS>-e<N>` (VMTYPE then comes from the folder name).
+# The VMTYPE may carry an ``-ec2`` suffix (a run on plain EC2): ``result-p2-1-ec2-2048-e0.txt``.
 SEED_LOG_NAME = re.compile(
-    r"^result-(?:(?P<vmtype>[A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)?)-)?(?P<bs>\d+)-e(?P<run>\d+)(?:\.(?:txt|out|log))?$"
+    r"^result-(?:(?P<vmtype>[A-Za-z0-9.]+(?:-[A-Za-z0-9.]+)?(?:-ec2)?)-)?(?P<bs>\d+)-e(?P<run>\d+)"
+    r"(?:\.(?:txt|out|log))?$"
 )
+# The seeds' SageMaker job names: ``<model>-<family>-gpu<N>-b<BS>-e<N>`` (``resnet50-p3-gpu4-b512-e0``).
+SEED_JOB_NAME = re.compile(r"^[A-Za-z0-9]+-(?P<vmtype>[a-z0-9]+-gpu\d+)-b(?P<bs>\d+)-e(?P<run>\d+)$")
 # trainsweep job names end with `-<VMTYPE>-<BS>-e<N>` (or `-<VMTYPE>-packed-e<N>` for packed jobs).
 JOB_NAME_TAIL = re.compile(r"-(?P<vmtype>[a-z0-9]+-[a-z0-9]+)-(?P<bs>\d+|packed)-e(?P<run>\d+)$")
 
@@ -64,7 +68,11 @@ def parse_seed_log_name(name: str) -> CellName | None:
 
 
 def parse_job_name(job_name: str) -> CellName | None:
-    """Read VMTYPE/BS/N from a trainsweep job name; BS is None for packed jobs."""
+    """Read VMTYPE/BS/N from a trainsweep job name (BS is None for packed jobs) or a seed's SageMaker job
+    name (``resnet50-p3-gpu4-b512-e0``: VMTYPE ``p3-gpu4``)."""
+    seed = SEED_JOB_NAME.match(job_name)
+    if seed:
+        return CellName(seed.group("vmtype"), int(seed.group("bs")), int(seed.group("run")))
     m = JOB_NAME_TAIL.search(job_name)
     if not m:
         return None

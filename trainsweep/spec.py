@@ -826,6 +826,8 @@ class SweepPlan:
     worst_case_cost_usd: float | None  # None when a cloud type has no known price in the region
     worst_case_seconds: int
     unpriced_instance_types: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What the spec asks that will not happen (e.g. a hyperparameter the built-in workload ignores)."""
 
     @property
     def job_count(self) -> int:
@@ -863,6 +865,7 @@ class SweepPlan:
             "worst_case_seconds": self.worst_case_seconds,
             "budget_usd": self.spec.budget_usd,
             "unpriced_instance_types": list(self.unpriced_instance_types),
+            "warnings": list(self.warnings),
             "jobs": [dict(j) for j in self.jobs],
         }
 
@@ -1059,6 +1062,19 @@ def _check_jobs(jobs: list[dict[str, Any]]) -> None:
         raise SpecError(_message("plan", errors), errors)
 
 
+def _ignored_hyperparameters(w: Workload) -> list[str]:
+    """A warning per hyperparameter a built-in workload does not read (a script's own are its business)."""
+    if w.model is None:
+        return []
+    return [
+        f"workload.hyperparameters.{key}: the built-in workload {w.model} does not read it (it reads "
+        f"{', '.join(sorted(hp.BUILTIN_READS - MANAGED_HYPERPARAMETERS - {hp.LOG_BUCKET, hp.LOG_PREFIX}))}); "
+        "the jobs get it and ignore it"
+        for key in w.hyperparameters
+        if key not in hp.BUILTIN_READS
+    ]
+
+
 def plan_sweep(
     spec: SweepSpec | Mapping[str, Any] | str | Path,
     *,
@@ -1153,6 +1169,7 @@ def plan_sweep(
         worst_case_cost_usd=cost,
         worst_case_seconds=worst_s,
         unpriced_instance_types=unpriced,
+        warnings=_ignored_hyperparameters(w),
     )
     if enforce_budget:
         check_budget(plan)

@@ -248,3 +248,35 @@ def test_run_refuses_a_grid_too_large_for_the_workflow_before_anything_starts(tm
     assert "split the grid" in result.output
     assert "the sweep's execution ended" not in result.output  # refused up front, not by PlanSweep
     assert not (tmp_path / "out").exists()
+
+
+def test_plan_warns_about_a_hyperparameter_the_built_in_workload_does_not_read(write_spec) -> None:  # type: ignore[no-untyped-def]
+    # The seeds passed `file-output`; the built-in workloads ignore it: say so, do not accept it silently.
+    spec = write_spec(
+        workload={"model": "mnist-cnn", "epochs": 2, "hyperparameters": {"file-output": "x.txt"}}
+    )
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "Warning: workload.hyperparameters.file-output: the built-in workload mnist-cnn does not read it"
+        in (result.stderr)
+    )
+    doc = json.loads(runner.invoke(app, ["plan", str(spec), "--json"]).stdout)
+    assert len(doc["warnings"]) == 1 and "file-output" in doc["warnings"][0]
+
+
+def test_plan_does_not_warn_about_a_hyperparameter_the_built_in_workload_reads(write_spec) -> None:  # type: ignore[no-untyped-def]
+    spec = write_spec(
+        workload={"model": "mnist-cnn", "epochs": 2, "hyperparameters": {"learning-rate": 0.01}}
+    )
+    result = runner.invoke(app, ["plan", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert "Warning" not in result.stderr
+
+
+def test_version_alone_prints_the_version_and_exits_0() -> None:
+    from trainsweep import __version__
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == __version__

@@ -122,3 +122,43 @@ def test_refresh_reads_training_on_demand_prices_and_caches_them(empty_cache):
 def test_cache_file_records_when_it_was_written(empty_cache):
     path = prices.write_cache({"us-east-1": {"ml.c5.xlarge": 0.2}}, now=datetime(2026, 1, 2, tzinfo=UTC))
     assert json.loads(path.read_text())["as_of"] == "2026-01-02T00:00:00Z"
+
+
+# ---- EC2 (issue 12: runs on plain EC2 pay EC2 prices) ---------------------------------------------------
+
+
+def test_the_shipped_ec2_catalogue_is_dated_sourced_and_prices_the_seed_families():
+    doc = prices.shipped_catalogue(prices.EC2)
+    assert doc["as_of"] and "aws.amazon.com/ec2/pricing" in doc["source"]
+    for itype in ("ml.p2.xlarge", "ml.p3.2xlarge", "ml.g4dn.xlarge", "ml.g4dn.12xlarge", "ml.c4.xlarge"):
+        assert prices.hourly_usd(itype, platform=prices.EC2) is not None, itype
+    assert prices.hourly_usd("ml.c5.xlarge", platform=prices.EC2) == 0.17  # seed 002's figure
+    # the same machine costs less as a plain EC2 instance than as a SageMaker training instance
+    assert prices.hourly_usd("ml.p3.2xlarge", platform=prices.EC2) < prices.hourly_usd("ml.p3.2xlarge")
+
+
+def test_refresh_of_ec2_prices_reads_linux_on_demand_and_caches_them_apart(empty_cache):
+    client = boto3.client("pricing", region_name="us-east-1")
+    product = json.loads(_product("BoxUsage:p3.2xlarge", "", "3.1000000000"))
+    filters = {
+        "regionCode": "us-east-1",
+        "instanceType": "p3.2xlarge",
+        "operatingSystem": "Linux",
+        "tenancy": "Shared",
+        "preInstalledSw": "NA",
+        "capacitystatus": "Used",
+    }
+    request = {
+        "ServiceCode": "AmazonEC2",
+        "Filters": [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
+        "FormatVersion": "aws_v1",
+    }
+    with Stubber(client) as stub:
+        stub.add_response("get_products", {"PriceList": [json.dumps(product)]}, request)
+        path, fetched, missing = prices.refresh(client, ["us-east-1"], ["p3.2xlarge"], platform=prices.EC2)
+        stub.assert_no_pending_responses()
+    assert fetched == {"us-east-1": {"p3.2xlarge": 3.1}} and missing == []
+    assert path.name == "ec2-prices.json"
+    assert prices.hourly_usd("ml.p3.2xlarge", platform=prices.EC2) == 3.1
+    assert prices.hourly_usd("ml.p3.2xlarge") == 3.825  # SageMaker's price untouched
+    assert "refreshed" in prices.price_source("us-east-1", prices.EC2)

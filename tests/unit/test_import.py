@@ -411,6 +411,22 @@ def test_real_import_writes_the_json_dumps_bytes_of_every_record_seed_json_and_s
     assert checked > 300
 
 
+def test_real_import_reads_every_instance_type_a_name_folder_or_header_says(
+    real_import: tuple[Path, dict],
+) -> None:
+    # Issue 12: only the ResNet job's log.txt (in model.tar.gz and its extracted copy) says nothing.
+    _, q = real_import
+    unread = {u["path"]: u["spelling"] for u in q["instance_type_unread"]}
+    resnet = "cloud-ML/resnet50-cifar/experimental-results/2020-08-CIFAR-on-sagemaker/output"
+    assert unread == {
+        f"{resnet}/model.tar.gz/log.txt": None,
+        f"{resnet}/model.tar.gz.extracted/log.txt": None,
+    }
+    assert all(f["instance_type"] for f in q["files"] if f["status"] != "error" and f["path"] not in unread)
+    assert {f["instance_type"] for f in q["files"] if "/c4x/" in f["path"]} == {"ml.c4.xlarge"}
+    assert q["billing_records"]["found"] == 4 and len(q["billing_records"]["matched"]) == 4
+
+
 # ---- archives (SageMaker's model.tar.gz carries the log) ------------------------------------------
 
 

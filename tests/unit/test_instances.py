@@ -39,3 +39,16 @@ def test_the_seeds_older_names_are_understood():
 def test_an_unknown_instance_type_names_the_known_ones():
     with pytest.raises(KeyError, match=r"ml\.p3\.2xlarge"):
         instances.lookup("ml.x9.huge")
+
+
+def test_every_example_of_the_spelling_table_is_read():
+    for form, examples, _ in instances.SPELLING_FORMS:
+        for example in examples.split(", "):
+            spelling = example.split(" ")[0]  # "p3-gpu4 (job ...)"
+            assert instances.read_spelling(spelling) is not None, (form, spelling)
+
+
+def test_a_spelled_out_size_with_more_gpus_than_it_has_is_not_read():
+    assert instances.read_spelling("g4dnxlarge-2") is None
+    assert instances.read_spelling("g4dn12xlarge-1").instance.name == "ml.g4dn.12xlarge"
+    assert instances.read_spelling("g4dn12xlarge-1").gpus == 1

@@ -32,15 +32,22 @@ for _module in COMMAND_MODULES:
     importlib.import_module(_module).register(app)
 
 
-@app.callback()
-def _root(
-    version: bool = typer.Option(False, "--version", help="Print the version and exit.", is_eager=True),
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    """Print the version and stop, before click asks for a command (``--version`` alone is a full call)."""
+    if value:
         from trainsweep import __version__
 
         typer.echo(__version__)
         raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", is_eager=True, callback=_print_version
+    ),
+) -> None:
+    pass
 
 
 def main() -> None:

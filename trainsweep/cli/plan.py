@@ -58,6 +58,8 @@ def plan(
         typer.echo(json.dumps(sweep.to_dict(), indent=2))
     else:
         _print_plan(out, sweep)
+    for warning in sweep.warnings:
+        err.print(f"Warning: {warning}", highlight=False, markup=False)
     try:
         check_plan_fits(sweep)
     except SweepTooLargeError as e:

@@ -113,26 +113,41 @@ def report_command(
 prices_app = typer.Typer(help="The instance price catalogue: show it, refresh it from the AWS Pricing API.")
 
 
+_PLATFORM_HELP = "sagemaker (training jobs) or ec2 (the same machines as plain EC2 instances)."
+
+
+def _platform(value: str) -> str:
+    if value not in ("sagemaker", "ec2"):
+        raise fail(f"--platform {value!r}: give sagemaker or ec2")
+    return value
+
+
 @prices_app.command("show")
 def prices_show(
     region: Annotated[str, typer.Option("--region", help="Region to show.")] = "us-east-1",
+    platform: Annotated[str, typer.Option("--platform", help=_PLATFORM_HELP)] = "sagemaker",
 ) -> None:
     """Print USD per instance-hour for every instance type trainsweep knows, and where it comes from."""
     from rich.table import Table
 
-    from trainsweep.cost.prices import hourly_usd, price_source
+    from trainsweep.cost.prices import EC2, hourly_usd, price_source
     from trainsweep.instances import CATALOGUE
 
-    table = Table(title=f"SageMaker training, on-demand, {region}")
+    platform = _platform(platform)
+    what = "EC2, on-demand Linux" if platform == EC2 else "SageMaker training, on-demand"
+    table = Table(title=f"{what}, {region}")
     table.add_column("instance type")
     table.add_column("GPUs", justify="right")
     table.add_column("USD/hour", justify="right")
     for name, t in CATALOGUE.items():
-        usd = hourly_usd(name, region)
-        table.add_row(name, str(t.gpus), "unknown" if usd is None else f"{usd:.3f}")
+        if platform == EC2 and t.is_local:
+            continue
+        usd = hourly_usd(name, region, platform)
+        shown = name.removeprefix("ml.") if platform == EC2 else name
+        table.add_row(shown, str(t.gpus), "unknown" if usd is None else f"{usd:.3f}")
     console = make_console(soft_wrap=False)
     console.print(table)
-    console.print(f"Prices: {price_source(region)}")
+    console.print(f"Prices: {price_source(region, platform)}")
 
 
 @prices_app.command("refresh")
@@ -140,8 +155,10 @@ def prices_refresh(
     region: Annotated[
         list[str] | None, typer.Option("--region", help="Region to price (repeat for several).")
     ] = None,
+    platform: Annotated[str, typer.Option("--platform", help=_PLATFORM_HELP)] = "sagemaker",
 ) -> None:
     """Fetch current prices from the AWS Pricing API (needs AWS credentials) into the user cache."""
+    platform = _platform(platform)
     try:
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
@@ -152,7 +169,7 @@ def prices_refresh(
     regions = region or ["us-east-1"]
     client = boto3.client("pricing", region_name=PRICING_API_REGION)
     try:
-        path, fetched, missing = refresh(client, regions)
+        path, fetched, missing = refresh(client, regions, platform=platform)
     except (BotoCoreError, ClientError) as exc:
         raise fail(f"the AWS Pricing API did not answer: {exc} (check credentials and network)") from None
     n = sum(len(v) for v in fetched.values())

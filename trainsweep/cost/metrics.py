@@ -30,7 +30,7 @@ from typing import Any
 
 from trainsweep import instances
 from trainsweep.cost import billing
-from trainsweep.cost.prices import hourly_usd
+from trainsweep.cost.prices import EC2, LOCAL, SAGEMAKER, hourly_usd
 from trainsweep.logs import mllog
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.stalls import run_stall_stats
@@ -39,6 +39,7 @@ OK, FAILED, INFEASIBLE = "ok", "failed", "infeasible"
 
 CSV_COLUMNS = (
     "instance_type",
+    "platform",
     "gpus",
     "batch_size",
     "runs",
@@ -64,6 +65,7 @@ CSV_COLUMNS = (
     "gpu_memory_share",
     "status",
     "notes",
+    "not_judged",
 )
 
 
@@ -142,6 +144,15 @@ def resolve_instance_type(run: RunTimings, job: Mapping[str, Any] | None = None)
     return run.header.instance_type or run.computing_system
 
 
+def run_platform(run: RunTimings, job: Mapping[str, Any] | None = None, itype: str | None = None) -> str:
+    """Where a run ran: the job record's ``platform``, else what its name or folder said (the parser's
+    ``trainsweep.platform``), else ``local`` for the local types, else ``sagemaker``."""
+    said = (job or {}).get("platform") or run.extra.get(mllog.PLATFORM)
+    if said in (SAGEMAKER, EC2, LOCAL):
+        return str(said)
+    return LOCAL if itype in (instances.LOCAL_CPU, instances.LOCAL_GPU) else SAGEMAKER
+
+
 @dataclass
 class RunMetrics:
     """The figures of one run (one repetition of one configuration)."""
@@ -151,6 +162,8 @@ class RunMetrics:
     batch_size: int | None
     run_index: int | None
     status: str
+    platform: str = SAGEMAKER
+    """``sagemaker``, ``ec2`` or ``local``: an EC2 run has EC2 prices and no SageMaker start-up overhead."""
     reason: str | None = None
     epochs_measured: int = 0
     steps_per_epoch: int | None = None
@@ -215,12 +228,17 @@ def run_metrics(
     """Figures of one run; ``epochs`` is the number of epochs to predict the training time for."""
     status = job_status(job) or _RUN_STATUS.get(run.status, FAILED)
     bs = run.batch_size or run.header.batch_size or (job or {}).get("batch_size")
+    itype = resolve_instance_type(run, job)
+    platform = run_platform(run, job, itype)
+    if platform == EC2:
+        overhead_s = 0.0  # no SageMaker job to start: the instance bills the training itself
     m = RunMetrics(
         name=run.name,
-        instance_type=resolve_instance_type(run, job),
+        instance_type=itype,
         batch_size=int(bs) if bs is not None else None,
         run_index=run.run_index,
         status=status,
+        platform=platform,
         reason=(job or {}).get("reason") or run.failure_reason or _stopped_early(job),
         problems=[p.code for p in run.problems],
     )
@@ -299,6 +317,8 @@ class ConfigMetrics:
     gpus: int | None
     batch_size: int | None
     runs: int
+    platform: str = SAGEMAKER
+    """Where the configuration ran (``sagemaker``, ``ec2``, ``local``): its prices and overhead."""
     step_time_s: float | None = None
     step_time_std_s: float | None = None
     samples_per_s: float | None = None
@@ -322,14 +342,22 @@ class ConfigMetrics:
     """The largest share of the GPU's memory a repetition held (None: no GPU or not logged)."""
     status: str = OK
     notes: str = ""
+    not_judged: str = ""
+    """Why the recommendation could not judge this configuration (``<what is missing>: <detail>``);
+    empty when it took part."""
     vmtype: str | None = None
     attempts: int = 0
     aligned_step_s: float | None = None
     free_step_s: float | None = None
 
     @property
+    def machine(self) -> str:
+        """The instance type, marked ``(EC2)`` when it ran on plain EC2."""
+        return f"{self.instance_type} (EC2)" if self.platform == EC2 else self.instance_type
+
+    @property
     def label(self) -> str:
-        return f"{self.instance_type} x {self.batch_size}"
+        return f"{self.machine} x {self.batch_size}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -353,27 +381,30 @@ def aggregate(
 
     ``extra_cells`` adds ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run.
     """
-    groups: dict[tuple[str, int | None], list[RunMetrics]] = {}
+    groups: dict[tuple[str, int | None, str], list[RunMetrics]] = {}
     for r in runs:
-        groups.setdefault((r.instance_type or "unknown", r.batch_size), []).append(r)
-    reasons: dict[tuple[str, int | None], list[tuple[str, str | None]]] = {}
+        groups.setdefault((r.instance_type or "unknown", r.batch_size, r.platform), []).append(r)
+    reasons: dict[tuple[str, int | None, str], list[tuple[str, str | None]]] = {}
     for itype, bs, status, reason in extra_cells:
-        reasons.setdefault((itype, bs), []).append((status, reason))
-        groups.setdefault((itype, bs), [])
+        where = LOCAL if itype in (instances.LOCAL_CPU, instances.LOCAL_GPU) else SAGEMAKER
+        reasons.setdefault((itype, bs, where), []).append((status, reason))
+        groups.setdefault((itype, bs, where), [])
 
     rows: list[ConfigMetrics] = []
-    for (itype, bs), members in groups.items():
+    for (itype, bs, platform), members in groups.items():
+        key = (itype, bs, platform)
         ok = [r for r in members if r.status == OK]
         t = instances.CATALOGUE.get(itype)
-        price = hourly_usd(itype, region)
+        price = hourly_usd(itype, region, platform)
         row = ConfigMetrics(
             instance_type=itype,
             gpus=t.gpus if t else None,
             batch_size=bs,
             runs=len(ok),
+            platform=platform,
             usd_per_hour=price,
             vmtype=_vmtype(itype) if t else None,
-            attempts=len(members) + len(reasons.get((itype, bs), [])),
+            attempts=len(members) + len(reasons.get(key, [])),
         )
         notes: list[str] = []
         if ok:
@@ -399,7 +430,7 @@ def aggregate(
             row.aligned_step_s = _mean([r.aligned_step_s for r in ok])
             row.free_step_s = _mean([r.free_step_s for r in ok])
             if price is None:
-                notes.append(f"no price for {itype} in {region}")
+                notes.append(f"no {'EC2 ' if platform == EC2 else ''}price for {itype} in {region}")
             else:
                 if row.epoch_time_s is not None:
                     row.cost_per_epoch_usd = billing.cost_usd(row.epoch_time_s, price, instance_count)
@@ -431,16 +462,38 @@ def aggregate(
                 notes.append(f"{early} run(s) stopped early ({ok[0].reason if early == 1 else 'see runs'})")
             row.status = OK
         else:
-            statuses = [r.status for r in members] + [s for s, _ in reasons.get((itype, bs), [])]
+            statuses = [r.status for r in members] + [s for s, _ in reasons.get(key, [])]
             row.status = INFEASIBLE if INFEASIBLE in statuses else FAILED
-            why = [r.reason for r in members if r.reason] + [w for _, w in reasons.get((itype, bs), []) if w]
+            why = [r.reason for r in members if r.reason] + [w for _, w in reasons.get(key, []) if w]
             if why:
                 notes.append("; ".join(dict.fromkeys(why)))
         row.notes = "; ".join(notes)
+        row.not_judged = not_judged_reason(row, region)
         rows.append(row)
     order = {name: i for i, name in enumerate(instances.CATALOGUE)}
-    rows.sort(key=lambda r: (order.get(r.instance_type, len(order)), r.instance_type, r.batch_size or 0))
+    rows.sort(
+        key=lambda r: (order.get(r.instance_type, len(order)), r.instance_type, r.platform, r.batch_size or 0)
+    )
     return rows
+
+
+def not_judged_reason(row: ConfigMetrics, region: str | None = None) -> str:
+    """Why a configuration cannot be compared with the others, as ``<what is missing>: <detail>``
+    ("" when it can be): the first missing of instance type, timings (or infeasible), price, time to train."""
+    if row.instance_type not in instances.CATALOGUE:
+        if row.instance_type == "unknown":
+            return "no instance type: neither the log's name, its folder nor the log says it"
+        return f"no instance type: {row.instance_type!r} is not a spelling trainsweep reads"
+    if row.status == INFEASIBLE:
+        return f"infeasible: {row.notes or 'the configuration cannot run'}"
+    if row.status != OK:
+        return f"no timings: {row.notes or 'no run of it finished'}"
+    if row.usd_per_hour is None:
+        on = " on EC2" if row.platform == EC2 else ""
+        return f"no price: no price for {row.instance_type}{on}" + (f" in {region}" if region else "")
+    if row.time_to_train_s is None or row.cost_to_train_usd is None:
+        return "no time to train: the runs do not give one for the epochs compared"
+    return ""
 
 
 _PREDICTION_KEYS = ("step_s", "steps_per_epoch", "epoch_s", "total_s", "epochs")

@@ -1,8 +1,10 @@
-"""The price catalogue: on-demand SageMaker training USD per instance-hour, per region.
+"""The price catalogues: on-demand USD per instance-hour, per region, of SageMaker training and of EC2.
 
-A catalogue ships with the package (``trainsweep/data/prices.json``, dated, with its source).
-``trainsweep prices refresh`` asks the AWS Pricing API for current figures and writes them to a user
-cache (``$TRAINSWEEP_CACHE_DIR`` or ``$XDG_CACHE_HOME/trainsweep`` or ``~/.cache/trainsweep``); cached
+Each platform's catalogue ships with the package, dated, with its source: ``trainsweep/data/prices.json``
+(SageMaker training, ``ml.*`` types) and ``trainsweep/data/ec2-prices.json`` (EC2 on-demand Linux, for
+the instance families the seeds ran on plain EC2; keys without ``ml.``). ``trainsweep prices refresh
+[--platform ec2]`` asks the AWS Pricing API for current figures and writes them to a user cache
+(``$TRAINSWEEP_CACHE_DIR`` or ``$XDG_CACHE_HOME/trainsweep`` or ``~/.cache/trainsweep``); cached
 figures win over shipped ones. This module never imports boto3: the refresh takes an injected client.
 """
 
@@ -24,6 +26,12 @@ CATALOGUE_KIND = "trainsweep.prices"
 CATALOGUE_VERSION = 1
 CACHE_FILE = "prices.json"
 PRICING_SERVICE_CODE = "AmazonSageMaker"
+SAGEMAKER, EC2, LOCAL = "sagemaker", "ec2", "local"
+"""Where a run ran: a SageMaker training job, a plain EC2 instance, or this machine (SageMaker local mode)."""
+PLATFORMS = (SAGEMAKER, EC2, LOCAL)
+CATALOGUE_FILES = {SAGEMAKER: "prices.json", EC2: "ec2-prices.json"}
+"""Each priced platform's catalogue file: shipped in ``trainsweep/data``, refreshed in the user cache."""
+EC2_SERVICE_CODE = "AmazonEC2"
 # The Pricing API answers only in a few regions; us-east-1 serves every region's prices.
 PRICING_API_REGION = "us-east-1"
 
@@ -54,11 +62,12 @@ def _check(doc: dict[str, Any], where: str) -> dict[str, Any]:
     return doc
 
 
-@lru_cache(maxsize=1)
-def shipped_catalogue() -> dict[str, Any]:
-    """The catalogue that ships with the package."""
-    text = resources.files("trainsweep").joinpath("data", "prices.json").read_text(encoding="utf-8")
-    return _check(json.loads(text), "the shipped prices.json")
+@lru_cache(maxsize=2)
+def shipped_catalogue(platform: str = SAGEMAKER) -> dict[str, Any]:
+    """The catalogue of a platform (``sagemaker``, ``ec2``) that ships with the package."""
+    name = CATALOGUE_FILES[platform]
+    text = resources.files("trainsweep").joinpath("data", name).read_text(encoding="utf-8")
+    return _check(json.loads(text), f"the shipped {name}")
 
 
 @lru_cache(maxsize=4)
@@ -66,9 +75,9 @@ def _read_cached(path: str, mtime_ns: int) -> dict[str, Any]:
     return _check(json.loads(Path(path).read_text(encoding="utf-8")), path)
 
 
-def cached_catalogue() -> dict[str, Any] | None:
-    """The refreshed catalogue in the user cache, or None when there is none."""
-    path = cache_dir() / CACHE_FILE
+def cached_catalogue(platform: str = SAGEMAKER) -> dict[str, Any] | None:
+    """The refreshed catalogue of a platform in the user cache, or None when there is none."""
+    path = cache_dir() / CATALOGUE_FILES[platform]
     try:
         mtime = path.stat().st_mtime_ns
     except OSError:
@@ -76,12 +85,12 @@ def cached_catalogue() -> dict[str, Any] | None:
     return _read_cached(str(path), mtime)
 
 
-def catalogue() -> dict[str, Any]:
+def catalogue(platform: str = SAGEMAKER) -> dict[str, Any]:
     """Shipped prices overlaid with refreshed ones: ``{"regions": {region: {type: usd}}, "sources": ...}``."""
-    shipped = shipped_catalogue()
+    shipped = shipped_catalogue(platform)
     regions: dict[str, dict[str, float]] = {r: dict(p) for r, p in shipped["regions"].items()}
     sources = [{"as_of": shipped["as_of"], "source": shipped["source"]}]
-    cached = cached_catalogue()
+    cached = cached_catalogue(platform)
     if cached is not None:
         for region, prices in cached["regions"].items():
             regions.setdefault(region, {}).update(prices)
@@ -89,24 +98,27 @@ def catalogue() -> dict[str, Any]:
     return {"regions": regions, "sources": sources}
 
 
-def hourly_usd(instance_type: str, region: str = "us-east-1") -> float | None:
-    """On-demand USD per instance-hour of a SageMaker training instance type in a region.
+def hourly_usd(instance_type: str, region: str = "us-east-1", platform: str = SAGEMAKER) -> float | None:
+    """On-demand USD per instance-hour of an instance type in a region, on a platform.
 
-    ``local`` and ``local_gpu`` cost 0. None when the catalogue has no price for the type in that
-    region (callers must say so rather than assume a price).
+    ``platform`` ``sagemaker`` (SageMaker training) or ``ec2`` (the same machine as a plain EC2
+    instance: ``ml.p3.2xlarge`` is priced as ``p3.2xlarge``). ``local`` and ``local_gpu``, and the
+    ``local`` platform, cost 0. None when the catalogue has no price for the type in that region
+    (callers must say so rather than assume a price).
     """
-    if instance_type in _FREE:
+    if instance_type in _FREE or platform == LOCAL:
         return 0.0
-    price = catalogue()["regions"].get(region, {}).get(instance_type)
+    key = instance_type.removeprefix("ml.") if platform == EC2 else instance_type
+    price = catalogue(platform)["regions"].get(region, {}).get(key)
     return float(price) if price is not None else None
 
 
-def price_source(region: str = "us-east-1") -> str:
+def price_source(region: str = "us-east-1", platform: str = SAGEMAKER) -> str:
     """A one-line statement of where the prices for a region come from (for reports)."""
-    cached = cached_catalogue()
+    cached = cached_catalogue(platform)
     if cached is not None and region in cached["regions"]:
         return f"AWS Pricing API, refreshed {cached['as_of']}"
-    shipped = shipped_catalogue()
+    shipped = shipped_catalogue(platform)
     return f"shipped catalogue of {shipped['as_of']} ({shipped['offer']})"
 
 
@@ -183,11 +195,13 @@ def fetch_prices(
     return out, missing
 
 
-def write_cache(prices: dict[str, dict[str, float]], *, now: datetime | None = None) -> Path:
-    """Merge refreshed prices into the user cache and return its path."""
+def write_cache(
+    prices: dict[str, dict[str, float]], *, now: datetime | None = None, platform: str = SAGEMAKER
+) -> Path:
+    """Merge refreshed prices of a platform into the user cache and return its path."""
     now = now or datetime.now(UTC)
-    path = cache_dir() / CACHE_FILE
-    existing = cached_catalogue() or {}
+    path = cache_dir() / CATALOGUE_FILES[platform]
+    existing = cached_catalogue(platform) or {}
     regions: dict[str, dict[str, float]] = {r: dict(p) for r, p in existing.get("regions", {}).items()}
     for region, p in prices.items():
         regions.setdefault(region, {}).update(p)
@@ -196,9 +210,12 @@ def write_cache(prices: dict[str, dict[str, float]], *, now: datetime | None = N
         "schema_version": CATALOGUE_VERSION,
         "currency": "USD",
         "unit": "per instance-hour",
-        "offer": "Amazon SageMaker Training, On-Demand",
+        "offer": "Amazon EC2, On-Demand, Linux"
+        if platform == EC2
+        else "Amazon SageMaker Training, On-Demand",
         "as_of": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "source": f"AWS Pricing API GetProducts, service code {PRICING_SERVICE_CODE}",
+        "source": "AWS Pricing API GetProducts, service code "
+        + (EC2_SERVICE_CODE if platform == EC2 else PRICING_SERVICE_CODE),
         "regions": regions,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,9 +225,66 @@ def write_cache(prices: dict[str, dict[str, float]], *, now: datetime | None = N
     return path
 
 
-def refresh(
+def _ec2_on_demand_usd(item: dict[str, Any]) -> float | None:
+    """The hourly on-demand USD of one EC2 Pricing API product (the filters chose Linux, shared, no SQL)."""
+    for term in item.get("terms", {}).get("OnDemand", {}).values():
+        for dim in term.get("priceDimensions", {}).values():
+            usd = dim.get("pricePerUnit", {}).get("USD")
+            if usd is not None and dim.get("unit", "Hrs").lower().startswith("hr") and float(usd) > 0:
+                return float(usd)
+    return None
+
+
+def fetch_ec2_prices(
     pricing_client: Any, regions: Iterable[str] = ("us-east-1",), instance_types: Iterable[str] | None = None
+) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """Ask the AWS Pricing API for EC2 on-demand Linux prices; like :func:`fetch_prices`.
+
+    ``instance_types``: EC2 names (``p3.2xlarge``); default those of the shipped EC2 catalogue.
+    """
+    shipped = shipped_catalogue(EC2)["regions"]
+    default = sorted({t for prices in shipped.values() for t in prices})
+    types = list(instance_types) if instance_types is not None else default
+    out: dict[str, dict[str, float]] = {}
+    missing: list[str] = []
+    paginator = pricing_client.get_paginator("get_products")
+    for region in regions:
+        for itype in types:
+            price = None
+            filters = {
+                "regionCode": region,
+                "instanceType": itype.removeprefix("ml."),
+                "operatingSystem": "Linux",
+                "tenancy": "Shared",
+                "preInstalledSw": "NA",
+                "capacitystatus": "Used",
+            }
+            pages = paginator.paginate(
+                ServiceCode=EC2_SERVICE_CODE,
+                Filters=[{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
+                FormatVersion="aws_v1",
+            )
+            for page in pages:
+                for raw in page.get("PriceList", []):
+                    price = _ec2_on_demand_usd(json.loads(raw) if isinstance(raw, str) else raw)
+                    if price is not None:
+                        break
+                if price is not None:
+                    break
+            if price is None:
+                missing.append(f"{region}/{itype}")
+            else:
+                out.setdefault(region, {})[itype.removeprefix("ml.")] = price
+    return out, missing
+
+
+def refresh(
+    pricing_client: Any,
+    regions: Iterable[str] = ("us-east-1",),
+    instance_types: Iterable[str] | None = None,
+    platform: str = SAGEMAKER,
 ) -> tuple[Path, dict[str, dict[str, float]], list[str]]:
-    """Fetch current prices and cache them; returns (cache path, prices fetched, pairs not priced)."""
-    prices, missing = fetch_prices(pricing_client, regions, instance_types)
-    return write_cache(prices), prices, missing
+    """Fetch current prices of a platform and cache them; returns (cache path, prices, pairs not priced)."""
+    fetch = fetch_ec2_prices if platform == EC2 else fetch_prices
+    prices, missing = fetch(pricing_client, regions, instance_types)
+    return write_cache(prices, platform=platform), prices, missing

@@ -1,6 +1,8 @@
 """The recommendation: fastest, cheapest, the Pareto set of time to train vs cost, and a constrained pick.
 
-Only configurations with status ok and both a time to train and a cost take part. "Time" is the
+Only configurations with status ok and both a time to train and a cost take part; the others are counted,
+with their reason (``ConfigMetrics.not_judged``), above the recommendation, which then says it is over a
+subset. "Time" is the
 predicted time to train the requested epochs; "cost" is the cost to train (billable time, per-job
 overhead included, x price). A configuration is on the Pareto front when no other one is at least as
 fast and at least as cheap and strictly better in one of the two.
@@ -8,11 +10,12 @@ fast and at least as cheap and strictly better in one of the two.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainsweep.cost.metrics import OK, ConfigMetrics
+from trainsweep.cost.metrics import OK, ConfigMetrics, not_judged_reason
 
 NEAR_SHARE = 0.05
 """Configurations this close to the pick are named beside it: repetitions rarely separate them."""
@@ -32,12 +35,42 @@ class Recommendation:
     near: list[ConfigMetrics] = field(default_factory=list)
     """Other qualifying configurations within :data:`NEAR_SHARE` of the pick on the deciding quantity."""
     near_by: str = ""
+    not_judged: list[ConfigMetrics] = field(default_factory=list)
+    """Configurations left out of the comparison (each says why in ``not_judged``)."""
+
+    @property
+    def configurations(self) -> int:
+        """All configurations: those compared and those that could not be judged."""
+        return self.candidates + len(self.not_judged)
+
+    def caveat(self) -> str | None:
+        """How many configurations could not be judged and why, said above the recommendation."""
+        if not self.not_judged:
+            return None
+        why = Counter(c.not_judged.split(":", 1)[0] for c in self.not_judged)
+        reasons = ", ".join(f"{n} {what}" for what, n in why.most_common())
+        unknown = sorted({c.instance_type for c in self.not_judged if c.not_judged.startswith("no instance")})
+        named = f" (instance types not read: {', '.join(unknown)})" if unknown else ""
+        return (
+            f"Could not judge {len(self.not_judged)} of {self.configurations} configurations: "
+            f"{reasons}{named}; sweep.csv's not_judged column gives the reason per row. "
+            + (
+                f"The recommendation below is over the other {self.candidates} only."
+                if self.candidates
+                else "Nothing is left to compare."
+            )
+        )
 
     def sentences(self) -> list[str]:
-        """The recommendation in words, with the numbers behind it."""
+        """The recommendation in words, with the numbers behind it (first what could not be judged)."""
+        caveat = self.caveat()
+        head = [caveat] if caveat else []
         if not self.candidates:
-            return ["No configuration finished with usable timings and a known price: nothing to recommend."]
-        out: list[str] = []
+            return [
+                *head,
+                "No configuration finished with usable timings and a known price: nothing to recommend.",
+            ]
+        out: list[str] = head
         if self.pick is not None:
             out.append(f"Use {_describe(self.pick)}: {self.reason}")
         else:
@@ -63,6 +96,7 @@ class Recommendation:
                 return None
             return {
                 "instance_type": c.instance_type,
+                "platform": c.platform,
                 "batch_size": c.batch_size,
                 "time_to_train_s": c.time_to_train_s,
                 "cost_to_train_usd": c.cost_to_train_usd,
@@ -78,6 +112,7 @@ class Recommendation:
             "candidates": self.candidates,
             "reason": self.reason,
             "near": [key(c) for c in self.near],
+            "not_judged": [dict(key(c) or {}, reason=c.not_judged) for c in self.not_judged],
             "text": self.sentences(),
         }
 
@@ -92,7 +127,7 @@ def _fmt_s(s: float) -> str:
 
 def _describe(c: ConfigMetrics) -> str:
     return (
-        f"{c.instance_type} with batch size {c.batch_size} "
+        f"{c.machine} with batch size {c.batch_size} "
         f"({_fmt_s(c.time_to_train_s or 0)} to train, ${c.cost_to_train_usd or 0:.4f})"
     )
 
@@ -128,6 +163,15 @@ def recommend(
         if r.status == OK and r.time_to_train_s is not None and r.cost_to_train_usd is not None
     ]
     rec = Recommendation(None, None, deadline_s=deadline_s, budget_usd=budget_usd, candidates=len(pts))
+    taken = {id(r) for r in pts}
+    rec.not_judged = [r for r in rows if id(r) not in taken]
+    for r in rec.not_judged:
+        r.not_judged = r.not_judged or not_judged_reason(r) or "no time to train or no cost"
+    subset = (
+        f", a subset: {len(rec.not_judged)} of {rec.configurations} configurations could not be judged"
+        if rec.not_judged
+        else ""
+    )
     if not pts:
         rec.reason = "no candidates"
         return rec
@@ -151,7 +195,7 @@ def recommend(
         return rec
     if budget_usd is not None and deadline_s is None:
         rec.pick = min(ok, key=lambda r: (r.time_to_train_s, r.cost_to_train_usd))
-        rec.reason = f"the fastest of the {len(ok)} configurations within {limits[0]}."
+        rec.reason = f"the fastest of the {len(ok)} configurations within {limits[0]}{subset}."
         rec.near_by = "time to train"
         best = rec.pick.time_to_train_s or 0.0
         rec.near = [
@@ -160,7 +204,7 @@ def recommend(
     else:
         rec.pick = min(ok, key=lambda r: (r.cost_to_train_usd, r.time_to_train_s))
         within = f" within {' and '.join(limits)}" if limits else ""
-        rec.reason = f"the cheapest of the {len(ok)} configurations{within}."
+        rec.reason = f"the cheapest of the {len(ok)} configurations{within}{subset}."
         rec.near_by = "cost"
         best = rec.pick.cost_to_train_usd or 0.0
         rec.near = [

@@ -3,7 +3,8 @@ starts mid-run or ends early, a failed or empty job. Each finding is a :class:`P
 
 Problem codes (also in docs/log-formats.md): empty, binary, unknown-dialect, no-training, failed,
 starts-mid-run, ends-early, epoch-not-closed, no-final-lines, steps-per-epoch, last-step-not-logged,
-header-contradicts-name, absurd-value, absurd-structure, bad-line, bad-mllog, undecodable-bytes,
+header-contradicts-name, unknown-instance-type, absurd-value, absurd-structure, bad-line, bad-mllog,
+undecodable-bytes,
 long-line, read-error;
 for a spec's ``log_format`` (:mod:`trainsweep.logs.pattern`) also no-match and bad-value.
 """
@@ -26,13 +27,22 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class NameFacts:
-    """What a log's file or job name (and, for old EC2 logs, its folder) says about the run."""
+    """What a log's file or job name (and, for old EC2 logs and per-instance folders, its folder) says
+    about the run. The instance type is read with :func:`trainsweep.instances.read_spelling`."""
 
     vmtype: str | None = None
+    """The instance type as the name (or folder) spells it: ``p3-1``, ``g4dnxlarge-1``, ``c5x``..."""
     batch_size: int | None = None
     run: int | None = None
     gpus: int | None = None
     instance_type: str | None = None
+    platform: str | None = None
+    """``ec2`` when the spelling says the run was on plain EC2; None when the name does not say."""
+
+    @property
+    def unknown_spelling(self) -> bool:
+        """The name spells an instance type that no row of the spelling table reads."""
+        return self.vmtype is not None and self.instance_type is None
 
     @classmethod
     def infer(cls, file_name: str | None, path: Path | None = None) -> NameFacts:
@@ -43,22 +53,44 @@ class NameFacts:
         if cell is None:
             stem = base.rsplit(".", 1)[0] if base.endswith((".txt", ".out", ".log")) else base
             cell = layout.parse_job_name(stem)
-        if cell is None:
-            return cls()
-        vm, gpus, itype = cell.vmtype, None, None
+        folder = path.parent.name if path is not None else ""
+        vm = cell.vmtype if cell is not None else None
+        bs, run = (cell.batch_size, cell.run) if cell is not None else (None, None)
+        gpus = None
         if vm is not None and vm.isdigit():
             # Older EC2 form ``result-<GPUS>-<BS>-e<N>``: the instance type is the folder name.
             gpus = int(vm)
             vm = None
-            folder = path.parent.name if path is not None else ""
-            if "ml." + folder in instances.CATALOGUE:
-                itype = "ml." + folder
-                vm = instances.vmtype(itype)
-        elif vm is not None:
-            t = instances.from_vmtype(vm)
-            if t is not None:
-                itype, gpus = t.name, t.gpus
-        return cls(vm, cell.batch_size, cell.run, gpus, itype)
+            spelled = instances.read_spelling(folder) if folder else None
+            if spelled is not None and spelled.form == "instance-name":
+                return cls(
+                    instances.vmtype(spelled.instance.name), bs, run, gpus, spelled.instance.name, "ec2"
+                )
+            return cls(None, bs, run, gpus)
+        if vm is None and folder:
+            # A name that does not say (``TEST_NODE-...out``) in a per-instance folder (``c5x/``).
+            spelled = instances.read_spelling(folder)
+            if spelled is not None:
+                vm = folder
+        said = _platform_of_folders(path)
+        if vm is None:
+            return cls(None, bs, run, platform=said)
+        spelled = instances.read_spelling(vm)
+        if spelled is None:
+            return cls(vm, bs, run, platform=said)
+        return cls(vm, bs, run, spelled.gpus, spelled.instance.name, spelled.platform or said)
+
+
+def _platform_of_folders(path: Path | None) -> str | None:
+    """``ec2``/``sagemaker`` when a folder of the log is named for it, as the seeds named experiments
+    (``2020-07-CIFAR-on-ec2/``, ``2020-08-CIFAR-on-sagemaker/``); None when none says."""
+    for part in reversed(path.parent.parts if path is not None else ()):
+        low = part.lower()
+        if low.endswith("-on-ec2"):
+            return "ec2"
+        if low.endswith("-on-sagemaker"):
+            return "sagemaker"
+    return None
 
 
 def check_run(
@@ -129,6 +161,12 @@ def check_run(
 
 def _check_name(run: RunTimings, naming: NameFacts) -> None:
     h = run.header
+    if naming.unknown_spelling:
+        run.add_problem(
+            "unknown-instance-type",
+            f"the name spells the instance type {naming.vmtype!r}, which no row of the spelling table "
+            "reads (docs/log-formats.md): the run has no instance type, GPU count or price",
+        )
     if naming.batch_size is not None and h.batch_size is not None and h.batch_size != naming.batch_size:
         run.add_problem(
             "header-contradicts-name",

@@ -54,6 +54,8 @@ VALIDATION_TIME = NS + "validation_s"
 PREDICTION = NS + "prediction"
 """value: the early-stop prediction dict written by trainsweep.predict."""
 GPU_MEMORY = NS + "gpu_memory"
+PLATFORM = NS + "platform"
+"""Where the run ran (``sagemaker``, ``ec2``, ``local``) when its name or folder says (``extra`` key)."""
 """value: {"peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"} of rank 0's GPU over the whole run
 (PyTorch's caching allocator; reserved is what the process held). Kept in ``run.extra`` under this key."""
 FAILURE = NS + "failure"

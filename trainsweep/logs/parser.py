@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from trainsweep.logs import checks, pattern
+from trainsweep.logs import checks, mllog, pattern
 from trainsweep.logs.cloudml import CloudMLReader
 from trainsweep.logs.mlperf import MllogReader
 from trainsweep.logs.mo833 import Mo833Reader
@@ -68,6 +68,8 @@ def parse(
     run.computing_system = computing_system if computing_system is not None else naming.vmtype
     run.batch_size = batch_size if batch_size is not None else naming.batch_size
     run.run_index = run_index if run_index is not None else naming.run
+    if naming.platform is not None:
+        run.extra[mllog.PLATFORM] = naming.platform
 
     cloud, mo, ml = CloudMLReader(), Mo833Reader(), MllogReader()
     user = PatternReader(compiled) if compiled is not None else None

@@ -39,7 +39,9 @@ class SweepAnalysis:
         return [
             (r, m)
             for r, m in zip(self.runs, self.run_metrics, strict=True)
-            if m.instance_type == row.instance_type and m.batch_size == row.batch_size
+            if m.instance_type == row.instance_type
+            and m.batch_size == row.batch_size
+            and m.platform == row.platform
         ]
 
     def steady_samples(self, row: ConfigMetrics) -> list[float]:
@@ -121,6 +123,10 @@ def duplicate_groups(quality: Any) -> list[list[str]]:
     for group in quality.get("duplicates") or []:
         if isinstance(group, Mapping):
             runs = sorted({names.get(p) or "" for p in group.get("paths") or []} - {""})
+            kept = names.get(group.get("kept"))
+            if kept in runs:  # the import's choice first (see copies_to_drop)
+                runs.remove(kept)
+                runs.insert(0, kept)
             if len(runs) > 1:
                 groups.append(runs)
     return groups
@@ -133,8 +139,9 @@ def _contradicted(run: RunTimings | None) -> bool:
 def copies_to_drop(groups: Sequence[Sequence[str]], runs: Mapping[str, RunTimings]) -> dict[str, str]:
     """``{run name: the run it copies}`` for all but one member of each duplicate group.
 
-    The member kept is the first (by name) whose header agrees with its name: a byte-identical copy
-    filed under another instance type is the misfiled one.
+    The member kept is the first whose header does not contradict its name (the import's ``kept`` copy
+    comes first, else by name): a byte-identical copy filed under another instance type is the misfiled
+    one, and a copy that contradicts its name is never kept over one that does not.
     """
     out: dict[str, str] = {}
     for group in groups:
@@ -201,7 +208,7 @@ def analyse(
     excluded = [r for r in runs if r.name in copies]
     runs = [r for r in runs if r.name not in copies]
     metrics = [run_metrics(r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s) for r in runs]
-    seen = {r.name for r in runs}
+    seen = {r.name for r in runs} | set(copies)  # a left-out copy's job is not a cell without a run
     extra = []
     for j in jobs:
         if _job_key(j) in seen:

@@ -18,6 +18,7 @@ padding:1rem 2rem;color:#222;line-height:1.45}
 h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
 .meta{color:#666;font-size:.9rem}
 .pick{font-size:1.15rem;background:#eef7ee;border-left:4px solid #2a8a2a;padding:.6rem 1rem}
+.caveat{background:#fdf3e1;border-left:4px solid #c98a00;padding:.6rem 1rem}
 .none{background:#fff4e5;border-left-color:#d97a00}
 table{border-collapse:collapse;font-size:.82rem;width:100%}
 th,td{border:1px solid #ddd;padding:.25rem .4rem;text-align:right;white-space:nowrap}
@@ -96,7 +97,7 @@ Column = tuple[str, Callable[[ConfigMetrics], Any], Callable[[ConfigMetrics], st
 def _columns() -> list[Column]:
     # (header, sort value, display text, is text)
     return [
-        ("Instance type", lambda r: r.instance_type, lambda r: r.instance_type, True),
+        ("Instance type", lambda r: r.instance_type, lambda r: r.machine, True),
         ("GPUs", lambda r: r.gpus, lambda r: _n(r.gpus, "{}"), False),
         ("Batch size", lambda r: r.batch_size, lambda r: _n(r.batch_size, "{}"), False),
         ("Runs", lambda r: r.runs, lambda r: f"{r.runs}/{r.attempts}", False),
@@ -178,10 +179,14 @@ def _config_table(a: SweepAnalysis) -> str:
 def _recommendation(a: SweepAnalysis) -> str:
     rec = a.recommendation
     lines = rec.sentences()
+    caveat = rec.caveat()
+    if caveat is not None:
+        lines = lines[1:]
     cls = "pick" if rec.pick is not None else "pick none"
     first, rest = lines[0], lines[1:]
     items = "".join(f"<li>{_e(s)}</li>" for s in rest)
-    return f'<p class="{cls}">{_e(first)}</p><ul>{items}</ul>'
+    head = f'<p class="caveat" id="not-judged">{_e(caveat)}</p>' if caveat is not None else ""
+    return f'{head}<p class="{cls}">{_e(first)}</p><ul>{items}</ul>'
 
 
 def _plots(plots: Mapping[str, tuple[str, bytes]]) -> str:
