@@ -4,8 +4,7 @@ starts mid-run or ends early, a failed or empty job. Each finding is a :class:`P
 Problem codes (also in docs/log-formats.md): empty, binary, unknown-dialect, no-training, failed,
 starts-mid-run, ends-early, epoch-not-closed, no-final-lines, steps-per-epoch, last-step-not-logged,
 header-contradicts-name, unknown-instance-type, absurd-value, absurd-structure, bad-line, bad-mllog,
-undecodable-bytes,
-long-line, read-error;
+undecodable-bytes, long-line, read-error;
 for a spec's ``log_format`` (:mod:`trainsweep.logs.pattern`) also no-match and bad-value.
 """
 
