@@ -141,11 +141,11 @@ def _open_log(path: str, member: str | None) -> Iterator[IO[bytes]]:
             yield f
         return
     with tarfile.open(path, "r:*") as archive:
-        f = archive.extractfile(member)
-        if f is None:
+        extracted = archive.extractfile(member)
+        if extracted is None:
             raise OSError(f"{member} is not a regular file in {path}")
-        with f:
-            yield f
+        with extracted:
+            yield extracted
 
 
 def _archive_logs(path: Path) -> tuple[list[str], str | None]:

@@ -69,9 +69,9 @@ def _step_keys(epoch: Epoch, count: int | None = None) -> list[str]:
         if len(numbers) == n:  # consecutive numbers: unique
             return list(map(str, numbers))
     else:
-        numbers = list(numbers)
-        if len(numbers) == n and len(set(numbers)) == len(numbers):
-            return [str(x) for x in numbers]
+        listed = list(numbers)
+        if len(listed) == n and len(set(listed)) == len(listed):
+            return [str(x) for x in listed]
     return [str(i) for i in range(1, n + 1)]
 
 
@@ -244,7 +244,7 @@ def format_seed_summary(data: Mapping[str, Any], *, original: bool = False) -> s
             if original or math.isfinite(float(sv))
         ]
         keys = [k for k, _ in steps]
-        parsed.append(_EpochSteps(str(ek), e, [v for _, v in steps], lambda keys=keys: keys))
+        parsed.append(_EpochSteps(str(ek), e, [v for _, v in steps], keys.copy))  # bound to this epoch's keys
     return "".join(_summary_lines(data, len(epochs), lambda: parsed, original=original))
 
 

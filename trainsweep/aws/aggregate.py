@@ -6,10 +6,13 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 LOG = logging.getLogger(__name__)
 
@@ -29,7 +32,7 @@ def flatten_cells(cells: Iterable[Any]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda c: (c.get("instance_type") or "", c.get("run_name") or ""))
 
 
-def aggregate_sweep(s3: Any, bucket: str, sweep_id: str, cells: Iterable[Any]) -> dict[str, Any]:
+def aggregate_sweep(s3: S3Client, bucket: str, sweep_id: str, cells: Iterable[Any]) -> dict[str, Any]:
     """Write the sweep artefacts and the cells' statuses; returns a summary for the notification."""
     from trainsweep.logs.model import RecordVersionError, RunTimings
     from trainsweep.report import sweep_artefacts

@@ -11,7 +11,10 @@ error rather than a silently shortened log.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_logs import CloudWatchLogsClient
 
 MAX_EMPTY_PAGES = 100
 
@@ -21,7 +24,7 @@ class UnfinishedStreamError(RuntimeError):
 
 
 def iter_log_messages(
-    logs: Any,
+    logs: CloudWatchLogsClient,
     group: str,
     stream: str,
     *,
@@ -39,7 +42,8 @@ def iter_log_messages(
     token: str | None = None
     empty = 0
     while True:
-        page = logs.get_log_events(**kwargs, **({"nextToken": token} if token else {}))
+        after: dict[str, Any] = {"nextToken": token} if token else {}
+        page = logs.get_log_events(**kwargs, **after)
         events = page.get("events", [])
         for event in events:
             yield event.get("message", "")
@@ -55,7 +59,7 @@ def iter_log_messages(
         token = next_token
 
 
-def job_streams(logs: Any, group: str, job_name: str) -> list[str]:
+def job_streams(logs: CloudWatchLogsClient, group: str, job_name: str) -> list[str]:
     """Streams of one training job (``<job>/algo-1-<epoch>``, one per host), in name order."""
     from botocore.exceptions import ClientError
 
@@ -76,7 +80,9 @@ def job_streams(logs: Any, group: str, job_name: str) -> list[str]:
     return sorted(names)
 
 
-def stream_lines(logs: Any, group: str, stream: str, *, page_limit: int | None = None) -> Iterator[bytes]:
+def stream_lines(
+    logs: CloudWatchLogsClient, group: str, stream: str, *, page_limit: int | None = None
+) -> Iterator[bytes]:
     """The stream as a log file, one line (message) at a time: what a long stream is written from."""
     for m in iter_log_messages(logs, group, stream, page_limit=page_limit):
         yield (m if m.endswith("\n") else m + "\n").encode("utf-8")

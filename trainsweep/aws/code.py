@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
 from trainsweep.sourcedir import StagedSource, spec_with_source
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 
 def upload_source(
-    s3: Any, bucket: str, sweep_id: str, spec: dict[str, Any], staged: StagedSource
+    s3: S3Client, bucket: str, sweep_id: str, spec: dict[str, Any], staged: StagedSource
 ) -> dict[str, Any]:
     """Put ``sourcedir-<digest>.tar.gz`` in the bucket; returns the spec that points at it."""
     key = layout.code_key(sweep_id, staged.packed.digest)

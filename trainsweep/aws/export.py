@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.cloudwatch import job_streams, stream_lines
 
+if TYPE_CHECKING:
+    from mypy_boto3_logs import CloudWatchLogsClient
+    from mypy_boto3_s3 import S3Client
+
 LOG = logging.getLogger(__name__)
 
 
 def export_job_log(
-    logs: Any, s3: Any, *, bucket: str, log_group: str, sweep_id: str, job: dict[str, Any]
+    logs: CloudWatchLogsClient,
+    s3: S3Client,
+    *,
+    bucket: str,
+    log_group: str,
+    sweep_id: str,
+    job: dict[str, Any],
 ) -> str | None:
     """Write the job's CloudWatch streams to ``layout.log_key(sweep_id, job_name)``; returns the key.
 

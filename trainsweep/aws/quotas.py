@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_service_quotas import ServiceQuotasClient
 
 LOG = logging.getLogger(__name__)
 SERVICE_CODE = "sagemaker"
@@ -16,7 +19,7 @@ def quota_name(instance_type: str, *, spot: bool = False) -> str:
 
 
 def training_instance_quotas(
-    client: Any, instance_types: Iterable[str], *, spot: bool = False
+    client: ServiceQuotasClient, instance_types: Iterable[str], *, spot: bool = False
 ) -> dict[str, int | None]:
     """Instances of each type the account may use for training at once; None where unreadable.
 

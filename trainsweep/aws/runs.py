@@ -13,16 +13,21 @@ the sweep's ``jobs.json``, so a notification that arrives after the job was reco
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.outcome import Cell, cell_status, job_cells, job_for_run, job_outcome
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 LOG = logging.getLogger(__name__)
 
 
-def parse_object(s3: Any, bucket: str, key: str, run_name: str, log_format: str | None = None) -> Any | None:
+def parse_object(
+    s3: S3Client, bucket: str, key: str, run_name: str, log_format: str | None = None
+) -> Any | None:
     """Parse one raw log object into a ``RunTimings``; None if the object does not exist.
 
     ``log_format`` is the job's own pattern (None: sniff the built-in dialects). A log the parser
@@ -34,7 +39,7 @@ def parse_object(s3: Any, bucket: str, key: str, run_name: str, log_format: str 
 
 
 def _parse_versioned(
-    s3: Any, bucket: str, key: str, run_name: str, log_format: str | None = None
+    s3: S3Client, bucket: str, key: str, run_name: str, log_format: str | None = None
 ) -> tuple[Any, str] | None:
     from trainsweep.logs import parse
     from trainsweep.logs.model import RunTimings
@@ -52,7 +57,7 @@ def _parse_versioned(
         return run, version
 
 
-def process_log(s3: Any, bucket: str, key: str) -> list[str]:
+def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
     """Parse the raw log at ``key`` (already URL-decoded) and write its artefacts; returns the keys.
 
     Keys that are not raw logs (``layout.classify_log_key``) are ignored, so a stray notification
@@ -79,7 +84,7 @@ def process_log(s3: Any, bucket: str, key: str) -> list[str]:
     return s3io.put_all(s3, bucket, layout.results_prefix(location.sweep_id), files)
 
 
-def planned_log_format(s3: Any, bucket: str, location: layout.LogLocation) -> str | None:
+def planned_log_format(s3: S3Client, bucket: str, location: layout.LogLocation) -> str | None:
     """The ``log_format`` of the job that writes this run's log, read from the sweep's ``jobs.json``.
 
     None (sniff the built-in dialects) when the sweep has no readable ``jobs.json`` or no job with this
@@ -97,7 +102,7 @@ def planned_log_format(s3: Any, bucket: str, location: layout.LogLocation) -> st
 
 
 def record_job(
-    s3: Any,
+    s3: S3Client,
     bucket: str,
     sweep_id: str,
     job: dict[str, Any],

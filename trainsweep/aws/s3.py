@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import CompletedPartTypeDef
 
 PART_SIZE = 8 << 20
 """Bytes :func:`put_stream` holds before it sends them as one part of a multipart upload (S3's minimum
@@ -33,12 +37,12 @@ def _missing(exc: Any) -> bool:
     return exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
 
 
-def exists(s3: Any, bucket: str, key: str) -> bool:
+def exists(s3: S3Client, bucket: str, key: str) -> bool:
     """True if the object exists; other errors (access denied) propagate."""
     return etag(s3, bucket, key) is not None
 
 
-def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
+def get_bytes(s3: S3Client, bucket: str, key: str) -> bytes | None:
     """The object's bytes, or None if it does not exist."""
     from botocore.exceptions import ClientError
 
@@ -51,7 +55,7 @@ def get_bytes(s3: Any, bucket: str, key: str) -> bytes | None:
 
 
 def open_chunks(
-    s3: Any, bucket: str, key: str, chunk_size: int = 1 << 20
+    s3: S3Client, bucket: str, key: str, chunk_size: int = 1 << 20
 ) -> tuple[Iterator[bytes], str] | None:
     """Stream an object in chunks (logs can be large), with the ETag of the version being read; None if it
     does not exist."""
@@ -67,7 +71,7 @@ def open_chunks(
     return iter(lambda: body.read(chunk_size), b""), str(response.get("ETag", ""))
 
 
-def etag(s3: Any, bucket: str, key: str) -> str | None:
+def etag(s3: S3Client, bucket: str, key: str) -> str | None:
     """The object's current ETag; None if it does not exist."""
     from botocore.exceptions import ClientError
 
@@ -79,17 +83,19 @@ def etag(s3: Any, bucket: str, key: str) -> str | None:
         raise
 
 
-def get_json(s3: Any, bucket: str, key: str) -> Any | None:
+def get_json(s3: S3Client, bucket: str, key: str) -> Any | None:
     data = get_bytes(s3, bucket, key)
     return None if data is None else json.loads(data)
 
 
-def put_bytes(s3: Any, bucket: str, key: str, data: bytes, *, tagging: str | None = None) -> None:
-    extra = {"Tagging": tagging} if tagging else {}
+def put_bytes(s3: S3Client, bucket: str, key: str, data: bytes, *, tagging: str | None = None) -> None:
+    extra: dict[str, Any] = {"Tagging": tagging} if tagging else {}
     s3.put_object(Bucket=bucket, Key=key, Body=data, ContentType=content_type(key), **extra)
 
 
-def put_stream(s3: Any, bucket: str, key: str, chunks: Iterable[bytes], *, tagging: str | None = None) -> int:
+def put_stream(
+    s3: S3Client, bucket: str, key: str, chunks: Iterable[bytes], *, tagging: str | None = None
+) -> int:
     """Write the concatenation of ``chunks`` to ``key`` holding at most about :data:`PART_SIZE` bytes of
     it at a time; returns its size. What fits in one part is one ``put_object``; more is a multipart
     upload, aborted (nothing written) when reading the chunks or sending a part fails."""
@@ -103,15 +109,15 @@ def put_stream(s3: Any, bucket: str, key: str, chunks: Iterable[bytes], *, taggi
     else:
         put_bytes(s3, bucket, key, bytes(buf), tagging=tagging)
         return len(buf)
-    extra = {"Tagging": tagging} if tagging else {}
+    extra: dict[str, Any] = {"Tagging": tagging} if tagging else {}
     upload = s3.create_multipart_upload(Bucket=bucket, Key=key, ContentType=content_type(key), **extra)
     upload_id = upload["UploadId"]
-    parts: list[dict[str, Any]] = []
+    parts: list[CompletedPartTypeDef] = []
     size = 0
     try:
         while buf:
-            while len(buf) < part_size and (piece := next(pieces, None)) is not None:
-                buf += piece
+            while len(buf) < part_size and (more := next(pieces, None)) is not None:
+                buf += more
             body, buf = bytes(buf[:part_size]), buf[part_size:]
             number = len(parts) + 1
             sent = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)
@@ -126,12 +132,12 @@ def put_stream(s3: Any, bucket: str, key: str, chunks: Iterable[bytes], *, taggi
     return size
 
 
-def put_json(s3: Any, bucket: str, key: str, value: Any) -> None:
+def put_json(s3: S3Client, bucket: str, key: str, value: Any) -> None:
     """Deterministic JSON (sorted keys) so a replayed event rewrites the same bytes."""
     put_bytes(s3, bucket, key, json.dumps(value, indent=1, sort_keys=True, default=str).encode())
 
 
-def put_all(s3: Any, bucket: str, prefix: str, files: Mapping[str, bytes]) -> list[str]:
+def put_all(s3: S3Client, bucket: str, prefix: str, files: Mapping[str, bytes]) -> list[str]:
     """Write ``prefix + relative path`` for each file; returns the keys written, in a stable order."""
     keys = []
     for rel in sorted(files):
@@ -141,7 +147,7 @@ def put_all(s3: Any, bucket: str, prefix: str, files: Mapping[str, bytes]) -> li
     return keys
 
 
-def list_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
+def list_keys(s3: S3Client, bucket: str, prefix: str) -> list[str]:
     keys: list[str] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         keys.extend(o["Key"] for o in page.get("Contents", []))

@@ -16,12 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.outcome import job_cells
 from trainsweep.errors import TrainsweepError
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_stepfunctions import SFNClient
 
 LIVE_STATES = ("pending", "running", "done", "failed", "infeasible")
 _FINAL_TO_LIVE = {
@@ -88,7 +94,7 @@ class SweepView:
 # ---- stack and execution --------------------------------------------------------------------------
 
 
-def stack_outputs(cfn: Any, stack_name: str) -> dict[str, str]:
+def stack_outputs(cfn: CloudFormationClient, stack_name: str) -> dict[str, str]:
     """The outputs of a deployed trainsweep stack; a clear error when it is not deployed."""
     try:
         stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
@@ -121,7 +127,7 @@ def execution_name(sweep_id: str, suffix: str = "") -> str:
 
 
 def start_sweep(
-    sfn: Any,
+    sfn: SFNClient,
     state_machine_arn: str,
     spec: dict[str, Any],
     sweep_id: str,
@@ -160,7 +166,7 @@ def execution_arn_for(state_machine_arn: str, name: str) -> str:
 ERROR_LINE_MAX = 500
 
 
-def execution_error(sfn: Any, execution_arn: str) -> str | None:
+def execution_error(sfn: SFNClient, execution_arn: str) -> str | None:
     """Why an execution failed, in one line; None while it runs or after success.
 
     A failed Lambda task's cause is the function's JSON error (``errorMessage``, ``errorType``,
@@ -173,7 +179,7 @@ def execution_error(sfn: Any, execution_arn: str) -> str | None:
     return failure_line(d.get("error"), d.get("cause")) or d["status"]
 
 
-def execution_error_detail(sfn: Any, execution_arn: str) -> str | None:
+def execution_error_detail(sfn: SFNClient, execution_arn: str) -> str | None:
     """Everything the execution says about its failure (error, whole cause), for a log file."""
     d = sfn.describe_execution(executionArn=execution_arn)
     if d["status"] in ("RUNNING", "SUCCEEDED"):
@@ -235,7 +241,7 @@ def _price(instance_type: str, region: str) -> float | None:
 
 def sweep_view(
     *,
-    s3: Any,
+    s3: S3Client,
     bucket: str,
     sweep_id: str,
     sagemaker: Any | None = None,
@@ -312,7 +318,7 @@ def _live(cell: CellView, d: dict[str, Any], have_record: set[str], runs_in_job:
         cell.status, cell.detail = "failed", reason or d.get("SecondaryStatus") or status
 
 
-def latest_sweep_id(s3: Any, bucket: str) -> str | None:
+def latest_sweep_id(s3: S3Client, bucket: str) -> str | None:
     """The most recently planned sweep in the bucket (by its jobs.json)."""
     newest: tuple[datetime, str] | None = None
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=layout.SWEEPS_PREFIX):
@@ -328,7 +334,7 @@ def latest_sweep_id(s3: Any, bucket: str) -> str | None:
 
 
 def wait_for_execution(
-    sfn: Any, execution_arn: str, *, poll_s: float = 1.0, timeout_s: float | None = None
+    sfn: SFNClient, execution_arn: str, *, poll_s: float = 1.0, timeout_s: float | None = None
 ) -> str:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
@@ -343,7 +349,7 @@ def wait_for_execution(
 # ---- download / upload ----------------------------------------------------------------------------
 
 
-def download_sweep(s3: Any, bucket: str, sweep_id: str, dest: Path, *, workers: int = 8) -> list[Path]:
+def download_sweep(s3: S3Client, bucket: str, sweep_id: str, dest: Path, *, workers: int = 8) -> list[Path]:
     """Copy everything under ``sweeps/<id>/`` to ``dest`` with the same relative layout."""
     prefix = layout.sweep_prefix(sweep_id)
     keys = s3io.list_keys(s3, bucket, prefix)
@@ -367,7 +373,7 @@ def download_sweep(s3: Any, bucket: str, sweep_id: str, dest: Path, *, workers: 
         return list(pool.map(one, keys))
 
 
-def upload_sweep(s3: Any, bucket: str, sweep_id: str, src: Path) -> int:
+def upload_sweep(s3: S3Client, bucket: str, sweep_id: str, src: Path) -> int:
     """Put a downloaded sweep folder back under ``sweeps/<id>/`` (resuming a local sweep); raw logs
     are left out so their notifications do not re-parse runs that already have results."""
     prefix = layout.sweep_prefix(sweep_id)
@@ -475,7 +481,7 @@ def record_outcome(record: Any) -> tuple[bool, str | None]:
     return False, str(record.get("failure_reason") or f"log status: {status}")
 
 
-def finished_runs(s3: Any, bucket: str, sweep_id: str, run_names: Iterable[str]) -> set[str]:
+def finished_runs(s3: S3Client, bucket: str, sweep_id: str, run_names: Iterable[str]) -> set[str]:
     """The runs among ``run_names`` whose record in the bucket says they finished (:func:`record_outcome`)."""
     out = set()
     for name in run_names:
@@ -496,12 +502,12 @@ def merge_cells(kept: list[dict[str, Any]], new: Iterable[dict[str, Any]]) -> li
     return [merged[k] for k in sorted(merged)]
 
 
-def run_records(s3: Any, bucket: str, sweep_id: str) -> set[str]:
+def run_records(s3: S3Client, bucket: str, sweep_id: str) -> set[str]:
     prefix = layout.results_key(sweep_id, layout.RUNS_DIR + "/")
     return {k[len(prefix) :].removesuffix(".json") for k in s3io.list_keys(s3, bucket, prefix)}
 
 
-def find_function(cfn: Any, stack_name: str, *hints: str) -> str | None:
+def find_function(cfn: CloudFormationClient, stack_name: str, *hints: str) -> str | None:
     """The physical name of the stack's Lambda function whose logical id contains one of the hints."""
     paginator = cfn.get_paginator("list_stack_resources")
     for page in paginator.paginate(StackName=stack_name):
@@ -514,7 +520,7 @@ def find_function(cfn: Any, stack_name: str, *hints: str) -> str | None:
 
 
 def reaggregate(
-    lam: Any,
+    lam: LambdaClient,
     function_name: str,
     sweep_id: str,
     cells: list[dict[str, Any]],
@@ -570,10 +576,10 @@ class ResumeOutcome:
 
 def resume_sweep(
     *,
-    s3: Any,
-    sfn: Any,
-    cfn: Any,
-    lam: Any,
+    s3: S3Client,
+    sfn: SFNClient,
+    cfn: CloudFormationClient,
+    lam: LambdaClient,
     stack_name: str,
     bucket: str,
     state_machine_arn: str,
@@ -660,7 +666,7 @@ def view_from_documents(
     return SweepView(sweep_id, finished, cells, None)
 
 
-def latest_execution_arn(sfn: Any, state_machine_arn: str, sweep_id: str) -> str | None:
+def latest_execution_arn(sfn: SFNClient, state_machine_arn: str, sweep_id: str) -> str | None:
     """The newest execution of the sweep (its first run is named after it; resumes add a suffix)."""
     newest: tuple[datetime, str] | None = None
     for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn):

@@ -24,9 +24,17 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from trainsweep.local.patching import Patches
+
+if TYPE_CHECKING:
+    from mypy_boto3_cloudformation import CloudFormationClient
+    from mypy_boto3_lambda import LambdaClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_ssm import SSMClient
+    from mypy_boto3_stepfunctions import SFNClient
 
 DEFAULT_REGION = "us-east-1"
 _FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -190,11 +198,25 @@ class EmbeddedAws:
 
     # ---- clients --------------------------------------------------------------------------------
 
+    @overload
+    def client(self, service: Literal["cloudformation"]) -> CloudFormationClient: ...
+    @overload
+    def client(self, service: Literal["lambda"]) -> LambdaClient: ...
+    @overload
+    def client(self, service: Literal["s3"]) -> S3Client: ...
+    @overload
+    def client(self, service: Literal["sagemaker"]) -> SageMakerClient: ...
+    @overload
+    def client(self, service: Literal["ssm"]) -> SSMClient: ...
+    @overload
+    def client(self, service: Literal["stepfunctions"]) -> SFNClient: ...
+    @overload
+    def client(self, service: str) -> Any: ...
     def client(self, service: str) -> Any:
         import boto3
         from botocore.config import Config
 
-        return boto3.client(
+        return boto3.client(  # type: ignore[call-overload]  # the stubs type literal service names only
             service,
             endpoint_url=self.endpoint_url,
             region_name=self.region,

@@ -424,9 +424,9 @@ class CloudMLReader:
             self._cur = None
         elif kind == "vtime":
             v = self._duration("Validation time", m.group(g), lc, m.start())
-            ep = self._cur if self._cur is not None else self._closed
-            if v is not None and ep is not None:
-                ep.validation_s = v
+            last = self._cur if self._cur is not None else self._closed
+            if v is not None and last is not None:
+                last.validation_s = v
         elif kind == "vacc":
             v = float(m.group(g))
             if v != v:

@@ -88,7 +88,7 @@ class MllogReader:
 
     def _record(self, rec: dict[str, Any], size: int) -> None:
         key = rec["key"]
-        value = rec.get("value")
+        value: Any = rec.get("value")  # any JSON: a use of the wrong type raises, reported as unreadable
         meta = rec.get("metadata") or {}
         if not isinstance(meta, dict):
             raise ValueError("metadata is not an object")
@@ -196,7 +196,8 @@ class MllogReader:
         if comp is not None and ep.compute_s is None:
             ep.compute_s = array("d", [math.nan] * n)
         ep.step_s.append(step_s)
-        ep.step_numbers.append(number)
+        # An epoch this parser made holds an array (only cloudml and pattern store ranges).
+        ep.step_numbers.append(number)  # type: ignore[union-attr]
         if ep.data_wait_s is not None:
             ep.data_wait_s.append(wait_f)
         if ep.compute_s is not None:

@@ -94,7 +94,8 @@ class Mo833Reader:
                     self.problems.append(("absurd-value", msg, lc.at(m.start()), "warning"))
                 elif self._ok("It. time", it, lc, m.start()):
                     ep.step_s.append(it)
-                    ep.step_numbers.append(step + 1)
+                    # An epoch this parser made holds an array (only cloudml and pattern store ranges).
+                    ep.step_numbers.append(step + 1)  # type: ignore[union-attr]
                 self._elapsed(rank, elapsed, lc, m.start())
             else:
                 et, elapsed = float(full.group(7)), float(full.group(8))

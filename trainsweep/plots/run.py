@@ -96,9 +96,10 @@ def step_times_figure(run: RunTimings) -> Figure:
             positive = positive and bool((ys > 0).all())
             ax.plot(xs, ys, label=f"epoch {epoch.index}", **_line_style(epoch, colour))
     else:
-        lines = ax.add_artist(_EpochLines(ax, epochs, colours))
+        lines = _EpochLines(ax, epochs, colours)
+        ax.add_artist(lines)
         positive = lines.positive
-        ax._request_autoscale_view()  # as ax.plot: autoscaled when drawn
+        ax._request_autoscale_view()  # type: ignore[attr-defined]  # private; as ax.plot: autoscaled when drawn
     if positive:
         ax.set_yscale("log")
         # Plain numbers ("0.1", "10"): easier to read than 10^-1 and no mathtext layout per label.

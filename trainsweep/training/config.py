@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from trainsweep import hyperparameters as hp
 from trainsweep import workloads
@@ -201,6 +201,10 @@ def _int(raw: dict[str, str], name: str, default: int | None = None) -> int:
     return _value(raw, name, default)
 
 
+@overload
+def _float(raw: dict[str, str], name: str, default: float) -> float: ...
+@overload
+def _float(raw: dict[str, str], name: str, default: None) -> float | None: ...
 def _float(raw: dict[str, str], name: str, default: float | None) -> float | None:
     return _value(raw, name, default)
 

@@ -440,7 +440,11 @@ class CellRun:
         self.setup()
         self.header(mllog.RUN_START, None)
         t0 = time.perf_counter()
-        prediction = self.early_stop() if self.cfg.mode == "early-stop" else self.full()
+        prediction: dict[str, Any] | None = None
+        if self.cfg.mode == "early-stop":
+            prediction = self.early_stop()
+        else:
+            self.full()
         total = time.perf_counter() - t0
         if self.device.type == "cuda":  # how much of the GPU this batch size needs: headroom per cell
             self.header(
