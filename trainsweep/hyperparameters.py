@@ -20,6 +20,7 @@ EARLY_STOP_PRECISION = "early-stop-precision"  # relative 95 % CI half-width, de
 EARLY_STOP_MAX_STEPS = "early-stop-max-steps"
 EARLY_STOP_MAX_SECONDS = "early-stop-max-seconds"
 EARLY_STOP_MAX_EPOCHS = "early-stop-max-epochs"  # epochs watched at most, default "2"
+EARLY_STOP_MIN_SECONDS = "early-stop-min-seconds"  # seconds watched before the precision is trusted, "10"
 MAX_STEPS_PER_EPOCH = "max-steps-per-epoch"  # tests and quick local runs: cap an epoch's steps
 MAX_EVAL_BATCHES = "max-eval-batches"  # tests and quick local runs: cap a validation pass's batches
 EARLY_STOP_MIN_STEPS = "early-stop-min-steps"  # steady steps before the precision is trusted, default "10"
@@ -48,6 +49,8 @@ BUILTIN_READS = frozenset(
         EARLY_STOP_PRECISION,
         EARLY_STOP_MAX_STEPS,
         EARLY_STOP_MAX_SECONDS,
+        EARLY_STOP_MAX_EPOCHS,
+        EARLY_STOP_MIN_SECONDS,
         MAX_STEPS_PER_EPOCH,
         MAX_EVAL_BATCHES,
         EARLY_STOP_MIN_STEPS,
@@ -72,6 +75,7 @@ WHOLE_NUMBER_MINIMUM: dict[str, int] = {
     MAX_EVAL_BATCHES: 0,
     EARLY_STOP_MAX_STEPS: 3,
     EARLY_STOP_MIN_STEPS: 2,
+    EARLY_STOP_MIN_SECONDS: 0,
     VALIDATION_BATCHES: 2,
     SEED: 0,
 }

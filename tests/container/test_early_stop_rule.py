@@ -21,9 +21,15 @@ GPU_STEPS = [3.0, 0.07, 0.06, 0.05, *(0.0439 + 1e-6 * (i % 3) for i in range(200
 def test_the_rule_rechecks_every_step_while_warm_up_leaves_too_few_steady_steps():
     # at step 11 warm-up detection drops steps 2-4, leaving 7 < 10 steady steps; the rule checks
     # again at every step (it waited 10 more steps before) and stops once 10 steady steps are in
-    assert _stop_step(StopRule(min_steady_steps=10), GPU_STEPS) == 14
+    assert _stop_step(StopRule(min_steady_steps=10, min_seconds=0), GPU_STEPS) == 14
+
+
+def test_by_default_the_precision_waits_for_ten_seconds_of_steps():
+    # the same steady GPU steps: 10 steady steps are in at step 14, but 10 s of steps only at step ~170
+    step = _stop_step(StopRule(min_steady_steps=10), GPU_STEPS)
+    assert step is not None and sum(GPU_STEPS[:step]) >= 10.0 > sum(GPU_STEPS[: step - 1])
 
 
 def test_steady_steps_from_the_start_stop_at_min_steady_steps():
     times = [3.0, *(0.0439 + 1e-6 * (i % 3) for i in range(200))]
-    assert _stop_step(StopRule(min_steady_steps=10), times) == 11  # step 1 + 10 steady steps
+    assert _stop_step(StopRule(min_steady_steps=10, min_seconds=0), times) == 11  # step 1 + 10 steady steps

@@ -251,7 +251,7 @@ def test_the_batch_size_asked_for_is_split_over_the_ranks(recorder, monkeypatch)
 def test_early_stop_ends_the_loop_from_optimizer_step_with_a_prediction_of_the_full_run(recorder, tmp_path):
     from trainsweep.instrument.session import EarlyStop
 
-    rule = {"min_steady_steps": 5, "precision": 0.9, "max_steps": 40}
+    rule = {"min_steady_steps": 5, "min_seconds": 0, "precision": 0.9, "max_steps": 40}
     session = recorder(mode="early-stop", rule=rule, epochs=3)
     net = nn.Linear(3, 2)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -275,7 +275,7 @@ def test_early_stop_ends_the_loop_from_optimizer_step_with_a_prediction_of_the_f
     assert run.prediction == pred
 
 
-EARLY = {"min_steady_steps": 5, "precision": 0.9, "max_steps": 40}
+EARLY = {"min_steady_steps": 5, "min_seconds": 0, "precision": 0.9, "max_steps": 40}
 
 
 def train_until_stopped(net: nn.Module, train: DataLoader, epochs: int = 3) -> int:

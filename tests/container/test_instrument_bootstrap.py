@@ -179,7 +179,7 @@ def test_a_plain_script_is_timed_without_a_change_to_its_code(run_cell):
 
 
 def test_early_stop_predicts_the_run_and_ends_it_cleanly_before_its_end(run_cell):
-    rule = {"min_steady_steps": 5, "precision": 0.5, "max_steps": 30}
+    rule = {"min_steady_steps": 5, "min_seconds": 0, "precision": 0.5, "max_steps": 30}
     cell = run_cell(plain(n_train=2000), batch_size=8, mode="early-stop", rule=rule)
     assert cell.returncode == contract.EXIT_OK, cell.stderr
     status = cell.status

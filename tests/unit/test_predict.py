@@ -69,6 +69,18 @@ def test_rule_stops_on_precision_after_enough_steady_steps():
     assert est is not None and est.half_width_rel <= 0.02
 
 
+def test_a_precise_window_shorter_than_min_seconds_does_not_stop_the_run():
+    # 0.1 s steps known to +-0.5 % after a few dozen steps: the rule still watches 5 s before trusting them
+    rule = StopRule(precision=0.02, min_steady_steps=10, min_seconds=5.0, max_steps=None, max_seconds=None)
+    st = SteadyState(rule)
+    for v in [3.0, *noisy(1000, 0.1, 0.01)]:
+        st.add(v)
+        if st.stop_reason():
+            break
+    assert st.stop_reason() == "precision"
+    assert 5.0 <= st.seconds < 5.0 + 0.2 + 3.0  # stopped at the first check after 5 s
+
+
 def test_rule_keeps_going_while_steps_are_too_noisy_then_hits_the_step_cap():
     rule = StopRule(precision=0.001, max_steps=150, max_seconds=None)
     st = SteadyState(rule)
@@ -200,3 +212,5 @@ def test_bad_rule_parameters_are_rejected():
         StopRule(min_steady_steps=1)
     with pytest.raises(ValueError, match="max_epochs"):
         StopRule(max_epochs=0)
+    with pytest.raises(ValueError, match="min_seconds"):
+        StopRule(min_seconds=-1)

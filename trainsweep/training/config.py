@@ -218,6 +218,7 @@ STOP_RULE_HYPERPARAMETERS = {
     hp.EARLY_STOP_MAX_STEPS: "max_steps",
     hp.EARLY_STOP_MAX_SECONDS: "max_seconds",
     hp.EARLY_STOP_MAX_EPOCHS: "max_epochs",
+    hp.EARLY_STOP_MIN_SECONDS: "min_seconds",
     hp.EARLY_STOP_MIN_STEPS: "min_steady_steps",
     hp.VALIDATION_BATCHES: "validation_batches",
 }
