@@ -215,7 +215,7 @@ def test_early_stop_before_the_first_evaluation_does_not_time_the_training_set_a
         batch_size=4,
         epochs=3,
         mode="early-stop",
-        rule={"precision": 0.5},
+        rule={"precision": 0.5, "min_seconds": 0},
         log_file=str(tmp_path / "cell.log"),
         status_file=str(tmp_path / "s.json"),
         prediction_file=str(tmp_path / "p.json"),
