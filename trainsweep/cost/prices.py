@@ -10,10 +10,11 @@ figures win over shipped ones. This module never imports boto3: the refresh take
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
@@ -137,16 +138,7 @@ def _training_on_demand_usd(item: dict[str, Any], instance_type: str) -> float |
         and attrs.get("instanceName") == instance_type
         and "spot" not in usage.lower()
     )
-    if not is_training:
-        return None
-    for term in item.get("terms", {}).get("OnDemand", {}).values():
-        for dim in term.get("priceDimensions", {}).values():
-            usd = dim.get("pricePerUnit", {}).get("USD")
-            if usd is not None and dim.get("unit", "Hrs").lower().startswith("hr"):
-                value = float(usd)
-                if value > 0:
-                    return value
-    return None
+    return _on_demand_usd(item) if is_training else None
 
 
 def fetch_prices(
@@ -171,28 +163,35 @@ def fetch_prices(
     paginator = pricing_client.get_paginator("get_products")
     for region in regions:
         for itype in types:
-            price = None
-            pages = paginator.paginate(
-                ServiceCode=PRICING_SERVICE_CODE,
-                Filters=[
-                    {"Type": "TERM_MATCH", "Field": "regionCode", "Value": region},
-                    {"Type": "TERM_MATCH", "Field": "instanceName", "Value": itype},
-                ],
-                FormatVersion="aws_v1",
+            filters = {"regionCode": region, "instanceName": itype}
+            price = _first_price(
+                paginator,
+                PRICING_SERVICE_CODE,
+                filters,
+                functools.partial(_training_on_demand_usd, instance_type=itype),
             )
-            for page in pages:
-                for raw in page.get("PriceList", []):
-                    item = json.loads(raw) if isinstance(raw, str) else raw
-                    price = _training_on_demand_usd(item, itype)
-                    if price is not None:
-                        break
-                if price is not None:
-                    break
             if price is None:
                 missing.append(f"{region}/{itype}")
             else:
                 out.setdefault(region, {})[itype] = price
     return out, missing
+
+
+def _first_price(
+    paginator: Any, service_code: str, filters: dict[str, str], read: Callable[[dict[str, Any]], float | None]
+) -> float | None:
+    """The first price ``read`` finds in the Pricing API's products matching ``filters`` (TERM_MATCH)."""
+    pages = paginator.paginate(
+        ServiceCode=service_code,
+        Filters=[{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
+        FormatVersion="aws_v1",
+    )
+    for page in pages:
+        for raw in page.get("PriceList", []):
+            price = read(json.loads(raw) if isinstance(raw, str) else raw)
+            if price is not None:
+                return price
+    return None
 
 
 def write_cache(
@@ -225,8 +224,9 @@ def write_cache(
     return path
 
 
-def _ec2_on_demand_usd(item: dict[str, Any]) -> float | None:
-    """The hourly on-demand USD of one EC2 Pricing API product (the filters chose Linux, shared, no SQL)."""
+def _on_demand_usd(item: dict[str, Any]) -> float | None:
+    """The first positive hourly on-demand USD of one Pricing API product (EC2: the filters chose Linux,
+    shared, no SQL; SageMaker: :func:`_training_on_demand_usd` chose the training product)."""
     for term in item.get("terms", {}).get("OnDemand", {}).values():
         for dim in term.get("priceDimensions", {}).values():
             usd = dim.get("pricePerUnit", {}).get("USD")
@@ -250,7 +250,6 @@ def fetch_ec2_prices(
     paginator = pricing_client.get_paginator("get_products")
     for region in regions:
         for itype in types:
-            price = None
             filters = {
                 "regionCode": region,
                 "instanceType": itype.removeprefix("ml."),
@@ -259,18 +258,7 @@ def fetch_ec2_prices(
                 "preInstalledSw": "NA",
                 "capacitystatus": "Used",
             }
-            pages = paginator.paginate(
-                ServiceCode=EC2_SERVICE_CODE,
-                Filters=[{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in filters.items()],
-                FormatVersion="aws_v1",
-            )
-            for page in pages:
-                for raw in page.get("PriceList", []):
-                    price = _ec2_on_demand_usd(json.loads(raw) if isinstance(raw, str) else raw)
-                    if price is not None:
-                        break
-                if price is not None:
-                    break
+            price = _first_price(paginator, EC2_SERVICE_CODE, filters, _on_demand_usd)
             if price is None:
                 missing.append(f"{region}/{itype}")
             else:
