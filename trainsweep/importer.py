@@ -198,10 +198,16 @@ def _results_root(relative_dir: PurePosixPath) -> str:
     return "/".join(parts)
 
 
-def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], list[dict[str, str]]]:
-    """Find the logs below ``src``; returns (tasks in path order, skipped files with the reason)."""
+def discover(
+    src: Path, *, exclude: Path | None = None
+) -> tuple[list[_Task], list[dict[str, str]], list[Path]]:
+    """Find the logs below ``src`` (hidden folders and ``exclude`` skipped) in one walk.
+
+    Returns (tasks in path order, skipped files with the reason, JSON files: candidate billing records).
+    """
     tasks: list[_Task] = []
     skipped: list[dict[str, str]] = []
+    json_files: list[Path] = []
     exclude_resolved = exclude.resolve() if exclude is not None else None
     for dirpath, dirnames, filenames in os.walk(src):
         here = Path(dirpath)
@@ -214,6 +220,8 @@ def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], li
             suffix = path.suffix.lower()
             if filename.startswith(".") or not path.is_file():
                 continue
+            if suffix == ".json":
+                json_files.append(path)
             if filename.lower().endswith(ARCHIVE_SUFFIXES):
                 members, why = _archive_logs(path)
                 if why is not None:
@@ -243,7 +251,7 @@ def discover(src: Path, *, exclude: Path | None = None) -> tuple[list[_Task], li
                     run_name=path.stem,
                 )
             )
-    return _unique_run_names(tasks), skipped
+    return _unique_run_names(tasks), skipped, json_files
 
 
 def _unique_run_names(tasks: list[_Task]) -> list[_Task]:
@@ -575,10 +583,10 @@ def import_dir(
         raise ImportSourceError(f"{src_path} does not exist: give the folder that holds the logs")
     if not src_path.is_dir():
         raise ImportSourceError(f"{src_path} is not a folder: give the folder that holds the logs")
-    tasks, skipped = discover(src_path, exclude=out_path)
-    from trainsweep.cost.records import find_records
+    tasks, skipped, json_files = discover(src_path, exclude=out_path)
+    from trainsweep.cost.records import read_records
 
-    records = find_records(src_path, exclude=out_path)
+    records = read_records(src_path, json_files)
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     pool = _Workers(max(1, workers), len(tasks), preload=("trainsweep.report",) if report else ())

@@ -11,7 +11,6 @@ not used.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -92,22 +91,10 @@ def read_record(path: Path, relative: str) -> BillingRecord | None:
     )
 
 
-def find_records(src: Path, *, exclude: Path | None = None) -> list[BillingRecord]:
-    """Every DescribeTrainingJob dump below ``src`` (hidden folders, ``exclude`` skipped), in path order."""
-    found: list[BillingRecord] = []
-    exclude_resolved = exclude.resolve() if exclude is not None else None
-    for dirpath, dirnames, filenames in os.walk(src):
-        here = Path(dirpath)
-        dirnames[:] = sorted(
-            d for d in dirnames if not d.startswith(".") and (here / d).resolve() != exclude_resolved
-        )
-        for filename in sorted(filenames):
-            if filename.startswith(".") or not filename.lower().endswith(".json"):
-                continue
-            record = read_record(here / filename, (here / filename).relative_to(src).as_posix())
-            if record is not None:
-                found.append(record)
-    return found
+def read_records(src: Path, files: list[Path]) -> list[BillingRecord]:
+    """The DescribeTrainingJob dumps among ``files`` (JSON files below ``src``, from the import's walk)."""
+    found = [read_record(f, f.relative_to(src).as_posix()) for f in files]
+    return [r for r in found if r is not None]
 
 
 @dataclass(frozen=True)
