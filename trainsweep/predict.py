@@ -55,7 +55,7 @@ class StopRule:
         min_steady_steps: never trust fewer steady steps than this.
         min_seconds: never trust the precision before this many seconds of steps were watched: a short
             window just after the process started can look steady at a speed the run does not keep
-            (on a CPU, 18 steps after start-up ran 35 % slower than the steady state, inside a 2 % interval).
+            (on a CPU, 18 steps after start-up predicted an epoch 35 % longer than full runs took).
         max_steps: cap on training steps watched (None: no cap).
         max_seconds: cap on training seconds watched (None: no cap).
         max_epochs: cap on epochs watched (None: no cap); a run whose step time is still uncertain after
