@@ -50,3 +50,18 @@ def statements(template: dict[str, Any], policy_id_prefix: str) -> list[dict[str
 
 def as_list(x: Any) -> list[Any]:
     return x if isinstance(x, list) else [x]
+
+
+def states_by_name(definition: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every state of a state machine definition by name, Map item processors included."""
+    out: dict[str, dict[str, Any]] = {}
+
+    def walk(states: dict[str, Any]) -> None:
+        for name, state in states.items():
+            out[name] = state
+            for key in ("ItemProcessor", "Iterator"):
+                if key in state:
+                    walk(state[key]["States"])
+
+    walk(definition["States"])
+    return out

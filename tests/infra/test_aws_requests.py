@@ -24,7 +24,7 @@ import pytest
 import yaml
 from botocore.model import Shape
 from botocore.validate import ParamValidator
-from synth_helpers import ROOT, as_list, resources
+from synth_helpers import ROOT, as_list, resources, states_by_name
 
 from trainsweep import image
 from trainsweep.aws.workflow import state_input, with_default_image
@@ -85,17 +85,7 @@ def _resolve(value: Any, template: dict[str, Any], region: str) -> Any:
 def _states(template: dict[str, Any], region: str) -> dict[str, dict[str, Any]]:
     (sm,) = resources(template, "AWS::StepFunctions::StateMachine").values()
     definition = json.loads(_resolve(sm["Properties"]["DefinitionString"], template, region))
-    out: dict[str, dict[str, Any]] = {}
-
-    def walk(states: dict[str, Any]) -> None:
-        for name, state in states.items():
-            out[name] = state
-            for key in ("ItemProcessor", "Iterator"):
-                if key in state:
-                    walk(state[key]["States"])
-
-    walk(definition["States"])
-    return out
+    return states_by_name(definition)
 
 
 def _path(data: Any, path: str) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from synth_helpers import ROOT, as_list, resources, statements, synth
+from synth_helpers import ROOT, as_list, resources, statements, states_by_name, synth
 
 from trainsweep import layout
 from trainsweep.aws import outputs
@@ -341,17 +341,7 @@ def _definition_states(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     sm = next(iter(resources(template, "AWS::StepFunctions::StateMachine").values()))
     parts = sm["Properties"]["DefinitionString"]["Fn::Join"][1]
     text = "".join(p if isinstance(p, str) else "TOKEN" for p in parts)  # tokens lie inside strings
-    out: dict[str, dict[str, Any]] = {}
-
-    def walk(states: dict[str, Any]) -> None:
-        for name, state in states.items():
-            out[name] = state
-            for key in ("ItemProcessor", "Iterator"):
-                if key in state:
-                    walk(state[key]["States"])
-
-    walk(json.loads(text)["States"])
-    return out
+    return states_by_name(json.loads(text))
 
 
 def test_lambda_throttling_is_retried_with_backoff_and_jitter(template):
