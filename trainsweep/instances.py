@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 
 LOCAL_CPU = "local"
 LOCAL_GPU = "local_gpu"
+MAX_LOCAL_HOSTS = 8
+"""Most hosts a local job may run (``instance_count`` with ``local``): each is a process on this machine."""
 
 
 @dataclass(frozen=True)

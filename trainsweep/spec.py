@@ -45,6 +45,8 @@ SAGEMAKER_HYPERPARAMETERS_MAX = 100
 
 MODELS: dict[str, str] = workloads.WORKLOADS
 LOCAL_TYPES = (instances.LOCAL_CPU, instances.LOCAL_GPU)
+LOCAL_GPU = instances.LOCAL_GPU
+MAX_LOCAL_HOSTS = instances.MAX_LOCAL_HOSTS
 
 # Hyperparameters the planner writes itself; a spec may not set them by hand.
 MANAGED_HYPERPARAMETERS = frozenset(
@@ -385,9 +387,16 @@ class SweepSpec(BaseModel):
                 "instance_types",
                 "local types (local, local_gpu) run only in local mode: do not mix them with ml.*",
             )
-        if local and self.instance_count != 1:
+        if local and self.instance_count > MAX_LOCAL_HOSTS:
             raise _FieldError(
-                "instance_count", "local mode runs one instance per job: set instance_count to 1"
+                "instance_count",
+                f"local mode runs at most {MAX_LOCAL_HOSTS} hosts per job (processes on this machine)",
+            )
+        if LOCAL_GPU in local and self.instance_count != 1:
+            raise _FieldError(
+                "instance_count",
+                "local_gpu runs one host per job (several would share this machine's GPUs): "
+                "use 'local' for a multi-host job, or set instance_count to 1",
             )
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")

@@ -387,3 +387,25 @@ def test_a_sweep_whose_every_cell_fails_exits_non_zero_and_says_so(tmp_path: Pat
     folder = _sweep_dir(out)
     assert _cells(folder)[128]["status"] == "failed"
     assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()  # the report says why
+
+
+def test_a_two_host_job_runs_as_two_local_hosts_joined_over_loopback(tmp_path: Path) -> None:
+    # instance_count: 2 in local mode: two host processes (algo-1, algo-2) with SageMaker's multi-host
+    # variables; torchrun joins them into one world of two ranks, and algo-1 uploads the run's log.
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=256, test=64)
+    spec = _spec(tmp_path, data_dir, batch_sizes=[16], instance_count=2)
+    out = tmp_path / "results"
+    children_before = _children()
+    result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    folder = _sweep_dir(out)
+    cells = _cells(folder)
+    assert cells[16]["status"] == "completed", cells[16]
+    run16 = f"{folder.name}-local-cpu-16-e0"
+    record = json.loads((folder / layout.RESULTS_DIR / layout.run_record_path(run16)).read_text())
+    assert record["header"]["world_size"] == 2, record["header"]
+    log = (folder / "logs" / f"{run16}.log").read_text()
+    assert log.count("step training time") >= 3
+    assert _children() <= children_before

@@ -303,8 +303,8 @@ def _run_local(tmp_path: Path, instance_type: str, extra: str = "") -> Any:
     return runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path)])
 
 
-def test_run_local_refuses_several_instances_per_job_naming_the_field_once(tmp_path: Path) -> None:
-    result = _run_local(tmp_path, "local", "instance_count: 2\n")
+def test_run_local_refuses_more_hosts_than_it_runs_naming_the_field_once(tmp_path: Path) -> None:
+    result = _run_local(tmp_path, "local", "instance_count: 9\n")
     assert result.exit_code == 2
     assert result.output.count("instance_count:") == 1
 

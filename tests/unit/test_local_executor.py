@@ -175,3 +175,71 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.split(")")[-1].split()[0] != "Z"
+
+
+def test_a_two_host_job_runs_two_processes_that_meet_over_loopback(make_job) -> None:
+    # Each host reads its own resourceconfig and the shared data; algo-2 connects to algo-1 where
+    # SM_MASTER_ADDR/PORT say it listens, as torchrun's rendezvous does.
+    job, _, lines = make_job(
+        """
+        import json, os, pathlib, socket, time
+        base = pathlib.Path(os.environ["SAGEMAKER_BASE_DIR"])
+        rc = json.loads((base / "input/config/resourceconfig.json").read_text())
+        assert rc["current_host"] == os.environ["SM_CURRENT_HOST"]
+        assert rc["hosts"] == json.loads(os.environ["SM_HOSTS"]) == ["algo-1", "algo-2"]
+        data = (base / "input/data/train/data.txt").read_text()
+        addr = (os.environ["SM_MASTER_ADDR"], int(os.environ["SM_MASTER_PORT"]))
+        if rc["current_host"] == "algo-1":
+            with socket.create_server(addr) as srv:
+                conn, _ = srv.accept()
+                print("algo-1 heard", conn.recv(64).decode(), data)
+        else:
+            for _ in range(200):
+                try:
+                    with socket.create_connection(addr) as c:
+                        c.sendall(b"algo-2")
+                    break
+                except OSError:
+                    time.sleep(0.05)
+        """,
+        channels={"train": "s3://bucket/data/"},
+        instance_count=2,
+    )
+    job.start()
+    assert job.wait(60)
+    assert job.state.status == "Completed", job.state.failure_reason
+    assert "algo-1 heard algo-2 from s3://bucket/data/" in lines  # the job's stream is algo-1's output
+    assert (job.workdir / "hosts" / "algo-2" / "input" / "config" / "resourceconfig.json").is_file()
+
+
+def test_one_failing_host_fails_the_job_names_the_host_and_stops_the_others(make_job) -> None:
+    job, _, _ = make_job(
+        """
+        import os, pathlib, sys, time
+        if os.environ["SM_CURRENT_HOST"] == "algo-3":
+            base = pathlib.Path(os.environ["SAGEMAKER_BASE_DIR"])
+            (base / "output/failure").write_text("ValueError: bad shard")
+            sys.exit(1)
+        time.sleep(120)  # the other hosts would wait for it forever
+        """,
+        instance_count=3,
+    )
+    started = time.monotonic()
+    job.start()
+    assert job.wait(60)
+    assert time.monotonic() - started < 30
+    assert job.state.status == "Failed"
+    assert job.state.failure_reason == "ValueError: bad shard (algo-3)"
+
+
+@pytest.mark.parametrize(("instance_type", "count"), [("local", 9), ("local_gpu", 2)])
+def test_more_local_hosts_than_this_machine_runs_fail_with_a_clear_reason(
+    make_job, instance_type: str, count: int
+) -> None:
+    job, _, _ = make_job("print('never runs')\n", instance_type=instance_type, instance_count=count)
+    job.start()
+    assert job.wait(30)
+    assert job.state.status == "Failed"
+    assert "one host per job" in (job.state.failure_reason or "") or "1 to 8 hosts" in (
+        job.state.failure_reason or ""
+    )

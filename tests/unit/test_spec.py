@@ -207,8 +207,18 @@ def test_local_and_cloud_instance_types_do_not_mix() -> None:
     assert fields_of(make_spec(instance_types=["local", "ml.p3.2xlarge"])) == ["instance_types"]
 
 
-def test_local_mode_runs_one_instance_per_job() -> None:
-    assert fields_of(make_spec(instance_types=["local"], instance_count=2)) == ["instance_count"]
+def test_local_mode_runs_up_to_eight_hosts_per_job_on_the_cpu_only() -> None:
+    synthetic = {"model": "mnist-cnn", "synthetic": True}
+    assert (
+        load_spec(make_spec(instance_types=["local"], instance_count=2, workload=synthetic)).instance_count
+        == 2
+    )
+    assert fields_of(make_spec(instance_types=["local"], instance_count=9, workload=synthetic)) == [
+        "instance_count"
+    ]
+    assert fields_of(make_spec(instance_types=["local_gpu"], instance_count=2, workload=synthetic)) == [
+        "instance_count"
+    ]
 
 
 def test_file_uri_needs_local_mode() -> None:

@@ -5,6 +5,12 @@ The job gets a fresh ``SAGEMAKER_BASE_DIR`` laid out like ``/opt/ml`` (``input/c
 the job's state follows SageMaker's: ``InProgress`` (secondary ``Starting`` -> ``Downloading`` ->
 ``Training``) then ``Completed``, ``Failed`` (reason from the ``output/failure`` file) or ``Stopped``
 (``StopTrainingJob`` or ``MaxRuntimeExceeded``). Billable seconds cover download and training, as on AWS.
+
+A job of ``instance_count`` N > 1 runs as N processes, the hosts ``algo-1`` .. ``algo-N``, each with its
+own base folder and the SageMaker multi-host variables (``SM_HOSTS``, ``SM_CURRENT_HOST``), joined over
+loopback: ``SM_MASTER_ADDR``/``SM_MASTER_PORT`` say where ``algo-1`` listens, since the host names do not
+resolve here. The job fails when any host fails (the others are stopped), as on SageMaker, and bills
+N instances.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
+from trainsweep.instances import LOCAL_CPU, LOCAL_GPU, MAX_LOCAL_HOSTS
 
 # SageMaker truncates FailureReason to 1024 characters.
 FAILURE_REASON_MAX = 1024
@@ -77,6 +84,13 @@ def gpu_available() -> bool:
     return out.returncode == 0 and "GPU" in out.stdout
 
 
+def _free_port() -> int:
+    """A TCP port free on loopback now (for the first host's rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -123,10 +137,11 @@ class LocalTrainingJob:
         self._lock = threading.RLock()
         self._stop_requested = threading.Event()
         self._thread: threading.Thread | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}  # host -> its process, algo-1 first
         self._output_pos = 0
         self._output_tail = b""
         self.process_interval: tuple[float, float | None] | None = None  # perf_counter start/end
+        self.failed_host: str | None = None
         self.state = JobState()
         self.state.start_time = _now()
         self._transition("Starting", "Preparing the instances for training")
@@ -134,9 +149,26 @@ class LocalTrainingJob:
     # ---- public ---------------------------------------------------------------------------------
 
     @property
+    def hosts(self) -> list[str]:
+        """The job's hosts, SageMaker's names: ``algo-1`` .. ``algo-N``."""
+        return [f"algo-{i}" for i in range(1, self.request.instance_count + 1)]
+
+    def host_base(self, host: str) -> Path:
+        """A host's ``SAGEMAKER_BASE_DIR``: the job's folder for ``algo-1``, ``hosts/<host>`` in it else."""
+        return self.workdir if host == "algo-1" else self.workdir / "hosts" / host
+
+    def host_log_path(self, host: str) -> Path:
+        """Everything a host's process wrote to stdout and stderr."""
+        return self.workdir / f"{host}.log" if host == "algo-1" else self.host_base(host) / f"{host}.log"
+
+    @property
     def log_path(self) -> Path:
-        """Everything the process wrote to stdout and stderr."""
-        return self.workdir / "algo-1.log"
+        """Everything the first host's process wrote to stdout and stderr (the job's log stream)."""
+        return self.host_log_path("algo-1")
+
+    @property
+    def _proc(self) -> subprocess.Popen[bytes] | None:
+        return self._procs.get("algo-1")
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"job-{self.request.name}", daemon=True)
@@ -171,16 +203,8 @@ class LocalTrainingJob:
             self._finish("Failed", "Failed", problem)
             return
         base = self.workdir
-        config = base / "input" / "config"
-        for d in (config, base / "model", base / "output" / "data", base / "code", base / "checkpoints"):
-            d.mkdir(parents=True, exist_ok=True)
-        (config / "hyperparameters.json").write_text(json.dumps(req.hyperparameters, indent=1))
-        (config / "resourceconfig.json").write_text(
-            json.dumps({"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "lo"})
-        )
-        (config / "inputdataconfig.json").write_text(
-            json.dumps({name: {"TrainingInputMode": "File"} for name in req.channels})
-        )
+        for host in self.hosts:
+            self._lay_out(host)
         if req.channels:
             self._transition("Downloading", "Downloading input data")
             for name, uri in req.channels.items():
@@ -195,6 +219,10 @@ class LocalTrainingJob:
                         "Failed", "Failed", f"ClientError: cannot download channel {name} ({uri}): {exc}"
                     )
                     return
+                for host in self.hosts[1:]:  # every host sees the same data, downloaded once
+                    (self.host_base(host) / "input" / "data" / name).symlink_to(
+                        dest, target_is_directory=True
+                    )
         if self._stop_requested.is_set():
             self._finish("Stopped", "Stopped", None)
             return
@@ -220,6 +248,21 @@ class LocalTrainingJob:
         else:
             self._finish("Failed", "Failed", self._failure_reason())
 
+    def _lay_out(self, host: str) -> None:
+        """A host's ``/opt/ml``: the config files SageMaker writes and the folders the job fills."""
+        req, base = self.request, self.host_base(host)
+        config = base / "input" / "config"
+        for d in (config, base / "input" / "data", base / "model", base / "output" / "data", base / "code",
+                  base / "checkpoints"):  # fmt: skip
+            d.mkdir(parents=True, exist_ok=True)
+        (config / "hyperparameters.json").write_text(json.dumps(req.hyperparameters, indent=1))
+        (config / "resourceconfig.json").write_text(
+            json.dumps({"current_host": host, "hosts": self.hosts, "network_interface_name": "lo"})
+        )
+        (config / "inputdataconfig.json").write_text(
+            json.dumps({name: {"TrainingInputMode": "File"} for name in req.channels})
+        )
+
     def _unsupported(self) -> str | None:
         req = self.request
         if req.instance_type not in (LOCAL_CPU, LOCAL_GPU):
@@ -227,8 +270,16 @@ class LocalTrainingJob:
                 f"ValidationException: local mode runs instance types {LOCAL_CPU!r} and {LOCAL_GPU!r}, "
                 f"not {req.instance_type!r}; use them in the spec, or run the sweep in the cloud"
             )
-        if req.instance_count != 1:
-            return f"ValidationException: local mode runs one instance per job, not {req.instance_count}"
+        if not 1 <= req.instance_count <= MAX_LOCAL_HOSTS:
+            return (
+                f"ValidationException: local mode runs 1 to {MAX_LOCAL_HOSTS} hosts per job "
+                f"(processes on this machine), not {req.instance_count}"
+            )
+        if req.instance_count > 1 and req.instance_type == LOCAL_GPU:
+            return (
+                "ValidationException: local_gpu runs one host per job: several local hosts would share "
+                "this machine's GPUs; use 'local' (CPU) for a multi-host job"
+            )
         if req.instance_type == LOCAL_GPU and not self._has_gpu():
             return (
                 "CapacityError: instance type 'local_gpu' needs an NVIDIA GPU and none was found "
@@ -242,35 +293,45 @@ class LocalTrainingJob:
         env = dict(os.environ)
         env.update(self._env)
         env.update(self.request.environment)
-        env["SAGEMAKER_BASE_DIR"] = str(self.workdir)
         env["TRAINING_JOB_NAME"] = self.request.name
-        env["SM_CURRENT_HOST"] = "algo-1"
-        env["SM_HOSTS"] = '["algo-1"]'
+        env["SM_HOSTS"] = json.dumps(self.hosts)
         env["PYTHONUNBUFFERED"] = "1"
+        if len(self.hosts) > 1:
+            env["SM_MASTER_ADDR"] = "127.0.0.1"
+            env["SM_MASTER_PORT"] = str(_free_port())
         if self.request.instance_type == LOCAL_CPU:
             env["CUDA_VISIBLE_DEVICES"] = ""  # `local` means the CPU even on a machine with a GPU
         self.process_interval = (time.perf_counter(), None)
-        with self.log_path.open("wb") as out:
-            self._proc = subprocess.Popen(
-                [sys.executable, str(self.entry_point)],
-                cwd=self.workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: stopping reaches its children too
-            )
+        for host in self.hosts:
+            host_env = {**env, "SAGEMAKER_BASE_DIR": str(self.host_base(host)), "SM_CURRENT_HOST": host}
+            with self.host_log_path(host).open("wb") as out:
+                self._procs[host] = subprocess.Popen(
+                    [sys.executable, str(self.entry_point)],
+                    cwd=self.host_base(host),
+                    env=host_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # its own process group: stopping reaches its children too
+                )
 
     def _supervise(self) -> str:
-        """Wait for the process; returns 'exited', 'stopped' or 'timeout'."""
-        assert self._proc is not None
+        """Wait for the hosts' processes; returns 'exited', 'stopped' or 'timeout'.
+
+        The job has exited when every host has, or as soon as one host fails: the others are stopped
+        then (they would wait for the failed host until the collective's timeout).
+        """
+        assert self._procs
         assert self.state.start_time is not None
         deadline = self.state.start_time.timestamp() + self.request.max_runtime_s
         last_flush = time.monotonic()
         while True:
-            rc = self._proc.poll()
-            if rc is not None:
-                self.state.exit_code = rc
+            codes = {host: proc.poll() for host, proc in self._procs.items()}
+            failed = [h for h, rc in codes.items() if rc not in (None, 0)]
+            if failed or all(rc is not None for rc in codes.values()):
+                self.failed_host = failed[0] if failed else None
+                self._terminate()
+                self.state.exit_code = codes[failed[0]] if failed else 0
                 return "exited"
             if self._stop_requested.is_set():
                 self._terminate()
@@ -284,31 +345,46 @@ class LocalTrainingJob:
             time.sleep(self._poll_s)
 
     def _terminate(self) -> None:
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(self._stop_grace_s)
-        except subprocess.TimeoutExpired:
+        """SIGTERM every host still running, SIGKILL after the grace period."""
+        running = [p for p in self._procs.values() if p.poll() is None]
+        for proc in running:
             with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self._stop_grace_s
+        for proc in running:
+            try:
+                proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for proc in self._procs.values():
+            # Stragglers that ignored SIGTERM but left the leader's exit behind.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        # Stragglers that ignored SIGTERM but left the leader's exit behind.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        self.state.exit_code = proc.returncode
+        if running and self._proc is not None:
+            self.state.exit_code = self._proc.returncode
 
     def _failure_reason(self) -> str:
-        failure = self.workdir / "output" / "failure"
+        host = self.failed_host or "algo-1"
+        where = f" on {host}" if len(self.hosts) > 1 else ""
+        failure = self.host_base(host) / "output" / "failure"
         if failure.is_file():
             text = failure.read_text(errors="replace").strip()
             if text:
-                return text[:FAILURE_REASON_MAX]
-        tail = self._output_tail.decode(errors="replace").strip().splitlines()[-5:]
+                return (text if not where else f"{text} ({host})")[:FAILURE_REASON_MAX]
+        if host == "algo-1":
+            tail_bytes = self._output_tail
+        else:
+            try:
+                with self.host_log_path(host).open("rb") as f:
+                    f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+                    tail_bytes = f.read()
+            except OSError:
+                tail_bytes = b""
+        tail = tail_bytes.decode(errors="replace").strip().splitlines()[-5:]
         code = self.state.exit_code
-        reason = f"AlgorithmError: ExecuteUserScriptError: the entry point exited with code {code}"
+        reason = f"AlgorithmError: ExecuteUserScriptError: the entry point exited with code {code}{where}"
         if code is not None and code < 0:
             reason += f" (signal {-code})"
         if tail:

@@ -67,11 +67,13 @@ def launcher_prefix(paths: Paths, gpus: int) -> list[str]:
         return []
     launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={max(gpus, 1)}"]
     if len(all_hosts) > 1:
+        # SageMaker resolves the host names; a launcher that runs the hosts elsewhere (local mode's
+        # processes on loopback) says where the first host listens in SM_MASTER_ADDR/SM_MASTER_PORT.
         launcher += [
             f"--nnodes={len(all_hosts)}",
             f"--node_rank={all_hosts.index(current)}",
-            f"--master_addr={all_hosts[0]}",
-            f"--master_port={MASTER_PORT}",
+            f"--master_addr={os.environ.get('SM_MASTER_ADDR') or all_hosts[0]}",
+            f"--master_port={os.environ.get('SM_MASTER_PORT') or MASTER_PORT}",
         ]
     else:
         launcher.append("--standalone")
