@@ -169,6 +169,7 @@ SPELLING_FORMS: tuple[tuple[str, str, str], ...] = (
     ("job-gpus", "p3-gpu4 (job resnet50-p3-gpu4-b512-e0)", "SageMaker job names: family + gpuN"),
     ("instance-name", "p3.2xlarge, ml.p3.2xlarge", "the instance type's own name (EC2 log folders)"),
     ("ec2", "p2-1-ec2, g4dnxlarge-1-ec2", "any of the above + -ec2: the same machine, run on plain EC2"),
+    ("nodes", "p3-1x2, local-cpux4", "any of the above + xN: a job of N instances (spec instance_counts)"),
 )
 """(form, examples, meaning) of every spelling :func:`read_spelling` knows, in the order it tries them."""
 
@@ -185,6 +186,8 @@ class Spelling:
     """Which row of :data:`SPELLING_FORMS` read it."""
     platform: str | None = None
     """``ec2`` when the spelling marks an EC2 run; None when it does not say."""
+    nodes: int = 1
+    """Instances of the job (``p3-1x2``: 2); 1 when the spelling does not say."""
 
 
 def _smallest_with(family: str, gpus: int) -> InstanceType | None:
@@ -192,9 +195,29 @@ def _smallest_with(family: str, gpus: int) -> InstanceType | None:
     return min(same, key=lambda t: t.vcpus) if same else None
 
 
+_NODES_SUFFIX = re.compile(r"^(?P<base>.+?)x(?P<nodes>[1-9]\d{0,2})$")
+
+
+def vmtype_with_nodes(name: str, nodes: int = 1) -> str:
+    """The VMTYPE of a job of ``nodes`` instances of ``name``: :func:`vmtype`, plus ``x<nodes>`` when more
+    than one (``ml.p3.2xlarge`` x 2 -> ``p3-1x2``)."""
+    short = vmtype(name)
+    return short if nodes == 1 else f"{short}x{nodes}"
+
+
 def read_spelling(text: str) -> Spelling | None:
     """Read an instance-type spelling of the seeds (:data:`SPELLING_FORMS`); None when no form knows it."""
     short = text.strip()
+    one = _read_one_node(short)
+    if one is not None:
+        return one
+    m = _NODES_SUFFIX.match(short)
+    if m and int(m["nodes"]) > 1 and (base := _read_one_node(m["base"])) is not None:
+        return replace(base, text=short, nodes=int(m["nodes"]))
+    return None
+
+
+def _read_one_node(short: str) -> Spelling | None:
     if short.lower().endswith(EC2_SUFFIX) and len(short) > len(EC2_SUFFIX):
         inner = read_spelling(short[: -len(EC2_SUFFIX)])
         return replace(inner, text=short, platform="ec2") if inner is not None else None

@@ -325,6 +325,14 @@ class SweepSpec(BaseModel):
     )
     repetitions: int = Field(1, ge=1, le=100, description="Runs per (instance type, batch size) cell.")
     instance_count: int = Field(1, ge=1, le=100, description="Instances per job (distributed training).")
+    instance_counts: list[Annotated[int, Field(ge=1, le=100)]] | None = Field(
+        None,
+        min_length=1,
+        json_schema_extra={"uniqueItems": True},
+        description="Node count as an axis: jobs of each of these instance counts (instead of "
+        "instance_count); "
+        "the report shows the scaling efficiency of each count against one node.",
+    )
     mode: Literal["full", "early-stop"] = Field(
         "full", description="full: train every epoch; early-stop: stop once the step time is known."
     )
@@ -379,6 +387,11 @@ class SweepSpec(BaseModel):
         _no_duplicates(value, "batch size")
         return value
 
+    @property
+    def node_counts(self) -> list[int]:
+        """The instance counts jobs run with: ``instance_counts``, else ``[instance_count]``."""
+        return list(self.instance_counts) if self.instance_counts is not None else [self.instance_count]
+
     @model_validator(mode="after")
     def _consistent(self) -> SweepSpec:
         local = [t for t in self.instance_types if t in LOCAL_TYPES]
@@ -387,16 +400,21 @@ class SweepSpec(BaseModel):
                 "instance_types",
                 "local types (local, local_gpu) run only in local mode: do not mix them with ml.*",
             )
-        if local and self.instance_count > MAX_LOCAL_HOSTS:
+        count_field = "instance_counts" if self.instance_counts is not None else "instance_count"
+        if self.instance_counts is not None and self.instance_count != 1:
             raise _FieldError(
-                "instance_count",
+                "instance_counts", "give either instance_count or instance_counts (the node-count axis)"
+            )
+        if local and max(self.node_counts) > MAX_LOCAL_HOSTS:
+            raise _FieldError(
+                count_field,
                 f"local mode runs at most {MAX_LOCAL_HOSTS} hosts per job (processes on this machine)",
             )
-        if LOCAL_GPU in local and self.instance_count != 1:
+        if LOCAL_GPU in local and self.node_counts != [1]:
             raise _FieldError(
-                "instance_count",
+                count_field,
                 "local_gpu runs one host per job (several would share this machine's GPUs): "
-                "use 'local' for a multi-host job, or set instance_count to 1",
+                f"use 'local' for a multi-host job, or set {count_field} to 1",
             )
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
@@ -995,8 +1013,8 @@ def _expand(
     # good), while its runs keep theirs: logs and results land under the same keys.
     job_prefix = f"{sweep_id}-{attempt}" if attempt else sweep_id
     jobs = []
-    for instance_type in spec.instance_types:
-        short = instances.vmtype(instance_type)
+    for instance_type, count in ((t, n) for t in spec.instance_types for n in spec.node_counts):
+        short = instances.vmtype_with_nodes(instance_type, count)
         for rep in range(spec.repetitions):
             if spec.packing == "per-cell":
                 groups: list[tuple[int | None, list[int]]] = [(bs, [bs]) for bs in spec.batch_sizes]
@@ -1015,7 +1033,7 @@ def _expand(
                         "job_name": name,
                         "run_names": runs,
                         "instance_type": instance_type,
-                        "instance_count": spec.instance_count,
+                        "instance_count": count,
                         "vmtype": short,
                         "batch_sizes": batch_sizes,
                         "repetition": rep,

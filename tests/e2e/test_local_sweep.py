@@ -389,23 +389,35 @@ def test_a_sweep_whose_every_cell_fails_exits_non_zero_and_says_so(tmp_path: Pat
     assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()  # the report says why
 
 
-def test_a_two_host_job_runs_as_two_local_hosts_joined_over_loopback(tmp_path: Path) -> None:
-    # instance_count: 2 in local mode: two host processes (algo-1, algo-2) with SageMaker's multi-host
-    # variables; torchrun joins them into one world of two ranks, and algo-1 uploads the run's log.
+def test_a_node_count_sweep_runs_two_local_hosts_and_reports_their_scaling(tmp_path: Path) -> None:
+    # instance_counts: [1, 2] in local mode: the 2-instance job runs as two host processes (algo-1,
+    # algo-2) with SageMaker's multi-host variables, torchrun joins them into one world of two ranks,
+    # algo-1 uploads the run's log, and the report compares the counts.
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     _write_mnist(data_dir / "mnist.npz", train=256, test=64)
-    spec = _spec(tmp_path, data_dir, batch_sizes=[16], instance_count=2)
+    spec = _spec(tmp_path, data_dir, batch_sizes=[16], instance_counts=[1, 2])
     out = tmp_path / "results"
     children_before = _children()
     result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
     assert result.exit_code == 0, result.output
     folder = _sweep_dir(out)
-    cells = _cells(folder)
-    assert cells[16]["status"] == "completed", cells[16]
-    run16 = f"{folder.name}-local-cpu-16-e0"
-    record = json.loads((folder / layout.RESULTS_DIR / layout.run_record_path(run16)).read_text())
-    assert record["header"]["world_size"] == 2, record["header"]
-    log = (folder / "logs" / f"{run16}.log").read_text()
-    assert log.count("step training time") >= 3
+    doc = json.loads((folder / layout.JOBS_JSON).read_text())
+    cells = {c["run_name"]: c for c in doc["cells"]}
+    one, two = f"{folder.name}-local-cpu-16-e0", f"{folder.name}-local-cpux2-16-e0"
+    assert cells[one]["status"] == cells[two]["status"] == "completed", cells
+    results = folder / layout.RESULTS_DIR
+    headers = {n: json.loads((results / layout.run_record_path(n)).read_text())["header"] for n in (one, two)}
+    assert (headers[one]["world_size"], headers[two]["world_size"]) == (1, 2)
+    assert (folder / "logs" / f"{two}.log").read_text().count("step training time") >= 3
+    with (results / layout.SWEEP_CSV).open() as f:
+        rows = {int(r["instance_count"]): r for r in csv.DictReader(f)}
+    assert sorted(rows) == [1, 2]
+    assert rows[1]["scaling_efficiency"] == ""
+    efficiency = float(rows[2]["scaling_efficiency"])
+    assert efficiency == pytest.approx(
+        float(rows[2]["samples_per_s"]) / (2 * float(rows[1]["samples_per_s"])), rel=1e-6
+    )
+    report = (results / layout.REPORT_HTML).read_text()
+    assert 'id="scaling-table"' in report and f"{efficiency:.0%}" in report
     assert _children() <= children_before

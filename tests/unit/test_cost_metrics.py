@@ -265,3 +265,32 @@ def test_the_gpu_memory_event_reaches_the_share_through_the_parser():
     run = parse(("\n".join(lines) + "\n").encode(), name="result-g4dn-1-64-e1.txt")
     assert run.dialect == "mllog" and run.extra[mllog.GPU_MEMORY] == value
     assert metrics.run_metrics(run).gpu_memory_share == 0.25
+
+
+def test_rows_of_several_instances_cost_every_instance_and_show_their_scaling_efficiency():
+    # Same type and global batch size on 1 and 2 instances: 2 instances step in 0.06 s, not 0.05.
+    one = metrics.run_metrics(_run("one", vm="p3-1"), epochs=3)
+    two = metrics.run_metrics(
+        _run("two", vm="p3-1x2", epochs=[_epoch(i, [0.3] + [0.06] * 9, epoch_s=0.9) for i in (1, 2, 3)]),
+        epochs=3,
+    )
+    assert (one.instance_count, two.instance_count) == (None, 2)
+    rows = metrics.aggregate([one, two])
+    assert [(r.machine, r.instance_count, r.vmtype) for r in rows] == [
+        ("ml.p3.2xlarge", 1, "p3-1"),
+        ("ml.p3.2xlarge x2", 2, "p3-1x2"),
+    ]
+    r1, r2 = rows
+    assert r1.scaling_efficiency is None
+    assert r2.scaling_efficiency == pytest.approx((256 / 0.06) / (2 * 256 / 0.1))  # 83 %
+    price = r1.usd_per_hour
+    assert r2.usd_per_hour == price  # the price of one instance; costs count both
+    assert r2.cost_to_train_usd == pytest.approx(r2.billable_s * price * 2 / 3600)
+    assert r2.iterations_per_usd == pytest.approx(metrics.iterations_per_usd(0.06, price * 2))
+
+
+def test_a_job_record_says_the_instance_count_of_its_run():
+    m = metrics.run_metrics(_run("r", vm="p3-1"), job={"instance_type": "ml.p3.2xlarge", "instance_count": 4})
+    assert m.instance_count == 4
+    (row,) = metrics.aggregate([m])
+    assert row.instance_count == 4 and row.scaling_efficiency is None  # no one-instance row to compare

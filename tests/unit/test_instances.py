@@ -52,3 +52,18 @@ def test_a_spelled_out_size_with_more_gpus_than_it_has_is_not_read():
     assert instances.read_spelling("g4dnxlarge-2") is None
     assert instances.read_spelling("g4dn12xlarge-1").instance.name == "ml.g4dn.12xlarge"
     assert instances.read_spelling("g4dn12xlarge-1").gpus == 1
+
+
+def test_a_vmtype_with_a_node_count_reads_as_that_many_instances_of_the_type():
+    assert instances.vmtype_with_nodes("ml.p3.2xlarge", 2) == "p3-1x2"
+    assert instances.vmtype_with_nodes("ml.p3.2xlarge", 1) == "p3-1"  # one node: the layout's VMTYPE
+    two = instances.read_spelling("p3-1x2")
+    assert (two.instance.name, two.nodes, two.gpus) == ("ml.p3.2xlarge", 2, 1)
+    assert instances.read_spelling("local-cpux4").nodes == 4
+    assert instances.read_spelling("g4dn2x-1x3").instance.name == "ml.g4dn.2xlarge"
+    assert instances.read_spelling("p3-1x2-ec2").platform == "ec2"
+    assert instances.read_spelling("p3-1x2-ec2").nodes == 2
+    # the seeds' own names are not node counts
+    assert instances.read_spelling("c4x").nodes == 1
+    assert instances.read_spelling("p3-1").nodes == 1
+    assert instances.read_spelling("p3-1x0") is None

@@ -581,7 +581,7 @@ def test_any_valid_spec_plans_into_a_consistent_grid(
     assert len({j["job_name"] for j in p.jobs}) == p.job_count
     cells = {layout.parse_job_name(r) for r in run_names}
     expected = {
-        layout.CellName(instances.vmtype(t), bs, rep)
+        layout.CellName(instances.vmtype_with_nodes(t, count), bs, rep)
         for t in types
         for bs in batch_sizes
         for rep in range(repetitions)
@@ -671,3 +671,20 @@ def test_an_explicit_early_stop_cap_is_kept() -> None:
 
 def test_full_mode_jobs_get_no_early_stop_cap() -> None:
     assert all(hp.EARLY_STOP_MAX_SECONDS not in j["hyperparameters"] for j in plan().jobs)
+
+
+def test_instance_counts_is_an_axis_of_jobs_named_and_costed_per_count() -> None:
+    p = plan(instance_types=["ml.p3.2xlarge"], batch_sizes=[256], instance_counts=[1, 2, 4])
+    assert [(j["instance_count"], j["vmtype"]) for j in p.jobs] == [(1, "p3-1"), (2, "p3-1x2"), (4, "p3-1x4")]
+    assert [layout.parse_job_name(j["job_name"]).vmtype for j in p.jobs] == ["p3-1", "p3-1x2", "p3-1x4"]
+    assert len({j["job_name"] for j in p.jobs}) == 3
+    single = plan(instance_types=["ml.p3.2xlarge"], batch_sizes=[256])
+    assert p.worst_case_cost_usd == pytest.approx(single.worst_case_cost_usd * (1 + 2 + 4))
+
+
+def test_instance_counts_and_instance_count_are_not_given_together() -> None:
+    assert fields_of(make_spec(instance_count=2, instance_counts=[1, 2])) == ["instance_counts"]
+    synthetic = {"model": "mnist-cnn", "synthetic": True}
+    assert fields_of(make_spec(instance_types=["local_gpu"], instance_counts=[1, 2], workload=synthetic)) == [
+        "instance_counts"
+    ]

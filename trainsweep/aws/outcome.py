@@ -38,6 +38,8 @@ class Cell:
     billable_s: float | None
     training_s: float | None = None
     """SageMaker's TrainingTimeInSeconds share; with billable_s it shows managed-spot savings."""
+    instance_count: int = 1
+    """Instances of the cell's job (billable seconds are per instance, as SageMaker's)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -147,6 +149,7 @@ def job_cells(job: dict[str, Any]) -> list[dict[str, Any]]:
             "run_name": run_name,
             "job_name": job["job_name"],
             "instance_type": job["instance_type"],
+            "instance_count": int(job.get("instance_count") or 1),
             "batch_size": sizes[i] if i < len(sizes) else None,
             "repetition": job.get("repetition"),
         }

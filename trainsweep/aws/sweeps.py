@@ -54,6 +54,7 @@ class CellView:
     batch_size: int | None
     repetition: int | None
     status: str = "pending"  # one of LIVE_STATES
+    instance_count: int = 1  # instances of the cell's job: its cost counts every one
     detail: str | None = None  # SageMaker's secondary status, or the failure reason
     elapsed_s: float | None = None
     billable_s: float | None = None
@@ -292,7 +293,7 @@ def sweep_view(
         price = _price(cell.instance_type, region)
         if price is not None:
             seconds = cell.billable_s if cell.billable_s is not None else cell.elapsed_s
-            cell.cost_usd = None if seconds is None else price * seconds / 3600.0
+            cell.cost_usd = None if seconds is None else price * cell.instance_count * seconds / 3600.0
     return SweepView(sweep_id, execution_status, cells, elapsed)
 
 
@@ -661,7 +662,7 @@ def view_from_documents(
     for cell in cells:
         price = _price(cell.instance_type, region)
         if price is not None and cell.billable_s is not None:
-            cell.cost_usd = price * cell.billable_s / 3600.0
+            cell.cost_usd = price * cell.instance_count * cell.billable_s / 3600.0
     finished = "SUCCEEDED" if jobs_doc.get("cells") else None
     return SweepView(sweep_id, finished, cells, None)
 

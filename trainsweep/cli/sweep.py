@@ -90,7 +90,7 @@ def render_view(view: Any) -> Table:
     for c in view.cells:
         style = _STATUS_STYLE.get(c.status, "")
         table.add_row(
-            c.instance_type,
+            c.instance_type if c.instance_count == 1 else f"{c.instance_type} x{c.instance_count}",
             "-" if c.batch_size is None else str(c.batch_size),
             "-" if c.repetition is None else str(c.repetition),
             Text(c.status, style=style),

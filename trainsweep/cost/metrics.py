@@ -40,6 +40,7 @@ OK, FAILED, INFEASIBLE = "ok", "failed", "infeasible"
 CSV_COLUMNS = (
     "instance_type",
     "platform",
+    "instance_count",
     "gpus",
     "batch_size",
     "runs",
@@ -58,6 +59,7 @@ CSV_COLUMNS = (
     "cost_to_train_usd",
     "samples_per_usd",
     "iterations_per_usd",
+    "scaling_efficiency",
     "data_wait_share",
     "utilisation",
     "usd_waiting",
@@ -144,6 +146,18 @@ def resolve_instance_type(run: RunTimings, job: Mapping[str, Any] | None = None)
     return run.header.instance_type or run.computing_system
 
 
+def run_instance_count(run: RunTimings, job: Mapping[str, Any] | None = None) -> int | None:
+    """Instances the run's job had: the job record's ``instance_count``, else what its name says
+    (``p3-1x2``: 2); None when neither says (a seed log: one instance, or the caller's default)."""
+    if job and job.get("instance_count"):
+        return int(job["instance_count"])
+    if run.computing_system:
+        spelled = instances.read_spelling(run.computing_system)
+        if spelled is not None and spelled.nodes > 1:
+            return spelled.nodes
+    return None
+
+
 def run_platform(run: RunTimings, job: Mapping[str, Any] | None = None, itype: str | None = None) -> str:
     """Where a run ran: the job record's ``platform``, else what its name or folder said (the parser's
     ``trainsweep.platform``), else ``local`` for the local types, else ``sagemaker``."""
@@ -188,6 +202,8 @@ class RunMetrics:
     batch_size_trained: int | None = None
     """Set when the run trained with another batch size than its name asks for (a script that ignored its
     batch-size argument): throughput uses this one."""
+    instance_count: int | None = None
+    """Instances of the run's job (None: not said; :func:`aggregate` then uses its default)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -241,6 +257,7 @@ def run_metrics(
         platform=platform,
         reason=(job or {}).get("reason") or run.failure_reason or _stopped_early(job),
         problems=[p.code for p in run.problems],
+        instance_count=run_instance_count(run, job),
     )
     trained = run.header.batch_size
     # trainsweep's own logs (the container, the instrumentation of a script) record the batch size the run
@@ -349,11 +366,19 @@ class ConfigMetrics:
     attempts: int = 0
     aligned_step_s: float | None = None
     free_step_s: float | None = None
+    instance_count: int = 1
+    """Instances per job: prices and costs are of all of them."""
+    scaling_efficiency: float | None = None
+    """Throughput per instance against one instance of the same type and batch size (1.0 = linear);
+    None for one instance, or when the sweep has no one-instance row to compare with."""
 
     @property
     def machine(self) -> str:
-        """The instance type, marked ``(EC2)`` when it ran on plain EC2."""
-        return f"{self.instance_type} (EC2)" if self.platform == EC2 else self.instance_type
+        """The instance type, ``x N`` for N instances per job, marked ``(EC2)`` when it ran on plain EC2."""
+        name = (
+            self.instance_type if self.instance_count == 1 else f"{self.instance_type} x{self.instance_count}"
+        )
+        return f"{name} (EC2)" if self.platform == EC2 else name
 
     @property
     def label(self) -> str:
@@ -363,9 +388,9 @@ class ConfigMetrics:
         return asdict(self)
 
 
-def _vmtype(instance_type: str) -> str | None:
+def _vmtype(instance_type: str, count: int = 1) -> str | None:
     try:
-        return instances.vmtype(instance_type)
+        return instances.vmtype_with_nodes(instance_type, count)
     except KeyError:
         return None
 
@@ -375,24 +400,32 @@ def aggregate(
     *,
     region: str = "us-east-1",
     instance_count: int = 1,
-    extra_cells: Iterable[tuple[str, int | None, str, str | None]] = (),
+    extra_cells: Iterable[
+        tuple[str, int | None, str, str | None] | tuple[str, int | None, str, str | None, int]
+    ] = (),
 ) -> list[ConfigMetrics]:
-    """Group run figures by (instance type, batch size) into sweep rows, sorted by type then batch size.
+    """Group run figures by (instance type, instance count, batch size) into sweep rows, sorted by type
+    then batch size.
 
-    ``extra_cells`` adds ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run.
+    ``instance_count`` is the count of runs that do not say theirs. ``extra_cells`` adds
+    ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run, or
+    ``(instance_type, batch_size, status, reason, instance_count)``.
     """
-    groups: dict[tuple[str, int | None, str], list[RunMetrics]] = {}
+    groups: dict[tuple[str, int | None, str, int], list[RunMetrics]] = {}
     for r in runs:
-        groups.setdefault((r.instance_type or "unknown", r.batch_size, r.platform), []).append(r)
-    reasons: dict[tuple[str, int | None, str], list[tuple[str, str | None]]] = {}
-    for itype, bs, status, reason in extra_cells:
+        count = r.instance_count or instance_count
+        groups.setdefault((r.instance_type or "unknown", r.batch_size, r.platform, count), []).append(r)
+    reasons: dict[tuple[str, int | None, str, int], list[tuple[str, str | None]]] = {}
+    for cell in extra_cells:
+        itype, bs, status, reason = cell[:4]
+        count = int(cell[4]) if len(cell) > 4 and cell[4] else instance_count  # type: ignore[misc]
         where = LOCAL if itype in (instances.LOCAL_CPU, instances.LOCAL_GPU) else SAGEMAKER
-        reasons.setdefault((itype, bs, where), []).append((status, reason))
-        groups.setdefault((itype, bs, where), [])
+        reasons.setdefault((itype, bs, where, count), []).append((status, reason))
+        groups.setdefault((itype, bs, where, count), [])
 
     rows: list[ConfigMetrics] = []
-    for (itype, bs, platform), members in groups.items():
-        key = (itype, bs, platform)
+    for (itype, bs, platform, count), members in groups.items():
+        key = (itype, bs, platform, count)
         ok = [r for r in members if r.status == OK]
         t = instances.CATALOGUE.get(itype)
         price = hourly_usd(itype, region, platform)
@@ -403,8 +436,9 @@ def aggregate(
             runs=len(ok),
             platform=platform,
             usd_per_hour=price,
-            vmtype=_vmtype(itype) if t else None,
+            vmtype=_vmtype(itype, count) if t else None,
             attempts=len(members) + len(reasons.get(key, [])),
+            instance_count=count,
         )
         notes: list[str] = []
         if ok:
@@ -433,15 +467,15 @@ def aggregate(
                 notes.append(f"no {'EC2 ' if platform == EC2 else ''}price for {itype} in {region}")
             else:
                 if row.epoch_time_s is not None:
-                    row.cost_per_epoch_usd = billing.cost_usd(row.epoch_time_s, price, instance_count)
+                    row.cost_per_epoch_usd = billing.cost_usd(row.epoch_time_s, price, count)
                 if row.billable_s is not None:
-                    row.cost_to_train_usd = billing.cost_usd(row.billable_s, price, instance_count)
+                    row.cost_to_train_usd = billing.cost_usd(row.billable_s, price, count)
                 if row.samples_per_s is not None and price > 0:
-                    row.samples_per_usd = row.samples_per_s * 3600.0 / (price * instance_count)
-                row.iterations_per_usd = iterations_per_usd(row.step_time_s, price * instance_count)
+                    row.samples_per_usd = row.samples_per_s * 3600.0 / (price * count)
+                row.iterations_per_usd = iterations_per_usd(row.step_time_s, price * count)
                 if row.data_wait_share is not None and row.time_to_train_s is not None:
                     row.usd_waiting = billing.cost_usd(
-                        row.data_wait_share * row.time_to_train_s, price, instance_count
+                        row.data_wait_share * row.time_to_train_s, price, count
                     )
             failed = len(members) - len(ok)
             if failed:
@@ -472,9 +506,30 @@ def aggregate(
         rows.append(row)
     order = {name: i for i, name in enumerate(instances.CATALOGUE)}
     rows.sort(
-        key=lambda r: (order.get(r.instance_type, len(order)), r.instance_type, r.platform, r.batch_size or 0)
+        key=lambda r: (
+            order.get(r.instance_type, len(order)),
+            r.instance_type,
+            r.platform,
+            r.instance_count,
+            r.batch_size or 0,
+        )
     )
+    set_scaling_efficiency(rows)
     return rows
+
+
+def set_scaling_efficiency(rows: Sequence[ConfigMetrics]) -> None:
+    """Each multi-instance row's throughput per instance against the one-instance row of the same type,
+    platform and batch size (samples/s: the batch size is global, split over every instance's ranks)."""
+    single = {
+        (r.instance_type, r.platform, r.batch_size): r.samples_per_s
+        for r in rows
+        if r.instance_count == 1 and r.samples_per_s
+    }
+    for r in rows:
+        base = single.get((r.instance_type, r.platform, r.batch_size))
+        if r.instance_count > 1 and base and r.samples_per_s:
+            r.scaling_efficiency = r.samples_per_s / (base * r.instance_count)
 
 
 def not_judged_reason(row: ConfigMetrics, region: str | None = None) -> str:

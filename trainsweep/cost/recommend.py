@@ -96,6 +96,7 @@ class Recommendation:
                 return None
             return {
                 "instance_type": c.instance_type,
+                "instance_count": c.instance_count,
                 "platform": c.platform,
                 "batch_size": c.batch_size,
                 "time_to_train_s": c.time_to_train_s,

@@ -220,8 +220,15 @@ def analyse(
             "infeasible" if status == "infeasible" else ("ok" if status in ("ok", "completed") else "failed")
         )
         reason = j.get("reason") or ("completed but no log was parsed" if status == "ok" else None)
+        count = int(j.get("instance_count") or instance_count)
         extra.append(
-            (itype, int(bs) if bs is not None else None, "failed" if status == "ok" else status, reason)
+            (
+                itype,
+                int(bs) if bs is not None else None,
+                "failed" if status == "ok" else status,
+                reason,
+                count,
+            )
         )
     rows = aggregate(metrics, region=region, instance_count=instance_count, extra_cells=extra)
     rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd)

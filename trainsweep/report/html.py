@@ -200,6 +200,36 @@ def _plots(plots: Mapping[str, tuple[str, bytes]]) -> str:
     return "".join(out)
 
 
+def _scaling(a: SweepAnalysis) -> str:
+    """Throughput, scaling efficiency and iterations per dollar per instance count (node-count sweeps)."""
+    if not any(r.instance_count > 1 for r in a.rows):
+        return ""
+    head = (
+        "<tr><th class='t'>Instance type</th><th>Batch size</th><th>Instances</th><th>Samples/s</th>"
+        "<th>Scaling efficiency</th><th>Iterations/USD</th><th>USD to train</th>"
+        "<th class='t'>Status</th></tr>"
+    )
+    body = []
+    for r in sorted(a.rows, key=lambda r: (r.instance_type, r.platform, r.batch_size or 0, r.instance_count)):
+        eff = "1 node" if r.instance_count == 1 and r.samples_per_s else _n(r.scaling_efficiency, "{:.0%}")
+        if r.instance_count > 1 and r.scaling_efficiency is None and r.status == OK:
+            eff = "no 1-node run"
+        body.append(
+            f"<tr><td class='t'>{_e(r.instance_type)}</td><td>{_n(r.batch_size, '{}')}</td>"
+            f"<td>{r.instance_count}</td><td>{_e(_n(r.samples_per_s, '{:,.0f}'))}</td><td>{_e(eff)}</td>"
+            f"<td>{_e(_n(r.iterations_per_usd, '{:,.0f}'))}</td>"
+            f"<td>{_e(_n(r.cost_to_train_usd, '{:.4f}'))}</td>"
+            f"<td class='t'>{_e(r.status)}</td></tr>"
+        )
+    return (
+        '<section id="scaling"><h2>Scaling over nodes</h2>'
+        "<p>Scaling efficiency = samples/s of N instances / (N x samples/s of one instance), same type and "
+        "batch size (the batch size is global: split over every instance's ranks); 100% is linear. "
+        "Iterations/USD and USD to train count every instance of the job.</p>"
+        f'<table id="scaling-table"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table></section>'
+    )
+
+
 def _stalls(a: SweepAnalysis) -> str:
     rows = [r for r in a.rows if r.status == OK and r.data_wait_share is not None]
     if not rows:
@@ -370,9 +400,10 @@ def render_report(
 <p class="meta">{_e(meta)}</p>
 <section id="recommendation"><h2>Recommendation</h2>{_recommendation(a)}</section>
 <section id="configurations"><h2>Configurations</h2>
-<p>One row per instance type and batch size, aggregated over repetitions. Click a column header to sort.</p>
+<p>One row per instance type (x instances per job, when more than one) and batch size, aggregated over
+repetitions. Click a column header to sort.</p>
 {_config_table(a)}</section>
-<section id="plots"><h2>Plots</h2>{_plots(plots)}</section>
+{_scaling(a)}<section id="plots"><h2>Plots</h2>{_plots(plots)}</section>
 <section id="stalls"><h2>Data stalls</h2>{_stalls(a)}</section>
 <section id="quality"><h2>Data quality</h2>{_quality(a)}</section>
 <section id="runs"><h2>Runs</h2>{_runs(a)}</section>
