@@ -52,6 +52,7 @@ def simulate_command(
             f"no complete log in {source} matches a configuration of {spec_path} "
             f"({len(sim.logs_outside_spec)} logs outside the spec's grid, "
             f"{len(sim.logs_unused)} not usable): nothing to replay"
+            + "".join(f"\n  {x['path']}: {x['reason']}" for x in sim.logs_unused[:5])
         )
     if as_json:
         sys.stdout.write(json.dumps(sim.to_dict(), indent=2) + "\n")
