@@ -211,53 +211,40 @@ def plan_jobs(
                     chosen[(itype, b)][k] for b in spec.batch_sizes if len(chosen.get((itype, b), [])) > k
                 ]
                 jobs.append(Job(itype, members, sum(seconds[s.path] for s in members)))
-        else:
-            for b in spec.batch_sizes:
-                for s in chosen.get((itype, b), []):
-                    jobs.append(Job(itype, [s], seconds[s.path]))
+        else:  # in the order the planner expands them: repetition, then batch size
+            reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
+            for k in range(reps):
+                for b in spec.batch_sizes:
+                    if len(chosen.get((itype, b), [])) > k:
+                        s = chosen[(itype, b)][k]
+                        jobs.append(Job(itype, [s], seconds[s.path]))
     return jobs
 
 
-def _schedule(durations: Sequence[float], slots: int) -> float:
-    """Wall-clock seconds of running ``durations`` in order on ``slots`` parallel slots (list scheduling)."""
-    free = [0.0] * max(1, slots)
-    for d in durations:
-        i = free.index(min(free))
-        free[i] += d
-    return max(free) if durations else 0.0
-
-
 def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
-    """Cost, job count and wall-clock time of ``jobs`` under the sweep's billing model."""
+    """Cost, billable seconds and wall-clock time of ``jobs`` run in order under the sweep's billing model
+    (:func:`trainsweep.cost.billing.sweep_billable_s`: ``max_concurrency`` at a time, warm pools)."""
     keep_alive = getattr(spec, "warm_pool_seconds", 0) or 0
-    by_type: dict[str, list[Job]] = {}
-    for j in jobs:
-        by_type.setdefault(j.instance_type, []).append(j)
+    b = billing.sweep_billable_s(
+        [(j.instance_type, j.seconds) for j in jobs], slots=spec.max_concurrency, keep_alive_s=keep_alive
+    )
     cost = 0.0
-    billable = 0.0
     unpriced: list[str] = []
-    units: list[float] = []  # what the scheduler places: one job, or one warm-pool chain of jobs
-    for itype, group in by_type.items():
-        seconds = [j.seconds for j in group]
-        if keep_alive:
-            b = billing.chain_billable_s(seconds, keep_alive_s=keep_alive)
-            units.append(b - keep_alive)
-        else:
-            b = sum(billing.modelled_billable_s(s) for s in seconds)
-            units.extend(billing.modelled_billable_s(s) for s in seconds)
-        billable += b
+    for itype, seconds in b.billable_s.items():
         price = hourly_usd(itype, region)
         if price is None:
             unpriced.append(itype)
         else:
-            cost += billing.cost_usd(b, price, spec.instance_count)
+            cost += billing.cost_usd(seconds, price, spec.instance_count)
     return {
         "jobs": len(jobs),
         "runs": sum(len(j.samples) for j in jobs),
-        "billable_s": billable,
-        "cost_usd": None if unpriced and len(unpriced) == len(by_type) else cost,
+        "billable_s": sum(b.billable_s.values()),
+        "warm_pool_retained_s": sum(b.retained_s.values()),
+        "warm_starts": b.warm_starts,
+        "cost_usd": None if unpriced and len(unpriced) == len(b.billable_s) else cost,
         "unpriced_instance_types": sorted(unpriced),
-        "wall_s": _schedule(units, spec.max_concurrency),
+        "wall_s": b.wall_s,
     }
 
 

@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from trainsweep.cli import app
-from trainsweep.cost.billing import FIXED_OVERHEAD_S, WARM_START_OVERHEAD_S, chain_billable_s
+from trainsweep.cost.billing import FIXED_OVERHEAD_S, WARM_START_OVERHEAD_S, sweep_billable_s
 from trainsweep.cost.prices import hourly_usd
 from trainsweep.errors import SpecError
 from trainsweep.spec import load_spec, plan_sweep
@@ -121,13 +121,31 @@ def test_one_repetition_can_pick_wrong_and_the_regret_says_by_how_much(tmp_path,
 
 
 def test_a_warm_pool_pays_the_start_up_once_per_instance_type_and_its_kept_time(tmp_path, logs):
-    out = _simulate(_spec(tmp_path, instance_types=[P3], repetitions=2, warm_pool_seconds=60), logs)
-    # four jobs back to back on one warm pool: one cold start, three warm ones, then 60 s kept
-    seconds = FIXED_OVERHEAD_S + 30 + 3 * WARM_START_OVERHEAD_S + 50 + 35 + 35 + 60
+    one = _spec(tmp_path, instance_types=[P3], repetitions=2, warm_pool_seconds=60, max_concurrency=1)
+    out = _simulate(one, logs)
+    # four jobs back to back (30, 35, 50, 35 s) on one warm pool: one cold start, three warm, 60 s kept
+    seconds = FIXED_OVERHEAD_S + 30 + 3 * WARM_START_OVERHEAD_S + 35 + 50 + 35 + 60
     assert out["strategy"]["billable_s"] == pytest.approx(seconds)
+    assert out["strategy"]["warm_starts"] == 3 and out["strategy"]["warm_pool_retained_s"] == 60
     assert out["strategy_cost_usd"] == pytest.approx(_usd(seconds, P3))
     assert out["exhaustive"]["billable_s"] == pytest.approx(4 * FIXED_OVERHEAD_S + 150)
-    assert chain_billable_s([10.0, 20.0], keep_alive_s=0) == pytest.approx(2 * FIXED_OVERHEAD_S + 30)
+    # two at a time: jobs 1 and 2 start cold at 0; 3 takes job 1's pool, 4 job 2's; two pools kept 60 s
+    two = _simulate(_spec(tmp_path, instance_types=[P3], repetitions=2, warm_pool_seconds=60), logs)
+    assert two["strategy"]["billable_s"] == pytest.approx(
+        2 * FIXED_OVERHEAD_S + 30 + 35 + 2 * WARM_START_OVERHEAD_S + 50 + 35 + 2 * 60
+    )
+    assert two["strategy_wall_s"] == pytest.approx(FIXED_OVERHEAD_S + 30 + WARM_START_OVERHEAD_S + 50)
+
+
+def test_a_pool_that_waits_longer_than_its_keep_alive_is_not_reused():
+    bill = sweep_billable_s([("a", 100.0), ("b", 100.0), ("a", 10.0)], slots=1, keep_alive_s=60)
+    # job 3 starts 233.4 s after job 1's pool was released: that pool expired (billed 60 s), cold start
+    assert bill.warm_starts == 0
+    assert bill.billable_s["a"] == pytest.approx(2 * FIXED_OVERHEAD_S + 110 + 60 + 60)
+    assert bill.billable_s["b"] == pytest.approx(FIXED_OVERHEAD_S + 100 + 60)
+    assert sweep_billable_s([("a", 1.0)] * 3, slots=3).billable_s["a"] == pytest.approx(
+        3 * (FIXED_OVERHEAD_S + 1)
+    )
 
 
 def test_cells_without_logs_and_logs_outside_the_spec_are_named(tmp_path, logs):

@@ -87,23 +87,64 @@ def cost_usd(seconds: float, usd_per_hour: float, instance_count: int = 1) -> fl
     return seconds * usd_per_hour * instance_count / 3600.0
 
 
-def chain_billable_s(
-    training_s: Sequence[float],
+@dataclass(frozen=True)
+class SweepBill:
+    """What a sweep's jobs are billed (:func:`sweep_billable_s`)."""
+
+    billable_s: dict[str, float]
+    """Billable seconds per instance type: jobs and warm-pool retention."""
+    retained_s: dict[str, float]
+    """Of which warm-pool retention (idle pools, ``ResourceRetainedBillableTimeInSeconds``)."""
+    warm_starts: int
+    wall_s: float
+    """From the first job's start to the last job's end (retention after it not counted)."""
+
+
+def sweep_billable_s(
+    jobs: Sequence[tuple[str, float]],
     *,
-    keep_alive_s: float,
+    slots: int,
+    keep_alive_s: float = 0.0,
     overhead_s: float = FIXED_OVERHEAD_S,
     warm_overhead_s: float = WARM_START_OVERHEAD_S,
-) -> float:
-    """Billable seconds of jobs of one instance type run one after the other on a warm pool.
+) -> SweepBill:
+    """Billable seconds of ``(instance type, training seconds)`` jobs run in order, ``slots`` at a time.
 
-    The first job starts cold (``overhead_s``); each later one reuses the pool (``warm_overhead_s``). A
-    warm pool is a billable resource (``WarmPoolStatus.ResourceRetainedBillableTimeInSeconds``): the next
-    job is taken to start as soon as the previous one ends, and after the last job the pool is kept, and
-    billed, for ``keep_alive_s``. ``keep_alive_s`` 0 means no warm pool: every job starts cold.
+    Each job starts as soon as a slot is free (the Map's MaxConcurrency). With ``keep_alive_s`` > 0 a job
+    that ends leaves a warm pool of its instance type for that long; a later job of the same type that
+    starts within it reuses it and pays ``warm_overhead_s`` instead of ``overhead_s``. A warm pool is a
+    billable resource (``WarmPoolStatus.ResourceRetainedBillableTimeInSeconds``): its idle time until it
+    is reused, or ``keep_alive_s`` when it never is, is billed too.
     """
-    if not training_s:
-        return 0.0
-    if keep_alive_s <= 0:
-        return sum(modelled_billable_s(t, overhead_s) for t in training_s)
-    first, *rest = training_s
-    return overhead_s + first + sum(warm_overhead_s + t for t in rest) + keep_alive_s
+    free = [0.0] * max(1, slots)
+    pools: dict[str, list[float]] = {}  # instance type -> release times of its idle pools
+    billed: dict[str, float] = {}
+    retained: dict[str, float] = {}
+    warm = 0
+    end = 0.0
+    for itype, training in jobs:
+        slot = free.index(min(free))
+        start = free[slot]
+        idle = pools.setdefault(itype, [])
+        for t in list(idle):  # pools that expired before this start are billed their whole keep-alive
+            if start - t > keep_alive_s:
+                idle.remove(t)
+                retained[itype] = retained.get(itype, 0.0) + keep_alive_s
+        ready = [t for t in idle if t <= start]
+        if ready:
+            idle.remove(max(ready))
+            retained[itype] = retained.get(itype, 0.0) + start - max(ready)
+            duration = warm_overhead_s + training
+            warm += 1
+        else:
+            duration = overhead_s + training
+        billed[itype] = billed.get(itype, 0.0) + duration
+        free[slot] = start + duration
+        end = max(end, free[slot])
+        if keep_alive_s > 0:
+            idle.append(free[slot])
+    for itype, idle in pools.items():
+        retained[itype] = retained.get(itype, 0.0) + keep_alive_s * len(idle)
+    for itype, r in retained.items():
+        billed[itype] = billed.get(itype, 0.0) + r
+    return SweepBill(billed, retained, warm, end)
