@@ -221,16 +221,46 @@ def plan_jobs(
     return jobs
 
 
+def _list_schedule(durations: Sequence[float], slots: int) -> float:
+    """Wall-clock seconds of ``durations`` run in order, each as soon as one of ``slots`` is free."""
+    free = [0.0] * max(1, slots)
+    for d in durations:
+        free[free.index(min(free))] += d
+    return max(free)
+
+
 def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
-    """Cost, billable seconds and wall-clock time of ``jobs`` run in order under the sweep's billing model
-    (:func:`trainsweep.cost.billing.sweep_billable_s`: ``max_concurrency`` at a time, warm pools)."""
+    """Cost, billable seconds and wall-clock time of ``jobs`` under the sweep's billing model.
+
+    The jobs run as a real sweep runs them: grouped by instance type with the concurrency PlanSweep
+    gives each group (:func:`trainsweep.aws.workflow.group_jobs`), in the planner's order within a group,
+    warm pools reused within a group (:func:`trainsweep.cost.billing.sweep_billable_s`).
+    """
+    from trainsweep.aws.workflow import group_jobs
+
     keep_alive = getattr(spec, "warm_pool_seconds", 0) or 0
-    b = billing.sweep_billable_s(
-        [(j.instance_type, j.seconds) for j in jobs], slots=spec.max_concurrency, keep_alive_s=keep_alive
-    )
+    records = [
+        {"instance_type": j.instance_type, "instance_count": spec.instance_count, "job": j} for j in jobs
+    ]
+    groups, group_concurrency = group_jobs(records, spec.max_concurrency)
+    billable: dict[str, float] = {}
+    retained = 0.0
+    warm = 0
+    durations: list[float] = []
+    for g in groups:
+        b = billing.sweep_billable_s(
+            [(r["job"].instance_type, r["job"].seconds) for r in g["jobs"]],
+            slots=g["max_concurrency"],
+            keep_alive_s=keep_alive,
+        )
+        for itype, seconds in b.billable_s.items():
+            billable[itype] = billable.get(itype, 0.0) + seconds
+        retained += sum(b.retained_s.values())
+        warm += b.warm_starts
+        durations.append(b.wall_s)
     cost = 0.0
     unpriced: list[str] = []
-    for itype, seconds in b.billable_s.items():
+    for itype, seconds in billable.items():
         price = hourly_usd(itype, region)
         if price is None:
             unpriced.append(itype)
@@ -239,12 +269,12 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
     return {
         "jobs": len(jobs),
         "runs": sum(len(j.samples) for j in jobs),
-        "billable_s": sum(b.billable_s.values()),
-        "warm_pool_retained_s": sum(b.retained_s.values()),
-        "warm_starts": b.warm_starts,
-        "cost_usd": None if unpriced and len(unpriced) == len(b.billable_s) else cost,
+        "billable_s": sum(billable.values()),
+        "warm_pool_retained_s": retained,
+        "warm_starts": warm,
+        "cost_usd": None if unpriced and len(unpriced) == len(billable) else cost,
         "unpriced_instance_types": sorted(unpriced),
-        "wall_s": b.wall_s,
+        "wall_s": _list_schedule(durations, group_concurrency) if durations else 0.0,
     }
 
 
