@@ -793,10 +793,12 @@ def _default_price(instance_type: str, region: str) -> float | None:
 
 
 def job_cost_usd(job: dict[str, Any], hourly: float | None) -> float | None:
-    """A job's worst case at ``hourly`` USD per instance-hour (all its instances for its max runtime)."""
+    """A job's worst case at ``hourly`` USD per instance-hour (all its instances for its max runtime, and
+    for the warm pool it may leave, which is billed while kept)."""
     if hourly is None:
         return None
-    return job["instance_count"] * job["max_runtime_seconds"] / 3600 * hourly
+    seconds = job["max_runtime_seconds"] + job.get("keep_alive_seconds", 0)
+    return job["instance_count"] * seconds / 3600 * hourly
 
 
 def sanitise(text: str) -> str:
