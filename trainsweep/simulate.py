@@ -51,6 +51,8 @@ class Sample:
     run: RunTimings
     full: RunMetrics
     """The run's figures as a full run of the spec's epochs (SageMaker billing)."""
+    folder: str = ""
+    """The import's results root of the log (its experiment folder)."""
 
 
 @dataclass
@@ -157,7 +159,7 @@ def samples_from(
         if full.status != OK or full.time_to_train_s is None:
             unused.append({"path": o.path, "reason": full.reason or "no time to train"})
             continue
-        sample = Sample(o.path, o.instance_type, o.batch_size, run, full)
+        sample = Sample(o.path, o.instance_type, o.batch_size, run, full, o.results_root)
         order = o.run_index if o.run_index is not None else 1 << 30
         by_cell.setdefault((o.instance_type, o.batch_size), []).append((order, o.path, sample))
     ordered = {cell: [s for _, _, s in sorted(xs, key=lambda x: x[:2])] for cell, xs in by_cell.items()}
@@ -312,6 +314,17 @@ def simulate(
     rule = rule or StopRule()
     by_cell, outside, unused = samples_from(result, spec)
     notes: list[str] = []
+    mixed = sorted(
+        f"{t} x {b} ({', '.join(sorted({s.folder or '.' for s in xs}))})"
+        for (t, b), xs in by_cell.items()
+        if len({s.folder for s in xs}) > 1
+    )
+    if mixed:
+        notes.append(
+            "logs of several folders are taken as repetitions of one configuration: "
+            + "; ".join(mixed)
+            + ". If these are different experiments, give --from one experiment's folder"
+        )
     missing = [
         {"instance_type": t, "batch_size": b}
         for t in spec.instance_types

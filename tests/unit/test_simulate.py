@@ -160,6 +160,16 @@ def test_cells_without_logs_and_logs_outside_the_spec_are_named(tmp_path, logs):
     assert "logs match no configuration of the spec" in text.output and "regret" in text.output
 
 
+def test_logs_of_several_experiments_pooled_into_one_configuration_are_named(tmp_path, logs):
+    other = logs.parent / "other" / "logs"
+    other.mkdir(parents=True)
+    (other / "result-p3-1-256-e0.txt").write_text(_log(256, (11.0, 12.0)))
+    out = _simulate(_spec(tmp_path, instance_types=[P3]), logs.parent)
+    assert out["exhaustive"]["runs"] == 5
+    (note,) = out["notes"]
+    assert "ml.p3.2xlarge x 256 (grid, other)" in note and "--from one experiment's folder" in note
+
+
 def test_bad_input_gets_a_clear_error(tmp_path, logs):
     runner = CliRunner()
     missing = runner.invoke(app, ["simulate", str(_spec(tmp_path)), "--from", str(tmp_path / "nope")])
