@@ -38,7 +38,6 @@ from trainsweep.spec import SweepSpec
 
 _SAGEMAKER_JOB = {"platform": SAGEMAKER, "status": OK}
 """A simulated sweep runs SageMaker jobs, whatever platform the logs were recorded on."""
-PICKS = ("fastest", "cheapest", "recommended")
 
 
 @dataclass
