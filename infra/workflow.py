@@ -100,6 +100,8 @@ def _training_task(
             {"Key": "trainsweep:cell", "Value.$": "$.job.job_name"},
         ],
     }
+    if not spot:  # warm pools cannot be used with spot; 0 (the default) keeps no pool
+        params["ResourceConfig"]["KeepAlivePeriodInSeconds.$"] = "$.job.keep_alive_seconds"
     if spot:
         params["EnableManagedSpotTraining"] = True
         params["StoppingCondition"]["MaxWaitTimeInSeconds.$"] = "$.job.max_wait_seconds"

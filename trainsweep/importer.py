@@ -334,10 +334,10 @@ def _stage_artefacts(run: RunTimings, staging: Path) -> list[tuple[str, str]]:
     return staged
 
 
-def _process(job: tuple[_Task, str]) -> _Processed:
+def _process(job: tuple[_Task, str | None]) -> _Processed:
     """Parse one log and write its artefacts into the staging folder ``job[1]``; never raises (a
     failure becomes the outcome). The main process moves the staged files to their place."""
-    task, staging = job
+    task, staging = job  # staging None: parse only (no artefacts), as read_dir wants
     outcome = FileOutcome(task.relative, task.results_root, task.run_name, status="error")
     from trainsweep.logs import parse
 
@@ -367,7 +367,7 @@ def _process(job: tuple[_Task, str]) -> _Processed:
     outcome.sha256, outcome.size = run.sha256, run.bytes_read
     try:
         run.name = task.run_name  # unique within its results root (see _unique_run_names)
-        artefacts = _stage_artefacts(run, Path(staging))
+        artefacts = _stage_artefacts(run, Path(staging)) if staging is not None else []
     except Exception as exc:  # a renderer bug must not stop the import
         shutil.rmtree(staging, ignore_errors=True)
         outcome.problems.append(
@@ -594,6 +594,35 @@ def import_dir(
         return _import(tasks, skipped, out_path, pool, progress, report, records)
     finally:
         pool.close()
+
+
+def read_dir(src: str | os.PathLike[str], *, workers: int | None = None) -> ImportResult:
+    """Read the logs below ``src`` as :func:`import_dir` does (same walk, parser, copy checks and
+    instance-type reading) without writing anything: ``files`` and ``runs`` as in an import, ``quality``
+    holding the duplicates found, the files skipped and the logs whose instance type was not read.
+
+    Raises:
+        ImportSourceError: ``src`` does not exist or is not a folder.
+    """
+    src_path = Path(src)
+    if not src_path.is_dir():
+        what = "does not exist" if not src_path.exists() else "is not a folder"
+        raise ImportSourceError(f"{src_path} {what}: give the folder that holds the logs")
+    tasks, skipped, _ = discover(src_path)
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    pool = _Workers(max(1, workers), len(tasks))
+    try:
+        results: dict[int, _Processed] = dict(pool.run(_process, [(t, None) for t in tasks]))
+    finally:
+        pool.close()
+    processed = [results[i] for i in range(len(tasks))]
+    outcomes = [p.outcome for p in processed]
+    runs = {p.outcome.path: p.run for p in processed if p.run is not None}
+    duplicates = _cross_file_checks(outcomes)
+    unread = _read_instance_types(outcomes, runs)
+    quality = {"duplicates": duplicates, "skipped": skipped, "instance_type_unread": unread}
+    return ImportResult(src_path, outcomes, skipped, quality, runs)
 
 
 def _import(

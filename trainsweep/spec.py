@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from trainsweep import hyperparameters as hp
 from trainsweep import image, instances, layout, sourcedir, workloads
@@ -40,6 +48,8 @@ SCHEMA_ID = "https://trainsweep.dev/schemas/sweep-spec.schema.json"
 # SageMaker limits this module enforces up front, so a bad spec fails at plan time, not mid-sweep.
 SAGEMAKER_NAME_MAX = 63
 SAGEMAKER_MAX_RUNTIME_S = 28 * 24 * 3600
+WARM_POOL_MAX_KEEP_ALIVE_S = 3600  # SageMaker's limit on ResourceConfig.KeepAlivePeriodInSeconds
+ALLOW_RETIRED = "allow_retired"  # validation context key: see load_spec
 SAGEMAKER_HYPERPARAMETER_VALUE_MAX = 2500
 SAGEMAKER_HYPERPARAMETERS_MAX = 100
 
@@ -369,6 +379,22 @@ class SweepSpec(BaseModel):
     region: str | None = Field(
         None, pattern=_REGION.pattern, description="AWS region to run in (default: the CLI's region)."
     )
+    warm_pool_seconds: int = Field(
+        0,
+        ge=0,
+        le=WARM_POOL_MAX_KEEP_ALIVE_S,
+        description="SageMaker managed warm pool: keep each job's instances this many seconds after it "
+        "ends (ResourceConfig.KeepAlivePeriodInSeconds), so that the next job of the same instance type "
+        "starts warm; the kept time is billed and the account needs a warm-pool quota. 0: off.",
+    )
+
+    @model_validator(mode="after")
+    def _warm_pool_consistent(self) -> SweepSpec:
+        if self.warm_pool_seconds and self.spot:
+            raise _FieldError(
+                "warm_pool_seconds", "SageMaker warm pools cannot be used with spot: set spot to false"
+            )
+        return self
 
     @field_validator("instance_types")
     @classmethod
@@ -393,7 +419,7 @@ class SweepSpec(BaseModel):
         return list(self.instance_counts) if self.instance_counts is not None else [self.instance_count]
 
     @model_validator(mode="after")
-    def _consistent(self) -> SweepSpec:
+    def _consistent(self, info: ValidationInfo) -> SweepSpec:
         local = [t for t in self.instance_types if t in LOCAL_TYPES]
         if local and len(local) != len(self.instance_types):
             raise _FieldError(
@@ -419,7 +445,8 @@ class SweepSpec(BaseModel):
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
         kind = self.workload.kind
-        if self.workload.image_uri is None:  # the stack's image runs the jobs: it must use their GPUs
+        retired_ok = bool((info.context or {}).get(ALLOW_RETIRED))  # simulate replays old logs of them
+        if self.workload.image_uri is None and not retired_ok:  # the stack's image must use their GPUs
             for name in self.instance_types:
                 reason = image.unusable_reason(name)
                 if reason:
@@ -720,12 +747,17 @@ def _read(source: str | Path) -> tuple[Any, str]:
         raise SpecError(f"{where} is not valid YAML: {at}{problem}", [("(file)", f"{at}{problem}")]) from None
 
 
-def load_spec(source: SweepSpec | Mapping[str, Any] | str | Path) -> SweepSpec:
+def load_spec(
+    source: SweepSpec | Mapping[str, Any] | str | Path, *, allow_retired: bool = False
+) -> SweepSpec:
     """Read and validate a sweep spec.
 
     Args:
         source: a :class:`SweepSpec`, a mapping (e.g. a state machine's input), a path to a YAML or
             JSON file, or YAML/JSON text (a string with a newline or starting with ``{``).
+        allow_retired: accept instance types no job can use any more (GPUs the image has no kernels
+            for, such as ml.p2's K80): ``trainsweep simulate`` replays old logs of them; plan and run
+            refuse them.
 
     Returns:
         The validated spec, defaults filled in.
@@ -752,7 +784,7 @@ def load_spec(source: SweepSpec | Mapping[str, Any] | str | Path) -> SweepSpec:
     errors = _schema_errors(data)
     if not errors:
         try:
-            return SweepSpec.model_validate(data)
+            return SweepSpec.model_validate(data, context={ALLOW_RETIRED: allow_retired})
         except ValidationError as e:
             errors = _pydantic_errors(e)
     raise SpecError(_message(where, errors), errors)
@@ -788,10 +820,12 @@ def _default_price(instance_type: str, region: str) -> float | None:
 
 
 def job_cost_usd(job: dict[str, Any], hourly: float | None) -> float | None:
-    """A job's worst case at ``hourly`` USD per instance-hour (all its instances for its max runtime)."""
+    """A job's worst case at ``hourly`` USD per instance-hour (all its instances for its max runtime, and
+    for the warm pool it may leave, which is billed while kept)."""
     if hourly is None:
         return None
-    return job["instance_count"] * job["max_runtime_seconds"] / 3600 * hourly
+    seconds = job["max_runtime_seconds"] + job.get("keep_alive_seconds", 0)
+    return job["instance_count"] * seconds / 3600 * hourly
 
 
 def sanitise(text: str) -> str:
@@ -1041,6 +1075,8 @@ def _expand(
                         "max_runtime_seconds": spec.max_runtime_seconds,
                         "spot": spec.spot,
                         "max_wait_seconds": spec.spot_max_wait_seconds,
+                        # ResourceConfig.KeepAlivePeriodInSeconds (0: no warm pool; never with spot)
+                        "keep_alive_seconds": spec.warm_pool_seconds,
                         "checkpoint_s3_uri": (
                             f"s3://{bucket}/{layout.checkpoint_prefix(sweep_id, name)}"
                             if spec.spot and bucket

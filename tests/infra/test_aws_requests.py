@@ -243,6 +243,20 @@ def test_the_checks_catch_what_sagemaker_would_refuse(template):
     assert any("does not match" in p for p in request_problems({**good, "TrainingJobName": "a_b"}))
 
 
+def test_a_warm_pool_is_asked_for_in_resource_config(template, tmp_path):
+    spec = yaml.safe_load((ROOT / "examples" / "mnist-cnn.yaml").read_text())
+    path = tmp_path / "warm.yaml"
+    path.write_text(yaml.safe_dump({**spec, "warm_pool_seconds": 900}))
+    for request in _requests(template, path, "us-east-1"):
+        assert request["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 900
+        assert request_problems(request) == []
+    (cold, *_) = _requests(template, ROOT / "examples" / "mnist-cnn.yaml", "us-east-1")
+    assert cold["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 0  # no pool kept
+    path.write_text(yaml.safe_dump({**spec, "spot": True}))
+    (spot, *_) = _requests(template, path, "us-east-1")
+    assert "KeepAlivePeriodInSeconds" not in spot["ResourceConfig"]  # SageMaker: no warm pool with spot
+
+
 # ---- the template's IAM actions are operations AWS has -------------------------------------------------
 
 # IAM actions that authorise no API operation of their own (CloudWatch Logs' vended-log delivery, which

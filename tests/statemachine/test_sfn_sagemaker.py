@@ -69,6 +69,15 @@ def test_sync_task_returns_the_completed_job_description(aws):
     assert out["HyperParameters"] == {"epochs": "1"}
 
 
+def test_a_warm_pool_request_is_accepted_and_recorded(aws):
+    # local mode keeps no instance warm: it accepts the keep-alive and DescribeTrainingJob records it
+    definition = json.loads(_definition())
+    definition["States"]["Train"]["Parameters"]["ResourceConfig"]["KeepAlivePeriodInSeconds"] = 600
+    d = _run(aws, json.dumps(definition), {"name": "job-warm", "hp": {"epochs": "1"}})
+    assert d["status"] == "SUCCEEDED", d
+    assert json.loads(d["output"])["ResourceConfig"]["KeepAlivePeriodInSeconds"] == 600
+
+
 def test_failed_job_raises_a_catchable_task_failure_with_the_failure_reason(aws, monkeypatch):
     backend = sagemaker_backends[ACCOUNT]["us-east-1"]
     original = type(backend).create_training_job

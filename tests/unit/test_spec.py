@@ -428,6 +428,14 @@ def test_worst_case_cost_is_instances_times_runtime_times_price_summed_over_jobs
     assert p.hourly_usd == {"ml.p3.2xlarge": 4.0, "ml.g4dn.xlarge": 1.0}
 
 
+def test_a_warm_pool_left_after_each_job_counts_in_the_worst_case_and_the_jobs() -> None:
+    p = plan(repetitions=3, max_runtime_seconds=1800, warm_pool_seconds=600)
+    # each job may leave its pool unused for the whole keep-alive, which is billed
+    assert p.worst_case_cost_usd == pytest.approx(2 * 3 * (1800 + 600) / 3600 * (4.0 + 1.0))
+    assert {j["keep_alive_seconds"] for j in p.jobs} == {600}
+    assert {j["keep_alive_seconds"] for j in plan().jobs} == {0}
+
+
 def test_worst_case_time_accounts_for_concurrency() -> None:
     assert plan(max_concurrency=5, max_runtime_seconds=600).worst_case_seconds == 600  # 4 jobs, 1 wave
     assert plan(max_concurrency=3, max_runtime_seconds=600).worst_case_seconds == 1200  # 4 jobs, 2 waves

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "trainsweep.cli.analyse",  # parse, summary, import
     "trainsweep.cli.report",  # report, prices
     "trainsweep.cli.predict",  # predict-eval
+    "trainsweep.cli.simulate",  # simulate
 )
 
 for _module in COMMAND_MODULES:

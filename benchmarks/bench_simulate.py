@@ -1,0 +1,217 @@
+"""Sweep strategies replayed on the shared real logs: cost against the exhaustive grid, and regret.
+
+For every results root of ``../shared/fixtures/real-data`` (an experiment folder, as ``trainsweep import``
+groups them) the grid is what its complete logs show (instance types x batch sizes, the epochs most runs
+did), and each strategy below is replayed on it with :func:`trainsweep.simulate.simulate`. Nothing is
+tuned on these folders: the strategies and the early-stop rule are fixed before, so every folder is a
+held-out grid. Printed per folder and strategy: cost ratio (strategy / exhaustive), regret of the fastest
+pick in time and of the cheapest in cost, beside the spread between repetitions of the true best
+(``(max - min) / mean``), the goal being regret <= spread and ratio <= 0.10.
+
+Then ``simulate`` through the CLI on >= 500 logs: the FCN folder's logs replicated into a temporary
+folder at run time (each replica's step, validation and epoch times scaled by 1 + k/1000, so that no
+replica is a copy the import leaves out), timed end to end.
+
+Usage: ``python benchmarks/bench_simulate.py [DATA_DIR] [--replicas 7] [--json OUT]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainsweep.importer import ImportResult, read_dir  # noqa: E402
+from trainsweep.simulate import simulate  # noqa: E402
+from trainsweep.spec import load_spec  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
+FCN = "cloud-ML/seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker"
+STRATEGIES = {
+    "exhaustive-1rep": {"mode": "full", "packing": "per-cell", "repetitions": 1},
+    "full-packed-1rep": {"mode": "full", "packing": "per-instance", "repetitions": 1},
+    "early-stop-1rep": {"mode": "early-stop", "packing": "per-cell", "repetitions": 1},
+    "early-stop-warm-1rep": {
+        "mode": "early-stop",
+        "packing": "per-cell",
+        "repetitions": 1,
+        "warm_pool_seconds": 60,
+    },
+    "recommended": {"mode": "early-stop", "packing": "per-instance", "repetitions": 1},
+    "recommended-3rep-warm": {
+        "mode": "early-stop",
+        "packing": "per-instance",
+        "repetitions": 3,
+        "warm_pool_seconds": 60,
+    },
+}
+_NUMBER = re.compile(rb"((?:step training time|steps training|Validation time|Epoch time):? )([0-9.]+)")
+
+
+def by_root(result: ImportResult) -> dict[str, ImportResult]:
+    """The import's results roots (experiment folders), each as an import of its own."""
+    roots: dict[str, list] = {}
+    for o in result.files:
+        roots.setdefault(o.results_root, []).append(o)
+    out = {}
+    for root, files in sorted(roots.items()):
+        paths = {o.path for o in files}
+        quality = {
+            "duplicates": [d for d in result.quality["duplicates"] if set(d["paths"]) & paths],
+            "skipped": [],
+        }
+        out[root] = ImportResult(
+            result.out, files, [], quality, {p: r for p, r in result.runs.items() if p in paths}
+        )
+    return out
+
+
+def grid_spec(result: ImportResult, **strategy) -> dict | None:
+    """The grid the folder's complete logs show, as a spec (None: fewer than two configurations)."""
+    runs = [(o, result.runs[o.path]) for o in result.files if o.path in result.runs and o.instance_type]
+    runs = [(o, r) for o, r in runs if r.status == "complete" and o.batch_size]
+    cells = {(o.instance_type, o.batch_size) for o, _ in runs}
+    if len(cells) < 2:
+        return None
+    epochs = Counter(len([e for e in r.epochs if e.steps]) for _, r in runs).most_common(1)[0][0]
+    return {
+        "name": "replay",
+        "workload": {"model": "resnet50-cifar10", "epochs": max(1, epochs)},
+        "instance_types": sorted({t for t, _ in cells}),
+        "batch_sizes": sorted({b for _, b in cells}),
+        "max_concurrency": 4,
+        **strategy,
+    }
+
+
+def _pct(x: float | None) -> str:
+    return "    -" if x is None else f"{100 * x:5.1f}%"
+
+
+def replay_folders(data: Path) -> list[dict]:
+    everything = read_dir(data)
+    rows = []
+    print(
+        f"{'folder':58} {'strategy':22} {'ratio':>6} "
+        f"{'regret t':>8} {'spread t':>8} {'regret $':>8} {'spread $':>8}"
+    )
+    for root, result in by_root(everything).items():
+        for name, strategy in STRATEGIES.items():
+            spec = grid_spec(result, **strategy)
+            if spec is None:
+                continue
+            sim = simulate(load_spec(spec, allow_retired=True), result).to_dict()
+            sp = sim["repetition_spread"]
+            row = {
+                "folder": root,
+                "strategy": name,
+                "configurations": len(spec["instance_types"]) * len(spec["batch_sizes"]),
+                "runs": sim["exhaustive"]["runs"],
+                "cost_ratio": sim["cost_ratio"],
+                "strategy_cost_usd": sim["strategy_cost_usd"],
+                "exhaustive_cost_usd": sim["exhaustive_cost_usd"],
+                "strategy_wall_s": sim["strategy_wall_s"],
+                "exhaustive_wall_s": sim["exhaustive_wall_s"],
+                "epochs": spec["workload"]["epochs"],
+                "regret_time": sim["regret_time"],
+                "regret_cost": sim["regret_cost"],
+                "spread_time": sp["time_of_true_fastest"],
+                "spread_cost": sp["cost_of_true_cheapest"],
+                "picks": sim["picks"],
+                "truth": sim["truth"],
+            }
+            rows.append(row)
+            print(
+                f"{root[-58:]:58} {name:22} {row['cost_ratio']:6.3f} {_pct(row['regret_time']):>8} "
+                f"{_pct(row['spread_time']):>8} {_pct(row['regret_cost']):>8} {_pct(row['spread_cost']):>8}"
+            )
+    return rows
+
+
+def replicate(src: Path, dest: Path, copies: int) -> int:
+    """Copies of the logs below ``src`` into ``dest/replica-k``, times scaled by 1 + k/1000."""
+    n = 0
+    for k in range(copies):
+        factor = 1 + k / 1000
+        for f in sorted(src.rglob("result-*.txt")):
+            target = dest / f"replica-{k}" / f.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = f.read_bytes()
+            if k:
+                data = _NUMBER.sub(
+                    lambda m, x=factor: m.group(1) + f"{float(m.group(2)) * x:.9f}".encode(), data
+                )
+            target.write_bytes(data)
+            n += 1
+    return n
+
+
+def time_cli(data: Path, copies: int) -> dict:
+    spec = grid_spec(read_dir(data / FCN), **STRATEGIES["recommended"])
+    with tempfile.TemporaryDirectory(prefix="bench-simulate-") as tmp:
+        logs = Path(tmp) / "logs"
+        n = replicate(data / FCN, logs, copies)
+        spec_path = Path(tmp) / "spec.json"
+        spec_path.write_text(json.dumps(spec))
+        exe = Path(sys.executable).with_name("trainsweep")
+        t0 = time.perf_counter()
+        out = subprocess.run(
+            [str(exe), "simulate", str(spec_path), "--from", str(logs), "--json"],
+            capture_output=True,
+            check=True,
+            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        )
+        wall = time.perf_counter() - t0
+    sim = json.loads(out.stdout)
+    print(
+        f"simulate on {n} logs ({copies} replicas of the FCN grid): {wall:.1f} s wall "
+        f"(goal < 30 s); {sim['exhaustive']['runs']} runs used, cost ratio {sim['cost_ratio']:.3f}"
+    )
+    return {"logs": n, "wall_s": wall, "runs_used": sim["exhaustive"]["runs"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--replicas", type=int, default=7, help="copies of the FCN grid's 72 logs to time")
+    ap.add_argument("--json", type=Path, default=None)
+    a = ap.parse_args()
+    rows = replay_folders(a.data)
+    for name in STRATEGIES:
+        mine = [r for r in rows if r["strategy"] == name]
+        cost = sum(r["strategy_cost_usd"] for r in mine) / sum(r["exhaustive_cost_usd"] for r in mine)
+        wall = sum(r["strategy_wall_s"] for r in mine) / sum(r["exhaustive_wall_s"] for r in mine)
+        print(
+            f"{name:22} pooled over {len(mine)} folders: cost {cost:.3f}x, "
+            f"wall-clock {wall:.3f}x the exhaustive"
+        )
+    rec = [r for r in rows if r["strategy"] == "recommended"]
+    within = [
+        r
+        for r in rec
+        if (r["spread_time"] is None or (r["regret_time"] or 0) <= r["spread_time"])
+        and (r["spread_cost"] is None or (r["regret_cost"] or 0) <= r["spread_cost"])
+    ]
+    ratios = [r["cost_ratio"] for r in rec if r["cost_ratio"] is not None]
+    print(
+        f"recommended strategy: cost ratio median {statistics.median(ratios):.3f}, max {max(ratios):.3f} "
+        f"over {len(rec)} folders (goal <= 0.10); regret within the repetition spread in {len(within)} "
+        f"of {len(rec)}"
+    )
+    timing = time_cli(a.data, a.replicas)
+    if a.json:
+        a.json.write_text(json.dumps({"folders": rows, "timing": timing}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

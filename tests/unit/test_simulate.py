@@ -1,0 +1,218 @@
+"""``trainsweep simulate``: a strategy replayed on complete logs, through the CLI.
+
+A hand-computed case on small logs made here (every figure re-derived from the billing formula and the
+catalogue's prices), and the shared real logs (retired ml.p2 types accepted, cells without logs and
+logs outside the spec named, early stop and warm pools accounted).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from trainsweep.cli import app
+from trainsweep.cost.billing import FIXED_OVERHEAD_S, WARM_START_OVERHEAD_S, sweep_billable_s
+from trainsweep.cost.prices import hourly_usd
+from trainsweep.errors import SpecError
+from trainsweep.spec import load_spec, plan_sweep
+
+P3, P38 = "ml.p3.2xlarge", "ml.p3.8xlarge"
+# (seed VMTYPE, batch size) -> the epoch times of each repetition (two epochs per run)
+EPOCHS = {
+    ("p3-1", 256): [(20.0, 10.0), (30.0, 20.0)],  # runs of 30 and 50 s: mean 40
+    ("p3-1", 512): [(20.0, 15.0), (21.0, 14.0)],  # 35 and 35: mean 35
+    ("p3-4", 256): [(12.0, 8.0), (14.0, 8.0)],  # 20 and 22: faster, on a dearer instance
+    ("p3-4", 512): [(40.0, 30.0), (40.0, 32.0)],
+}
+TTT = {key: [sum(e) for e in reps] for key, reps in EPOCHS.items()}
+
+
+def _log(batch_size: int, epochs: tuple[float, ...], steps: int = 4) -> str:
+    """A seed-style (cloud-ML) log whose epochs take ``epochs`` seconds, its fit() time their sum."""
+    lines = [f"python3 train.py --batch-size {batch_size} --epochs {len(epochs)}", "Initialization time 0.5"]
+    for e, epoch_s in enumerate(epochs, 1):
+        lines.append(f"Epoch {e}/{len(epochs)}")
+        step = (epoch_s - 0.5) / steps
+        lines += [f"{s} step training time: {step:.6f}s" for s in range(1, steps + 1)]
+        lines += ["Validation time: 0.5s", f"Epoch time: {epoch_s}s"]
+    lines.append(f"Duracao do treinamento: {sum(epochs)}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Path:
+    folder = tmp_path / "grid" / "logs"
+    folder.mkdir(parents=True)
+    for (vm, bs), reps in EPOCHS.items():
+        for i, epochs in enumerate(reps):
+            (folder / f"result-{vm}-{bs}-e{i}.txt").write_text(_log(bs, epochs))
+    return tmp_path / "grid"
+
+
+def _spec(tmp_path: Path, **fields) -> Path:
+    spec = {
+        "name": "sim",
+        "workload": {"model": "mnist-cnn", "epochs": 2},
+        "instance_types": [P3, P38],
+        "batch_sizes": [256, 512],
+        "repetitions": 1,
+        "max_concurrency": 2,
+        **fields,
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _simulate(spec: Path, logs: Path) -> dict:
+    result = CliRunner().invoke(app, ["simulate", str(spec), "--from", str(logs), "--json", "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _usd(seconds: float, itype: str) -> float:
+    return seconds * hourly_usd(itype) / 3600
+
+
+def test_a_small_grid_agrees_with_the_hand_computed_figures(tmp_path, logs):
+    out = _simulate(_spec(tmp_path, packing="per-instance"), logs)
+    # one packed job per instance type, first repetition of each batch size, one overhead each
+    strategy = _usd(FIXED_OVERHEAD_S + 30 + 35, P3) + _usd(FIXED_OVERHEAD_S + 20 + 70, P38)
+    # every repetition of every configuration as a job of its own
+    exhaustive = sum(
+        _usd(FIXED_OVERHEAD_S + t, P3 if vm == "p3-1" else P38) for (vm, _), ts in TTT.items() for t in ts
+    )
+    assert out["strategy_cost_usd"] == pytest.approx(strategy)
+    assert out["exhaustive_cost_usd"] == pytest.approx(exhaustive)
+    assert out["cost_ratio"] == pytest.approx(strategy / exhaustive)
+    assert out["strategy"]["jobs"] == 2 and out["exhaustive"]["jobs"] == 8
+    # the first repetitions make p3.8xlarge x 256 (20 s) the fastest, as the truth (mean 21 s) does
+    assert out["picks"]["fastest"] == {**out["picks"]["fastest"], "instance_type": P38, "batch_size": 256}
+    assert out["truth"]["fastest"]["time_to_train_s"] == pytest.approx(21.0)
+    assert out["regret_time"] == pytest.approx(0.0)
+    # cheapest: the cost to train is (overhead + mean time) x price, from the catalogue
+    costs = {
+        (it, bs): _usd(FIXED_OVERHEAD_S + sum(TTT[(vm, bs)]) / 2, it)
+        for vm, it in (("p3-1", P3), ("p3-4", P38))
+        for bs in (256, 512)
+    }
+    best = min(costs, key=costs.get)
+    assert (out["truth"]["cheapest"]["instance_type"], out["truth"]["cheapest"]["batch_size"]) == best
+    picked = (out["picks"]["cheapest"]["instance_type"], out["picks"]["cheapest"]["batch_size"])
+    assert out["regret_cost"] == pytest.approx(costs[picked] / costs[best] - 1)
+    assert out["picks"]["recommended"] == out["picks"]["cheapest"]
+
+
+def test_one_repetition_can_pick_wrong_and_the_regret_says_by_how_much(tmp_path, logs):
+    # only p3.2xlarge: its first repetitions say 256 (30 s) beats 512 (35 s); the means say the opposite
+    out = _simulate(_spec(tmp_path, instance_types=[P3]), logs)
+    assert (out["picks"]["fastest"]["batch_size"], out["truth"]["fastest"]["batch_size"]) == (256, 512)
+    assert out["regret_time"] == pytest.approx(40 / 35 - 1)
+    # the spread between the true fastest's repetitions is 0: this regret is larger than the noise
+    assert out["repetition_spread"]["time_of_true_fastest"] == pytest.approx(0.0)
+    # per cell, not packed: one job per run, one overhead each
+    assert out["strategy_cost_usd"] == pytest.approx(_usd(2 * FIXED_OVERHEAD_S + 30 + 35, P3))
+    both = _simulate(_spec(tmp_path, instance_types=[P3], repetitions=2), logs)
+    assert both["regret_time"] == pytest.approx(0.0) and both["cost_ratio"] == pytest.approx(1.0)
+
+
+def test_a_warm_pool_pays_the_start_up_once_per_instance_type_and_its_kept_time(tmp_path, logs):
+    one = _spec(tmp_path, instance_types=[P3], repetitions=2, warm_pool_seconds=60, max_concurrency=1)
+    out = _simulate(one, logs)
+    # four jobs back to back (30, 35, 50, 35 s) on one warm pool: one cold start, three warm, 60 s kept
+    seconds = FIXED_OVERHEAD_S + 30 + 3 * WARM_START_OVERHEAD_S + 35 + 50 + 35 + 60
+    assert out["strategy"]["billable_s"] == pytest.approx(seconds)
+    assert out["strategy"]["warm_starts"] == 3 and out["strategy"]["warm_pool_retained_s"] == 60
+    assert out["strategy_cost_usd"] == pytest.approx(_usd(seconds, P3))
+    assert out["exhaustive"]["billable_s"] == pytest.approx(4 * FIXED_OVERHEAD_S + 150)
+    # two at a time: jobs 1 and 2 start cold at 0; 3 takes job 1's pool, 4 job 2's; two pools kept 60 s
+    two = _simulate(_spec(tmp_path, instance_types=[P3], repetitions=2, warm_pool_seconds=60), logs)
+    assert two["strategy"]["billable_s"] == pytest.approx(
+        2 * FIXED_OVERHEAD_S + 30 + 35 + 2 * WARM_START_OVERHEAD_S + 50 + 35 + 2 * 60
+    )
+    assert two["strategy_wall_s"] == pytest.approx(FIXED_OVERHEAD_S + 30 + WARM_START_OVERHEAD_S + 50)
+
+
+def test_a_pool_that_waits_longer_than_its_keep_alive_is_not_reused():
+    bill = sweep_billable_s([("a", 100.0), ("b", 100.0), ("a", 10.0)], slots=1, keep_alive_s=60)
+    # job 3 starts 233.4 s after job 1's pool was released: that pool expired (billed 60 s), cold start
+    assert bill.warm_starts == 0
+    assert bill.billable_s["a"] == pytest.approx(2 * FIXED_OVERHEAD_S + 110 + 60 + 60)
+    assert bill.billable_s["b"] == pytest.approx(FIXED_OVERHEAD_S + 100 + 60)
+    assert sweep_billable_s([("a", 1.0)] * 3, slots=3).billable_s["a"] == pytest.approx(
+        3 * (FIXED_OVERHEAD_S + 1)
+    )
+
+
+def test_cells_without_logs_and_logs_outside_the_spec_are_named(tmp_path, logs):
+    out = _simulate(_spec(tmp_path, instance_types=[P3], batch_sizes=[256, 1024]), logs)
+    assert out["cells_without_logs"] == [{"instance_type": P3, "batch_size": 1024}]
+    outside = {(x["instance_type"], x["batch_size"]) for x in out["logs_outside_spec"]}
+    assert outside == {(P3, 512), (P38, 256), (P38, 512)}
+    text = CliRunner().invoke(
+        app, ["simulate", str(_spec(tmp_path, instance_types=[P3])), "--from", str(logs)]
+    )
+    assert text.exit_code == 0, text.output
+    assert "logs match no configuration of the spec" in text.output and "regret" in text.output
+
+
+def test_logs_of_several_experiments_pooled_into_one_configuration_are_named(tmp_path, logs):
+    other = logs.parent / "other" / "logs"
+    other.mkdir(parents=True)
+    (other / "result-p3-1-256-e0.txt").write_text(_log(256, (11.0, 12.0)))
+    out = _simulate(_spec(tmp_path, instance_types=[P3]), logs.parent)
+    assert out["exhaustive"]["runs"] == 5
+    (note,) = out["notes"]
+    assert "ml.p3.2xlarge x 256 (grid, other)" in note and "--from one experiment's folder" in note
+
+
+def test_bad_input_gets_a_clear_error(tmp_path, logs):
+    runner = CliRunner()
+    missing = runner.invoke(app, ["simulate", str(_spec(tmp_path)), "--from", str(tmp_path / "nope")])
+    assert missing.exit_code == 1 and "does not exist" in missing.stderr
+    none = runner.invoke(
+        app, ["simulate", str(_spec(tmp_path, instance_types=["ml.g5.xlarge"])), "--from", str(logs)]
+    )
+    assert none.exit_code == 1 and "nothing to replay" in none.stderr
+    bad = runner.invoke(app, ["simulate", str(_spec(tmp_path, repetitions=0)), "--from", str(logs)])
+    assert bad.exit_code == 1 and "repetitions" in bad.stderr
+
+
+FCN = {
+    "name": "fcn",
+    "workload": {"model": "resnet50-cifar10", "epochs": 5},
+    "instance_types": ["ml.p2.xlarge", "ml.p2.8xlarge", "ml.p2.16xlarge", P3, P38, "ml.p3.16xlarge"],
+    "batch_sizes": [256, 512, 1024, 2048],
+    "repetitions": 1,
+    "mode": "early-stop",
+    "packing": "per-instance",
+}
+
+
+def test_retired_instance_types_are_accepted_by_simulate_only(tmp_path, real_data):
+    path = tmp_path / "fcn.yaml"
+    path.write_text(yaml.safe_dump(FCN))
+    with pytest.raises(SpecError, match="K80"):
+        plan_sweep(path)
+    assert load_spec(path, allow_retired=True).instance_types[0] == "ml.p2.xlarge"
+    out = _simulate(path, real_data / "cloud-ML" / "seismic-fcn")
+    # 72 logs, one a byte copy of another under a name its header contradicts: left out, and said so
+    assert out["exhaustive"]["runs"] == 71
+    assert [x["path"].rsplit("/", 1)[1] for x in out["logs_unused"]] == ["result-p2-1-256-e2.txt"]
+    assert out["strategy"]["jobs"] == 6 and out["strategy"]["early_stopped_runs"] == 24
+    assert 0 < out["cost_ratio"] < 0.2
+    for name in ("fastest", "cheapest", "recommended"):
+        assert out["picks"][name].keys() >= {"instance_type", "batch_size"}
+        assert out["truth"][name].keys() >= {"instance_type", "batch_size"}
+    assert out["regret_cost"] is not None and out["regret_time"] is not None
+
+
+def test_warm_pools_are_refused_with_spot(tmp_path):
+    with pytest.raises(SpecError, match="warm pools cannot be used with spot"):
+        load_spec({**FCN, "instance_types": [P3], "spot": True, "warm_pool_seconds": 60})
+    with pytest.raises(SpecError, match="warm_pool_seconds"):
+        load_spec({**FCN, "instance_types": [P3], "warm_pool_seconds": 3601})

@@ -1,0 +1,137 @@
+"""``trainsweep simulate``: replay a sweep strategy on recorded logs before paying for it.
+
+See trainsweep/cli/__init__.py for the conventions (heavy imports inside the commands).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from trainsweep.cli.common import fail, make_console
+
+
+def simulate_command(
+    spec_path: Annotated[
+        Path, typer.Argument(metavar="SPEC", help="Sweep spec (YAML or JSON): the strategy.")
+    ],
+    source: Annotated[
+        Path,
+        typer.Option("--from", help="Folder of complete training logs (anything `trainsweep import` reads)."),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    region: Annotated[
+        str | None, typer.Option(help="Region to price in (default: the spec's region, else us-east-1).")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Parallel processes reading the logs.")
+    ] = None,
+) -> None:
+    """What SPEC's strategy (mode, packing, repetitions, warm pool) would cost, take and pick, replayed on
+    the logs in the --from folder, beside the exhaustive grid of the same logs and its cost."""
+    from trainsweep.errors import SpecError, TrainsweepError
+    from trainsweep.importer import read_dir
+    from trainsweep.simulate import simulate
+    from trainsweep.spec import load_spec
+
+    try:
+        spec = load_spec(spec_path, allow_retired=True)
+    except SpecError as e:
+        raise fail(str(e)) from None
+    try:
+        logs = read_dir(source, workers=workers)
+    except TrainsweepError as e:
+        raise fail(str(e)) from None
+    sim = simulate(spec, logs, region=region or spec.region or "us-east-1")
+    if not sim.truth["fastest"]:
+        raise fail(
+            f"no complete log in {source} matches a configuration of {spec_path} "
+            f"({len(sim.logs_outside_spec)} logs outside the spec's grid, "
+            f"{len(sim.logs_unused)} not usable): nothing to replay"
+            + "".join(f"\n  {x['path']}: {x['reason']}" for x in sim.logs_unused[:5])
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(sim.to_dict(), indent=2) + "\n")
+        return
+    _print(sim.to_dict())
+
+
+def _usd(x: float | None) -> str:
+    return "-" if x is None else f"${x:,.2f}"
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "-"
+    from trainsweep.spec import format_duration
+
+    return format_duration(s)
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def _config(c: dict[str, Any] | None) -> str:
+    return "-" if c is None else f"{c['instance_type']} x {c['batch_size']}"
+
+
+def _print(d: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    console = make_console(soft_wrap=False)
+    s, e = d["strategy"], d["exhaustive"]
+    warm = f", warm pool {s['warm_pool_seconds']} s" if s["warm_pool_seconds"] else ""
+    ratio = "-" if d["cost_ratio"] is None else f"{d['cost_ratio']:.3f}"
+    console.print(
+        f"Strategy ({s['mode']}, {s['packing']}, {s['repetitions']} repetition(s){warm}): "
+        f"{s['jobs']} jobs over {s['runs']} runs, {_usd(s['cost_usd'])}, {_dur(s['wall_s'])} wall-clock. "
+        f"Exhaustive grid (every configuration and repetition, full runs, one job each): {e['jobs']} jobs, "
+        f"{_usd(e['cost_usd'])}, {_dur(e['wall_s'])}. Cost ratio {ratio}."
+    )
+    table = Table(title="what the strategy picks, and what the exhaustive grid shows", show_lines=False)
+    for col in ("", "strategy picks", "truth", "regret"):
+        table.add_column(col)
+    for name, by in (("fastest", "time"), ("cheapest", "cost"), ("recommended", "cost")):
+        regret = d["regret"][name][by]
+        table.add_row(
+            name,
+            _config(d["picks"][name]),
+            _config(d["truth"][name]),
+            "-" if regret is None else f"{_pct(regret)} {'slower' if by == 'time' else 'dearer'}",
+        )
+    console.print(table)
+    sp = d["repetition_spread"]
+    console.print(
+        f"Spread between repetitions (max - min over mean): time of the true fastest "
+        f"{_pct(sp['time_of_true_fastest'])}, cost of the true cheapest {_pct(sp['cost_of_true_cheapest'])}, "
+        f"median time spread over configurations {_pct(sp['time_median'])}."
+    )
+    if d["cells_without_logs"]:
+        console.print(
+            f"{len(d['cells_without_logs'])} spec configurations have no logs: "
+            + ", ".join(_config(c) for c in d["cells_without_logs"])
+        )
+    if d["logs_outside_spec"]:
+        console.print(
+            f"{len(d['logs_outside_spec'])} logs match no configuration of the spec: "
+            + ", ".join(f"{x['path']} ({_config(x)})" for x in d["logs_outside_spec"][:20])
+            + (" ..." if len(d["logs_outside_spec"]) > 20 else "")
+        )
+    if d["logs_unused"]:
+        console.print(
+            f"{len(d['logs_unused'])} logs not used: "
+            + "; ".join(f"{x['path']}: {x['reason']}" for x in d["logs_unused"][:20])
+            + (" ..." if len(d["logs_unused"]) > 20 else "")
+        )
+    for note in d["notes"]:
+        console.print(f"Note: {note}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the app."""
+    app.command("simulate")(simulate_command)
