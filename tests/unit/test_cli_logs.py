@@ -96,3 +96,29 @@ def test_logs_into_a_folder_is_refused_before_reading(logs: Any, tmp_path: Path)
     result = runner.invoke(app, ["logs", JOB, "--out", str(tmp_path)])
     assert result.exit_code == 1
     assert "is a folder" in result.output
+
+
+def test_the_default_log_group_is_the_one_sagemaker_writes_to() -> None:
+    from trainsweep.aws.config import DEFAULT_TRAINING_LOG_GROUP
+    from trainsweep.cli.logs import DEFAULT_LOG_GROUP
+
+    assert DEFAULT_LOG_GROUP == DEFAULT_TRAINING_LOG_GROUP == GROUP
+
+
+def test_a_stream_whose_end_is_never_reached_leaves_no_half_file(
+    logs: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainsweep.aws import cloudwatch
+
+    _stream(logs, f"{JOB}/algo-1-1600000001", ["a", "b"])
+
+    def endless(*args: Any, **kwargs: Any) -> Iterator[str]:
+        yield "a"
+        raise cloudwatch.UnfinishedStreamError("100 empty pages in a row, each with a new token")
+
+    monkeypatch.setattr(cloudwatch, "iter_log_messages", endless)
+    out = tmp_path / "job.log"
+    result = runner.invoke(app, ["logs", JOB, "--out", str(out)])
+    assert result.exit_code == 1
+    assert "could not be read to its end: 100 empty pages" in result.output
+    assert list(tmp_path.iterdir()) == []
