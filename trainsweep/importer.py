@@ -91,6 +91,8 @@ class FileOutcome:
     epochs: int = 0
     steps: int = 0
     timings_fingerprint: str | None = None
+    rank: int | None = None
+    """The rank whose timings this file holds, when it is one rank file of a merged run (``run_name``)."""
     problems: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
 
@@ -520,6 +522,128 @@ def _cross_file_checks(outcomes: list[FileOutcome]) -> list[dict[str, Any]]:
     return duplicates
 
 
+def _merge_rank_files(
+    processed: list[_Processed], staging: Path, skipped: list[dict[str, str]]
+) -> list[dict[str, Any]]:
+    """Make one run of the per-rank log files of each run (the rule: :mod:`trainsweep.logs.ranks`).
+
+    The merged run takes the place of its primary rank file's run (its artefacts replace that file's);
+    the other rank files keep their outcome, with ``rank`` and the merged run's name, and no run of their
+    own. When the folder holds nothing but this run's rank files (``c4x/`` of seed 002), it is a run's
+    folder, not an experiment's: the run goes to the results root above it, beside its siblings. Returns
+    ``quality.json``'s ``rank_runs``: per merged run its name, results root, rank files and problems. A
+    file named like the ranks that was skipped (no training content, e.g. empty) is one of those problems.
+    """
+    from trainsweep.logs.ranks import rank_key
+
+    by_folder: dict[str, list[_Processed]] = defaultdict(list)
+    for p in processed:
+        by_folder[str(PurePosixPath(p.outcome.path).parent)].append(p)
+    skipped_by: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for sk in skipped:
+        where = (str(PurePosixPath(sk["path"]).parent), rank_key(sk["path"]))
+        skipped_by[where].append((sk["path"], f"skipped: {sk['reason']}"))
+    merged_runs: list[dict[str, Any]] = []
+    for folder, here in sorted(by_folder.items()):
+        groups: dict[str, list[_Processed]] = defaultdict(list)
+        for p in here:
+            groups[rank_key(p.outcome.path)].append(p)
+        for key, group in sorted(groups.items()):
+            entry = _merge_group(
+                folder,
+                key,
+                group,
+                skipped_by.get((folder, key), []),
+                whole_folder=len(group) == len(here),
+                staging=staging / f"ranks-{len(merged_runs)}",
+            )
+            if entry is not None:
+                merged_runs.append(entry)
+    return merged_runs
+
+
+def _merge_group(
+    folder: str,
+    key: str,
+    group: list[_Processed],
+    skipped: list[tuple[str, str]],
+    *,
+    whole_folder: bool,
+    staging: Path,
+) -> dict[str, Any] | None:
+    """Merge one group of same-named files of a folder when they are ranks of one run; else None."""
+    from trainsweep.logs.ranks import merge_ranks, only_rank
+
+    ranked = [(only_rank(p.run), p) for p in group if p.run is not None and p.outcome.status != "error"]
+    members = [(rank, p) for rank, p in ranked if rank is not None]
+    ranks = [rank for rank, _ in members]
+    if len(members) < 2 or len(set(ranks)) == 1 or len({p.run.dialect for _, p in members if p.run}) > 1:
+        return None  # one file, or repetitions of one rank (result_0 .. result_9), or different tools
+    if len(set(ranks)) < len(ranks):
+        shown = ", ".join(str(r) for r in sorted(ranks))
+        for _, p in members:
+            p.outcome.problems.append(
+                _problem(
+                    "import.ranks_ambiguous",
+                    f"{len(members)} files named like the ranks of one run hold the ranks {shown}: some rank "
+                    "more than once, so they cannot be told apart; each is kept as a run of its own",
+                )
+            )
+        return None
+    # A file named like the ranks that gave no timings at all is a broken rank file; one with timings of
+    # several ranks is a run of its own.
+    left_out = [p for p in group if p.run is None or p.outcome.status == "error" or p.run.steps_total == 0]
+    results_root = members[0][1].outcome.results_root
+    moved_up = whole_folder and folder not in ("", ".") and results_root == folder
+    stem = key.strip("-_. ")
+    if moved_up:
+        parent = PurePosixPath(folder).parent
+        results_root = "" if str(parent) == "." else str(parent)
+        name = f"{PurePosixPath(folder).name}-{stem}" if stem else PurePosixPath(folder).name
+    else:
+        name = stem or "ranks"
+    why = [(p.outcome.path, _left_out_reason(p)) for p in left_out] + skipped
+    run = merge_ranks([(rank, p.outcome.path, p.run) for rank, p in members if p.run], name, why)
+    primary = min(members, key=lambda m: (m[0] != 0, m[0]))[1]
+    try:
+        artefacts = _stage_artefacts(run, staging)
+    except Exception as exc:  # a renderer bug: the rank files stay runs of their own
+        primary.outcome.problems.append(
+            _problem("import.crashed", f"merging the rank files failed: {type(exc).__name__}: {exc}", "error")
+        )
+        return None
+    for rank, p in members:
+        p.outcome.results_root, p.outcome.run_name, p.outcome.rank = results_root, name, rank
+        if p is not primary:
+            p.run, p.artefacts = None, []
+    primary.run, primary.artefacts = run, artefacts
+    gaps = [pr.message for pr in run.problems if pr.code in ("rank-missing", "rank-file-left-out")]
+    for message in gaps:
+        primary.outcome.problems.append(_problem("import.rank_incomplete", f"run {name}: {message}"))
+    for p in left_out:
+        p.outcome.results_root = results_root
+        p.outcome.problems.append(
+            _problem(
+                "import.rank_file_left_out",
+                f"named like the rank files of run {name} but gave no rank timings: "
+                "the run is made from the other ranks",
+                "error",
+            )
+        )
+    return {
+        "run": name,
+        "results_root": results_root,
+        "files": {str(rank): p.outcome.path for rank, p in sorted(members, key=lambda m: m[0])},
+        "left_out": [path for path, _ in why],
+        "problems": gaps,
+    }
+
+
+def _left_out_reason(p: _Processed) -> str:
+    errors = [pr["message"] for pr in p.outcome.problems if pr.get("severity") == "error"]
+    return errors[0] if errors else "no step times"
+
+
 def _summary(outcomes: list[FileOutcome], skipped: list[dict[str, str]], duplicates: list) -> dict[str, Any]:
     statuses: dict[str, int] = defaultdict(int)
     codes: dict[str, int] = defaultdict(int)
@@ -642,6 +766,7 @@ def _import(
         processed = _run_files(pool, tasks, staging, progress)
         outcomes = [p.outcome for p in processed]
         duplicates = _cross_file_checks(outcomes)
+        rank_runs = _merge_rank_files(processed, staging, skipped)
         runs: dict[str, RunTimings] = {}
         written: set[str] = set()
         for p in processed:
@@ -679,6 +804,7 @@ def _import(
         "instance_type_unread": unread,
         "billing_records": billing,
         "duplicates": duplicates,
+        "rank_runs": rank_runs,
         "skipped": skipped,
         "notes": notes,
     }
@@ -712,6 +838,15 @@ def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings
             reason = "neither the log's name, its folder nor its header says the instance type"
             o.problems.append(_problem("import.no_instance_type", f"{reason}: no GPU count, no price"))
         unread.append({"path": o.path, "spelling": spelling, "reason": reason})
+    # The rank files of a merged run have no run of their own: they take the merged run's type.
+    merged = {
+        (o.results_root, o.run_name): o.instance_type
+        for o in outcomes
+        if o.rank is not None and o.path in runs
+    }
+    for o in outcomes:
+        if o.rank is not None and o.path not in runs:
+            o.instance_type = merged.get((o.results_root, o.run_name))
     return unread
 
 

@@ -10,6 +10,8 @@ error rather than a silently shortened log.
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from mypy_boto3_logs import CloudWatchLogsClient
 
 MAX_EMPTY_PAGES = 100
+_HOST = re.compile(r"/algo-(\d+)(?:-|$)")
 
 
 class UnfinishedStreamError(RuntimeError):
@@ -59,8 +62,14 @@ def iter_log_messages(
         token = next_token
 
 
+def _host_order(stream: str) -> tuple[int, str]:
+    """``<job>/algo-<host>-<epoch>`` sorts by host number (algo-2 before algo-10), others after, by name."""
+    match = _HOST.search(stream)
+    return (int(match.group(1)) if match else sys.maxsize, stream)
+
+
 def job_streams(logs: CloudWatchLogsClient, group: str, job_name: str) -> list[str]:
-    """Streams of one training job (``<job>/algo-1-<epoch>``, one per host), in name order."""
+    """Streams of one training job (``<job>/algo-<host>-<epoch>``, one per host), in host order."""
     from botocore.exceptions import ClientError
 
     names: list[str] = []
@@ -77,7 +86,7 @@ def job_streams(logs: CloudWatchLogsClient, group: str, job_name: str) -> list[s
         if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
             return []
         raise
-    return sorted(names)
+    return sorted(names, key=_host_order)
 
 
 def stream_lines(

@@ -23,6 +23,7 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "trainsweep.cli.plan",  # plan, schema
     "trainsweep.cli.sweep",  # run, status, download, doctor
+    "trainsweep.cli.logs",  # logs
     "trainsweep.cli.analyse",  # parse, summary, import
     "trainsweep.cli.report",  # report, prices
     "trainsweep.cli.predict",  # predict-eval

@@ -8,6 +8,8 @@ as tags, or refuse with a MarkupError. Style comes from :class:`rich.text.Text` 
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -32,3 +34,28 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``error: message`` to stderr and return the exit to raise: ``raise fail("...")``."""
     make_console(stderr=True).print(error_line(message))
     return typer.Exit(code)
+
+
+# ---- AWS options and session (boto3 is imported only when a command calls :func:`aws_session`) --------
+
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="AWS profile (as the AWS CLI).")]
+RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: the profile's).")]
+
+
+def aws_session(profile: str | None, region: str | None) -> Any:
+    """A boto3 session for ``--profile`` / ``--region``, as the AWS CLI picks them.
+
+    Raises:
+        TrainsweepError: the profile does not exist, or no region is configured anywhere.
+    """
+    import boto3
+
+    from trainsweep.errors import TrainsweepError
+
+    try:
+        session = boto3.Session(profile_name=profile, region_name=region)
+    except Exception as exc:  # ProfileNotFound and friends
+        raise TrainsweepError(f"{exc}; list profiles with `aws configure list-profiles`") from exc
+    if session.region_name is None:
+        raise TrainsweepError("no AWS region configured: pass --region, or set AWS_REGION / a profile region")
+    return session

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from trainsweep.cli.common import error_line, make_console, styled
+from trainsweep.cli.common import ProfileOpt, RegionOpt, aws_session, error_line, make_console, styled
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,8 +37,6 @@ _STATUS_STYLE = {
 }
 
 StackOpt = Annotated[str, typer.Option("--stack", help="Name of the deployed trainsweep stack.")]
-ProfileOpt = Annotated[str | None, typer.Option("--profile", help="AWS profile (as the AWS CLI).")]
-RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: the profile's).")]
 
 
 def register(app: typer.Typer) -> None:
@@ -147,20 +145,6 @@ def _error(console: Console, message: str) -> None:
 
 
 # ---- AWS session ------------------------------------------------------------------------------------
-
-
-def _session(profile: str | None, region: str | None) -> Any:
-    import boto3
-
-    from trainsweep.errors import TrainsweepError
-
-    try:
-        session = boto3.Session(profile_name=profile, region_name=region)
-    except Exception as exc:  # ProfileNotFound and friends
-        raise TrainsweepError(f"{exc}; list profiles with `aws configure list-profiles`") from exc
-    if session.region_name is None:
-        raise TrainsweepError("no AWS region configured: pass --region, or set AWS_REGION / a profile region")
-    return session
 
 
 def _stack(session: Any, stack: str) -> tuple[str, str]:
@@ -338,7 +322,7 @@ def _run_cloud(
     from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec, make_sweep_id, plan_sweep
 
-    session = _session(profile, region)
+    session = aws_session(profile, region)
     spec = load_spec(spec_path)
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
@@ -503,7 +487,7 @@ def _cloud_view(stack: str, sweep_id: str | None, profile: str | None, region: s
     from trainsweep.aws import sweeps
     from trainsweep.errors import TrainsweepError
 
-    session = _session(profile, region)
+    session = aws_session(profile, region)
     bucket, machine = _stack(session, stack)
     s3, sfn = session.client("s3"), session.client("stepfunctions")
     sweep_id = sweep_id or sweeps.latest_sweep_id(s3, bucket)
@@ -534,7 +518,7 @@ def download(
     dest = to or DEFAULT_RESULTS / sweep_id
     try:
         _check_folder_id(sweep_id)  # it names the folder and the S3 prefix
-        session = _session(profile, region)
+        session = aws_session(profile, region)
         bucket, _ = _stack(session, stack)
         files = sweeps.download_sweep(session.client("s3"), bucket, sweep_id, dest)
     except SpecError as e:
