@@ -180,6 +180,10 @@ def test_bad_input_gets_a_clear_error(tmp_path, logs):
     assert none.exit_code == 1 and "nothing to replay" in none.stderr
     bad = runner.invoke(app, ["simulate", str(_spec(tmp_path, repetitions=0)), "--from", str(logs)])
     assert bad.exit_code == 1 and "repetitions" in bad.stderr
+    counts = runner.invoke(
+        app, ["simulate", str(_spec(tmp_path, instance_counts=[1, 2])), "--from", str(logs)]
+    )
+    assert counts.exit_code == 1 and "instance_counts axis" in counts.stderr
 
 
 FCN = {

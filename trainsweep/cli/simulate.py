@@ -42,6 +42,11 @@ def simulate_command(
         spec = load_spec(spec_path, allow_retired=True)
     except SpecError as e:
         raise fail(str(e)) from None
+    if len(spec.node_counts) > 1:
+        raise fail(
+            f"{spec_path}: simulate replays one instance count per job, not the instance_counts axis "
+            f"{spec.node_counts}: give instance_count (the logs' own count) instead"
+        )
     try:
         logs = read_dir(source, workers=workers)
     except TrainsweepError as e:
