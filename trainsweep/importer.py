@@ -383,11 +383,18 @@ def _process(job: tuple[_Task, str]) -> _Processed:
     outcome.steps = run.steps_total
     outcome.timings_fingerprint = _timings_fingerprint(run)
     outcome.problems.extend(p.to_dict() for p in run.problems)
-    if run.steps_total == 0 and not any(p.severity == "error" for p in run.problems):
+    if run.steps_total == 0 and not _is_mlperf(run) and not any(p.severity == "error" for p in run.problems):
         outcome.problems.append(
             _problem("import.no_steps", "the log contains no training step times", "error")
         )
     return _Processed(outcome, run, artefacts)
+
+
+def _is_mlperf(run: RunTimings) -> bool:
+    """An MLPerf result log: timed by blocks and its time to train, not by steps."""
+    from trainsweep.logs import mllog
+
+    return mllog.MLPERF in run.extra
 
 
 def _problem(code: str, message: str, severity: str = "warning") -> dict[str, Any]:
@@ -655,6 +662,7 @@ def _import(
     }
     if report:
         _write_sweep_artefacts(pool, out_path, outcomes, runs, quality, written, notes, jobs)
+        _write_mlperf_reports(out_path, runs, written)
     else:
         notes.append("sweep artefacts (sweep.csv, sweep.json, report.html, plots) not requested")
     _write(out_path, layout.QUALITY_JSON, (json.dumps(quality, indent=1) + "\n").encode())
@@ -677,6 +685,9 @@ def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings
             o.instance_type = itype
             continue
         spelling = run.computing_system or run.header.instance_type
+        if _is_mlperf(run):
+            unread.append(_mlperf_not_an_instance_type(o, run))
+            continue
         if spelling:
             reason = f"{spelling!r} is a spelling no row of the spelling table reads (docs/log-formats.md)"
         else:
@@ -684,6 +695,35 @@ def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings
             o.problems.append(_problem("import.no_instance_type", f"{reason}: no GPU count, no price"))
         unread.append({"path": o.path, "spelling": spelling, "reason": reason})
     return unread
+
+
+def _mlperf_not_an_instance_type(o: FileOutcome, run: RunTimings) -> dict[str, Any]:
+    """An MLPerf run on a system that is not a SageMaker type (the parser sets the type when its name is
+    one): said in the file's problems and in ``instance_type_unread``, never guessed."""
+    from trainsweep.logs import mllog
+
+    system = run.extra[mllog.MLPERF].get("system") or {}
+    name = system.get("system_name") or run.extra[mllog.MLPERF].get("platform")
+    reason = (
+        f"MLPerf system {name!r} is not a SageMaker instance type: compared by time to train only, no price"
+        if name
+        else "the MLPerf log and its folder name no system: compared by time to train only, no price"
+    )
+    o.problems.append(_problem("import.not_an_instance_type", reason))
+    return {"path": o.path, "spelling": name, "reason": reason}
+
+
+def _write_mlperf_reports(out: Path, runs: dict[str, RunTimings], written: set[str]) -> None:
+    """Per benchmark of the MLPerf result logs, the systems compared (:mod:`trainsweep.report.mlperf`)."""
+    mlperf = [run for run in runs.values() if _is_mlperf(run)]
+    if not mlperf:
+        return
+    from trainsweep.report.mlperf import mlperf_artefacts
+
+    for relative, data in mlperf_artefacts(mlperf).items():
+        if relative not in written:
+            _write(out, relative, data)
+            written.add(relative)
 
 
 def _billing_jobs(

@@ -217,3 +217,88 @@ def test_rank_prefix_assigns_records_to_their_rank(tmp_path: Path) -> None:
     rec = parse_cli(log)
     assert rec["status"] == "complete"
     assert rec["extra"][MLPERF_KEY]["status"] == "success"
+
+
+# ---- import and report: one comparison of systems per benchmark ---------------------------------------
+
+
+def systems_csv(folder: Path, benchmark: str) -> list[dict[str, str]]:
+    import csv
+
+    return list(csv.DictReader((folder / "mlperf" / benchmark / "systems.csv").open()))
+
+
+def median_ttt(logs: list[Path]) -> float:
+    import statistics
+
+    return statistics.median(expected(log)["time_to_train_s"] for log in logs)
+
+
+def test_import_compares_systems_per_benchmark_by_time_to_train(imported) -> None:
+    out, _ = imported
+    benchmarks = {log.parent.name for log in LOGS}
+    assert {p.name for p in (out / "mlperf").iterdir()} == benchmarks
+    rows = systems_csv(out, "resnet")
+    systems = {log.parents[1].name for log in LOGS if log.parent.name == "resnet"}
+    want = {}
+    for system in systems:
+        logs = [log for log in LOGS if log.parent.name == "resnet" and log.parents[1].name == system]
+        desc = json.loads((logs[0].parents[3] / "systems" / f"{system}.json").read_text())
+        want[desc["system_name"]] = (median_ttt(logs), len(logs))
+    assert [r["system"] for r in rows] == sorted(want, key=lambda s: want[s][0])  # fastest first
+    for r in rows:
+        assert float(r["time_to_train_s"]) == pytest.approx(want[r["system"]][0], rel=1e-5)
+        assert int(r["successful_runs"]) == int(r["runs"]) == want[r["system"]][1]
+    html = (out / "mlperf" / "resnet" / "report.html").read_text()
+    assert "1xBM.GPU.H100.8" in html and "fastest" in html
+
+
+def test_oracle_bm_gpu_is_said_not_a_sagemaker_type_never_priced(imported) -> None:
+    out, quality = imported
+    oracle = [r for r in systems_csv(out, "resnet") if "BM.GPU.H100.8" in r["system"]]
+    assert len(oracle) == 2
+    for r in oracle:
+        assert r["instance_type"] == "" and r["usd_per_hour"] == "" and r["cost_to_train_usd"] == ""
+        assert "is not a SageMaker instance type" in r["price_note"]
+    unread = {u["path"]: u for u in quality["instance_type_unread"]}
+    entry = unread["Oracle/results/1xBM.GPU.H100.8/resnet/result_1.txt"]
+    assert entry["spelling"] == "1xBM.GPU.H100.8" and "not a SageMaker instance type" in entry["reason"]
+    assert "No cost for" in (out / "mlperf" / "resnet" / "report.html").read_text()
+
+
+def test_a_system_named_as_a_sagemaker_type_is_priced(tmp_path: Path) -> None:
+    """A system whose name is a SageMaker type (2 nodes of p4d.24xlarge) gets a cost to train."""
+    from trainsweep.cost.prices import hourly_usd
+
+    src = tmp_path / "src" / "Acme"
+    desc = {"submitter": "Acme", "system_name": "2xp4d.24xlarge", "status": "cloud"}
+    desc |= {"number_of_nodes": "2", "accelerators_per_node": "8", "accelerator_model_name": "A100"}
+    (src / "systems").mkdir(parents=True)
+    (src / "systems" / "2xp4d.24xlarge.json").write_text(json.dumps(desc))
+    logs = src / "results" / "2xp4d.24xlarge" / "bert"
+    logs.mkdir(parents=True)
+    (logs / "result_0.txt").write_text(_mlperf_log("success"))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["import", str(tmp_path / "src"), "--out", str(out), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    [row] = systems_csv(out, "bert")
+    assert row["instance_type"] == "ml.p4d.24xlarge" and row["accelerators"] == "16"
+    price = hourly_usd("ml.p4d.24xlarge")
+    assert price is not None
+    assert float(row["cost_to_train_usd"]) == pytest.approx(3.0 / 3600 * price * 2, rel=1e-5)
+    quality = json.loads((out / "quality.json").read_text())
+    assert quality["files"][0]["instance_type"] == "ml.p4d.24xlarge"
+    assert quality["instance_type_unread"] == []
+
+
+def test_report_rebuilds_the_benchmark_comparison_from_run_records(imported, tmp_path: Path) -> None:
+    import shutil
+
+    out, _ = imported
+    copy = tmp_path / "results"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "mlperf")
+    result = CliRunner().invoke(app, ["report", str(copy)])
+    assert result.exit_code == 0, result.output
+    assert systems_csv(copy, "resnet") == systems_csv(out, "resnet")
+    assert (copy / "mlperf" / "unet3d" / "report.html").is_file()
