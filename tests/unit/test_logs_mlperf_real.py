@@ -302,3 +302,66 @@ def test_report_rebuilds_the_benchmark_comparison_from_run_records(imported, tmp
     assert result.exit_code == 0, result.output
     assert systems_csv(copy, "resnet") == systems_csv(out, "resnet")
     assert (copy / "mlperf" / "unet3d" / "report.html").is_file()
+
+
+# ---- the seed McGill tooling's instrumented keys: per-step compute, data wait, timeline -------------------
+
+STEPS = [  # (load_batch_mem, all_compute, step_end) in nanoseconds, per step of each epoch
+    (30_000_000, 170_000_000, 205_000_000),
+    (10_000_000, 160_000_000, 172_000_000),
+    (12_000_000, 158_000_000, 171_000_000),
+]
+
+
+def _instrumented_log(ranks: tuple[int, ...] = (0,)) -> str:
+    """An MLPerf log with the McGill per-step keys (value {"duration": ns}) in two epochs, per rank."""
+
+    def line(rank, key, value=None, t=0, event="POINT_IN_TIME", **meta) -> str:
+        rec = {"namespace": "", "time_ms": 1_700_000_000_000 + t, "event_type": event, "key": key}
+        return f"{rank}: :::MLLOG " + json.dumps(rec | {"value": value, "metadata": meta})
+
+    lines = [line(0, "submission_benchmark", "unet3d"), line(0, "global_batch_size", 7)]
+    lines += [line(0, "run_start", t=0)]
+    for epoch in (1, 2):
+        for rank in ranks:
+            lines.append(line(rank, "epoch_start", t=epoch * 1000, epoch_num=epoch))
+            for wait, comp, step in STEPS:
+                lines.append(line(rank, "load_batch_mem", {"duration": wait + rank}, event="INTERVAL_END"))
+                lines.append(line(rank, "all_compute", {"duration": comp}, event="INTERVAL_END"))
+                lines.append(line(rank, "step_end", {"duration": step}, event="INTERVAL_END"))
+            lines.append(line(rank, "epoch_stop", t=epoch * 1000 + 600, epoch_num=epoch))
+    lines.append(line(0, "run_stop", t=2700, status="success"))
+    return "\n".join(lines) + "\n"
+
+
+def test_parse_instrumented_keys_give_per_step_compute_and_data_wait(tmp_path: Path) -> None:
+    log = tmp_path / "result_0.txt"
+    log.write_text(_instrumented_log(ranks=(0, 1)))
+    rec = parse_cli(log)
+    assert rec["status"] == "complete" and rec["dialect"] == "mllog"
+    assert [e["index"] for e in rec["epochs"]] == [1, 2]
+    for epoch in rec["epochs"]:
+        assert epoch["step_s"] == pytest.approx([s / 1e9 for _, _, s in STEPS])
+        assert epoch["compute_s"] == pytest.approx([c / 1e9 for _, c, _ in STEPS])
+        assert epoch["data_wait_s"] == pytest.approx([w / 1e9 for w, _, _ in STEPS])
+    [rank1] = rec["ranks"].values()  # rank 0 is the primary rank's epochs
+    assert rank1[0]["data_wait_s"] == pytest.approx([(w + 1) / 1e9 for w, _, _ in STEPS])
+
+
+def test_import_instrumented_run_gets_a_timeline_and_step_split(tmp_path: Path) -> None:
+    import statistics
+
+    logs = tmp_path / "src" / "McGill" / "results" / "1xA100" / "unet3d"
+    logs.mkdir(parents=True)
+    (logs / "result_0.txt").write_text(_instrumented_log())
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["import", str(tmp_path / "src"), "--out", str(out), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    [row] = systems_csv(out, "unet3d")
+    assert float(row["step_compute_s"]) == pytest.approx(statistics.median(c for _, c, _ in STEPS * 2) / 1e9)
+    assert float(row["step_data_wait_s"]) == pytest.approx(
+        statistics.median(w for w, _, _ in STEPS * 2) / 1e9
+    )
+    timeline = out / "mlperf" / "unet3d" / "timeline-1xA100-result_0.png"
+    assert timeline.read_bytes().startswith(b"\x89PNG")
+    assert "Per-step timelines" in (out / "mlperf" / "unet3d" / "report.html").read_text()

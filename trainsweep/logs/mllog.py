@@ -41,6 +41,13 @@ SUBMISSION_ORG = "submission_org"
 SUBMISSION_DIVISION = "submission_division"
 SEED = "seed"
 
+# The instrumented keys of the seed McGill tooling (MLPerf reference implementations instrumented per
+# step): value {"duration": nanoseconds}; per step, loading the batch into memory, the computation, the
+# whole step (its end).
+LOAD_BATCH_MEM = "load_batch_mem"
+ALL_COMPUTE = "all_compute"
+STEP_END = "step_end"
+
 # trainsweep's own keys
 NS = "trainsweep."
 STEP = NS + "step"

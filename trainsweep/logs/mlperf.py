@@ -69,6 +69,9 @@ class MllogReader:
         self.problems = ProblemLog()
         self.records = 0
         self._epochs = 0
+        self._current_epoch: dict[int, int] = {}
+        self._pending: dict[int, dict[str, float]] = {}
+        """Per rank, the instrumented durations (data wait, compute) of the step not yet ended."""
         self.init_start_ms: float | None = None
         self.init_stop_ms: float | None = None
         self.min_epoch_num: int | None = None
@@ -127,8 +130,12 @@ class MllogReader:
 
         if key == mllog.STEP:
             self._step(rank, meta, value)
+        elif key in _INSTRUMENTED:
+            self._instrumented(key, rank, meta, value)
         elif key == mllog.EPOCH_START:
             ep = self._epoch(rank, meta)
+            self._current_epoch[rank] = ep.index
+            self._pending.pop(rank, None)
             if stamp is not None:
                 ep.start_time = stamp
                 self._stamp(ep, stamp, rank)
@@ -233,6 +240,29 @@ class MllogReader:
         if ep.compute_s is not None:
             ep.compute_s.append(comp_f)
 
+    def _instrumented(self, key: str, rank: int, meta: dict[str, Any], value: Any) -> None:
+        """A McGill per-step duration: ``load_batch_mem`` and ``all_compute`` wait for their step's
+        ``step_end``, which makes the step (in the rank's current epoch: the last ``epoch_start``)."""
+        if not isinstance(value, dict):
+            raise ValueError(f"{key} value is not an object")
+        seconds = _duration(key, float(value["duration"]) / 1e9)
+        if key != mllog.STEP_END:
+            self._pending.setdefault(rank, {})[key] = seconds
+            return
+        pending = self._pending.pop(rank, {})
+        epoch = meta.get("epoch_num", self._current_epoch.get(rank, 1))
+        ep = self._epoch(rank, {"epoch_num": epoch})
+        self._step(
+            rank,
+            {"epoch_num": epoch},
+            {
+                "step": ep.steps + 1,
+                "step_s": seconds,
+                "data_wait_s": pending.get(mllog.LOAD_BATCH_MEM),
+                "compute_s": pending.get(mllog.ALL_COMPUTE),
+            },
+        )
+
     def _stamp(self, ep: Epoch, stamp: float, rank: int) -> None:
         ep.real_time.append(stamp)
         if rank == 0:
@@ -271,6 +301,7 @@ def _prefix_rank(region: bytes, token_at: int) -> int | None:
     return int(m.group(1) or m.group(2))
 
 
+_INSTRUMENTED = frozenset({mllog.LOAD_BATCH_MEM, mllog.ALL_COMPUTE, mllog.STEP_END})
 _MLPERF_KEYS = frozenset(
     {mllog.RUN_START, mllog.RUN_STOP, mllog.BLOCK_START, mllog.BLOCK_STOP, mllog.EVAL_ACCURACY}
 )

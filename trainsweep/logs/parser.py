@@ -176,6 +176,8 @@ def _from_mlperf(run: RunTimings, r: MllogReader, path: Path | None) -> None:
         "division": r.extra.get(mllog.SUBMISSION_DIVISION),
         "platform": r.extra.get(mllog.SUBMISSION_PLATFORM),
     }
+    if path is not None and len(path.parents) >= 3 and path.parents[2].name == "results":
+        info["system_folder"] = path.parents[1].name  # results/<system>/<benchmark>/result_N.txt
     run.extra[mllog.MLPERF] = info | entry
     if run.batch_size is None:
         run.batch_size = run.header.batch_size

@@ -3,7 +3,9 @@ SageMaker instance type with a price.
 
 ``trainsweep import`` of a submission folder (``<submitter>/results/<system>/<benchmark>/result_*.txt``) and
 ``trainsweep report`` of its output write, per benchmark, ``mlperf/<benchmark>/systems.csv`` and
-``mlperf/<benchmark>/report.html`` (:func:`mlperf_artefacts`). A run is one MLPerf result log read by
+``mlperf/<benchmark>/report.html`` (:func:`mlperf_artefacts`); a run instrumented with the seed McGill
+tooling's per-step keys also gets ``mlperf/<benchmark>/timeline-<system>-<run>.png`` and its system the
+median per-step compute and data wait. A run is one MLPerf result log read by
 :class:`trainsweep.logs.mlperf.MlperfRun` (``run.extra["trainsweep.mlperf"]``).
 
 A system's time to train is the median of its successful runs' ``run_stop - run_start`` (MLPerf's official
@@ -14,9 +16,11 @@ so the median of those found is shown with their range). A system that is not a 
 
 from __future__ import annotations
 
+import base64
 import csv
 import html
 import io
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -47,6 +51,9 @@ CSV_COLUMNS = (
     "time_to_train_min_s",
     "time_to_train_max_s",
     "samples_per_s",
+    "step_s",
+    "step_compute_s",
+    "step_data_wait_s",
     "instance_type",
     "usd_per_hour",
     "cost_to_train_usd",
@@ -70,6 +77,8 @@ class SystemRow:
     times_s: list[float] = field(default_factory=list)
     """Time to train of each successful run."""
     samples_per_s: list[float] = field(default_factory=list)
+    steps: dict[str, list[float]] = field(default_factory=lambda: {"step": [], "compute": [], "wait": []})
+    """Per-step durations of the instrumented runs (McGill keys), rank 0, all runs of the system."""
     instance_type: str | None = None
     usd_per_hour: float | None = None
     price_note: str = ""
@@ -101,11 +110,26 @@ class SystemRow:
             "time_to_train_min_s": min(self.times_s) if self.times_s else None,
             "time_to_train_max_s": max(self.times_s) if self.times_s else None,
             "samples_per_s": statistics.median(self.samples_per_s) if self.samples_per_s else None,
+            "step_s": _median(self.steps["step"]),
+            "step_compute_s": _median(self.steps["compute"]),
+            "step_data_wait_s": _median(self.steps["wait"]),
             "instance_type": self.instance_type,
             "usd_per_hour": self.usd_per_hour,
             "cost_to_train_usd": self.cost_to_train_usd,
             "price_note": self.price_note,
         }
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _add_steps(row: SystemRow, run: RunTimings) -> None:
+    for e in run.epochs:
+        row.steps["step"].extend(e.step_s)
+        for name, values in (("compute", e.compute_s), ("wait", e.data_wait_s)):
+            if values is not None:
+                row.steps[name].extend(v for v in values if math.isfinite(v))
 
 
 def _said(v: Any) -> str | None:
@@ -123,7 +147,8 @@ def benchmark_rows(runs: list[RunTimings], region: str = "us-east-1") -> dict[st
         if not isinstance(m, dict):
             continue
         system = m.get("system") or {}
-        name = _said(system.get("system_name")) or _said(m.get("platform")) or "unknown system"
+        said = (system.get("system_name"), m.get("system_folder"), m.get("platform"))
+        name = next((n for n in map(_said, said) if n), "unknown system")
         key = (str(m.get("benchmark")), name)
         row = rows.get(key)
         if row is None:
@@ -135,6 +160,7 @@ def benchmark_rows(runs: list[RunTimings], region: str = "us-east-1") -> dict[st
             row.accelerators = system.get("accelerators")
             row.accelerator = system.get("accelerator")
         row.runs.append(run)
+        _add_steps(row, run)
         if run.batch_size is not None:
             row.batch_sizes.add(run.batch_size)
         if m.get("status") == "success" and m.get("time_to_train_s") is not None:
@@ -191,7 +217,31 @@ def _e(x: Any) -> str:
     return html.escape("" if x is None else str(x), quote=True)
 
 
-def benchmark_html(benchmark: str, rows: list[SystemRow]) -> bytes:
+def timeline_name(row: SystemRow, run: RunTimings) -> str:
+    return f"timeline-{safe_name(row.system)}-{safe_name(run.name)}.png"
+
+
+def timelines(rows: list[SystemRow]) -> dict[str, tuple[str, bytes]]:
+    """Per instrumented run (one with per-step durations), its per-rank timeline of steps: file name ->
+    (caption, PNG)."""
+    from trainsweep.plots import figure_png
+    from trainsweep.plots.steps import rank_timeline_figure
+
+    out: dict[str, tuple[str, bytes]] = {}
+    for row in rows:
+        for run in row.runs:
+            if run.steps_total:
+                caption = (
+                    f"{row.system}, {run.name}: per-rank timeline of steps 2-61 from the instrumented "
+                    "keys (load_batch_mem = waiting for data, all_compute = compute, step_end = the step)."
+                )
+                out[timeline_name(row, run)] = (caption, figure_png(rank_timeline_figure(run)))
+    return out
+
+
+def benchmark_html(
+    benchmark: str, rows: list[SystemRow], figures: dict[str, tuple[str, bytes]] | None = None
+) -> bytes:
     head = (
         "<tr>"
         + "".join(
@@ -207,6 +257,7 @@ def benchmark_html(benchmark: str, rows: list[SystemRow]) -> bytes:
                 ("Time to train (median)", False),
                 ("Range", False),
                 ("Samples/s", False),
+                ("Step: compute / data wait (ms)", False),
                 ("USD to train", False),
                 ("Price", True),
             )
@@ -220,6 +271,8 @@ def benchmark_html(benchmark: str, rows: list[SystemRow]) -> bytes:
         rng = f"{_dur(d['time_to_train_min_s'])} - {_dur(d['time_to_train_max_s'])}" if r.times_s else ""
         tag = ' <span class="tag">fastest</span>' if i == 0 and t is not None else ""
         sps, cost = d["samples_per_s"], d["cost_to_train_usd"]
+        comp, wait = d["step_compute_s"], d["step_data_wait_s"]
+        split = "" if comp is None and wait is None else f"{_ms(comp)} / {_ms(wait)}"
         cells = [
             f'<td class="t">{_e(r.submitter)}</td>',
             f'<td class="t">{_e(r.system)}{tag}</td>',
@@ -231,6 +284,7 @@ def benchmark_html(benchmark: str, rows: list[SystemRow]) -> bytes:
             f'<td data-v="{"" if t is None else t}">{_dur(t)}</td>',
             f"<td>{rng}</td>",
             f'<td data-v="{"" if sps is None else sps}">{"" if sps is None else f"{sps:,.0f}"}</td>',
+            f"<td>{split}</td>",
             f'<td data-v="{"" if cost is None else cost}">{"" if cost is None else f"{cost:.2f}"}</td>',
             f'<td class="t">{_e(r.price_note)}</td>',
         ]
@@ -253,9 +307,26 @@ trainsweep {_e(__version__)}.</p>
 <div class="scroll"><table class="sortable"><thead>{head}</thead><tbody>
 {"".join(body)}
 </tbody></table></div>
+{_figures(figures or {})}
 <script>{_JS}</script></body></html>
 """
     return page.encode()
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else f"{1000 * s:.1f}"
+
+
+def _figures(figures: dict[str, tuple[str, bytes]]) -> str:
+    if not figures:
+        return ""
+    parts = ["<h2>Per-step timelines of the instrumented runs</h2>"]
+    for name, (caption, png) in figures.items():
+        uri = "data:image/png;base64," + base64.b64encode(png).decode()
+        parts.append(
+            f'<figure><img src="{uri}" alt="{_e(name)}"><figcaption>{_e(caption)}</figcaption></figure>'
+        )
+    return "\n".join(parts)
 
 
 def mlperf_artefacts(runs: list[RunTimings], region: str = "us-east-1") -> dict[str, bytes]:
@@ -263,6 +334,9 @@ def mlperf_artefacts(runs: list[RunTimings], region: str = "us-east-1") -> dict[
     out: dict[str, bytes] = {}
     for benchmark, rows in benchmark_rows(runs, region).items():
         folder = f"{MLPERF_DIR}/{safe_name(benchmark)}"
+        figures = timelines(rows)
         out[f"{folder}/{SYSTEMS_CSV}"] = systems_csv(rows)
-        out[f"{folder}/{REPORT_HTML}"] = benchmark_html(benchmark, rows)
+        out[f"{folder}/{REPORT_HTML}"] = benchmark_html(benchmark, rows, figures)
+        for name, (_, png) in figures.items():
+            out[f"{folder}/{name}"] = png
     return out
