@@ -87,7 +87,10 @@ class MllogReader:
             try:
                 payload = m.group(1)
                 rec = mllog.parse_payload(payload.decode("utf-8").strip())
-                self._record(rec, len(payload), _prefix_rank(region, m.start()))
+                at = m.start()
+                # A token at the start of its line (the container's logs) has no prefix to read.
+                prefix = None if at == 0 or region[at - 1] == 10 else _prefix_rank(region, at)
+                self._record(rec, len(payload), prefix)
             except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
                 msg = f"unreadable MLLOG record: {exc}"[:300]
                 self.problems.append(("bad-mllog", msg, lc.at(m.start()), "warning"))
