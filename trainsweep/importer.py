@@ -646,15 +646,19 @@ def _import(
 
     notes: list[str] = []
     unread = _read_instance_types(outcomes, runs)
+    not_instance_types = _not_instance_types(outcomes, runs)
     jobs, billing = _billing_jobs(outcomes, runs, list(records))
     summary = _summary(outcomes, skipped, duplicates)
     summary["instance_type_unread"] = len(unread)
+    if not_instance_types:
+        summary["not_an_instance_type"] = len(not_instance_types)
     quality: dict[str, Any] = {
         "kind": QUALITY_KIND,
         "schema_version": QUALITY_SCHEMA_VERSION,
         "summary": summary,
         "files": [o.to_dict() for o in outcomes],
         "instance_type_unread": unread,
+        **({"not_an_instance_type": not_instance_types} if not_instance_types else {}),
         "billing_records": billing,
         "duplicates": duplicates,
         "skipped": skipped,
@@ -686,8 +690,7 @@ def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings
             continue
         spelling = run.computing_system or run.header.instance_type
         if _is_mlperf(run):
-            unread.append(_mlperf_not_an_instance_type(o, run))
-            continue
+            continue  # an MLPerf system is read, and is not an instance type: _not_instance_types
         if spelling:
             reason = f"{spelling!r} is a spelling no row of the spelling table reads (docs/log-formats.md)"
         else:
@@ -697,20 +700,27 @@ def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings
     return unread
 
 
-def _mlperf_not_an_instance_type(o: FileOutcome, run: RunTimings) -> dict[str, Any]:
-    """An MLPerf run on a system that is not a SageMaker type (the parser sets the type when its name is
-    one): said in the file's problems and in ``instance_type_unread``, never guessed."""
+def _not_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings]) -> list[dict[str, Any]]:
+    """MLPerf runs on a system that is not a SageMaker type (the parser sets the type when the system's
+    name is one): ``{path, system, reason}`` each, also said in the file's problems; never guessed."""
     from trainsweep.logs import mllog
 
-    system = run.extra[mllog.MLPERF].get("system") or {}
-    name = system.get("system_name") or run.extra[mllog.MLPERF].get("platform")
-    reason = (
-        f"MLPerf system {name!r} is not a SageMaker instance type: compared by time to train only, no price"
-        if name
-        else "the MLPerf log and its folder name no system: compared by time to train only, no price"
-    )
-    o.problems.append(_problem("import.not_an_instance_type", reason))
-    return {"path": o.path, "spelling": name, "reason": reason}
+    found: list[dict[str, Any]] = []
+    for o in outcomes:
+        run = runs.get(o.path)
+        if run is None or not _is_mlperf(run) or o.instance_type is not None:
+            continue
+        system = run.extra[mllog.MLPERF].get("system") or {}
+        name = system.get("system_name") or run.extra[mllog.MLPERF].get("system_folder")
+        reason = (
+            f"MLPerf system {name!r} is not a SageMaker instance type: compared by time to train only, "
+            "no price"
+            if name
+            else "the MLPerf log and its folders name no system: compared by time to train only, no price"
+        )
+        o.problems.append(_problem("import.not_an_instance_type", reason))
+        found.append({"path": o.path, "system": name, "reason": reason})
+    return found
 
 
 def _write_mlperf_reports(out: Path, runs: dict[str, RunTimings], written: set[str]) -> None:

@@ -260,9 +260,12 @@ def test_oracle_bm_gpu_is_said_not_a_sagemaker_type_never_priced(imported) -> No
     for r in oracle:
         assert r["instance_type"] == "" and r["usd_per_hour"] == "" and r["cost_to_train_usd"] == ""
         assert "is not a SageMaker instance type" in r["price_note"]
-    unread = {u["path"]: u for u in quality["instance_type_unread"]}
-    entry = unread["Oracle/results/1xBM.GPU.H100.8/resnet/result_1.txt"]
-    assert entry["spelling"] == "1xBM.GPU.H100.8" and "not a SageMaker instance type" in entry["reason"]
+    said = {u["path"]: u for u in quality["not_an_instance_type"]}
+    assert len(said) == len(LOGS) == quality["summary"]["not_an_instance_type"]
+    entry = said["Oracle/results/1xBM.GPU.H100.8/resnet/result_1.txt"]
+    assert entry["system"] == "1xBM.GPU.H100.8" and "not a SageMaker instance type" in entry["reason"]
+    # the system is read: no run has an instance type left unread
+    assert quality["instance_type_unread"] == [] and quality["summary"]["instance_type_unread"] == 0
     assert "No cost for" in (out / "mlperf" / "resnet" / "report.html").read_text()
 
 
@@ -288,7 +291,7 @@ def test_a_system_named_as_a_sagemaker_type_is_priced(tmp_path: Path) -> None:
     assert float(row["cost_to_train_usd"]) == pytest.approx(3.0 / 3600 * price * 2, rel=1e-5)
     quality = json.loads((out / "quality.json").read_text())
     assert quality["files"][0]["instance_type"] == "ml.p4d.24xlarge"
-    assert quality["instance_type_unread"] == []
+    assert quality["instance_type_unread"] == [] and "not_an_instance_type" not in quality
 
 
 def test_report_rebuilds_the_benchmark_comparison_from_run_records(imported, tmp_path: Path) -> None:
