@@ -57,6 +57,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("mlperf-import")
     result = CliRunner().invoke(app, ["import", str(MLPERF), "--out", str(out), "--workers", "1"])
     assert result.exit_code == 0, result.output
+    assert "MLPerf systems compared by time to train" in result.output
     return out, json.loads((out / "quality.json").read_text())
 
 
