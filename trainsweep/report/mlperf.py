@@ -268,7 +268,7 @@ def benchmark_html(
     for i, r in enumerate(rows):
         d = r.to_dict()
         t = d["time_to_train_s"]
-        rng = f"{_dur(d['time_to_train_min_s'])} - {_dur(d['time_to_train_max_s'])}" if r.times_s else ""
+        rng = f"{d['time_to_train_min_s']:.1f} - {d['time_to_train_max_s']:.1f} s" if r.times_s else ""
         tag = ' <span class="tag">fastest</span>' if i == 0 and t is not None else ""
         sps, cost = d["samples_per_s"], d["cost_to_train_usd"]
         comp, wait = d["step_compute_s"], d["step_data_wait_s"]
