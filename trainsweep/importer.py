@@ -385,11 +385,18 @@ def _process(job: tuple[_Task, str | None]) -> _Processed:
     outcome.steps = run.steps_total
     outcome.timings_fingerprint = _timings_fingerprint(run)
     outcome.problems.extend(p.to_dict() for p in run.problems)
-    if run.steps_total == 0 and not any(p.severity == "error" for p in run.problems):
+    if run.steps_total == 0 and not _is_mlperf(run) and not any(p.severity == "error" for p in run.problems):
         outcome.problems.append(
             _problem("import.no_steps", "the log contains no training step times", "error")
         )
     return _Processed(outcome, run, artefacts)
+
+
+def _is_mlperf(run: RunTimings) -> bool:
+    """An MLPerf result log: timed by blocks and its time to train, not by steps."""
+    from trainsweep.logs import mllog
+
+    return mllog.MLPERF in run.extra
 
 
 def _problem(code: str, message: str, severity: str = "warning") -> dict[str, Any]:
@@ -793,15 +800,19 @@ def _import(
 
     notes: list[str] = []
     unread = _read_instance_types(outcomes, runs)
+    not_instance_types = _not_instance_types(outcomes, runs)
     jobs, billing = _billing_jobs(outcomes, runs, list(records))
     summary = _summary(outcomes, skipped, duplicates)
     summary["instance_type_unread"] = len(unread)
+    if not_instance_types:
+        summary["not_an_instance_type"] = len(not_instance_types)
     quality: dict[str, Any] = {
         "kind": QUALITY_KIND,
         "schema_version": QUALITY_SCHEMA_VERSION,
         "summary": summary,
         "files": [o.to_dict() for o in outcomes],
         "instance_type_unread": unread,
+        **({"not_an_instance_type": not_instance_types} if not_instance_types else {}),
         "billing_records": billing,
         "duplicates": duplicates,
         "rank_runs": rank_runs,
@@ -810,6 +821,7 @@ def _import(
     }
     if report:
         _write_sweep_artefacts(pool, out_path, outcomes, runs, quality, written, notes, jobs)
+        _write_mlperf_reports(out_path, runs, written)
     else:
         notes.append("sweep artefacts (sweep.csv, sweep.json, report.html, plots) not requested")
     _write(out_path, layout.QUALITY_JSON, (json.dumps(quality, indent=1) + "\n").encode())
@@ -832,6 +844,8 @@ def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings
             o.instance_type = itype
             continue
         spelling = run.computing_system or run.header.instance_type
+        if _is_mlperf(run):
+            continue  # an MLPerf system is read, and is not an instance type: _not_instance_types
         if spelling:
             reason = f"{spelling!r} is a spelling no row of the spelling table reads (docs/log-formats.md)"
         else:
@@ -848,6 +862,42 @@ def _read_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings
         if o.rank is not None and o.path not in runs:
             o.instance_type = merged.get((o.results_root, o.run_name))
     return unread
+
+
+def _not_instance_types(outcomes: list[FileOutcome], runs: dict[str, RunTimings]) -> list[dict[str, Any]]:
+    """MLPerf runs on a system that is not a SageMaker type (the parser sets the type when the system's
+    name is one): ``{path, system, reason}`` each, also said in the file's problems; never guessed."""
+    from trainsweep.logs import mllog
+
+    found: list[dict[str, Any]] = []
+    for o in outcomes:
+        run = runs.get(o.path)
+        if run is None or not _is_mlperf(run) or o.instance_type is not None:
+            continue
+        system = run.extra[mllog.MLPERF].get("system") or {}
+        name = system.get("system_name") or run.extra[mllog.MLPERF].get("system_folder")
+        reason = (
+            f"MLPerf system {name!r} is not a SageMaker instance type: compared by time to train only, "
+            "no price"
+            if name
+            else "the MLPerf log and its folders name no system: compared by time to train only, no price"
+        )
+        o.problems.append(_problem("import.not_an_instance_type", reason))
+        found.append({"path": o.path, "system": name, "reason": reason})
+    return found
+
+
+def _write_mlperf_reports(out: Path, runs: dict[str, RunTimings], written: set[str]) -> None:
+    """Per benchmark of the MLPerf result logs, the systems compared (:mod:`trainsweep.report.mlperf`)."""
+    mlperf = [run for run in runs.values() if _is_mlperf(run)]
+    if not mlperf:
+        return
+    from trainsweep.report.mlperf import mlperf_artefacts
+
+    for relative, data in mlperf_artefacts(mlperf).items():
+        if relative not in written:
+            _write(out, relative, data)
+            written.add(relative)
 
 
 def _billing_jobs(

@@ -222,6 +222,11 @@ def _print_import_report(result: Any, out: Path) -> None:
     for note in result.quality.get("notes", []):
         console.print(styled((f"note: {note}", "dim")))
     console.print(f"Results in {out}; every problem, file by file: {out / 'quality.json'}")
+    from trainsweep.logs import mllog
+
+    written = (out / "mlperf").is_dir()  # not with --no-report
+    if written and any(mllog.MLPERF in run.extra for run in result.runs.values()):
+        console.print(f"MLPerf systems compared by time to train: {out / 'mlperf'}/<benchmark>/report.html")
 
 
 def register(app: typer.Typer) -> None:

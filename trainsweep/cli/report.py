@@ -78,8 +78,10 @@ def report_command(
     from trainsweep.report import load_results, sweep_artefacts
 
     console = make_console(soft_wrap=False)
+    every_run = []
     for root in roots:
         runs, quality, jobs, spec, problems = load_results(root, top=folder)
+        every_run.extend(runs)
         for p in problems:
             console.print(styled(("skipped", "yellow"), f" {p}"), soft_wrap=True)
         if not runs and not jobs:
@@ -108,6 +110,19 @@ def report_command(
         for line in rec["text"]:
             console.print(f"  {line}", soft_wrap=True)
         console.print(f"  wrote {len(artefacts)} files; open {root / layout.REPORT_HTML}")
+    _mlperf_reports(folder, every_run, region, console)
+
+
+def _mlperf_reports(folder: Path, runs: list, region: str, console) -> None:
+    """MLPerf result logs among the runs: per benchmark, the systems compared, into DIR/mlperf/."""
+    from trainsweep.report.mlperf import REPORT_HTML, mlperf_artefacts
+
+    for relative, data in mlperf_artefacts(runs, region).items():
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if relative.endswith(REPORT_HTML):
+            console.print(styled(("MLPerf", "bold"), f" systems compared by time to train: open {target}"))
 
 
 prices_app = typer.Typer(help="The instance price catalogue: show it, refresh it from the AWS Pricing API.")

@@ -4,7 +4,8 @@ starts mid-run or ends early, a failed or empty job. Each finding is a :class:`P
 Problem codes (also in docs/log-formats.md): empty, binary, unknown-dialect, no-training, failed,
 starts-mid-run, ends-early, epoch-not-closed, no-final-lines, steps-per-epoch, last-step-not-logged,
 header-contradicts-name, unknown-instance-type, absurd-value, absurd-structure, bad-line, bad-mllog,
-undecodable-bytes, long-line, read-error;
+undecodable-bytes, long-line, read-error; for MLPerf result logs also mlperf-epochs-in-samples and
+mlperf-system;
 for a spec's ``log_format`` (:mod:`trainsweep.logs.pattern`) also no-match and bad-value.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainsweep import instances, layout
+from trainsweep.logs import mllog
 from trainsweep.logs.limits import MAX_PROBLEMS_PER_CODE
 from trainsweep.logs.model import RunTimings
 
@@ -136,6 +138,8 @@ def check_run(
         return
 
     _check_name(run, naming)
+    if mllog.MLPERF in run.extra:
+        return  # an MLPerf result log times blocks and epochs, not steps; its status is run_stop's
     partial = False
     if not run.epochs or not any(e.steps for e in run.epochs):
         if run.status != "failed":

@@ -26,6 +26,8 @@ RUN_START = "run_start"
 RUN_STOP = "run_stop"
 EPOCH_START = "epoch_start"
 EPOCH_STOP = "epoch_stop"
+BLOCK_START = "block_start"
+BLOCK_STOP = "block_stop"
 EVAL_START = "eval_start"
 EVAL_STOP = "eval_stop"
 EVAL_ACCURACY = "eval_accuracy"
@@ -34,7 +36,17 @@ TRAIN_SAMPLES = "train_samples"
 EVAL_SAMPLES = "eval_samples"
 EPOCH_COUNT = "epoch_count"
 SUBMISSION_PLATFORM = "submission_platform"
+SUBMISSION_BENCHMARK = "submission_benchmark"
+SUBMISSION_ORG = "submission_org"
+SUBMISSION_DIVISION = "submission_division"
 SEED = "seed"
+
+# The instrumented keys of the seed McGill tooling (MLPerf reference implementations instrumented per
+# step): value {"duration": nanoseconds}; per step, loading the batch into memory, the computation, the
+# whole step (its end).
+LOAD_BATCH_MEM = "load_batch_mem"
+ALL_COMPUTE = "all_compute"
+STEP_END = "step_end"
 
 # trainsweep's own keys
 NS = "trainsweep."
@@ -58,6 +70,10 @@ PLATFORM = NS + "platform"
 """Where the run ran (``sagemaker``, ``ec2``, ``local``) when its name or folder says (``extra`` key)."""
 """value: {"peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"} of rank 0's GPU over the whole run
 (PyTorch's caching allocator; reserved is what the process held). Kept in ``run.extra`` under this key."""
+MLPERF = NS + "mlperf"
+"""``run.extra`` key of an MLPerf result log read as MLPerf defines a run
+(:class:`trainsweep.logs.mlperf.MlperfRun`): benchmark, submitter, status, time to train, blocks,
+evaluations, system."""
 FAILURE = NS + "failure"
 """value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
 

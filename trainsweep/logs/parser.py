@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
 
+from trainsweep import instances
 from trainsweep.logs import checks, mllog, pattern
 from trainsweep.logs.cloudml import CloudMLReader
-from trainsweep.logs.mlperf import MllogReader
+from trainsweep.logs.mlperf import MllogReader, system_facts
 from trainsweep.logs.mo833 import Mo833Reader
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.logs.pattern import PatternReader, compile_log_format
@@ -121,6 +123,7 @@ def parse(
     run.lines_read = newlines + (1 if last_byte not in (b"", b"\n") else 0)
     cloud.finish()
     ml.finish()
+    path = source_path(source)
     if user is not None:
         user.finish()
 
@@ -132,6 +135,8 @@ def parse(
         dialect = _choose_dialect(cloud, mo, ml)
         if dialect == "mllog":
             _from_mllog(run, ml)
+            if mllog.SUBMISSION_BENCHMARK in ml.extra:
+                _from_mlperf(run, ml, path)
         elif dialect == "mo833":
             _from_mo833(run, mo)
         elif dialect == "cloud-ml":
@@ -152,6 +157,70 @@ def parse(
     )
     run.problems.sort(key=lambda p: (p.line is not None, p.line or 0))
     return run
+
+
+def _from_mlperf(run: RunTimings, r: MllogReader, path: Path | None) -> None:
+    """An MLPerf result log (it names its ``submission_benchmark``): the run as MLPerf defines it, in
+    ``run.extra[trainsweep.mlperf]``; the batch size is the global one; the system is the submission's
+    ``systems/<system>.json`` beside ``results/<system>/<benchmark>/`` (else the log's ``:::SYSJSON``)."""
+    entry, problems = r.mlperf.summary(run.header.train_samples)
+    for code, message in problems:
+        run.add_problem(code, message)
+    system = entry["system"]
+    described = _mlperf_system_file(run, path)
+    if described is not None:
+        entry["system"] = system = described
+    info = {
+        "benchmark": str(r.extra.get(mllog.SUBMISSION_BENCHMARK)),
+        "submitter": r.extra.get(mllog.SUBMISSION_ORG),
+        "division": r.extra.get(mllog.SUBMISSION_DIVISION),
+        "platform": r.extra.get(mllog.SUBMISSION_PLATFORM),
+    }
+    if path is not None and len(path.parents) >= 3 and path.parents[2].name == "results":
+        info["system_folder"] = path.parents[1].name  # results/<system>/<benchmark>/result_N.txt
+    run.extra[mllog.MLPERF] = info | entry
+    if run.batch_size is None:
+        run.batch_size = run.header.batch_size
+    if system is not None:
+        if run.header.gpus is None:
+            run.header.gpus = system["accelerators"]
+        itype = _cloud_instance_type(system["system_name"])
+        if itype is not None and run.header.instance_type is None:
+            run.header.instance_type = itype
+    if r.mlperf.status is None and run.status == "complete":
+        run.status = "partial"
+        run.add_problem(
+            "ends-early", "the log ends before run_stop: the run did not finish, it has no time to train"
+        )
+
+
+def _mlperf_system_file(run: RunTimings, path: Path | None) -> dict[str, Any] | None:
+    """``<submitter>/systems/<system>.json`` for a log at ``<submitter>/results/<system>/<benchmark>/``."""
+    if path is None or len(path.parents) < 4 or path.parents[2].name != "results":
+        return None
+    described = path.parents[3] / "systems" / f"{path.parents[1].name}.json"
+    if not described.is_file():
+        return None
+    where = f"systems/{described.name}"
+    try:
+        desc = json.loads(described.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        run.add_problem("mlperf-system", f"{where} beside the results cannot be read: {exc}"[:300])
+        return None
+    if not isinstance(desc, dict):
+        run.add_problem("mlperf-system", f"{where} beside the results is not a JSON object")
+        return None
+    return system_facts(desc, where)
+
+
+def _cloud_instance_type(system_name: str | None) -> str | None:
+    """The SageMaker type an MLPerf system name spells exactly (``p5.48xlarge``, ``2xp5.48xlarge``: N
+    nodes of it), else None: a system such as Oracle's ``BM.GPU.H100.8`` is not one, and is not guessed."""
+    if not system_name:
+        return None
+    name = re.sub(r"^\d+x", "", system_name.strip())
+    name = name if name.startswith("ml.") else "ml." + name
+    return name if name in instances.CATALOGUE and not instances.CATALOGUE[name].is_local else None
 
 
 def _choose_dialect(cloud: CloudMLReader, mo: Mo833Reader, ml: MllogReader) -> str | None:
