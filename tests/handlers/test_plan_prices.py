@@ -61,7 +61,7 @@ def api(monkeypatch: pytest.MonkeyPatch, s3: Any) -> Stubber:
     """The Pricing client PlanSweep gets, stubbed; the function runs in eu-west-1."""
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     client = boto3.client("pricing", region_name="us-east-1")
-    monkeypatch.setattr(pricing, "pricing_client", lambda **_: client)
+    monkeypatch.setattr(pricing, "pricing_client", lambda *_: client)
     with Stubber(client) as stub:
         yield stub
 

@@ -252,6 +252,29 @@ def test_run_in_the_cloud_starts_the_stacks_state_machine_on_the_spec(tmp_path: 
     assert f"trainsweep status {payload['sweep_id']}" in result.output
 
 
+def test_run_in_the_cloud_prices_an_eu_sweep_from_the_stacks_price_cache(tmp_path: Path) -> None:
+    """Issue 13 item 2: the shipped catalogue prices us-east-1 only; the CLI refused any budget elsewhere."""
+    from trainsweep.aws.pricing import write_stack_prices
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(CLOUD_SPEC + "budget_usd: 5\n")
+    with mock_aws():
+        boto3.client("cloudformation", region_name="eu-west-1").create_stack(
+            StackName="Trainsweep", TemplateBody=json.dumps(CLOUD_STACK)
+        )
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        refused = runner.invoke(app, ["run", str(spec), "--region", "eu-west-1", "--no-watch"])
+        write_stack_prices(s3, "results-bucket", {"eu-west-1": {"ml.g4dn.xlarge": 0.822}})
+        started = runner.invoke(app, ["run", str(spec), "--region", "eu-west-1", "--no-watch"])
+        sfn = boto3.client("stepfunctions", region_name="eu-west-1")
+        arn = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
+        executions = sfn.list_executions(stateMachineArn=arn)["executions"]
+    assert refused.exit_code == 2, refused.output
+    assert "prices: {ml.g4dn.xlarge: <USD per hour>}" in " ".join(refused.output.split())
+    assert started.exit_code == 0, started.output
+    assert len(executions) == 1
+
+
 @pytest.mark.parametrize("types", ["[local]", "[local_gpu]"])
 def test_run_in_the_cloud_refuses_local_instance_types_before_starting(tmp_path: Path, types: str) -> None:
     spec = tmp_path / "spec.yaml"

@@ -37,13 +37,14 @@ MAX_AGE = timedelta(days=30)
 """Figures of the stack's cache older than this are asked again (AWS changes prices a few times a year)."""
 
 
-def pricing_client(**config: Any) -> PricingClient:
-    """A Pricing API client in the region that serves every region's prices, with short timeouts."""
+def pricing_client(session: Any | None = None) -> PricingClient:
+    """A Pricing API client (of ``session``, default boto3's) in the region that serves every region's
+    prices, with short timeouts."""
     import boto3
     from botocore.config import Config
 
     cfg = Config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 3, "mode": "standard"})
-    return boto3.client("pricing", region_name=prices.PRICING_API_REGION, config=cfg, **config)
+    return (session or boto3).client("pricing", region_name=prices.PRICING_API_REGION, config=cfg)
 
 
 def read_stack_prices(s3: S3Client, bucket: str) -> dict[str, Any] | None:
@@ -81,7 +82,7 @@ def write_stack_prices(
 
 def stack_price_fn(
     s3: S3Client,
-    bucket: str,
+    bucket: str | None,
     pricing: PricingClient | None,
     region: str,
     instance_types: Iterable[str],
@@ -90,13 +91,14 @@ def stack_price_fn(
 ) -> PriceFn:
     """A price function for :func:`trainsweep.spec.plan_sweep` that knows ``instance_types`` in ``region``.
 
-    ``pricing`` None: the Pricing API is not asked (local mode's embedded AWS has none).
+    ``pricing`` None: the Pricing API is not asked (local mode's embedded AWS has none). ``bucket``
+    None: no stack (``trainsweep run`` before the stack is found): no cache read or written.
     """
     from botocore.exceptions import BotoCoreError, ClientError
 
     now = now or datetime.now(UTC)
     wanted = [t for t in instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
-    cached = read_stack_prices(s3, bucket)
+    cached = read_stack_prices(s3, bucket) if bucket else None
     in_cache: dict[str, float] = dict(cached["regions"].get(region, {})) if cached else {}
     as_of = prices.region_as_of(cached, region) if cached else None
     fresh = as_of is not None and now - as_of <= MAX_AGE
@@ -112,7 +114,7 @@ def stack_price_fn(
             known.update(got)
             if missing:
                 LOG.info("the AWS Pricing API has no training price for %s", ", ".join(missing))
-            if got:
+            if got and bucket:
                 try:
                     write_stack_prices(s3, bucket, {region: got}, now=now, replace=[] if fresh else [region])
                 except (BotoCoreError, ClientError) as exc:

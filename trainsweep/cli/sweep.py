@@ -333,6 +333,7 @@ def _run_cloud(
 
     from trainsweep.aws import sweeps
     from trainsweep.aws.code import upload_source
+    from trainsweep.aws.pricing import pricing_client, stack_price_fn
     from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.errors import TrainsweepError
     from trainsweep.sourcedir import spec_dir, stage
@@ -342,12 +343,19 @@ def _run_cloud(
     spec = load_spec(spec_path)
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
-    # refuses an over-budget sweep, local instance types, and one too large for the workflow, before
-    # anything starts
-    check_plan_fits(plan_sweep(spec, region=session.region_name, cloud=True))
-    staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
-    bucket, machine = _stack(session, stack)
     s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
+    try:
+        found: tuple[str, str] | None = _stack(session, stack)
+    except TrainsweepError:
+        found = None  # a bad spec is said first; the missing stack right after
+    # priced as PlanSweep prices it (the stack's cache, the Pricing API, the shipped catalogue); refuses
+    # an over-budget sweep, local instance types, and one too large for the workflow, before anything starts
+    price = stack_price_fn(
+        s3, found[0] if found else None, pricing_client(session), session.region_name, spec.instance_types
+    )
+    check_plan_fits(plan_sweep(spec, region=session.region_name, cloud=True, price=price))
+    staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
+    bucket, machine = found or _stack(session, stack)
     sweep_id = resume or make_sweep_id(spec.name, datetime.now(UTC))
     spec_dict = spec.to_dict()
     if staged is not None:
