@@ -561,21 +561,41 @@ def download(
 
 
 def doctor(
+    spec_path: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[SPEC]", help="A sweep spec: check the quotas and prices of its instance types."
+        ),
+    ] = None,
     stack: StackOpt = DEFAULT_STACK,
     profile: ProfileOpt = None,
     region: RegionOpt = None,
 ) -> None:
-    """Check this machine and the AWS account; each line says what to do when something is missing."""
+    """Check this machine and the AWS account; each line says what to do when something is missing.
+
+    With credentials: the deployed stack, the CDK bootstrap stack, the training quotas and the prices
+    of the SPEC's instance types in the region (without a SPEC: common GPU types).
+    """
+    from trainsweep.errors import SpecError
     from trainsweep.local.doctor import run_checks
+    from trainsweep.spec import load_spec
 
     console = make_console()
+    spec = None
+    if spec_path is not None:
+        try:
+            spec = load_spec(spec_path)
+        except SpecError as exc:
+            _error(make_console(stderr=True), str(exc))
+            raise typer.Exit(EXIT_USAGE) from None
+        region = region or spec.region
     marks = {
         "ok": ("ok  ", "green"),
         "warn": ("warn", "yellow"),
         "fail": ("fail", "red"),
         "info": ("info", "dim"),
     }
-    checks = run_checks(stack=stack, profile=profile, region=region)
+    checks = run_checks(stack=stack, profile=profile, region=region, spec=spec)
     for check in checks:
         line = styled(marks[check.level], f" {check.name}: {check.detail}")
         if check.fix and check.level != "ok":
