@@ -41,7 +41,15 @@ CHILD = (
     + """
 import json, sys, time
 from pathlib import Path
+import boto3
+from botocore.config import Config
 from trainsweep.local.lambda_runner import load_handler
+
+# moto's server joins a multipart upload's parts slowly on a loaded machine: wait for it rather than
+# retry (a retried CompleteMultipartUpload finds the upload gone). Real S3 needs neither.
+boto3.setup_default_session()
+patient = Config(read_timeout=900, retries={"max_attempts": 1})
+boto3.DEFAULT_SESSION._session.set_default_client_config(patient)
 
 class Context:
     function_name = "ParseRun"
@@ -120,6 +128,7 @@ def start_s3() -> tuple[Any, str, Any]:
     import logging
 
     import boto3
+    from botocore.config import Config
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
@@ -134,6 +143,7 @@ def start_s3() -> tuple[Any, str, Any]:
         region_name="us-east-1",
         aws_access_key_id="bench",
         aws_secret_access_key="bench",
+        config=Config(read_timeout=900, retries={"max_attempts": 1}),
     )
     s3.create_bucket(Bucket=BUCKET)
     return server, endpoint, s3
@@ -141,14 +151,17 @@ def start_s3() -> tuple[Any, str, Any]:
 
 def measure(tmp: Path, gigabytes: float, baseline: Path | None = None) -> dict[str, Any]:
     """Generate the log, then the floor and the big log's figures (and the baseline code's)."""
+    from boto3.s3.transfer import TransferConfig
+
     server, endpoint, s3 = start_s3()
     try:
         log = tmp / "big.log"
         size, blocks = generate_log(log, gigabytes)
         small = tmp / "small.log"
         generate_log(small, 0.0005)  # a few epochs: every artefact, every import
-        s3.upload_file(str(small), BUCKET, f"sweeps/floor/logs/{JOB}.log")
-        s3.upload_file(str(log), BUCKET, f"sweeps/big/logs/{JOB}.log")
+        whole = TransferConfig(multipart_threshold=1 << 40)  # one PUT: no slow join in moto
+        s3.upload_file(str(small), BUCKET, f"sweeps/floor/logs/{JOB}.log", Config=whole)
+        s3.upload_file(str(log), BUCKET, f"sweeps/big/logs/{JOB}.log", Config=whole)
         log.unlink()
         figures: dict[str, Any] = {"log_mb": size / 1e6, "epochs": blocks}
         figures["floor"] = run_handler(tmp, endpoint, f"sweeps/floor/logs/{JOB}.log")
