@@ -140,3 +140,15 @@ def test_an_unreadable_stack_cache_is_not_a_price(s3, api, handler, context):
         api.add_response("get_products", {"PriceList": [_product(itype, usd)]}, _request(itype))
     out = handler("plan_sweep")({"input": {"spec": SPEC, "sweep_id": "eu-8"}}, context)
     assert out["worst_case_cost_usd"] == round(2 * (1.57 + 0.822), 2)
+
+
+def test_figures_in_the_stack_cache_that_are_not_prices_are_asked_again(s3, api, handler, context):
+    pricing.write_stack_prices(s3, BUCKET, {"eu-west-1": {"ml.g5.xlarge": 1.57}})
+    doc = s3io.get_json(s3, BUCKET, layout.PRICES_KEY)
+    doc["regions"]["eu-west-1"]["ml.g4dn.xlarge"] = "cheap"  # edited by hand
+    s3io.put_json(s3, BUCKET, layout.PRICES_KEY, doc)
+    api.add_response(
+        "get_products", {"PriceList": [_product("ml.g4dn.xlarge", 0.822)]}, _request("ml.g4dn.xlarge")
+    )
+    out = handler("plan_sweep")({"input": {"spec": SPEC, "sweep_id": "eu-9"}}, context)
+    assert out["worst_case_cost_usd"] == round(2 * (1.57 + 0.822), 2)

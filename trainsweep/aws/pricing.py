@@ -99,10 +99,10 @@ def stack_price_fn(
     now = now or datetime.now(UTC)
     wanted = [t for t in instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
     cached = read_stack_prices(s3, bucket) if bucket else None
-    in_cache: dict[str, float] = dict(cached["regions"].get(region, {})) if cached else {}
+    in_cache = _usable(cached["regions"].get(region)) if cached else {}
     as_of = prices.region_as_of(cached, region) if cached else None
     fresh = as_of is not None and now - as_of <= MAX_AGE
-    known = {t: float(in_cache[t]) for t in wanted if fresh and t in in_cache}
+    known = {t: in_cache[t] for t in wanted if fresh and t in in_cache}
     ask = [t for t in wanted if t not in known]
     if ask and pricing is not None:
         try:
@@ -121,7 +121,7 @@ def stack_price_fn(
                     LOG.warning("could not cache prices in s3://%s/%s: %s", bucket, layout.PRICES_KEY, exc)
     for t in wanted:
         if t not in known and t in in_cache:  # an old figure of the API beats none, and the shipped one
-            known[t] = float(in_cache[t])
+            known[t] = in_cache[t]
 
     def price(instance_type: str, where: str) -> float | None:
         if where == region and instance_type in known:
@@ -129,3 +129,15 @@ def stack_price_fn(
         return prices.hourly_usd(instance_type, where)
 
     return price
+
+
+def _usable(region_prices: Any) -> dict[str, float]:
+    """The positive numeric figures of one region of a cache (a hand-edited one may hold anything else:
+    that is no price, never a made-up one)."""
+    if not isinstance(region_prices, dict):
+        return {}
+    return {
+        t: float(v)
+        for t, v in region_prices.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < float("inf")
+    }
