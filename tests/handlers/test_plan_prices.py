@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from handler_helpers import BUCKET
+from handler_helpers import BUCKET, s3_event
 
 from trainsweep import layout
 from trainsweep.aws import pricing
@@ -152,3 +152,29 @@ def test_figures_in_the_stack_cache_that_are_not_prices_are_asked_again(s3, api,
     )
     out = handler("plan_sweep")({"input": {"spec": SPEC, "sweep_id": "eu-9"}}, context)
     assert out["worst_case_cost_usd"] == round(2 * (1.57 + 0.822), 2)
+
+
+def test_the_sweep_report_costs_an_eu_sweep_at_the_prices_its_plan_used(s3, api, handler, context, real_data):
+    """The report priced cells from the shipped catalogue (us-east-1 only) and ignored the plan's prices."""
+    fcn = real_data / "cloud-ML/seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker/logs"
+    api.add_response(
+        "get_products", {"PriceList": [_product("ml.p3.8xlarge", 15.0)]}, _request("ml.p3.8xlarge")
+    )
+    spec = {**SPEC, "instance_types": ["ml.p3.8xlarge"], "batch_sizes": [256, 512], "budget_usd": 100}
+    plan = handler("plan_sweep")({"input": {"spec": spec, "sweep_id": "eu-r"}}, context)
+    cells = []
+    for job in plan["groups"][0]["jobs"]:
+        run, bs = job["run_names"][0], job["batch_sizes"][0]
+        log = (fcn / f"result-p3-4-{bs}-e1.txt").read_bytes()
+        s3.put_object(Bucket=BUCKET, Key=layout.log_key("eu-r", run), Body=log)
+        handler("parse_run")(s3_event(layout.log_key("eu-r", run)), context)
+        cells.append(
+            {"run_name": run, "job_name": job["job_name"], "instance_type": "ml.p3.8xlarge", "batch_size": bs,
+             "repetition": 0, "status": "completed", "reason": None, "billable_s": 900.0}
+        )  # fmt: skip
+    handler("aggregate_sweep")({"sweep_id": "eu-r", "cells": [cells]}, context)
+    doc = s3io.get_json(s3, BUCKET, layout.results_key("eu-r", layout.SWEEP_JSON))
+    rows = doc["configurations"]
+    assert [r["usd_per_hour"] for r in rows] == [15.0, 15.0]
+    assert all(r["cost_to_train_usd"] is not None for r in rows)
+    assert "the sweep's plan (ml.p3.8xlarge 15.000 USD/h)" in doc["prices"]

@@ -376,8 +376,12 @@ def aggregate(
     region: str = "us-east-1",
     instance_count: int = 1,
     extra_cells: Iterable[tuple[str, int | None, str, str | None]] = (),
+    prices: Mapping[str, float] | None = None,
 ) -> list[ConfigMetrics]:
     """Group run figures by (instance type, batch size) into sweep rows, sorted by type then batch size.
+
+    ``prices``: USD per hour of SageMaker types as the sweep's plan priced them (``jobs.json``'s
+    ``hourly_usd``: the spec's ``prices``, the stack's cache, the Pricing API); they win over the catalogue.
 
     ``extra_cells`` adds ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run.
     """
@@ -395,7 +399,8 @@ def aggregate(
         key = (itype, bs, platform)
         ok = [r for r in members if r.status == OK]
         t = instances.CATALOGUE.get(itype)
-        price = hourly_usd(itype, region, platform)
+        planned = (prices or {}).get(itype) if platform == SAGEMAKER else None
+        price = planned if planned is not None else hourly_usd(itype, region, platform)
         row = ConfigMetrics(
             instance_type=itype,
             gpus=t.gpus if t else None,
