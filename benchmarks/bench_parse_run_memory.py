@@ -7,7 +7,7 @@ renumbered into one long run) and puts it under ``sweeps/<id>/logs/`` of a bucke
 run by this parent, so the emulator's copies of the log and the artefacts count against this process,
 not the function's. Then a child process loads ``lambdas/parse_run/handler.py`` and calls it on the S3
 notification of the log, as Lambda does, and prints its peak RSS (VmHWM, read by the child when it
-exits) and wall time against the function's 1,024 MB and 5 minutes. A first child on a 0.5 MB log is
+exits), wall time and CPU time against the function's 1,024 MB and 5 minutes. A first child on a 0.5 MB log is
 the floor (imports, clients). With ``--baseline DIR`` (an older trainsweep, e.g. ``git archive <commit> |
 tar -x -C DIR``), the same log is also parsed by that code. Everything temporary is deleted at the end.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,8 @@ from bench_parse import REAL, generate_log  # noqa: E402
 
 FUNCTION_MB = 1024
 FUNCTION_TIMEOUT_S = 300
+LAMBDA_MB_PER_VCPU = 1769
+"""Lambda allocates CPU in proportion to memory: one vCPU at 1,769 MB (AWS Lambda developer guide)."""
 BUCKET = "bench-results"
 JOB = "bench-20260101-000000-p3-1-64-e1"
 CHILD = (
@@ -109,6 +112,7 @@ def run_handler(tmp: Path, endpoint: str, key: str, code_root: Path = ROOT) -> d
         POWERTOOLS_LOG_LEVEL="WARNING",
     )
     event = json.dumps(s3_event(BUCKET, key))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(code_root), event],
@@ -119,8 +123,10 @@ def run_handler(tmp: Path, endpoint: str, key: str, code_root: Path = ROOT) -> d
         cwd=tmp,  # not a checkout: `python -c` puts the working folder first on sys.path
     )
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"peak_mb": int(hwm.read_text()) / 1024, "wall_s": wall, **result}
+    return {"peak_mb": int(hwm.read_text()) / 1024, "wall_s": wall, "cpu_s": cpu, **result}
 
 
 def start_s3() -> tuple[Any, str, Any]:
@@ -198,8 +204,14 @@ def main() -> None:
     for label, r in rows:
         print(
             f"  {label + ':':28s} peak RSS {r['peak_mb']:7.1f} MB (function: {FUNCTION_MB} MB), "
-            f"handler {r['seconds']:6.1f} s (timeout {FUNCTION_TIMEOUT_S} s), {len(r['written'])} objects"
+            f"handler {r['seconds']:6.1f} s wall (timeout {FUNCTION_TIMEOUT_S} s), child CPU "
+            f"{r['cpu_s']:6.1f} s, {len(r['written'])} objects"
         )
+    print(
+        f"  Lambda gives a {FUNCTION_MB} MB function {FUNCTION_MB / LAMBDA_MB_PER_VCPU:.2f} of a vCPU: "
+        f"about {f['big']['cpu_s'] * LAMBDA_MB_PER_VCPU / FUNCTION_MB:.0f} s of wall time for this CPU "
+        "time on a machine like this one, S3 transfers aside"
+    )
 
 
 if __name__ == "__main__":
