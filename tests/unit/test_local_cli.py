@@ -65,6 +65,20 @@ def test_status_of_a_downloaded_sweep_as_json(tmp_path: Path) -> None:
     assert data["cells"][1]["detail"] == "ValueError: boom"
 
 
+def test_status_costs_an_eu_sweep_at_the_prices_its_plan_used(tmp_path: Path) -> None:
+    """Issue 13 item 2: the catalogue prices us-east-1 only; the plan priced the sweep where it ran."""
+    folder = _downloaded(tmp_path)
+    doc = json.loads((folder / layout.JOBS_JSON).read_text())
+    name = f"{SWEEP}-g5-1-32-e0"
+    doc["jobs"] = [{**doc["jobs"][0], "job_name": name, "run_names": [name], "instance_type": "ml.g5.xlarge"}]
+    doc["cells"] = [{"run_name": name, "status": "completed", "reason": None, "billable_s": 1800}]
+    doc.update(region="eu-west-1", hourly_usd={"ml.g5.xlarge": 1.6})
+    (folder / layout.JOBS_JSON).write_text(json.dumps(doc))
+    result = runner.invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["cells"][0]["cost_usd"] == 0.8
+
+
 def test_status_without_an_id_shows_the_latest_downloaded_sweep_as_a_table(tmp_path: Path) -> None:
     _downloaded(tmp_path)
     result = runner.invoke(app, ["status", "--results", str(tmp_path)], env={"COLUMNS": "200"})
