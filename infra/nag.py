@@ -119,7 +119,8 @@ def acknowledge(stack: TrainsweepStack) -> None:
             "AwsSolutions-L1": RUNTIME,
             "AwsSolutions-IAM5[Resource::*]": XRAY
             + (
-                "; servicequotas:ListServiceQuotas has no resource-level permissions (read only)"
+                "; servicequotas:ListServiceQuotas and pricing:GetProducts have no resource-level "
+                "permissions (read only: the account's quotas, AWS's public list prices)"
                 if name == "plan_sweep"
                 else ""
             ),

@@ -92,6 +92,9 @@ class TrainsweepStack(Stack):
         # ---- grants: each function reads/writes only the prefixes it works on ----
         sweeps = layout.SWEEPS_PREFIX + "*"
         bucket.grant_put(plan.function, sweeps)
+        # PlanSweep keeps the Pricing API's answers in the bucket (layout.PRICES_KEY) for the next sweep.
+        bucket.grant_read(plan.function, layout.PRICES_KEY)
+        bucket.grant_put(plan.function, layout.PRICES_KEY)
         bucket.grant_read(parse.function, sweeps)
         bucket.grant_read(parse.function, layout.IMPORTS_PREFIX + "*")
         bucket.grant_put(parse.function, sweeps)
@@ -100,6 +103,7 @@ class TrainsweepStack(Stack):
         bucket.grant_read(aggregate.function, sweeps)
         bucket.grant_put(aggregate.function, sweeps)
         plan.function.add_to_role_policy(_quota_read_statement())
+        plan.function.add_to_role_policy(_pricing_read_statement())
         export.function.add_to_role_policy(_training_logs_read_statement(self))
 
         # ---- raw logs trigger parsing; outputs (results/) never do ----
@@ -157,6 +161,12 @@ class TrainsweepStack(Stack):
 def _quota_read_statement() -> iam.PolicyStatement:
     # Service Quotas has no resource-level permissions for List*; reading is harmless.
     return iam.PolicyStatement(actions=["servicequotas:ListServiceQuotas"], resources=["*"])
+
+
+def _pricing_read_statement() -> iam.PolicyStatement:
+    # The Pricing API (endpoints in us-east-1, eu-central-1 and ap-south-1 only, serving every region's
+    # prices) has no resource-level permissions: public list prices, read only.
+    return iam.PolicyStatement(actions=["pricing:GetProducts"], resources=["*"])
 
 
 def _training_logs_read_statement(stack: Stack) -> iam.PolicyStatement:

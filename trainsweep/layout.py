@@ -14,6 +14,9 @@ from urllib.parse import unquote_plus
 SWEEPS_PREFIX = "sweeps/"
 IMPORTS_PREFIX = "imports/"
 DATA_PREFIX = "data/"
+PRICES_KEY = "prices/prices.json"
+"""The stack's price cache (a ``trainsweep.prices`` catalogue): PlanSweep keeps the AWS Pricing API's
+answers there, ``trainsweep prices refresh --stack`` uploads the user's; not a trigger prefix."""
 LOGS_DIR = "logs"
 RESULTS_DIR = "results"
 

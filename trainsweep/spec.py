@@ -364,6 +364,12 @@ class SweepSpec(BaseModel):
         allow_inf_nan=False,  # Infinity would accept any cost; leave budget_usd out for no limit
         description="Refuse the sweep when its worst-case cost exceeds this (USD).",
     )
+    prices: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
+        default_factory=dict,
+        description="USD per instance-hour of instance types in the sweep's region, instead of the "
+        "Pricing API's or the shipped catalogue's (e.g. a type the catalogue does not price, or your "
+        "negotiated rate); keys must be among instance_types.",
+    )
     spot: bool = Field(False, description="Managed spot training (checkpointed; may wait for capacity).")
     max_wait_seconds: int | None = Field(
         None,
@@ -444,6 +450,16 @@ class SweepSpec(BaseModel):
             )
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
+        for name in self.prices:
+            if name not in self.instance_types:
+                raise _FieldError(
+                    f"prices.{name}",
+                    f"{name} is not one of the sweep's instance_types ({', '.join(self.instance_types)})",
+                )
+            if name in LOCAL_TYPES:
+                raise _FieldError(
+                    f"prices.{name}", "local mode costs nothing: leave local types out of prices"
+                )
         kind = self.workload.kind
         retired_ok = bool((info.context or {}).get(ALLOW_RETIRED))  # simulate replays old logs of them
         if self.workload.image_uri is None and not retired_ok:  # the stack's image must use their GPUs
@@ -505,7 +521,10 @@ class SweepSpec(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """The spec as plain JSON types, defaults filled in (what ``sweeps/<id>/spec.json`` holds)."""
-        return self.model_dump(mode="json", exclude={"schema_ref"})
+        doc = self.model_dump(mode="json", exclude={"schema_ref"})
+        if not doc["prices"]:  # a spec without price overrides keeps the spec.json it always had
+            del doc["prices"]
+        return doc
 
 
 # ---- JSON Schema ----------------------------------------------------------------------------------
@@ -1162,7 +1181,7 @@ def plan_sweep(
         bucket: the results bucket; sets the log/output/checkpoint URIs (None: URIs left None).
         now: the clock for the sweep id (default: the current UTC time).
         price: ``(instance_type, region) -> USD per hour or None``; default
-            :func:`trainsweep.cost.prices.hourly_usd`.
+            :func:`trainsweep.cost.prices.hourly_usd`. The spec's ``prices`` win over it.
         enforce_budget: raise when the worst case exceeds ``budget_usd`` (the CLI's plan view shows
             an over-budget plan before refusing it).
         attempt: a short token (``[a-z0-9]{1,8}``) for a resumed sweep: its job names get it, so
@@ -1214,7 +1233,7 @@ def plan_sweep(
     price = price or _default_price
     prices: dict[str, float | None] = {}
     for t in spec.instance_types:
-        prices[t] = 0.0 if t in LOCAL_TYPES else price(t, region)
+        prices[t] = 0.0 if t in LOCAL_TYPES else spec.prices.get(t) or price(t, region)
     unpriced = [t for t, p in prices.items() if p is None]
     cost: float | None = None
     if not unpriced:
@@ -1246,10 +1265,20 @@ def check_budget(plan: SweepPlan) -> None:
     if budget is None:
         return
     if plan.worst_case_cost_usd is None:
+        unpriced = plan.unpriced_instance_types
+        example = ", ".join(f"{t}: <USD per hour>" for t in unpriced)
         raise SpecError(
-            f"cannot check budget_usd: no price known for {', '.join(plan.unpriced_instance_types)} "
-            f"in {plan.region}; remove budget_usd or choose priced instance types",
-            [("budget_usd", f"no price for {', '.join(plan.unpriced_instance_types)} in {plan.region}")],
+            f"cannot check budget_usd: no price known for {', '.join(unpriced)} in {plan.region}; "
+            "give the on-demand price in the spec "
+            f"as `prices: {{{example}}}` (USD per instance-hour, from "
+            "https://aws.amazon.com/sagemaker/pricing/), or remove budget_usd",
+            [
+                (
+                    "budget_usd",
+                    f"no price known for {', '.join(unpriced)} in {plan.region}: give them in the spec as "
+                    f"`prices: {{{example}}}` (USD per instance-hour), or remove budget_usd",
+                )
+            ],
         )
     if plan.worst_case_cost_usd > budget:
         raise BudgetExceededError(

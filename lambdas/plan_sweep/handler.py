@@ -7,6 +7,8 @@ plan's state input with jobs grouped by instance type and capped by the account'
 a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/``SweepTooLargeError``: the state
 machine fails with that message, and nothing is written. So does a spec of ``local``/``local_gpu`` types
 outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``): SageMaker would reject every job.
+Prices come from the spec's ``prices``, the stack's cache, the AWS Pricing API, then the shipped
+catalogue (``trainsweep.aws.pricing``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ import boto3
 from aws_lambda_powertools import Logger
 
 from trainsweep import layout
+from trainsweep.aws import pricing
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.config import FunctionConfig
 from trainsweep.aws.quotas import training_instance_quotas
 from trainsweep.aws.workflow import state_input, with_default_image
 from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
-from trainsweep.spec import plan_sweep
+from trainsweep.spec import load_spec, plan_sweep
 
 logger = Logger(service="trainsweep")
 
@@ -36,8 +39,16 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     spec, sweep_id, attempt = (
         (raw["spec"], raw.get("sweep_id"), raw.get("attempt")) if wrapped else (raw, None, None)
     )
+    spec = load_spec(spec)
+    region = os.environ.get("AWS_REGION") or spec.region or "us-east-1"
+    s3 = boto3.client("s3")
+    # The stack's price cache, else the Pricing API (not in local mode's embedded AWS), else the shipped
+    # catalogue: every commercial region is priced, not only the shipped us-east-1.
+    price = pricing.stack_price_fn(
+        s3, config.bucket, None if config.embedded else pricing.pricing_client(), region, spec.instance_types
+    )
     plan = plan_sweep(
-        spec, sweep_id=sweep_id, region=os.environ.get("AWS_REGION"), bucket=config.bucket, attempt=attempt,
+        spec, sweep_id=sweep_id, region=region, bucket=config.bucket, attempt=attempt, price=price,
         require_uploaded_source=True, cloud=not config.embedded,
     )  # fmt: skip
     plan.jobs = with_default_image(plan.jobs, config.require_training_image)
@@ -50,7 +61,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     )
     state = state_input(plan.to_state_input(), quotas)  # raises before anything is written
 
-    s3 = boto3.client("s3")
     s3io.put_json(s3, config.bucket, layout.spec_key(plan.sweep_id), plan.spec.to_dict())
     s3io.put_bytes(s3, config.bucket, layout.jobs_key(plan.sweep_id), plan.jobs_json())
     return state

@@ -265,7 +265,7 @@ PERMISSION_ONLY = {f"logs:{verb}LogDelivery" for verb in ("Create", "Get", "Upda
     "logs:ListLogDeliveries"
 }
 IAM_PREFIX_TO_SERVICE = {"sagemaker": "sagemaker", "logs": "logs", "kms": "kms", "events": "events",
-                         "servicequotas": "service-quotas", "sns": "sns"}  # fmt: skip
+                         "servicequotas": "service-quotas", "sns": "sns", "pricing": "pricing"}  # fmt: skip
 
 
 def test_every_iam_action_of_these_services_names_a_real_operation(template):

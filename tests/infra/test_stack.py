@@ -158,13 +158,34 @@ def test_no_policy_allows_every_action(template):
 
 def test_functions_reach_only_the_sweeps_and_imports_prefixes_of_the_bucket(template):
     for fn in ("PlanSweep", "ParseRun", "ExportLog", "AggregateSweep"):
+        allowed = ['"/sweeps/*"]]}', '"/imports/*"]]}']
+        if fn == "PlanSweep":  # and the stack's price cache
+            allowed.append(f'"/{layout.PRICES_KEY}"]]}}')
         for st in statements(template, f"{fn}FunctionServiceRole"):
             if not any(a.startswith("s3:") for a in as_list(st["Action"])):
                 continue
             for r in as_list(st["Resource"]):
                 text = json.dumps(r)
                 if "Fn::Join" in text:
-                    assert text.endswith('"/sweeps/*"]]}') or text.endswith('"/imports/*"]]}'), (fn, text)
+                    assert any(text.endswith(a) for a in allowed), (fn, text)
+
+
+def test_plan_sweep_may_ask_the_pricing_api_and_keep_its_answers_in_the_bucket(template):
+    plan = statements(template, "PlanSweepFunctionServiceRole")
+    pricing = [st for st in plan if "pricing:GetProducts" in as_list(st["Action"])]
+    assert pricing and all(st["Resource"] == "*" and st["Effect"] == "Allow" for st in pricing)
+    on_cache = [
+        a
+        for st in plan
+        if any(json.dumps(r).endswith(f'"/{layout.PRICES_KEY}"]]}}') for r in as_list(st["Resource"]))
+        for a in as_list(st["Action"])
+    ]
+    assert "s3:GetObject*" in on_cache and "s3:PutObject" in on_cache
+    for fn in ("ParseRun", "ExportLog", "AggregateSweep"):
+        actions = [
+            a for st in statements(template, f"{fn}FunctionServiceRole") for a in as_list(st["Action"])
+        ]
+        assert "pricing:GetProducts" not in actions, fn
 
 
 # ---- functions --------------------------------------------------------------------------------------

@@ -280,3 +280,46 @@ def test_version_alone_prints_the_version_and_exits_0() -> None:
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == __version__
+
+
+# ---- issue 13 item 2: a region the catalogue does not price -----------------------------------------
+
+
+def test_a_budget_in_an_unpriced_region_names_the_types_and_the_prices_override(write_spec) -> None:  # type: ignore[no-untyped-def]
+    spec = write_spec(region="eu-west-1", budget_usd=100)
+    result = runner.invoke(app, ["plan", str(spec)], env={"COLUMNS": "300"})
+    assert result.exit_code == EXIT_INVALID, result.output
+    text = " ".join(result.output.split())
+    assert "no price known for ml.p3.2xlarge, ml.g4dn.xlarge in eu-west-1" in text
+    assert "prices: {ml.p3.2xlarge: <USD per hour>, ml.g4dn.xlarge: <USD per hour>}" in text
+
+
+def test_spec_prices_price_the_plan_and_check_the_budget(write_spec) -> None:  # type: ignore[no-untyped-def]
+    prices = {"ml.p3.2xlarge": 4.0, "ml.g4dn.xlarge": 1.0}
+    ok = runner.invoke(
+        app, ["plan", "--json", str(write_spec(region="eu-west-1", budget_usd=100, prices=prices))]
+    )
+    assert ok.exit_code == 0, ok.output
+    plan = json.loads(ok.output)
+    assert plan["hourly_usd"] == prices and plan["unpriced_instance_types"] == []
+    # 2 batch sizes x 1800 s per type: (4.0 + 1.0) * 2 * 0.5 h
+    assert plan["worst_case_cost_usd"] == 5.0
+    over = runner.invoke(app, ["plan", str(write_spec(region="eu-west-1", budget_usd=4, prices=prices))])
+    assert over.exit_code == EXIT_OVER_BUDGET, over.output
+    # an override wins over the shipped catalogue in a region it prices too
+    cheap = runner.invoke(app, ["plan", "--json", str(write_spec(prices={"ml.p3.2xlarge": 1.5}))])
+    assert json.loads(cheap.output)["hourly_usd"]["ml.p3.2xlarge"] == 1.5
+
+
+@pytest.mark.parametrize(
+    ("prices", "field"),
+    [
+        ({"ml.g5.xlarge": 1.0}, "prices.ml.g5.xlarge"),
+        ({"ml.p3.2xlarge": 0}, "prices.ml.p3.2xlarge"),
+        ({"ml.p3.2xlarge": "cheap"}, "prices.ml.p3.2xlarge"),
+    ],
+)
+def test_a_bad_prices_override_is_refused_with_its_field(write_spec, prices, field) -> None:  # type: ignore[no-untyped-def]
+    result = runner.invoke(app, ["plan", str(write_spec(prices=prices))], env={"COLUMNS": "300"})
+    assert result.exit_code == EXIT_INVALID, result.output
+    assert field in result.output

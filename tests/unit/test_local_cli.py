@@ -65,6 +65,20 @@ def test_status_of_a_downloaded_sweep_as_json(tmp_path: Path) -> None:
     assert data["cells"][1]["detail"] == "ValueError: boom"
 
 
+def test_status_costs_an_eu_sweep_at_the_prices_its_plan_used(tmp_path: Path) -> None:
+    """Issue 13 item 2: the catalogue prices us-east-1 only; the plan priced the sweep where it ran."""
+    folder = _downloaded(tmp_path)
+    doc = json.loads((folder / layout.JOBS_JSON).read_text())
+    name = f"{SWEEP}-g5-1-32-e0"
+    doc["jobs"] = [{**doc["jobs"][0], "job_name": name, "run_names": [name], "instance_type": "ml.g5.xlarge"}]
+    doc["cells"] = [{"run_name": name, "status": "completed", "reason": None, "billable_s": 1800}]
+    doc.update(region="eu-west-1", hourly_usd={"ml.g5.xlarge": 1.6})
+    (folder / layout.JOBS_JSON).write_text(json.dumps(doc))
+    result = runner.invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["cells"][0]["cost_usd"] == 0.8
+
+
 def test_status_without_an_id_shows_the_latest_downloaded_sweep_as_a_table(tmp_path: Path) -> None:
     _downloaded(tmp_path)
     result = runner.invoke(app, ["status", "--results", str(tmp_path)], env={"COLUMNS": "200"})
@@ -252,6 +266,29 @@ def test_run_in_the_cloud_starts_the_stacks_state_machine_on_the_spec(tmp_path: 
     assert f"trainsweep status {payload['sweep_id']}" in result.output
 
 
+def test_run_in_the_cloud_prices_an_eu_sweep_from_the_stacks_price_cache(tmp_path: Path) -> None:
+    """Issue 13 item 2: the shipped catalogue prices us-east-1 only; the CLI refused any budget elsewhere."""
+    from trainsweep.aws.pricing import write_stack_prices
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(CLOUD_SPEC + "budget_usd: 5\n")
+    with mock_aws():
+        boto3.client("cloudformation", region_name="eu-west-1").create_stack(
+            StackName="Trainsweep", TemplateBody=json.dumps(CLOUD_STACK)
+        )
+        s3 = boto3.client("s3", region_name="eu-west-1")
+        refused = runner.invoke(app, ["run", str(spec), "--region", "eu-west-1", "--no-watch"])
+        write_stack_prices(s3, "results-bucket", {"eu-west-1": {"ml.g4dn.xlarge": 0.822}})
+        started = runner.invoke(app, ["run", str(spec), "--region", "eu-west-1", "--no-watch"])
+        sfn = boto3.client("stepfunctions", region_name="eu-west-1")
+        arn = sfn.list_state_machines()["stateMachines"][0]["stateMachineArn"]
+        executions = sfn.list_executions(stateMachineArn=arn)["executions"]
+    assert refused.exit_code == 2, refused.output
+    assert "prices: {ml.g4dn.xlarge: <USD per hour>}" in " ".join(refused.output.split())
+    assert started.exit_code == 0, started.output
+    assert len(executions) == 1
+
+
 @pytest.mark.parametrize("types", ["[local]", "[local_gpu]"])
 def test_run_in_the_cloud_refuses_local_instance_types_before_starting(tmp_path: Path, types: str) -> None:
     spec = tmp_path / "spec.yaml"
@@ -388,3 +425,96 @@ def test_status_of_an_interrupted_sweep_shows_a_stopped_run_as_failed(tmp_path: 
     view = json.loads(result.output)
     assert view["counts"]["done"] == 1 and view["counts"]["failed"] == 1
     assert [c["detail"] for c in view["cells"] if c["status"] == "failed"] == ["stopped by SIGTERM"]
+
+
+# ---- doctor SPEC: the account's readiness for a sweep (issue 13) ------------------------------------
+
+DOCTOR_SPEC = (
+    "name: t\nworkload: {model: mnist-cnn, epochs: 1}\nregion: eu-west-1\nbudget_usd: 20\n"
+    "instance_types: [ml.g5.xlarge, ml.p4d.24xlarge]\nbatch_sizes: [32]\n"
+)
+BOOTSTRAP_TEMPLATE = {
+    "Resources": {"Assets": {"Type": "AWS::S3::Bucket"}},
+    "Outputs": {"BootstrapVersion": {"Value": "28"}},
+}
+
+
+def _edge_stubs(monkeypatch: pytest.MonkeyPatch, quotas: dict[str, float]) -> tuple[Any, Any]:
+    """Service Quotas' ListServiceQuotas and the Pricing API (moto implements neither), stubbed at the AWS
+    edge: every session's client for them is one real botocore client with a Stubber."""
+    from botocore.stub import Stubber
+
+    real = boto3.session.Session.client
+    sq = boto3.client("service-quotas", region_name="eu-west-1")
+    pricing = boto3.client("pricing", region_name="us-east-1")
+    chosen = {"service-quotas": sq, "pricing": pricing}
+    monkeypatch.setattr(
+        boto3.session.Session,
+        "client",
+        lambda self, name, *a, **kw: chosen.get(name) or real(self, name, *a, **kw),
+    )
+    sq_stub, pricing_stub = Stubber(sq), Stubber(pricing)
+    sq_stub.add_response(
+        "list_service_quotas",
+        {"Quotas": [{"QuotaName": f"{t} for training job usage", "Value": v} for t, v in quotas.items()]},
+        {"ServiceCode": "sagemaker"},
+    )
+    return sq_stub, pricing_stub
+
+
+def _no_price(itype: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    return {"PriceList": []}, {
+        "ServiceCode": "AmazonSageMaker",
+        "Filters": [
+            {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "eu-west-1"},
+            {"Type": "TERM_MATCH", "Field": "instanceName", "Value": itype},
+        ],
+        "FormatVersion": "aws_v1",
+    }
+
+
+def test_doctor_with_a_spec_checks_bootstrap_quotas_and_prices_of_its_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from trainsweep.aws.pricing import write_stack_prices
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(DOCTOR_SPEC)
+    sq_stub, pricing_stub = _edge_stubs(monkeypatch, {"ml.g5.xlarge": 2.0, "ml.p4d.24xlarge": 0.0})
+    pricing_stub.add_response("get_products", *_no_price("ml.p4d.24xlarge"))
+    with mock_aws(), sq_stub, pricing_stub:
+        cfn = boto3.client("cloudformation", region_name="eu-west-1")
+        cfn.create_stack(StackName="CDKToolkit", TemplateBody=json.dumps(BOOTSTRAP_TEMPLATE))
+        cfn.create_stack(StackName="Trainsweep", TemplateBody=json.dumps(CLOUD_STACK))
+        write_stack_prices(boto3.client("s3"), "results-bucket", {"eu-west-1": {"ml.g5.xlarge": 1.57}})
+        result = runner.invoke(app, ["doctor", str(spec)], env={"COLUMNS": "400"})
+    assert result.exit_code == 1, result.output
+    lines = {line.split(":")[0].strip(): line for line in result.output.splitlines() if ":" in line}
+    assert lines["ok   CDK bootstrap"].endswith("CDKToolkit CREATE_COMPLETE, bootstrap version 28")
+    quota = lines["fail training quotas"]
+    assert "ml.g5.xlarge=2, ml.p4d.24xlarge=0" in quota and "request 1+ for ml.p4d.24xlarge" in quota
+    price = lines["fail prices"]
+    assert "no price for ml.p4d.24xlarge in eu-west-1 (budget_usd cannot be checked" in price
+    assert "ml.g5.xlarge=1.570 USD/h" in price and "prices: {ml.p4d.24xlarge: <USD per hour>}" in price
+
+
+def test_doctor_passes_a_ready_account_and_names_a_missing_bootstrap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(DOCTOR_SPEC + "prices: {ml.g5.xlarge: 1.6, ml.p4d.24xlarge: 40.0}\n")
+    sq_stub, pricing_stub = _edge_stubs(monkeypatch, {"ml.g5.xlarge": 2.0, "ml.p4d.24xlarge": 1.0})
+    with mock_aws(), sq_stub, pricing_stub:  # every price given: the Pricing API is not asked
+        result = runner.invoke(app, ["doctor", str(spec)], env={"COLUMNS": "400"})
+    lines = {line.split(":")[0].strip(): line for line in result.output.splitlines() if ":" in line}
+    assert lines["ok   training quotas"].endswith("ml.g5.xlarge=2, ml.p4d.24xlarge=1")
+    assert lines["ok   prices"].endswith("eu-west-1: ml.g5.xlarge=1.600 USD/h, ml.p4d.24xlarge=40.000 USD/h")
+    boot = lines["warn CDK bootstrap"]
+    assert "no CDKToolkit stack in eu-west-1" in boot and "npx cdk bootstrap aws://ACCOUNT/eu-west-1" in boot
+
+
+def test_doctor_refuses_a_spec_it_cannot_read(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: t\ninstance_types: [ml.g5.xlarge]\n")
+    result = runner.invoke(app, ["doctor", str(spec)])
+    assert result.exit_code == 2 and "workload" in result.output

@@ -130,7 +130,7 @@ def test_prices_refresh_caches_what_the_pricing_api_says(monkeypatch, tmp_path):
             stub.add_response("get_products", {"PriceList": [json.dumps(item)] if found else []})
     monkeypatch.setattr(boto3, "client", lambda *a, **k: client)
     with stub:
-        res = runner.invoke(app, ["prices", "refresh"])
+        res = runner.invoke(app, ["prices", "refresh", "--no-upload"])
     assert res.exit_code == 0, res.output
     assert "cached 1 prices" in res.output
     show = runner.invoke(app, ["prices", "show"])
@@ -160,3 +160,76 @@ def test_what_if_refuses_a_table_that_is_not_a_trace(tmp_path):
     bad.write_text(",a\n0,1\n")
     res = runner.invoke(app, ["what-if", str(bad)])
     assert res.exit_code == 1 and "sim_info" in res.output
+
+
+def _stub_every_type(stub: Stubber, priced: dict[str, str]) -> None:
+    from trainsweep.instances import CATALOGUE
+
+    for name in CATALOGUE:
+        if not name.startswith("ml."):
+            continue
+        item = {
+            "product": {"attributes": {"usagetype": f"EU-Train:{name}", "instanceName": name}},
+            "terms": {
+                "OnDemand": {
+                    "T": {
+                        "priceDimensions": {"D": {"unit": "Hrs", "pricePerUnit": {"USD": priced.get(name)}}}
+                    }
+                }
+            },
+        }
+        stub.add_response("get_products", {"PriceList": [json.dumps(item)] if name in priced else []})
+
+
+STACK_WITH_BUCKET = {
+    "Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "results-bucket"}}},
+    "Outputs": {"BucketName": {"Value": {"Ref": "Bucket"}}},
+}
+
+
+def test_prices_refresh_also_uploads_to_the_stacks_bucket_for_plan_sweep(monkeypatch, tmp_path):
+    """Issue 13 item 2: a refresh used to stay on the user's disk, where PlanSweep never looks."""
+    from moto import mock_aws
+
+    from trainsweep.aws.pricing import stack_price_fn
+
+    monkeypatch.setenv("TRAINSWEEP_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    real_client = boto3.client
+    pricing = real_client("pricing", region_name="us-east-1")
+    monkeypatch.setattr(
+        boto3, "client", lambda name, **kw: pricing if name == "pricing" else real_client(name, **kw)
+    )
+    with mock_aws(), Stubber(pricing) as stub:
+        real_client("cloudformation").create_stack(
+            StackName="Trainsweep", TemplateBody=json.dumps(STACK_WITH_BUCKET)
+        )
+        _stub_every_type(stub, {"ml.g5.xlarge": "1.57"})
+        res = runner.invoke(app, ["prices", "refresh"], env={"COLUMNS": "300"})
+        assert res.exit_code == 0, res.output
+        assert "cached 1 prices for eu-west-1" in res.output
+        assert f"s3://results-bucket/{layout.PRICES_KEY}" in res.output
+        s3 = real_client("s3")
+        doc = json.loads(s3.get_object(Bucket="results-bucket", Key=layout.PRICES_KEY)["Body"].read())
+        assert doc["regions"] == {"eu-west-1": {"ml.g5.xlarge": 1.57}}
+        # what PlanSweep reads: the uploaded figure, with no Pricing API at all
+        price = stack_price_fn(s3, "results-bucket", None, "eu-west-1", ["ml.g5.xlarge"])
+        assert price("ml.g5.xlarge", "eu-west-1") == 1.57
+
+
+def test_prices_refresh_without_a_stack_keeps_the_cache_and_says_it_did_not_upload(monkeypatch, tmp_path):
+    from moto import mock_aws
+
+    monkeypatch.setenv("TRAINSWEEP_CACHE_DIR", str(tmp_path))
+    real_client = boto3.client
+    pricing = real_client("pricing", region_name="us-east-1")
+    monkeypatch.setattr(
+        boto3, "client", lambda name, **kw: pricing if name == "pricing" else real_client(name, **kw)
+    )
+    with mock_aws(), Stubber(pricing) as stub:
+        _stub_every_type(stub, {"ml.g5.xlarge": "1.4"})
+        res = runner.invoke(app, ["prices", "refresh", "--stack", "Missing"], env={"COLUMNS": "300"})
+    assert res.exit_code == 0, res.output
+    assert "cached 1 prices for us-east-1" in res.output
+    assert "not uploaded to the stack Missing" in res.output and "--no-upload" in res.output
+    assert json.loads((tmp_path / "prices.json").read_text())["regions"]["us-east-1"] == {"ml.g5.xlarge": 1.4}

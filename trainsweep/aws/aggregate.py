@@ -49,10 +49,19 @@ def aggregate_sweep(s3: S3Client, bucket: str, sweep_id: str, cells: Iterable[An
         except (RecordVersionError, KeyError, TypeError, ValueError) as exc:
             LOG.warning("skipping run record of %s: %s", cell["run_name"], exc)
     spec = s3io.get_json(s3, bucket, layout.spec_key(sweep_id))
-    files = sweep_artefacts(runs, spec=spec, jobs=records)
+    jobs_doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id)) or {}
+    # The plan's region and prices: PlanSweep priced the sweep where it runs (the stack's price cache,
+    # the Pricing API), which the shipped catalogue may not know.
+    planned = jobs_doc.get("hourly_usd") if isinstance(jobs_doc.get("hourly_usd"), dict) else {}
+    files = sweep_artefacts(
+        runs,
+        spec=spec,
+        jobs=records,
+        region=str(jobs_doc.get("region") or "us-east-1"),
+        prices={t: float(p) for t, p in planned.items() if isinstance(p, int | float) and p > 0},
+    )
     written = s3io.put_all(s3, bucket, results, files)
 
-    jobs_doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id)) or {}
     jobs_doc["cells"] = records
     jobs_bytes = (json.dumps(jobs_doc, indent=2, sort_keys=True) + "\n").encode()
     s3io.put_bytes(s3, bucket, layout.jobs_key(sweep_id), jobs_bytes)

@@ -65,7 +65,7 @@ def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
     object changed while it was being parsed, nothing is written, so a slow notification for an old
     version never overwrites the artefacts of a newer one (whose own notification follows).
     """
-    from trainsweep.artefacts import run_artefacts
+    from trainsweep.artefacts import iter_run_artefacts
 
     location = layout.classify_log_key(key)
     if location is None:
@@ -77,11 +77,14 @@ def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
         LOG.info("ignoring %s: the object is gone", key)
         return []
     run, version = parsed
-    files = run_artefacts(run)
     if s3io.etag(s3, bucket, key) != version:
         LOG.info("ignoring %s: a newer version arrived while parsing", key)
         return []
-    return s3io.put_all(s3, bucket, layout.results_prefix(location.sweep_id), files)
+    # Streamed, artefact by artefact: a 1 GB log's artefacts are hundreds of MB, more than the
+    # function's memory holds next to the parsed run.
+    return s3io.put_all_streamed(
+        s3, bucket, layout.results_prefix(location.sweep_id), iter_run_artefacts(run)
+    )
 
 
 def planned_log_format(s3: S3Client, bucket: str, location: layout.LogLocation) -> str | None:
@@ -115,7 +118,7 @@ def record_job(
     the state machine caught instead. Packed jobs have several runs; the job's billable time is split
     evenly among them. The job's ``log_format`` (None or absent: sniff) reads each run's log.
     """
-    from trainsweep.artefacts import run_artefacts
+    from trainsweep.artefacts import iter_run_artefacts
 
     outcome = job_outcome(training, error)
     n_runs = len(job["run_names"])
@@ -129,7 +132,7 @@ def record_job(
         run_name = ident["run_name"]
         run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name, job.get("log_format"))
         if run is not None:
-            s3io.put_all(s3, bucket, layout.results_prefix(sweep_id), run_artefacts(run))
+            s3io.put_all_streamed(s3, bucket, layout.results_prefix(sweep_id), iter_run_artefacts(run))
         status, reason = cell_status(
             outcome, run.status if run is not None else None, run.failure_reason if run is not None else None
         )

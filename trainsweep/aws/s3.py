@@ -118,7 +118,8 @@ def put_stream(
         while buf:
             while len(buf) < part_size and (more := next(pieces, None)) is not None:
                 buf += more
-            body, buf = bytes(buf[:part_size]), buf[part_size:]
+            body = bytes(memoryview(buf)[:part_size])  # one copy of the part, not three
+            del buf[:part_size]
             number = len(parts) + 1
             sent = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)
             parts.append({"ETag": sent["ETag"], "PartNumber": number})
@@ -145,6 +146,20 @@ def put_all(s3: S3Client, bucket: str, prefix: str, files: Mapping[str, bytes]) 
         put_bytes(s3, bucket, key, files[rel])
         keys.append(key)
     return keys
+
+
+def put_all_streamed(
+    s3: S3Client, bucket: str, prefix: str, files: Iterable[tuple[str, Iterable[bytes]]]
+) -> list[str]:
+    """:func:`put_all` for files given as ``(relative path, blocks of bytes)`` made while they are sent
+    (:func:`trainsweep.artefacts.iter_run_artefacts`): each goes through :func:`put_stream`, so at most
+    about one upload part is held at a time, whatever the files' sizes. Returns the keys, sorted."""
+    keys = []
+    for rel, blocks in files:
+        key = f"{prefix}{rel}"
+        put_stream(s3, bucket, key, blocks)
+        keys.append(key)
+    return sorted(keys)
 
 
 def list_keys(s3: S3Client, bucket: str, prefix: str) -> list[str]:

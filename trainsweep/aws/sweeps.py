@@ -227,11 +227,17 @@ def _apply_final(cells: list[CellView], final: Iterable[dict[str, Any]]) -> None
             cell.billable_s = float(rec["billable_s"])
 
 
-def _price(instance_type: str, region: str) -> float | None:
+def _price(instance_type: str, region: str, jobs_doc: dict[str, Any] | None = None) -> float | None:
+    """USD per hour of a type: as the sweep's plan priced it (``jobs.json``'s ``hourly_usd``: PlanSweep's
+    prices for its region), else from the catalogue."""
     from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
 
     if instance_type in (LOCAL_CPU, LOCAL_GPU):
         return 0.0
+    planned = (jobs_doc or {}).get("hourly_usd")
+    usd = planned.get(instance_type) if isinstance(planned, dict) else None
+    if isinstance(usd, int | float) and not isinstance(usd, bool) and usd > 0:
+        return float(usd)
     try:
         from trainsweep.cost.prices import hourly_usd
 
@@ -290,7 +296,7 @@ def sweep_view(
     if doc.get("cells"):
         _apply_final(cells, doc["cells"])
     for cell in cells:
-        price = _price(cell.instance_type, region)
+        price = _price(cell.instance_type, str(doc.get("region") or region), doc)
         if price is not None:
             seconds = cell.billable_s if cell.billable_s is not None else cell.elapsed_s
             cell.cost_usd = None if seconds is None else price * cell.instance_count * seconds / 3600.0
@@ -660,7 +666,7 @@ def view_from_documents(
         _apply_final(cells, jobs_doc["cells"])
     region = str(jobs_doc.get("region") or "us-east-1")
     for cell in cells:
-        price = _price(cell.instance_type, region)
+        price = _price(cell.instance_type, region, jobs_doc)
         if price is not None and cell.billable_s is not None:
             cell.cost_usd = price * cell.instance_count * cell.billable_s / 3600.0
     finished = "SUCCEEDED" if jobs_doc.get("cells") else None

@@ -168,20 +168,31 @@ def prices_show(
 @prices_app.command("refresh")
 def prices_refresh(
     region: Annotated[
-        list[str] | None, typer.Option("--region", help="Region to price (repeat for several).")
+        list[str] | None,
+        typer.Option("--region", help="Region to price (repeat for several; default: your AWS region)."),
     ] = None,
     platform: Annotated[str, typer.Option("--platform", help=_PLATFORM_HELP)] = "sagemaker",
+    stack: Annotated[
+        str, typer.Option("--stack", help="The deployed stack whose bucket gets the prices too.")
+    ] = "Trainsweep",
+    no_upload: Annotated[
+        bool, typer.Option("--no-upload", help="Only the user cache: leave the stack's bucket alone.")
+    ] = False,
 ) -> None:
-    """Fetch current prices from the AWS Pricing API (needs AWS credentials) into the user cache."""
+    """Fetch current prices from the AWS Pricing API (needs AWS credentials) into the user cache.
+
+    SageMaker prices also go to the deployed stack's bucket (its price cache, which PlanSweep reads), so
+    sweeps started in the cloud plan with them too.
+    """
     platform = _platform(platform)
     try:
         import boto3
         from botocore.exceptions import BotoCoreError, ClientError
     except ImportError:
         raise fail("boto3 is not installed: pip install 'trainsweep[aws]'") from None
-    from trainsweep.cost.prices import PRICING_API_REGION, refresh
+    from trainsweep.cost.prices import PRICING_API_REGION, SAGEMAKER, refresh
 
-    regions = region or ["us-east-1"]
+    regions = region or [boto3.session.Session().region_name or "us-east-1"]
     client = boto3.client("pricing", region_name=PRICING_API_REGION)
     try:
         path, fetched, missing = refresh(client, regions, platform=platform)
@@ -196,6 +207,36 @@ def prices_refresh(
                 f" {', '.join(missing)}",
             )
         )
+    if platform == SAGEMAKER and fetched and not no_upload:
+        _upload_prices(fetched, stack)
+
+
+def _upload_prices(fetched: dict[str, dict[str, float]], stack: str) -> None:
+    """Merge refreshed SageMaker prices into the stack's price cache; a stack not found is a warning."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from trainsweep import layout
+    from trainsweep.aws import outputs, sweeps
+    from trainsweep.aws.pricing import write_stack_prices
+    from trainsweep.errors import TrainsweepError
+
+    try:
+        bucket = sweeps.pick_output(
+            sweeps.stack_outputs(boto3.client("cloudformation"), stack), outputs.BUCKET_NAME
+        )
+        write_stack_prices(boto3.client("s3"), bucket, fetched)
+    except (TrainsweepError, BotoCoreError, ClientError) as exc:
+        make_console(stderr=True).print(
+            styled(
+                (f"not uploaded to the stack {stack}:", "yellow"),
+                f" {exc} (sweeps in the cloud ask the Pricing API themselves; --no-upload skips this)",
+            )
+        )
+        return
+    make_console().print(
+        f"uploaded them to s3://{bucket}/{layout.PRICES_KEY} (stack {stack}), read by PlanSweep"
+    )
 
 
 def what_if_command(

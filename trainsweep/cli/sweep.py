@@ -317,6 +317,7 @@ def _run_cloud(
 
     from trainsweep.aws import sweeps
     from trainsweep.aws.code import upload_source
+    from trainsweep.aws.pricing import pricing_client, stack_price_fn
     from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.errors import TrainsweepError
     from trainsweep.sourcedir import spec_dir, stage
@@ -326,12 +327,19 @@ def _run_cloud(
     spec = load_spec(spec_path)
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
-    # refuses an over-budget sweep, local instance types, and one too large for the workflow, before
-    # anything starts
-    check_plan_fits(plan_sweep(spec, region=session.region_name, cloud=True))
-    staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
-    bucket, machine = _stack(session, stack)
     s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
+    try:
+        found: tuple[str, str] | None = _stack(session, stack)
+    except TrainsweepError:
+        found = None  # a bad spec is said first; the missing stack right after
+    # priced as PlanSweep prices it (the stack's cache, the Pricing API, the shipped catalogue); refuses
+    # an over-budget sweep, local instance types, and one too large for the workflow, before anything starts
+    price = stack_price_fn(
+        s3, found[0] if found else None, pricing_client(session), session.region_name, spec.instance_types
+    )
+    check_plan_fits(plan_sweep(spec, region=session.region_name, cloud=True, price=price))
+    staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
+    bucket, machine = found or _stack(session, stack)
     sweep_id = resume or make_sweep_id(spec.name, datetime.now(UTC))
     spec_dict = spec.to_dict()
     if staged is not None:
@@ -537,21 +545,41 @@ def download(
 
 
 def doctor(
+    spec_path: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[SPEC]", help="A sweep spec: check the quotas and prices of its instance types."
+        ),
+    ] = None,
     stack: StackOpt = DEFAULT_STACK,
     profile: ProfileOpt = None,
     region: RegionOpt = None,
 ) -> None:
-    """Check this machine and the AWS account; each line says what to do when something is missing."""
+    """Check this machine and the AWS account; each line says what to do when something is missing.
+
+    With credentials: the deployed stack, the CDK bootstrap stack, the training quotas and the prices
+    of the SPEC's instance types in the region (without a SPEC: common GPU types).
+    """
+    from trainsweep.errors import SpecError
     from trainsweep.local.doctor import run_checks
+    from trainsweep.spec import load_spec
 
     console = make_console()
+    spec = None
+    if spec_path is not None:
+        try:
+            spec = load_spec(spec_path)
+        except SpecError as exc:
+            _error(make_console(stderr=True), str(exc))
+            raise typer.Exit(EXIT_USAGE) from None
+        region = region or spec.region
     marks = {
         "ok": ("ok  ", "green"),
         "warn": ("warn", "yellow"),
         "fail": ("fail", "red"),
         "info": ("info", "dim"),
     }
-    checks = run_checks(stack=stack, profile=profile, region=region)
+    checks = run_checks(stack=stack, profile=profile, region=region, spec=spec)
     for check in checks:
         line = styled(marks[check.level], f" {check.name}: {check.detail}")
         if check.fix and check.level != "ok":

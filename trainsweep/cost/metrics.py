@@ -403,13 +403,17 @@ def aggregate(
     extra_cells: Iterable[
         tuple[str, int | None, str, str | None] | tuple[str, int | None, str, str | None, int]
     ] = (),
+    prices: Mapping[str, float] | None = None,
 ) -> list[ConfigMetrics]:
     """Group run figures by (instance type, instance count, batch size) into sweep rows, sorted by type
     then batch size.
 
-    ``instance_count`` is the count of runs that do not say theirs. ``extra_cells`` adds
-    ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run, or
-    ``(instance_type, batch_size, status, reason, instance_count)``.
+    ``instance_count`` is the count of runs that do not say theirs. ``prices``: USD per hour of SageMaker
+    types as the sweep's plan priced them (``jobs.json``'s ``hourly_usd``: the spec's ``prices``, the
+    stack's cache, the Pricing API); they win over the catalogue.
+
+    ``extra_cells`` adds ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run,
+    or ``(instance_type, batch_size, status, reason, instance_count)``.
     """
     groups: dict[tuple[str, int | None, str, int], list[RunMetrics]] = {}
     for r in runs:
@@ -428,7 +432,8 @@ def aggregate(
         key = (itype, bs, platform, count)
         ok = [r for r in members if r.status == OK]
         t = instances.CATALOGUE.get(itype)
-        price = hourly_usd(itype, region, platform)
+        planned = (prices or {}).get(itype) if platform == SAGEMAKER else None
+        price = planned if planned is not None else hourly_usd(itype, region, platform)
         row = ConfigMetrics(
             instance_type=itype,
             gpus=t.gpus if t else None,

@@ -53,14 +53,20 @@ def cache_dir() -> Path:
     return base / "trainsweep"
 
 
-def _check(doc: dict[str, Any], where: str) -> dict[str, Any]:
-    if doc.get("kind") != CATALOGUE_KIND or doc.get("schema_version") != CATALOGUE_VERSION:
+def check_catalogue(doc: Any, where: str) -> dict[str, Any]:
+    """``doc`` if it is a price catalogue this version reads; else :class:`PriceCatalogueError`."""
+    fields = doc if isinstance(doc, dict) else {}
+    if (
+        fields.get("kind") != CATALOGUE_KIND
+        or fields.get("schema_version") != CATALOGUE_VERSION
+        or not isinstance(fields.get("regions"), dict)
+    ):
         raise PriceCatalogueError(
             f"{where} is not a trainsweep price catalogue of version {CATALOGUE_VERSION} "
-            f"(kind={doc.get('kind')!r}, schema_version={doc.get('schema_version')!r}); "
+            f"(kind={fields.get('kind')!r}, schema_version={fields.get('schema_version')!r}); "
             "delete it or run `trainsweep prices refresh`"
         )
-    return doc
+    return fields
 
 
 @lru_cache(maxsize=2)
@@ -68,12 +74,12 @@ def shipped_catalogue(platform: str = SAGEMAKER) -> dict[str, Any]:
     """The catalogue of a platform (``sagemaker``, ``ec2``) that ships with the package."""
     name = CATALOGUE_FILES[platform]
     text = resources.files("trainsweep").joinpath("data", name).read_text(encoding="utf-8")
-    return _check(json.loads(text), f"the shipped {name}")
+    return check_catalogue(json.loads(text), f"the shipped {name}")
 
 
 @lru_cache(maxsize=4)
 def _read_cached(path: str, mtime_ns: int) -> dict[str, Any]:
-    return _check(json.loads(Path(path).read_text(encoding="utf-8")), path)
+    return check_catalogue(json.loads(Path(path).read_text(encoding="utf-8")), path)
 
 
 def cached_catalogue(platform: str = SAGEMAKER) -> dict[str, Any] | None:
@@ -194,17 +200,30 @@ def _first_price(
     return None
 
 
-def write_cache(
-    prices: dict[str, dict[str, float]], *, now: datetime | None = None, platform: str = SAGEMAKER
-) -> Path:
-    """Merge refreshed prices of a platform into the user cache and return its path."""
+def merged_catalogue(
+    existing: dict[str, Any] | None,
+    prices: dict[str, dict[str, float]],
+    *,
+    now: datetime | None = None,
+    platform: str = SAGEMAKER,
+    replace: Iterable[str] = (),
+) -> dict[str, Any]:
+    """A catalogue document: ``existing`` (a catalogue, or None) with refreshed ``prices`` merged in.
+
+    Each refreshed region's date goes to ``regions_as_of`` (``as_of`` is the document's last write), so a
+    reader can tell how old each region's figures are. Regions in ``replace`` drop their old figures.
+    """
     now = now or datetime.now(UTC)
-    path = cache_dir() / CATALOGUE_FILES[platform]
-    existing = cached_catalogue(platform) or {}
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    existing = existing or {}
     regions: dict[str, dict[str, float]] = {r: dict(p) for r, p in existing.get("regions", {}).items()}
+    dated: dict[str, str] = dict(existing.get("regions_as_of", {}))
+    for region in replace:
+        regions.pop(region, None)
     for region, p in prices.items():
         regions.setdefault(region, {}).update(p)
-    doc = {
+        dated[region] = stamp
+    return {
         "kind": CATALOGUE_KIND,
         "schema_version": CATALOGUE_VERSION,
         "currency": "USD",
@@ -212,11 +231,31 @@ def write_cache(
         "offer": "Amazon EC2, On-Demand, Linux"
         if platform == EC2
         else "Amazon SageMaker Training, On-Demand",
-        "as_of": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "as_of": stamp,
         "source": "AWS Pricing API GetProducts, service code "
         + (EC2_SERVICE_CODE if platform == EC2 else PRICING_SERVICE_CODE),
         "regions": regions,
+        "regions_as_of": dated,
     }
+
+
+def region_as_of(doc: dict[str, Any], region: str) -> datetime | None:
+    """When a catalogue's figures for ``region`` were fetched (its ``regions_as_of``, else its ``as_of``);
+    None when the document does not say in a form this reads."""
+    text = doc.get("regions_as_of", {}).get(region) or doc.get("as_of")
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def write_cache(
+    prices: dict[str, dict[str, float]], *, now: datetime | None = None, platform: str = SAGEMAKER
+) -> Path:
+    """Merge refreshed prices of a platform into the user cache and return its path."""
+    path = cache_dir() / CATALOGUE_FILES[platform]
+    doc = merged_catalogue(cached_catalogue(platform), prices, now=now, platform=platform)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -24,6 +24,7 @@ Level = Literal["ok", "warn", "fail", "info"]
 MIN_PYTHON = (3, 11)
 MIN_NODE = 18
 COMMON_TYPES = ("ml.g4dn.xlarge", "ml.g5.xlarge", "ml.p3.2xlarge")
+BOOTSTRAP_STACK = "CDKToolkit"
 
 
 @dataclass(frozen=True)
@@ -156,8 +157,9 @@ def check_gpu(which: Callable[[str], str | None] = shutil.which, run: Runner = _
     return Check("GPU", "ok", f"{len(gpus)} GPU(s): {gpus[0]} — 'local_gpu' is available")
 
 
-def check_aws(session: Any, stack: str) -> list[Check]:
-    """Credentials, region, the deployed stack and the training quotas (where readable)."""
+def check_aws(session: Any, stack: str, spec: Any | None = None) -> list[Check]:
+    """Credentials, region, the deployed stack, the CDK bootstrap, and the training quotas (where readable)
+    and prices of the spec's instance types (without a spec: common GPU types)."""
     from botocore.config import Config
 
     cfg = Config(connect_timeout=3, read_timeout=5, retries={"max_attempts": 1})
@@ -209,23 +211,109 @@ def check_aws(session: Any, stack: str) -> list[Check]:
                 "`npx cdk deploy` once per account/region, or pass --stack NAME",
             )
         )
-    try:
-        from trainsweep.aws.quotas import training_instance_quotas
-
-        quotas = training_instance_quotas(session.client("service-quotas", config=cfg), COMMON_TYPES)
-        readable = {t: q for t, q in quotas.items() if q is not None}
-        if readable:
-            zero = [t for t, q in readable.items() if q == 0]
-            text = ", ".join(f"{t}={q}" for t, q in readable.items())
-            fix = "request an increase in the Service Quotas console" if zero else None
-            checks.append(Check("training quotas", "warn" if zero else "ok", text, fix))
-        else:
-            checks.append(
-                Check("training quotas", "info", "not readable (servicequotas permission); not required")
-            )
-    except Exception as exc:
-        checks.append(Check("training quotas", "info", f"not readable: {str(exc)[:80]}"))
+    checks.append(check_bootstrap(session.client("cloudformation", config=cfg), region))
+    checks += check_account_for_spec(session, stack, spec, cfg)
     return checks
+
+
+def check_bootstrap(cfn: Any, region: str) -> Check:
+    """The CDK bootstrap stack (``CDKToolkit``: the asset bucket and ECR repository ``cdk deploy`` uploads
+    the functions and the training image to) in the region."""
+    fix = f"npx cdk bootstrap aws://ACCOUNT/{region} (once per account and region)"
+    try:
+        found = cfn.describe_stacks(StackName=BOOTSTRAP_STACK)["Stacks"][0]
+    except Exception as exc:
+        return Check(
+            "CDK bootstrap", "warn", f"no {BOOTSTRAP_STACK} stack in {region} ({str(exc)[:80]})", fix
+        )
+    status = found["StackStatus"]
+    version = {o["OutputKey"]: o["OutputValue"] for o in found.get("Outputs", [])}.get("BootstrapVersion")
+    detail = f"{BOOTSTRAP_STACK} {status}" + (f", bootstrap version {version}" if version else "")
+    ok = status.endswith("_COMPLETE") and "ROLLBACK" not in status and "DELETE" not in status
+    return Check("CDK bootstrap", "ok" if ok else "warn", detail, fix)
+
+
+def check_account_for_spec(session: Any, stack: str, spec: Any | None, cfg: Any) -> list[Check]:
+    """Training quotas and prices of the spec's instance types (without a spec: common GPU types)."""
+    from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
+
+    types = (
+        [t for t in spec.instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
+        if spec is not None
+        else list(COMMON_TYPES)
+    )
+    if not types:
+        return [Check("instance types", "info", "the spec runs in local mode: no quota or price to check")]
+    return [check_quotas(session, spec, types, cfg), check_prices(session, stack, spec, types, cfg)]
+
+
+def check_quotas(session: Any, spec: Any | None, types: list[str], cfg: Any) -> Check:
+    """The account's training quota of each type: a type the sweep cannot start one job on fails."""
+    from trainsweep.aws.quotas import training_instance_quotas
+
+    spot = bool(spec is not None and spec.spot)
+    need = spec.instance_count if spec is not None else 1
+    name = f"{'spot ' if spot else ''}training quotas"
+    try:
+        quotas = training_instance_quotas(session.client("service-quotas", config=cfg), types, spot=spot)
+    except Exception as exc:
+        return Check(name, "info", f"not readable: {str(exc)[:80]}")
+    readable = {t: q for t, q in quotas.items() if q is not None}
+    if not readable:
+        return Check(name, "info", "not readable (servicequotas:ListServiceQuotas); not required")
+    short = [t for t, q in readable.items() if q < need]
+    text = ", ".join(f"{t}={q}" for t, q in readable.items())
+    unread = [t for t in types if quotas[t] is None]
+    if unread:
+        text += f"; not listed: {', '.join(unread)}"
+    if not short:
+        return Check(name, "ok", text)
+    fix = (
+        f"request {need}+ for {', '.join(short)} in the Service Quotas console (Amazon SageMaker, "
+        f"'<type> for {'spot ' if spot else ''}training job usage'); new accounts start at 0 for "
+        "most GPU types"
+    )
+    return Check(name, "fail" if spec is not None else "warn", text, fix)
+
+
+def check_prices(session: Any, stack: str, spec: Any | None, types: list[str], cfg: Any) -> Check:
+    """Whether the region has a price for each type, as PlanSweep finds them (the spec's ``prices``, the
+    stack's cache, the Pricing API, the shipped catalogue); unpriced types fail a spec with a budget."""
+    from trainsweep.aws.pricing import stack_price_fn
+    from trainsweep.cost.prices import PRICING_API_REGION
+
+    region = session.region_name
+    given = spec.prices if spec is not None else {}
+    from trainsweep.aws import outputs, sweeps
+
+    try:
+        bucket = sweeps.pick_output(
+            sweeps.stack_outputs(session.client("cloudformation", config=cfg), stack), outputs.BUCKET_NAME
+        )
+    except Exception:  # no stack: the Pricing API and the shipped catalogue still answer
+        bucket = None
+    try:
+        price = stack_price_fn(
+            session.client("s3", config=cfg),
+            bucket,
+            session.client("pricing", region_name=PRICING_API_REGION, config=cfg),
+            region,
+            [t for t in types if t not in given],
+        )
+    except Exception as exc:
+        return Check("prices", "info", f"not checked: {str(exc)[:80]}")
+    known = {t: given.get(t) or price(t, region) for t in types}
+    unpriced = [t for t, p in known.items() if p is None]
+    text = ", ".join(f"{t}={p:.3f} USD/h" for t, p in known.items() if p is not None)
+    if not unpriced:
+        return Check("prices", "ok", f"{region}: {text}")
+    example = ", ".join(f"{t}: <USD per hour>" for t in unpriced)
+    fix = f"add `prices: {{{example}}}` to the spec, or run `trainsweep prices refresh --region {region}`"
+    budget = spec is not None and spec.budget_usd is not None
+    detail = f"no price for {', '.join(unpriced)} in {region}" + (
+        " (budget_usd cannot be checked: the sweep is refused)" if budget else " (no cost figures for them)"
+    )
+    return Check("prices", "fail" if budget else "warn", detail + (f"; {text}" if text else ""), fix)
 
 
 def run_checks(
@@ -236,8 +324,9 @@ def run_checks(
     which: Callable[[str], str | None] = shutil.which,
     run: Runner = _run,
     session: Any | None = None,
+    spec: Any | None = None,
 ) -> list[Check]:
-    """Every check, in the order ``doctor`` prints them."""
+    """Every check, in the order ``doctor`` prints them; ``spec`` a loaded sweep spec, or None."""
     checks = [
         check_python(),
         *check_packages(),
@@ -254,5 +343,5 @@ def run_checks(
         except Exception as exc:
             checks.append(Check("AWS profile", "fail", str(exc), "aws configure list-profiles"))
             return checks
-    checks += check_aws(session, stack)
+    checks += check_aws(session, stack, spec)
     return checks

@@ -160,6 +160,7 @@ def sweep_artefacts(
     deadline_s: float | None = None,
     budget_usd: float | None = None,
     title: str | None = None,
+    prices: Mapping[str, float] | None = None,
 ) -> dict[str, bytes]:
     """The sweep's artefacts as ``{relative path under the results root: bytes}``.
 
@@ -172,6 +173,8 @@ def sweep_artefacts(
         region: prices' region (the spec's region wins).
         deadline_s, budget_usd: constraints for the recommendation.
         title: the report's name (default: the spec's name, else "sweep").
+        prices: USD per hour of SageMaker types as the sweep's plan priced them (``jobs.json``'s
+            ``hourly_usd``); they win over the catalogue.
     """
     from trainsweep.report.html import render_report
 
@@ -183,6 +186,7 @@ def sweep_artefacts(
         region=region,
         deadline_s=deadline_s,
         budget_usd=budget_usd,
+        prices=prices,
     )
     plots = sweep_plots(a)
     out: dict[str, bytes] = {

@@ -190,8 +190,12 @@ def analyse(
     deadline_s: float | None = None,
     budget_usd: float | None = None,
     overhead_s: float = billing.FIXED_OVERHEAD_S,
+    prices: Mapping[str, float] | None = None,
 ) -> SweepAnalysis:
-    """Compute every figure of the sweep: per run, per configuration, and the recommendation."""
+    """Compute every figure of the sweep: per run, per configuration, and the recommendation.
+
+    ``prices``: USD per hour of the sweep's SageMaker types as its plan priced them (they win over the
+    catalogue: PlanSweep priced a region the catalogue may not know)."""
     spec_d = _spec_dict(spec)
     epochs = None
     instance_count = 1
@@ -230,7 +234,7 @@ def analyse(
                 count,
             )
         )
-    rows = aggregate(metrics, region=region, instance_count=instance_count, extra_cells=extra)
+    rows = aggregate(metrics, region=region, instance_count=instance_count, extra_cells=extra, prices=prices)
     rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd)
     warnings = _quality_entries(quality)
     for r in excluded:
@@ -283,7 +287,12 @@ def analyse(
         epochs=epochs,
         instance_count=instance_count,
         overhead_s=overhead_s,
-        prices=price_source(region),
+        prices=(
+            f"the sweep's plan ({', '.join(f'{t} {p:.3f} USD/h' for t, p in sorted(prices.items()))}); "
+            f"otherwise {price_source(region)}"
+            if prices
+            else price_source(region)
+        ),
         spec=spec_d,
         quality=quality,
         warnings=warnings,
