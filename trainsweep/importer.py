@@ -371,7 +371,8 @@ def _process(job: tuple[_Task, str | None]) -> _Processed:
         run.name = task.run_name  # unique within its results root (see _unique_run_names)
         artefacts = _stage_artefacts(run, Path(staging)) if staging is not None else []
     except Exception as exc:  # a renderer bug must not stop the import
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         outcome.problems.append(
             _problem("import.crashed", f"processing failed: {type(exc).__name__}: {exc}", "error")
         )

@@ -52,7 +52,8 @@ def aggregate_sweep(s3: S3Client, bucket: str, sweep_id: str, cells: Iterable[An
     jobs_doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id)) or {}
     # The plan's region and prices: PlanSweep priced the sweep where it runs (the stack's price cache,
     # the Pricing API), which the shipped catalogue may not know.
-    planned = jobs_doc.get("hourly_usd") if isinstance(jobs_doc.get("hourly_usd"), dict) else {}
+    hourly = jobs_doc.get("hourly_usd")
+    planned: dict[str, Any] = hourly if isinstance(hourly, dict) else {}
     files = sweep_artefacts(
         runs,
         spec=spec,
