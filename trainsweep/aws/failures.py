@@ -44,6 +44,16 @@ class QueuedFailures:
             "re-upload the log to parse it again"
         )
 
+    def local_line(self) -> str:
+        """One line for the end of a local sweep, whose queue is gone with the embedded AWS."""
+        if self.error is not None:
+            return self.line()
+        return (
+            f"ParseRun failed on {self.waiting} raw-log event(s) even after Lambda's two retries; on AWS "
+            "they would wait in the stack's ParseFailures queue (docs/cloud.md, Security), here the "
+            "queue ended with the embedded AWS"
+        )
+
 
 def queued_failures(sqs: Any, queue_url: str) -> QueuedFailures:
     """Count the messages of the failure queue without receiving (and so hiding) any of them; a queue

@@ -256,6 +256,9 @@ def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None,
         console.print(
             f"Resumed {len(result.resumed_runs)} run(s): {', '.join(result.resumed_runs) or 'none'}"
         )
+    if result.parse_failures is not None and result.parse_failures.alarming:
+        # The queue goes with the embedded AWS: say it here, `status` reads the downloaded sweep.
+        console.print(styled(("warning:", "bold yellow"), " ", result.parse_failures.local_line()))
     _finish(console, result.view, result.dest, result.execution_status, result.error, result.error_detail)
 
 
