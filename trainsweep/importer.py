@@ -243,7 +243,7 @@ def _outside_link(path: Path, root: Path) -> Path | None:
     None for a file that is no link, or a link that stays inside ``root``."""
     if not path.is_symlink():
         return None
-    target = path.resolve()
+    target = Path(os.path.realpath(path))  # unlike Path.resolve(), no RuntimeError on a link loop
     return None if target.is_relative_to(root) else target
 
 

@@ -46,6 +46,8 @@ def linked_folder(tmp_path: Path, cloudml_log: Callable[..., bytes]) -> Path:
     (src / "passwd.log").symlink_to(outside / "passwd")  # a .log is read by its name alone
     (src / "result-p3-1-128-e0.txt").symlink_to(outside / "other.txt")
     (src / "billing.json").symlink_to(outside / "passwd")  # candidate billing records are read too
+    (src / "loop-a.log").symlink_to(src / "loop-b.log")  # a loop is neither read nor a crash
+    (src / "loop-b.log").symlink_to(src / "loop-a.log")
     return src
 
 
