@@ -68,10 +68,19 @@ def acknowledge(stack: TrainsweepStack) -> None:
         },
     )
     _ack(
+        stack.parse_failures,
+        {
+            "AwsSolutions-SQS3": "this queue is itself the dead-letter destination: ParseRun's S3-triggered "
+            "invocations that still fail after Lambda's two retries land here for `trainsweep status` and "
+            "a person to read; a second queue behind it would hold nothing"
+        },
+    )
+    _ack(
         stack.training,
         {
-            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/logs/*]": (
-                "jobs upload their logs below their sweep's logs/ prefix; one role serves every sweep"
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/logs/*.log]": (
+                "jobs upload their <run>.log below their sweep's logs/ prefix; one role serves every "
+                "sweep (ParseRun records only logs of jobs planned in that sweep's jobs.json)"
             ),
             f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/output/*]": (
                 "SageMaker writes job output below the sweep's output/ prefix"

@@ -9,10 +9,12 @@ from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_notifications as s3n
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.functions import HandlerFunction
@@ -24,6 +26,9 @@ from trainsweep import layout
 from trainsweep.aws import outputs
 from trainsweep.aws.config import TRAINING_IMAGE_ENV
 
+PARSE_FAILURE_RETENTION = Duration.days(14)
+"""How long a failed ParseRun event waits in the queue (SQS's maximum, as for a dead-letter queue)."""
+
 
 class TrainsweepStack(Stack):
     """Everything a sweep needs in one account and region.
@@ -34,6 +39,9 @@ class TrainsweepStack(Stack):
     repositories of users' own training images the jobs may pull), ``retry`` (backoff of retryable
     training errors), ``destroy_on_delete`` (tear the bucket down with the stack; default: retain it),
     ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; 0: none).
+
+    ParseRun's S3-triggered (asynchronous) invocations that still fail after Lambda's two retries land
+    in the ``ParseFailures`` queue (``trainsweep status`` counts them) instead of disappearing.
     """
 
     def __init__(
@@ -105,6 +113,22 @@ class TrainsweepStack(Stack):
         plan.function.add_to_role_policy(_quota_read_statement())
         plan.function.add_to_role_policy(_pricing_read_statement())
         export.function.add_to_role_policy(_training_logs_read_statement(self))
+        # Raw logs trigger ParseRun: only ExportLog (which copies a job's missing log there) may write
+        # them. The grants above cover sweeps/*; an explicit Deny wins over any Allow, present or future.
+        for fn in (plan, parse, aggregate):
+            fn.function.add_to_role_policy(_deny_raw_log_writes_statement(bucket))
+
+        # ---- a log that keeps crashing ParseRun is kept, not lost after Lambda's two retries ----
+        parse_failures = sqs.Queue(
+            self,
+            "ParseFailures",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=PARSE_FAILURE_RETENTION,
+        )
+        parse.function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(parse_failures), retry_attempts=2
+        )
 
         # ---- raw logs trigger parsing; outputs (results/) never do ----
         notify = s3n.LambdaDestination(parse.function)
@@ -144,12 +168,14 @@ class TrainsweepStack(Stack):
         CfnOutput(self, outputs.TOPIC_ARN, value=topic.topic_arn)
         CfnOutput(self, outputs.TRAINING_ROLE_ARN, value=training.role.role_arn)
         CfnOutput(self, outputs.TRAINING_IMAGE_URI, value=training.image.image_uri)
+        CfnOutput(self, outputs.PARSE_FAILURE_QUEUE_URL, value=parse_failures.queue_url)
 
         self.settings = settings
         self.bucket = bucket
         self.state_machine = workflow.state_machine
         self.topic = topic
         self.training = training
+        self.parse_failures = parse_failures
         self.functions = {
             "plan_sweep": plan,
             "parse_run": parse,
@@ -167,6 +193,17 @@ def _pricing_read_statement() -> iam.PolicyStatement:
     # The Pricing API (endpoints in us-east-1, eu-central-1 and ap-south-1 only, serving every region's
     # prices) has no resource-level permissions: public list prices, read only.
     return iam.PolicyStatement(actions=["pricing:GetProducts"], resources=["*"])
+
+
+def _deny_raw_log_writes_statement(bucket: s3.IBucket) -> iam.PolicyStatement:
+    # s3:PutObject also authorises every step of a multipart upload; PutObject* covers tagging,
+    # ACLs, retention and legal holds of such objects.
+    return iam.PolicyStatement(
+        sid="DenyRawLogWrites",
+        effect=iam.Effect.DENY,
+        actions=["s3:PutObject", "s3:PutObject*"],
+        resources=[bucket.arn_for_objects(f"{layout.SWEEPS_PREFIX}*/{layout.LOGS_DIR}/*")],
+    )
 
 
 def _training_logs_read_statement(stack: Stack) -> iam.PolicyStatement:

@@ -36,8 +36,10 @@ class TrainingPlatform(Construct):
     The role may: pull its image, and the images of the ECR repositories it is given (users' own images,
     context ``byo_image_repositories``); read the data prefixes it is given (and ``data/`` of the
     bucket) and the packed source of users' scripts (``sweeps/*/code/``); write job outputs, checkpoints
-    and logs below ``sweeps/`` (``logs/``, ``output/``, ``checkpoints/`` of any sweep: one role serves
-    every sweep); write its CloudWatch logs and metrics. Nothing else.
+    and logs below ``sweeps/`` (``logs/*.log``, ``output/``, ``checkpoints/`` of any sweep: one role
+    serves every sweep, and SageMaker gives a job's session nothing, such as its name, that a policy
+    could tie a prefix to); write its CloudWatch logs and metrics. Nothing else. What a job may still do
+    to other sweeps, and why it cannot rewrite their results, is in docs/cloud.md ("Security").
     """
 
     def __init__(
@@ -87,9 +89,11 @@ class TrainingPlatform(Construct):
         objects = bucket.arn_for_objects
         self.role.add_to_policy(
             iam.PolicyStatement(
-                sid="WriteLogs",  # tagged uploads (layout.RAW_LOG_TAGGING) need PutObjectTagging too
+                # Tagged uploads (layout.RAW_LOG_TAGGING) need PutObjectTagging too. Only raw-log keys
+                # (<run>.log, the trigger suffix): nothing else below logs/ is ever read.
+                sid="WriteLogs",
                 actions=["s3:PutObject", "s3:PutObjectTagging"],
-                resources=[objects(f"{any_sweep}/{layout.LOGS_DIR}/*")],
+                resources=[objects(f"{any_sweep}/{layout.LOGS_DIR}/*{layout.TRIGGER_SUFFIX_LOG}")],
             )
         )
         self.role.add_to_policy(

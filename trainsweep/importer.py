@@ -56,6 +56,13 @@ TRAINING_MARKERS = (
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 ARCHIVE_MAX_BYTES = 512 * 1024 * 1024
 """Archives (e.g. SageMaker's ``model.tar.gz`` with the training log inside) up to this size are searched."""
+ARCHIVE_MAX_UNCOMPRESSED_BYTES = 4 * 1024 * 1024 * 1024
+"""An archive is read up to this many bytes once uncompressed (a 512 MiB ``.tar.gz`` of zeros expands
+to about 500 GiB): a member that ends beyond it, and every member after it, is neither searched nor read."""
+ARCHIVE_MAX_MEMBERS = 100_000
+"""Members of one archive looked at (tarfile keeps each one's header in memory)."""
+NO_TRAINING_CONTENT = "no training-log content"
+"""The reason a ``.txt``/``.out`` file without training content is skipped (the common, harmless one)."""
 POOL_MIN_FILES = 4
 """Below this many logs, parsing in-process is faster than starting worker processes."""
 
@@ -143,21 +150,54 @@ def _open_log(path: str, member: str | None) -> Iterator[IO[bytes]]:
             yield f
         return
     with tarfile.open(path, "r:*") as archive:
-        extracted = archive.extractfile(member)
+        # Not archive.extractfile(name): looking a name up reads (decompresses) the whole archive.
+        found = next((m for m in _bounded_members(archive) if m.name == member), None)
+        extracted = archive.extractfile(found) if found is not None else None
         if extracted is None:
-            raise OSError(f"{member} is not a regular file in {path}")
+            raise OSError(f"{member} is not a regular file within the bounds of {path}")
         with extracted:
             yield extracted
 
 
+def _bounded_members(
+    archive: tarfile.TarFile, stopped: list[tarfile.TarInfo] | None = None
+) -> Iterator[tarfile.TarInfo]:
+    """The archive's members up to the first one that ends beyond :data:`ARCHIVE_MAX_UNCOMPRESSED_BYTES`
+    of uncompressed bytes or lies beyond :data:`ARCHIVE_MAX_MEMBERS`; that one (only its header was
+    read: going on to the next member would decompress its data) is appended to ``stopped``.
+    """
+    for i, m in enumerate(archive):
+        if i >= ARCHIVE_MAX_MEMBERS or m.offset_data + m.size > ARCHIVE_MAX_UNCOMPRESSED_BYTES:
+            if stopped is not None:
+                stopped.append(m)
+            return
+        yield m
+
+
+def _archive_limit_reason(stopped: list[tarfile.TarInfo], seen: int) -> str | None:
+    """Why :func:`_bounded_members` stopped before the end of the archive; None when it did not."""
+    if not stopped:
+        return None
+    if seen >= ARCHIVE_MAX_MEMBERS:
+        return f"archive has more than {ARCHIVE_MAX_MEMBERS} members: the rest not searched for logs"
+    mib = ARCHIVE_MAX_UNCOMPRESSED_BYTES / (1024 * 1024)
+    return (
+        f"archive expands beyond {mib:g} MiB uncompressed: {stopped[0].name} ({stopped[0].size} bytes) "
+        "and every member after it not searched for logs"
+    )
+
+
 def _archive_logs(path: Path) -> tuple[list[str], str | None]:
-    """The names of the training logs inside a tar archive, or the reason it cannot be searched."""
+    """The names of the training logs inside a tar archive, and the reason it was not (fully) searched."""
     try:
         if path.stat().st_size > ARCHIVE_MAX_BYTES:
             return [], f"archive larger than {ARCHIVE_MAX_BYTES // (1024 * 1024)} MiB: not searched for logs"
-        found = []
+        found: list[str] = []
+        stopped: list[tarfile.TarInfo] = []
+        seen = 0
         with tarfile.open(path, "r:*") as archive:
-            for m in archive:
+            for m in _bounded_members(archive, stopped):
+                seen += 1
                 name = PurePosixPath(m.name).name
                 if (
                     not m.isfile()
@@ -170,7 +210,7 @@ def _archive_logs(path: Path) -> tuple[list[str], str | None]:
                     if f is None or not _has_training_content(f.read(SNIFF_BYTES)):
                         continue
                 found.append(m.name)
-        return found, None
+        return found, _archive_limit_reason(stopped, seen)
     except (OSError, tarfile.TarError, EOFError) as exc:
         return [], f"cannot read the archive: {exc}"
 
@@ -200,10 +240,22 @@ def _results_root(relative_dir: PurePosixPath) -> str:
     return "/".join(parts)
 
 
+def _outside_link(path: Path, root: Path) -> Path | None:
+    """Where the symbolic link ``path`` leads when that is outside the folder ``root`` (resolved);
+    None for a file that is no link, or a link that stays inside ``root``."""
+    if not path.is_symlink():
+        return None
+    target = Path(os.path.realpath(path))  # unlike Path.resolve(), no RuntimeError on a link loop
+    return None if target.is_relative_to(root) else target
+
+
 def discover(
-    src: Path, *, exclude: Path | None = None
+    src: Path, *, exclude: Path | None = None, follow_symlinks: bool = False
 ) -> tuple[list[_Task], list[dict[str, str]], list[Path]]:
     """Find the logs below ``src`` (hidden folders and ``exclude`` skipped) in one walk.
+
+    Symbolic links to files outside ``src`` (e.g. to ``/etc/passwd``) are not read, but listed as
+    skipped, unless ``follow_symlinks``; links to folders are never walked into.
 
     Returns (tasks in path order, skipped files with the reason, JSON files: candidate billing records).
     """
@@ -211,6 +263,7 @@ def discover(
     skipped: list[dict[str, str]] = []
     json_files: list[Path] = []
     exclude_resolved = exclude.resolve() if exclude is not None else None
+    root = src.resolve()
     for dirpath, dirnames, filenames in os.walk(src):
         here = Path(dirpath)
         dirnames[:] = sorted(
@@ -220,7 +273,18 @@ def discover(
             path = here / filename
             relative = PurePosixPath(path.relative_to(src).as_posix())
             suffix = path.suffix.lower()
-            if filename.startswith(".") or not path.is_file():
+            if filename.startswith("."):
+                continue
+            if not follow_symlinks and (target := _outside_link(path, root)) is not None:
+                skipped.append(
+                    {
+                        "path": str(relative),
+                        "reason": f"symbolic link to {target}, outside the imported folder: not read "
+                        "(--follow-symlinks reads it)",
+                    }
+                )
+                continue
+            if not path.is_file():
                 continue
             if suffix == ".json":
                 json_files.append(path)
@@ -243,7 +307,7 @@ def discover(
             if suffix not in LOG_SUFFIXES:
                 continue
             if not _log_by_name(filename) and not _looks_like_training_log(path):
-                skipped.append({"path": str(relative), "reason": "no training-log content"})
+                skipped.append({"path": str(relative), "reason": NO_TRAINING_CONTENT})
                 continue
             tasks.append(
                 _Task(
@@ -695,6 +759,7 @@ def import_dir(
     progress: Progress | None = None,
     workers: int | None = None,
     report: bool = True,
+    follow_symlinks: bool = False,
 ) -> ImportResult:
     """Analyse every training log below ``src`` and write the results layout below ``out``.
 
@@ -705,6 +770,8 @@ def import_dir(
         progress: called after each log with (done, total, relative path).
         workers: parallel worker processes (default: the CPUs available; 1 = in this process).
         report: also write each results root's sweep artefacts (table, plots, ``report.html``).
+        follow_symlinks: also read files that symbolic links below ``src`` lead to outside it (by
+            default such links are listed as skipped, never read).
 
     Raises:
         ImportSourceError: ``src`` does not exist or is not a folder. Problems with single files never
@@ -715,7 +782,7 @@ def import_dir(
         raise ImportSourceError(f"{src_path} does not exist: give the folder that holds the logs")
     if not src_path.is_dir():
         raise ImportSourceError(f"{src_path} is not a folder: give the folder that holds the logs")
-    tasks, skipped, json_files = discover(src_path, exclude=out_path)
+    tasks, skipped, json_files = discover(src_path, exclude=out_path, follow_symlinks=follow_symlinks)
     from trainsweep.cost.records import read_records
 
     records = read_records(src_path, json_files)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
+
+from trainsweep import layout
 
 ROOT = Path(__file__).resolve().parents[2]
 BUCKET = "trainsweep-results-test"
@@ -29,3 +32,9 @@ def s3_event(key: str, bucket: str = BUCKET) -> dict[str, Any]:
             }
         ]
     }
+
+
+def put_planned_runs(s3: Any, sweep_id: str, *run_names: str, bucket: str = BUCKET) -> None:
+    """The sweep's ``jobs.json`` with one job per run (ParseRun records only the logs of planned jobs)."""
+    jobs = [{"sweep_id": sweep_id, "job_name": r, "run_names": [r]} for r in run_names]
+    s3.put_object(Bucket=bucket, Key=layout.jobs_key(sweep_id), Body=json.dumps({"jobs": jobs}).encode())

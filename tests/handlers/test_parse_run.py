@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import boto3
-from handler_helpers import BUCKET, s3_event
+from handler_helpers import BUCKET, put_planned_runs, s3_event
 
 from trainsweep import layout
 from trainsweep.artefacts import run_artefacts
@@ -56,6 +56,7 @@ def test_a_duplicated_event_rewrites_byte_identical_artefacts(s3, handler, conte
 
 def test_a_garbage_object_yields_a_problem_report_not_an_exception(s3, handler, context):
     key = layout.log_key("demo-20260101-000000", "demo-20260101-000000-p3-1-64-e0")
+    put_planned_runs(s3, "demo-20260101-000000", "demo-20260101-000000-p3-1-64-e0")
     s3.put_object(Bucket=BUCKET, Key=key, Body=bytes(range(256)) * 64)
     out = handler("parse_run")(s3_event(key), context)
     record_key = layout.results_key(
@@ -110,6 +111,7 @@ def test_outputs_never_trigger_processing_again(s3, real_data):
         )
         sweep, run = "demo-20260101-000000", "demo-20260101-000000-p3-4-256-e1"
         log = real_data / FCN / "logs" / "result-p3-4-256-e1.txt"
+        put_planned_runs(s3, sweep, run)
         s3.put_object(Bucket=BUCKET, Key=layout.log_key(sweep, run), Body=log.read_bytes())
         assert lambda_runner.wait_idle(60)
         written = _objects(s3, layout.results_prefix(sweep))
@@ -126,6 +128,7 @@ def test_a_log_replaced_while_it_is_parsed_does_not_overwrite_newer_artefacts(
 
     sweep, run = "demo-20260101-000000", "demo-20260101-000000-p3-1-64-e0"
     key = layout.log_key(sweep, run)
+    put_planned_runs(s3, sweep, run)
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"Epoch 1/2\n1 step training time: 0.5s\n")
     real_parse = runs._parse_versioned
 
@@ -149,6 +152,7 @@ def test_a_growing_log_cut_inside_a_step_line_records_no_wrong_step(s3, handler,
     "0.0123s") or holding a step line without its number must not give a step time (issue 11, item 4)."""
     sweep, run = "demo-20260101-000000", "demo-20260101-000000-p3-1-64-e0"
     key = layout.log_key(sweep, run)
+    put_planned_runs(s3, sweep, run)
     log = b"Epoch 1/2\n1 step training time: 0.5s\nstep training time: 0.7s\n3 step training time: \n"
     s3.put_object(Bucket=BUCKET, Key=key, Body=log + b"4 step training time: 0.0")
     handler("parse_run")(s3_event(key), context)
@@ -157,3 +161,40 @@ def test_a_growing_log_cut_inside_a_step_line_records_no_wrong_step(s3, handler,
     [epoch] = record["epochs"]
     assert (epoch["step_numbers"], epoch["step_s"]) == ([1], [0.5])  # was: [1, 3, 4], [0.5, 0.7, 0.0]
     assert [p["line"] for p in record["problems"] if p["code"] == "bad-line"] == [3, 4, 5]
+
+
+def test_a_log_no_job_of_the_sweep_writes_is_not_recorded(s3, handler, context, real_data, caplog):
+    """Any training job may write any sweep's logs/ (one role serves every sweep): a log named after a
+    run that the sweep's jobs.json does not plan must not write or rewrite that sweep's results."""
+    sweep, planned = "demo-20260101-000000", "demo-20260101-000000-p3-4-256-e1"
+    put_planned_runs(s3, sweep, planned)
+    log = (real_data / FCN / "logs" / "result-p3-4-256-e1.txt").read_bytes()
+    parse_run = handler("parse_run")
+    s3.put_object(Bucket=BUCKET, Key=layout.log_key(sweep, planned), Body=log)
+    parse_run(s3_event(layout.log_key(sweep, planned)), context)
+    before = _objects(s3, layout.results_prefix(sweep))
+    assert layout.results_key(sweep, layout.run_record_path(planned)) in before
+
+    # A foreign job's log, named like a cell of this sweep but planned by none of its jobs, and one
+    # written into a sweep that has no jobs.json at all.
+    intruder = "demo-20260101-000000-p3-1-64-e0"
+    s3.put_object(
+        Bucket=BUCKET, Key=layout.log_key(sweep, intruder), Body=b"Epoch 1/1\n1 step training time: 9s\n"
+    )
+    s3.put_object(Bucket=BUCKET, Key=layout.log_key("other-20260101-000000", intruder), Body=log)
+    assert parse_run(s3_event(layout.log_key(sweep, intruder)), context) == {"written": []}
+    assert parse_run(s3_event(layout.log_key("other-20260101-000000", intruder)), context) == {"written": []}
+
+    assert _objects(s3, layout.results_prefix(sweep)) == before
+    assert _objects(s3, layout.results_prefix("other-20260101-000000")) == {}
+    refusals = [r.getMessage() for r in caplog.records if "refusing" in r.getMessage()]
+    assert len(refusals) == 2 and all("jobs.json" in m and intruder in m for m in refusals)
+
+
+def test_a_log_overwriting_a_planned_one_is_still_recorded(s3, handler, context):
+    """The check is on the job, not the bytes: a planned job's re-uploaded log keeps being recorded."""
+    sweep, run = "demo-20260101-000000", "demo-20260101-000000-p3-1-64-e0"
+    put_planned_runs(s3, sweep, run)
+    key = layout.log_key(sweep, run)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"Epoch 1/1\n1 step training time: 0.5s\n")
+    assert handler("parse_run")(s3_event(key), context)["written"]

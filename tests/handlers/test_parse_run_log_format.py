@@ -121,24 +121,23 @@ def test_the_notification_and_the_state_machine_write_the_same_artefacts(s3, han
     assert results() == recorded
 
 
-def test_a_notified_log_without_jobs_json_or_without_a_planned_job_is_sniffed(s3, handler, context):
-    log = b"Epoch 1/1\n1 step training time: 0.5s\nEpoch time: 0.5\n"
-    key = layout.log_key(SWEEP, RUN)
-    s3.put_object(Bucket=BUCKET, Key=key, Body=log)
-    handler("parse_run")(s3_event(key), context)
-    assert _record(s3)["dialect"] == "cloud-ml"
-
-    _put_jobs(s3, [_job(job_name="x", run_names=["x"])])
-    handler("parse_run")(s3_event(key), context)
-    assert _record(s3)["dialect"] == "cloud-ml"
-
-
-def test_an_unreadable_jobs_json_falls_back_to_sniffing(s3, handler, context):
-    s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(SWEEP), Body=b"{not json")
+def test_a_notified_log_of_a_job_without_log_format_is_sniffed(s3, handler, context):
+    _put_jobs(s3, [_job(log_format=None)])
     key = layout.log_key(SWEEP, RUN)
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"Epoch 1/1\n1 step training time: 0.5s\nEpoch time: 0.5\n")
     assert handler("parse_run")(s3_event(key), context)["written"]
     assert _record(s3)["dialect"] == "cloud-ml"
+
+
+def test_a_notified_log_without_jobs_json_or_a_planned_job_is_not_recorded(s3, handler, context):
+    """Was sniffed and recorded: any training job may write any sweep's logs/ (issue 11, item 9)."""
+    key = layout.log_key(SWEEP, RUN)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=b"Epoch 1/1\n1 step training time: 0.5s\nEpoch time: 0.5\n")
+    assert handler("parse_run")(s3_event(key), context) == {"written": []}
+    for jobs_json in (json.dumps({"jobs": [_job(job_name="x", run_names=["x"])]}).encode(), b"{not json"):
+        s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(SWEEP), Body=jobs_json)
+        assert handler("parse_run")(s3_event(key), context) == {"written": []}
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.results_prefix(SWEEP))
 
 
 def test_imported_logs_never_look_for_a_plan(s3, handler, context):

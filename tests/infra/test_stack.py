@@ -118,8 +118,8 @@ def test_the_training_role_writes_only_logs_outputs_and_checkpoints_of_sweeps(te
                 for r in as_list(st["Resource"]):
                     allowed.setdefault(action, set()).add(_object_suffix(r))
     assert allowed == {
-        "s3:PutObject": {"/sweeps/*/logs/*", "/sweeps/*/output/*", "/sweeps/*/checkpoints/*"},
-        "s3:PutObjectTagging": {"/sweeps/*/logs/*"},
+        "s3:PutObject": {"/sweeps/*/logs/*.log", "/sweeps/*/output/*", "/sweeps/*/checkpoints/*"},
+        "s3:PutObjectTagging": {"/sweeps/*/logs/*.log"},
         "s3:GetObject": {"/sweeps/*/checkpoints/*", "/sweeps/*/code/*", "/data/*"},
         "s3:DeleteObject": {"/sweeps/*/checkpoints/*"},
         "s3:ListBucket": {"<bucket>"},
@@ -162,7 +162,7 @@ def test_functions_reach_only_the_sweeps_and_imports_prefixes_of_the_bucket(temp
         if fn == "PlanSweep":  # and the stack's price cache
             allowed.append(f'"/{layout.PRICES_KEY}"]]}}')
         for st in statements(template, f"{fn}FunctionServiceRole"):
-            if not any(a.startswith("s3:") for a in as_list(st["Action"])):
+            if st["Effect"] != "Allow" or not any(a.startswith("s3:") for a in as_list(st["Action"])):
                 continue
             for r in as_list(st["Resource"]):
                 text = json.dumps(r)
@@ -186,6 +186,52 @@ def test_plan_sweep_may_ask_the_pricing_api_and_keep_its_answers_in_the_bucket(t
             a for st in statements(template, f"{fn}FunctionServiceRole") for a in as_list(st["Action"])
         ]
         assert "pricing:GetProducts" not in actions, fn
+
+
+def test_only_export_log_may_write_the_raw_logs_that_trigger_parse_run(template):
+    """An explicit Deny, not only the code: a function bug or a future grant cannot make ParseRun (or
+    PlanSweep, AggregateSweep) write a key that triggers ParseRun again, or rewrite a job's log."""
+
+    def denied(fn: str) -> set[str]:
+        out = set()
+        for st in statements(template, f"{fn}FunctionServiceRole"):
+            if st["Effect"] == "Deny" and "s3:PutObject" in as_list(st["Action"]):
+                assert "s3:PutObject*" in as_list(st["Action"])  # tagging, ACLs, retention too
+                out |= {_object_suffix(r) for r in as_list(st["Resource"])}
+        return out
+
+    for fn in ("PlanSweep", "ParseRun", "AggregateSweep"):
+        assert denied(fn) == {"/sweeps/*/logs/*"}, fn
+    assert denied("ExportLog") == set()
+    export_puts = [
+        _object_suffix(r)
+        for st in statements(template, "ExportLogFunctionServiceRole")
+        if st["Effect"] == "Allow" and "s3:PutObject" in as_list(st["Action"])
+        for r in as_list(st["Resource"])
+    ]
+    assert export_puts == ["/sweeps/*"]
+
+
+def test_parse_runs_failed_s3_invocations_go_to_an_encrypted_ssl_only_queue(template):
+    parse = _logical_id(template, "AWS::Lambda::Function", "ParseRun")
+    queue_id, queue = _one(template, "AWS::SQS::Queue")
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 24 * 3600
+    _, config = _one(template, "AWS::Lambda::EventInvokeConfig")
+    props = config["Properties"]
+    assert props["FunctionName"] == {"Ref": parse}
+    assert props["MaximumRetryAttempts"] == 2
+    assert props["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [queue_id, "Arn"]}}}
+    _, policy = _one(template, "AWS::SQS::QueuePolicy")
+    [deny] = [st for st in policy["Properties"]["PolicyDocument"]["Statement"] if st["Effect"] == "Deny"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    sends = [
+        st
+        for st in statements(template, "ParseRunFunctionServiceRole")
+        if "sqs:SendMessage" in as_list(st["Action"])
+    ]
+    assert [st["Resource"] for st in sends] == [{"Fn::GetAtt": [queue_id, "Arn"]}]
+    assert template["Outputs"][outputs.PARSE_FAILURE_QUEUE_URL]["Value"] == {"Ref": queue_id}
 
 
 # ---- functions --------------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
-def import_(runner: CliRunner, src: Path, out: Path) -> dict:
-    result = runner.invoke(app, ["import", str(src), "--out", str(out), "--workers", "1"])
+def import_(runner: CliRunner, src: Path, out: Path, *extra: str) -> dict:
+    result = runner.invoke(app, ["import", str(src), "--out", str(out), "--workers", "1", *extra])
     assert result.exit_code == 0, result.output
     return json.loads((out / "quality.json").read_text())
 
@@ -213,7 +213,7 @@ def test_the_real_misfiled_copy_is_the_one_left_out(
     (src / "logs").mkdir(parents=True)
     for name in ("result-p2-1-256-e2.txt", "result-p2-8-256-e2.txt", "result-p2-1-256-e1.txt"):
         (src / "logs" / name).symlink_to(real_data / fcn / "logs" / name)
-    q = import_(runner, src, tmp_path / "out")
+    q = import_(runner, src, tmp_path / "out", "--follow-symlinks")  # links out of DIR: read on request
     [group] = q["duplicates"]
     assert group["kept"] == "logs/result-p2-8-256-e2.txt"
     rows = {(r["instance_type"], r["batch_size"]): r["runs"] for r in sweep_rows(tmp_path / "out")}

@@ -7,7 +7,8 @@ finished job of the state machine. Keys come from :mod:`trainsweep.layout`; ever
 
 A job's ``log_format`` (the spec's pattern for a log no built-in dialect reads) reaches the parser on
 both paths: :func:`record_job` takes it from the job the state machine passes, :func:`process_log` from
-the sweep's ``jobs.json``, so a notification that arrives after the job was recorded writes the same bytes.
+the sweep's ``jobs.json`` (:func:`planned_job`), so a notification that arrives after the job was
+recorded writes the same bytes. A notified log that no job of its sweep writes is not recorded at all.
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
     """Parse the raw log at ``key`` (already URL-decoded) and write its artefacts; returns the keys.
 
     Keys that are not raw logs (``layout.classify_log_key``) are ignored, so a stray notification
-    cannot make the function write anything. A running job re-uploads its growing log: when the
-    object changed while it was being parsed, nothing is written, so a slow notification for an old
-    version never overwrites the artefacts of a newer one (whose own notification follows).
+    cannot make the function write anything; nor does a log under ``sweeps/<id>/logs/`` whose run no
+    job of that sweep's ``jobs.json`` writes (:func:`planned_job`). A running job re-uploads its
+    growing log: when the object changed while it was being parsed, nothing is written, so a slow
+    notification for an old version never overwrites the artefacts of a newer one (whose own
+    notification follows).
     """
     from trainsweep.artefacts import iter_run_artefacts
 
@@ -71,7 +74,21 @@ def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
     if location is None:
         LOG.info("ignoring %s: not a raw log key", key)
         return []
-    log_format = None if location.is_import else planned_log_format(s3, bucket, location)
+    log_format = None
+    if not location.is_import:
+        job = planned_job(s3, bucket, location)
+        if job is None:
+            # Any training job may write any sweep's logs/ (one role serves every sweep): a log whose
+            # run no job of this sweep's jobs.json writes must not rewrite that sweep's results.
+            LOG.warning(
+                "refusing %s: no job of sweep %s (its %s) writes a log named %s; nothing written",
+                key,
+                location.sweep_id,
+                layout.JOBS_JSON,
+                location.run_name,
+            )
+            return []
+        log_format = _log_format(job)
     parsed = _parse_versioned(s3, bucket, key, location.run_name, log_format)
     if parsed is None:
         LOG.info("ignoring %s: the object is gone", key)
@@ -87,20 +104,23 @@ def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
     )
 
 
-def planned_log_format(s3: S3Client, bucket: str, location: layout.LogLocation) -> str | None:
-    """The ``log_format`` of the job that writes this run's log, read from the sweep's ``jobs.json``.
+def planned_job(s3: S3Client, bucket: str, location: layout.LogLocation) -> dict[str, Any] | None:
+    """The job of the sweep's ``jobs.json`` that writes this run's log; None when there is none.
 
-    None (sniff the built-in dialects) when the sweep has no readable ``jobs.json`` or no job with this
-    run: a log put under ``sweeps/<id>/logs/`` by hand, or a sweep planned before jobs had the key.
+    None also when the sweep has no ``jobs.json`` or it is not JSON: such a log (put under
+    ``sweeps/<id>/logs/`` by hand, or by another sweep's job) belongs to no planned job.
     """
     key = layout.jobs_key(location.sweep_id)
     try:
         doc = s3io.get_json(s3, bucket, key)
     except ValueError:
-        LOG.warning("s3://%s/%s is not JSON; reading %s by sniffing", bucket, key, location.run_name)
+        LOG.warning("s3://%s/%s is not JSON: no job of it writes %s", bucket, key, location.run_name)
         return None
-    job = job_for_run(doc.get("jobs") if isinstance(doc, dict) else None, location.run_name)
-    log_format = job.get("log_format") if job is not None else None
+    return job_for_run(doc.get("jobs") if isinstance(doc, dict) else None, location.run_name)
+
+
+def _log_format(job: dict[str, Any]) -> str | None:
+    log_format = job.get("log_format")
     return log_format if isinstance(log_format, str) and log_format else None
 
 

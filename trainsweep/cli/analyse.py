@@ -140,6 +140,13 @@ def import_command(
     report: Annotated[
         bool, typer.Option("--report/--no-report", help="Also write sweep.csv, plots and report.html.")
     ] = True,
+    follow_symlinks: Annotated[
+        bool,
+        typer.Option(
+            "--follow-symlinks",
+            help="Also read files that symbolic links in DIR lead to outside DIR (default: skip them).",
+        ),
+    ] = False,
 ) -> None:
     """Analyse every log below DIR: per-run artefacts, sweep report, quality.json under OUT.
 
@@ -168,7 +175,14 @@ def import_command(
             bar.refresh()
 
         try:
-            result = import_dir(directory, out, progress=progress, workers=workers, report=report)
+            result = import_dir(
+                directory,
+                out,
+                progress=progress,
+                workers=workers,
+                report=report,
+                follow_symlinks=follow_symlinks,
+            )
         except TrainsweepError as exc:
             raise fail(str(exc)) from None
         except OSError as exc:
@@ -180,7 +194,7 @@ def import_command(
 def _print_import_report(result: Any, out: Path) -> None:
     from rich.table import Table
 
-    from trainsweep.importer import iter_problem_rows
+    from trainsweep.importer import NO_TRAINING_CONTENT, iter_problem_rows
 
     console = make_console(soft_wrap=False)
     s = result.quality["summary"]
@@ -219,6 +233,11 @@ def _print_import_report(result: Any, out: Path) -> None:
             console.print(table)
             if len(errors) > PROBLEM_ROWS_SHOWN:
                 console.print(f"... and {len(errors) - PROBLEM_ROWS_SHOWN} more errors")
+    # Files left unread for a reason other than their content (links out of DIR, archives past a
+    # bound, unreadable archives), one line each; the ones without training content are only counted.
+    for entry in result.skipped:
+        if entry["reason"] != NO_TRAINING_CONTENT:
+            console.print(styled(("skipped:", "yellow"), f" {entry['path']}: {entry['reason']}"))
     for note in result.quality.get("notes", []):
         console.print(styled((f"note: {note}", "dim")))
     console.print(f"Results in {out}; every problem, file by file: {out / 'quality.json'}")

@@ -240,6 +240,9 @@ def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None,
         console.print(
             f"Resumed {len(result.resumed_runs)} run(s): {', '.join(result.resumed_runs) or 'none'}"
         )
+    if result.parse_failures is not None and result.parse_failures.alarming:
+        # The queue goes with the embedded AWS: say it here, `status` reads the downloaded sweep.
+        console.print(styled(("warning:", "bold yellow"), " ", result.parse_failures.local_line()))
     _finish(console, result.view, result.dest, result.execution_status, result.error, result.error_detail)
 
 
@@ -420,18 +423,20 @@ def status(
     """Show every cell of a sweep: pending, running, done, failed or infeasible, with time and spend.
 
     A sweep downloaded under --results (every local sweep) is read from disk; otherwise the deployed
-    stack is asked.
+    stack is asked, and also says how many raw-log events ParseRun failed on for good (its queue).
     """
     from trainsweep.errors import SpecError, TrainsweepError
 
     console = make_console()
     err = make_console(stderr=True)
+    failures: Any = None
     try:
         if sweep_id is not None:
             _check_folder_id(sweep_id)  # it names a folder under --results
         view = _local_view(results, sweep_id)
         if view is None:
             view = _cloud_view(stack, sweep_id, profile, region)
+            failures = _parse_failures(stack, profile, region)
     except SpecError as e:
         _error(err, str(e))
         raise typer.Exit(EXIT_USAGE) from None
@@ -440,9 +445,33 @@ def status(
         _error(err, f"{e}\n(no downloaded {where} under {results}/ either)")
         raise typer.Exit(EXIT_FAILED) from None
     if as_json:
-        typer.echo(json.dumps(view.to_dict(), indent=2, default=str))
+        doc = view.to_dict()
+        if failures is not None:
+            doc["parse_failures"] = failures.to_dict()
+        typer.echo(json.dumps(doc, indent=2, default=str))
     else:
         console.print(render_view(view))
+        if failures is not None:
+            line = failures.line()
+            console.print(styled(("warning:", "bold yellow"), " ", line) if failures.alarming else line)
+
+
+def _parse_failures(stack: str, profile: str | None, region: str | None) -> Any:
+    """The count of the stack's ParseRun failure queue (``QueuedFailures``); None for a stack deployed
+    before it had the queue."""
+    from trainsweep.aws import outputs as names
+    from trainsweep.aws import sweeps
+    from trainsweep.aws.failures import queued_failures
+    from trainsweep.errors import TrainsweepError
+
+    session = _session(profile, region)
+    try:
+        url = sweeps.pick_output(
+            sweeps.stack_outputs(session.client("cloudformation"), stack), names.PARSE_FAILURE_QUEUE_URL
+        )
+    except TrainsweepError:
+        return None
+    return queued_failures(session.client("sqs"), url)
 
 
 def _check_folder_id(sweep_id: str) -> None:

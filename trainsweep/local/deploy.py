@@ -340,6 +340,53 @@ _NOTIFICATION_KEYS = (
 )
 
 
+def apply_event_invoke_configs(
+    template: dict[str, Any], stack_name: str, *, cfn: Any, lambda_: Any, sqs: Any
+) -> int:
+    """Put the ``AWS::Lambda::EventInvokeConfig`` resources of ``template`` (moto's CloudFormation skips
+    them) on their functions, so that local notifications know where a failed event goes."""
+    configs = {
+        lid: r["Properties"]
+        for lid, r in template.get("Resources", {}).items()
+        if r.get("Type") == "AWS::Lambda::EventInvokeConfig"
+    }
+    if not configs:
+        return 0
+    physical = {
+        r["LogicalResourceId"]: r["PhysicalResourceId"]
+        for r in cfn.describe_stack_resources(StackName=stack_name)["StackResources"]
+        if "LogicalResourceId" in r and "PhysicalResourceId" in r  # moto lists skipped types bare
+    }
+
+    def resolve(value: Any) -> str:
+        if isinstance(value, dict) and "Ref" in value:
+            return physical[value["Ref"]]
+        if isinstance(value, dict) and value.get("Fn::GetAtt", [None, None])[1] == "Arn":
+            ref = physical[value["Fn::GetAtt"][0]]  # a queue's physical id is its URL
+            if ref.startswith("arn:"):
+                return ref
+            return sqs.get_queue_attributes(QueueUrl=ref, AttributeNames=["QueueArn"])["Attributes"][
+                "QueueArn"
+            ]
+        if isinstance(value, str):
+            return value
+        raise LocalModeError(f"cannot resolve {value!r} of an EventInvokeConfig in the embedded AWS")
+
+    for props in configs.values():
+        destinations = {
+            when: {"Destination": resolve(d["Destination"])}
+            for when, d in (props.get("DestinationConfig") or {}).items()
+        }
+        extra: dict[str, Any] = {}
+        for key in ("MaximumRetryAttempts", "MaximumEventAgeInSeconds"):
+            if key in props:
+                extra[key] = int(props[key])
+        lambda_.put_function_event_invoke_config(
+            FunctionName=resolve(props["FunctionName"]), DestinationConfig=destinations, **extra
+        )
+    return len(configs)
+
+
 # ---- deploy ---------------------------------------------------------------------------------------
 
 
@@ -352,8 +399,11 @@ def deploy_stack(
     region: str,
     custom_resources: CustomResources,
     stack_name: str | None = None,
+    lambda_: Any = None,
+    sqs: Any = None,
 ) -> DeployedStack:
-    """Publish assets, create the stack, wait for it, apply deferred notifications, return the outputs."""
+    """Publish assets, create the stack, wait for it, apply deferred notifications (and, given the
+    ``lambda_`` and ``sqs`` clients, the functions' asynchronous-invocation settings), return the outputs."""
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     publish_assets(stack, s3, region)
@@ -385,6 +435,8 @@ def deploy_stack(
             raise LocalModeError(f"deploying {name} into the embedded AWS ended {status}: {reasons[:5]}")
         time.sleep(0.1)
     custom_resources.apply_bucket_notifications(s3)
+    if lambda_ is not None and sqs is not None:
+        apply_event_invoke_configs(stack.template, name, cfn=cfn, lambda_=lambda_, sqs=sqs)
     timings["create_stack"] = time.perf_counter() - t0
     outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
     return DeployedStack(name, outputs, timings)

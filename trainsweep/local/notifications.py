@@ -3,8 +3,10 @@
 moto calls the notified function inside the ``PutObject`` request; on AWS the upload returns at once and
 the function runs later, possibly more than once, with two retries after a function error. A small pool
 of worker threads takes events from a queue so uploads never wait for parsing, every event is delivered,
-and a failing invocation is retried with backoff. :meth:`AsyncNotifications.drain` waits for the queue
-to empty (before downloading results; the benchmark counts deliveries with :attr:`stats`).
+and a failing invocation is retried with backoff. An event still failing after the retries goes, as on
+AWS, to the on-failure destination of the function's EventInvokeConfig (an SQS queue).
+:meth:`AsyncNotifications.drain` waits for the queue to empty (before downloading results; the
+benchmark counts deliveries with :attr:`stats`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ ASYNC_RETRIES = 2
 class NotificationStats:
     queued: int = 0
     delivered: int = 0  # the function ran without error
-    failed: int = 0  # still failing after the retries (AWS would send it to a DLQ)
+    failed: int = 0  # still failing after the retries
+    sent_to_destination: int = 0  # of those, sent to the function's on-failure queue
     retried: int = 0
 
 
@@ -110,6 +113,8 @@ class AsyncNotifications:
         from moto.awslambda.utils import get_backend
 
         last_error = ""
+        payload: Any = None  # the function's error, as its on-failure message carries it
+        function: Any = None
         for attempt in range(self._retries + 1):
             if attempt:
                 with self._lock:
@@ -118,14 +123,47 @@ class AsyncNotifications:
             try:
                 function = get_backend(event.account_id, event.region).get_function(event.function_arn)
                 headers: dict[str, str] = {}
-                function.invoke(json.dumps(event.body), {"x-amz-invocation-type": "Event"}, headers)
+                result = function.invoke(json.dumps(event.body), {"x-amz-invocation-type": "Event"}, headers)
                 if "x-amz-function-error" not in headers:
                     with self._lock:
                         self.stats.delivered += 1
                     return
                 last_error = f"function error in {event.function_arn}"
+                payload = _json_or_text(result)
             except Exception as exc:  # a missing function, or a bug: count it, keep serving
                 last_error = f"{type(exc).__name__}: {exc}"
+                payload = {"errorType": type(exc).__name__, "errorMessage": str(exc)}
+        sent = function is not None and self._send_to_destination(event, function, payload)
         with self._lock:
             self.stats.failed += 1
+            self.stats.sent_to_destination += sent
             self.errors.append(last_error)
+
+    def _send_to_destination(self, event: _Event, function: Any, error: Any) -> bool:
+        """Send the failed event to the SQS queue of the function's on-failure destination, as Lambda does
+        (:func:`trainsweep.aws.failures.failure_message`); False when it has none (or not a queue)."""
+        from moto.sqs.models import sqs_backends
+
+        from trainsweep.aws.failures import failure_message
+
+        configs = getattr(function, "event_invoke_config", None) or []
+        destination = (
+            (configs[0].config.get("DestinationConfig") or {}).get("OnFailure", {}).get("Destination")
+            if configs
+            else None
+        )
+        if not destination or ":sqs:" not in destination:
+            return False
+        _, _, _, region, account, queue_name = destination.split(":", 5)
+        body = failure_message(event.body, function.function_arn, error, self._retries + 1)
+        sqs_backends[account][region].send_message(queue_name, json.dumps(body))
+        return True
+
+
+def _json_or_text(payload: Any) -> Any:
+    if isinstance(payload, bytes):
+        payload = payload.decode("utf-8", "replace")
+    try:
+        return json.loads(payload)
+    except (TypeError, ValueError):
+        return payload

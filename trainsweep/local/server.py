@@ -253,6 +253,8 @@ class EmbeddedAws:
             region=self.region,
             custom_resources=self.custom_resources,
             stack_name=stack_name,
+            lambda_=self.client("lambda"),
+            sqs=self.client("sqs"),
         )
         self.timings["deploy"] = time.perf_counter() - t0
         return deployed

@@ -42,6 +42,7 @@ class LocalRunResult:
     resumed_runs: list[str] = field(default_factory=list)
     downloaded: bool = False  # sweeps/<id>/ was copied to ``dest``
     log_path: Path | None = None  # what the embedded AWS logged (exists only when it logged something)
+    parse_failures: Any = None  # trainsweep.aws.failures.QueuedFailures: ParseRun's on-failure queue
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -171,6 +172,7 @@ def run_local_sweep(
     from trainsweep.aws import outputs as output_names
     from trainsweep.aws import sweeps
     from trainsweep.aws.code import upload_source
+    from trainsweep.aws.failures import queued_failures
     from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.local.executor import gpu_available
     from trainsweep.local.server import EmbeddedAws
@@ -239,6 +241,9 @@ def run_local_sweep(
         t0 = time.perf_counter()
         aws.notifications.drain(120)
         result.timings["drain"] = time.perf_counter() - t0
+        result.parse_failures = queued_failures(
+            aws.client("sqs"), stack.output(output_names.PARSE_FAILURE_QUEUE_URL)
+        )
     except KeyboardInterrupt:
         result.interrupted = True
         with contextlib.suppress(Exception):
