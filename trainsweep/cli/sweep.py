@@ -464,7 +464,7 @@ def _parse_failures(stack: str, profile: str | None, region: str | None) -> Any:
     from trainsweep.aws.failures import queued_failures
     from trainsweep.errors import TrainsweepError
 
-    session = _session(profile, region)
+    session = aws_session(profile, region)
     try:
         url = sweeps.pick_output(
             sweeps.stack_outputs(session.client("cloudformation"), stack), names.PARSE_FAILURE_QUEUE_URL
