@@ -48,7 +48,16 @@ LOCAL_TYPES = (instances.LOCAL_CPU, instances.LOCAL_GPU)
 
 # Hyperparameters the planner writes itself; a spec may not set them by hand.
 MANAGED_HYPERPARAMETERS = frozenset(
-    {hp.WORKLOAD, hp.EPOCHS, hp.BATCH_SIZE, hp.BATCH_SIZES, hp.RUN_NAMES, hp.MODE, hp.SYNTHETIC}
+    {
+        hp.WORKLOAD,
+        hp.EPOCHS,
+        hp.BATCH_SIZE,
+        hp.BATCH_SIZES,
+        hp.RUN_NAMES,
+        hp.MODE,
+        hp.SYNTHETIC,
+        hp.TARGET_ACCURACY,
+    }
 )
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -291,6 +300,32 @@ def _log_format_problem(text: str) -> str | None:
     return None
 
 
+DEFAULT_QUALITY_MARGIN = 0.02
+DEFAULT_CONFIRM_TOP_K = 3
+PHASES = ("scan", "confirm")
+TARGET_METRICS = ("eval_accuracy",)
+
+
+class Target(BaseModel):
+    """The quality a training run must reach: the first evaluation at or above ``value`` ends it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: Literal[TARGET_METRICS] = Field(  # type: ignore[valid-type]
+        "eval_accuracy", description="The evaluation metric (higher is better)."
+    )
+    value: float = Field(gt=0, le=1, allow_inf_nan=False, description="The value to reach, e.g. 0.97.")
+
+
+class GridCell(BaseModel):
+    """One (instance type, batch size) cell of the grid."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance_type: str = Field(min_length=1)
+    batch_size: int = Field(ge=1, le=1_000_000)
+
+
 class SweepSpec(BaseModel):
     """A sweep: one workload over instance types × batch sizes × repetitions."""
 
@@ -358,6 +393,33 @@ class SweepSpec(BaseModel):
     )
     region: str | None = Field(
         None, pattern=_REGION.pattern, description="AWS region to run in (default: the CLI's region)."
+    )
+    # ---- quality: the evaluation metric, a target to reach, scan/confirm phases (issue 14, item 3) ----
+    quality_margin: float = Field(
+        DEFAULT_QUALITY_MARGIN,
+        ge=0,
+        le=1,
+        description="Full mode: a configuration whose final eval_accuracy is more than this below the "
+        "best one's is flagged and not recommended (absolute: 0.02 = 2 points).",
+    )
+    target: Target | None = Field(
+        None,
+        description="Rank by time and cost to reach this evaluation metric (MLPerf's time-to-train); "
+        "a configuration that never reaches it is not recommended.",
+    )
+    phases: list[Literal["scan", "confirm"]] | None = Field(
+        None,
+        description="[scan, confirm]: an early-stop packed scan of every configuration, then full runs "
+        "of the confirm_top_k best to the target; the recommendation comes from the confirmed runs.",
+    )
+    confirm_top_k: int = Field(
+        DEFAULT_CONFIRM_TOP_K, ge=1, le=100, description="Configurations the confirm phase trains."
+    )
+    cells: list[GridCell] | None = Field(
+        None,
+        min_length=1,
+        description="Run only these (instance type, batch size) cells of the grid (the confirm phase "
+        "sets it to the scan's best).",
     )
 
     @field_validator("instance_types")
@@ -429,6 +491,7 @@ class SweepSpec(BaseModel):
             )
         if self.data and self.data.startswith("file://") and not local:
             raise _FieldError("data", "a file:// URI is only readable in local mode; upload it and use s3://")
+        self._check_quality()
         if self.max_wait_seconds is not None:
             if not self.spot:
                 raise _FieldError("max_wait_seconds", "only meaningful with spot: true")
@@ -438,6 +501,47 @@ class SweepSpec(BaseModel):
                     f"must be at least max_runtime_seconds ({self.max_runtime_seconds}) (SageMaker rule)",
                 )
         return self
+
+    def _check_quality(self) -> None:
+        if self.phases is not None:
+            if self.phases != list(PHASES):
+                raise _FieldError("phases", f"the only sequence is {list(PHASES)} (or leave phases out)")
+            if self.target is None:
+                raise _FieldError(
+                    "target", "phases: [scan, confirm] trains the confirmed runs to a target: set target"
+                )
+            if self.cells is not None:
+                raise _FieldError("cells", "the confirm phase chooses its cells: remove cells, or phases")
+            if self.workload.kind == "image":
+                raise _FieldError(
+                    "phases",
+                    "the scan phase packs and early-stops, which needs trainsweep's launcher: give "
+                    "workload.entry_point, or leave phases out",
+                )
+        elif self.target is not None and self.mode == "early-stop":
+            raise _FieldError(
+                "target",
+                "an early-stopped run never reaches a target: use mode full, or phases: [scan, confirm]",
+            )
+        if self.cells is not None:
+            grid = {(t, b) for t in self.instance_types for b in self.batch_sizes}
+            seen: set[tuple[str, int]] = set()
+            for i, c in enumerate(self.cells):
+                key = (c.instance_type, c.batch_size)
+                if key not in grid:
+                    raise _FieldError(
+                        f"cells.{i}",
+                        f"{c.instance_type} x {c.batch_size} is not in instance_types x batch_sizes",
+                    )
+                if key in seen:
+                    raise _FieldError(f"cells.{i}", f"{c.instance_type} x {c.batch_size} is listed twice")
+                seen.add(key)
+
+    def in_grid(self, instance_type: str, batch_size: int) -> bool:
+        """Whether the sweep runs this cell (every cell of the grid unless ``cells`` narrows it)."""
+        if self.cells is None:
+            return True
+        return any(c.instance_type == instance_type and c.batch_size == batch_size for c in self.cells)
 
     @property
     def is_local(self) -> bool:
@@ -971,6 +1075,8 @@ def _hyperparameters(
     else:
         out[hp.BATCH_SIZES] = ",".join(map(str, batch_sizes))
     out[hp.RUN_NAMES] = ",".join(run_names)
+    if spec.target is not None and spec.mode == "full":
+        out[hp.TARGET_ACCURACY] = _format_value(spec.target.value)
     if spec.mode == "early-stop" and hp.EARLY_STOP_MAX_SECONDS not in out:
         out[hp.EARLY_STOP_MAX_SECONDS] = _early_stop_max_seconds(spec, batch_sizes)
     if bucket:
@@ -989,10 +1095,13 @@ def _expand(
     for instance_type in spec.instance_types:
         short = instances.vmtype(instance_type)
         for rep in range(spec.repetitions):
+            sizes = [bs for bs in spec.batch_sizes if spec.in_grid(instance_type, bs)]
+            if not sizes:
+                continue
             if spec.packing == "per-cell":
-                groups: list[tuple[int | None, list[int]]] = [(bs, [bs]) for bs in spec.batch_sizes]
+                groups: list[tuple[int | None, list[int]]] = [(bs, [bs]) for bs in sizes]
             else:
-                groups = [(None, list(spec.batch_sizes))]
+                groups = [(None, sizes)]
             for name_bs, batch_sizes in groups:
                 name = job_name(job_prefix, short, name_bs, rep)
                 runs = (

@@ -15,6 +15,9 @@ from trainsweep.cost.prices import price_source
 from trainsweep.cost.recommend import Recommendation, recommend
 from trainsweep.logs.model import RunTimings
 
+DEFAULT_QUALITY_MARGIN = 0.02
+"""The quality margin when no spec says (== ``trainsweep.spec.DEFAULT_QUALITY_MARGIN``)."""
+
 SWEEP_KIND = "trainsweep.sweep"
 SWEEP_SCHEMA_VERSION = 1
 
@@ -167,6 +170,17 @@ def _unpack_bills(jobs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return out
 
 
+def target_of(spec: Mapping[str, Any] | None) -> tuple[str, float] | None:
+    """``(metric, value)`` of the spec's ``target``, or None (no target, or not one it can read)."""
+    t = (spec or {}).get("target")
+    if not isinstance(t, Mapping):
+        return None
+    value = t.get("value")
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return str(t.get("metric") or "eval_accuracy"), float(value)
+
+
 def common_epochs(runs: Sequence[RunTimings]) -> int | None:
     """The epochs to compare configurations at when no spec says: the most common requested (or, when
     the header does not say, measured) epoch count among the runs; ties go to the larger count."""
@@ -195,10 +209,14 @@ def analyse(
     spec_d = _spec_dict(spec)
     epochs = None
     instance_count = 1
+    margin: float | None = DEFAULT_QUALITY_MARGIN
+    target = None
     if spec_d:
         epochs = (spec_d.get("workload") or {}).get("epochs")
         instance_count = int(spec_d.get("instance_count") or 1)
         region = spec_d.get("region") or region
+        margin = spec_d.get("quality_margin", margin)
+        target = target_of(spec_d)
     if epochs is None:
         epochs = common_epochs(runs)
     jobs = _unpack_bills(list(jobs or []))
@@ -207,7 +225,11 @@ def analyse(
     copies = copies_to_drop(duplicate_groups(quality), {r.name: r for r in runs})
     excluded = [r for r in runs if r.name in copies]
     runs = [r for r in runs if r.name not in copies]
-    metrics = [run_metrics(r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s) for r in runs]
+    value = target[1] if target else None
+    metrics = [
+        run_metrics(r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s, target_value=value)
+        for r in runs
+    ]
     seen = {r.name for r in runs} | set(copies)  # a left-out copy's job is not a cell without a run
     extra = []
     for j in jobs:
@@ -223,8 +245,16 @@ def analyse(
         extra.append(
             (itype, int(bs) if bs is not None else None, "failed" if status == "ok" else status, reason)
         )
-    rows = aggregate(metrics, region=region, instance_count=instance_count, extra_cells=extra)
-    rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd)
+    rows = aggregate(
+        metrics,
+        region=region,
+        instance_count=instance_count,
+        extra_cells=extra,
+        quality_margin=margin,
+        target=value,
+    )
+    said = f"{target[0]} >= {target[1]:g}" if target else None
+    rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd, target=said)
     warnings = _quality_entries(quality)
     for r in excluded:
         warnings.append(

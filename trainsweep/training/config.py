@@ -111,6 +111,8 @@ class JobConfig:
     download: bool = False
     packed: bool = False
     seed: int = 0
+    target_accuracy: float | None = None
+    """Full mode: stop after the first evaluation at or above it (MLPerf's time-to-train)."""
     raw: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -132,6 +134,7 @@ class JobConfig:
             "download": self.download,
             "packed": self.packed,
             "seed": self.seed,
+            "target_accuracy": self.target_accuracy,
             "raw": self.raw,
         }
         return json.dumps(d)
@@ -157,6 +160,7 @@ class JobConfig:
             download=d["download"],
             packed=d["packed"],
             seed=d["seed"],
+            target_accuracy=d.get("target_accuracy"),
             raw=d["raw"],
         )
 
@@ -299,6 +303,7 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         download=download,
         packed=packed,
         seed=_int(raw, hp.SEED, 0),
+        target_accuracy=_float(raw, hp.TARGET_ACCURACY, None),
         raw=dict(raw),
     )
 
