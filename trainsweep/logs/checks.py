@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainsweep import instances, layout
+from trainsweep.logs import mllog
 from trainsweep.logs.limits import MAX_PROBLEMS_PER_CODE
 from trainsweep.logs.model import RunTimings
 
@@ -222,6 +223,9 @@ def _check_structured_shape(run: RunTimings, ml: MllogReader) -> bool:
     if run.dialect != "mllog" or run.prediction is not None:
         return False
     last = run.epochs[-1]
+    reached = run.extra.get(mllog.TARGET_REACHED)
+    if isinstance(reached, dict) and reached.get("epoch") == last.index:
+        return False  # it stopped at the target: the run is complete
     if run.header.epochs is not None and last.index < run.header.epochs:
         run.add_problem(
             "ends-early", f"the log announces {run.header.epochs} epochs but ends after epoch {last.index}"

@@ -58,6 +58,9 @@ PLATFORM = NS + "platform"
 """Where the run ran (``sagemaker``, ``ec2``, ``local``) when its name or folder says (``extra`` key)."""
 """value: {"peak_allocated_bytes", "peak_reserved_bytes", "total_bytes"} of rank 0's GPU over the whole run
 (PyTorch's caching allocator; reserved is what the process held). Kept in ``run.extra`` under this key."""
+TARGET_REACHED = NS + "target_reached"
+"""value: {"metric": "eval_accuracy", "target": x, "value": y, "epoch": k}: the run ended at its first
+evaluation reaching the target (MLPerf's time-to-train), not after every announced epoch (``extra`` key)."""
 FAILURE = NS + "failure"
 """value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
 

@@ -358,6 +358,8 @@ class CellRun:
             target = self.cfg.target_accuracy
             if target is not None and acc >= target:  # MLPerf's time-to-train: the run ends at the target
                 self.legacy(f"Target {mllog.EVAL_ACCURACY} {target} reached after epoch {k}: {acc}")
+                reached = {"metric": mllog.EVAL_ACCURACY, "target": target, "value": acc, "epoch": k}
+                self.header(mllog.TARGET_REACHED, reached)
                 break
         self.header(mllog.FIT_TIME, time.perf_counter() - fit0)
         if self.primary:
