@@ -143,19 +143,48 @@ def _columns() -> list[Column]:
             lambda r: "" if r.gpu_memory_share is None else f"{100 * r.gpu_memory_share:.0f}%",
             False,
         ),
+        (
+            "Eval accuracy",
+            lambda r: r.eval_accuracy,
+            lambda r: _n(r.eval_accuracy, "{:.4f}"),
+            False,
+        ),
+        ("Time to target", lambda r: r.time_to_target_s, lambda r: _dur(r.time_to_target_s), False),
+        (
+            "USD to target",
+            lambda r: r.cost_to_target_usd,
+            lambda r: _n(r.cost_to_target_usd, "{:.4f}"),
+            False,
+        ),
+        ("Quality", lambda r: r.quality, lambda r: r.quality, True),
         ("Status", lambda r: r.status, lambda r: r.status, True),
         ("Notes", lambda r: r.notes, lambda r: r.notes, True),
+    ]
+
+
+_QUALITY_COLUMNS = {"Eval accuracy": "eval_accuracy", "Quality": "quality"}
+_TARGET_COLUMNS = ("Time to target", "USD to target")
+
+
+def _shown_columns(a: SweepAnalysis) -> list[Column]:
+    """The table's columns: the quality ones only when a run evaluated, the target ones with a target."""
+    evaluated = any(r.eval_accuracy is not None for r in a.rows)
+    return [
+        c
+        for c in _columns()
+        if (c[0] not in _QUALITY_COLUMNS or evaluated)
+        and (c[0] not in _TARGET_COLUMNS or a.recommendation.target is not None)
     ]
 
 
 def _config_table(a: SweepAnalysis) -> str:
     rec = a.recommendation
     front = {id(r) for r in rec.pareto}
-    cols = _columns()
+    cols = _shown_columns(a)
     head = "".join(f'<th class="t">{_e(h)}</th>' if t else f"<th>{_e(h)}</th>" for h, _, _, t in cols)
     body = []
     for r in a.rows:
-        cls = "pick" if r is rec.pick else ("bad" if r.status != OK else "")
+        cls = "pick" if r is rec.pick else ("bad" if r.status != OK or r.quality else "")
         cells = []
         for i, (_, val, txt, is_text) in enumerate(cols):
             v = val(r)
