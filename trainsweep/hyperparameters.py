@@ -29,6 +29,7 @@ DOWNLOAD = "download"  # "true": download when the train channel is missing (def
 TARGET_ACCURACY = (
     "target-accuracy"  # full mode: stop after the first evaluation reaching it (the spec's target)
 )
+BATCH_SIZE_SEARCH = "batch-size-search"  # packed: stop at OOM or when 2 doublings gain < this share
 SEED = "seed"  # random seed of the model initialisation and of synthetic data, default "0"
 LOG_BUCKET = "trainsweep-log-bucket"  # where the container uploads its logs
 LOG_PREFIX = "trainsweep-log-prefix"  # sweeps/<id>/logs/ (from trainsweep.layout.logs_prefix)
@@ -60,6 +61,7 @@ BUILTIN_READS = frozenset(
         VALIDATION_BATCHES,
         DOWNLOAD,
         TARGET_ACCURACY,
+        BATCH_SIZE_SEARCH,
         SEED,
         LOG_BUCKET,
         LOG_PREFIX,

@@ -38,6 +38,7 @@ def confirm_spec(spec: SweepSpec, cells: list[tuple[str, int]]) -> dict[str, Any
     d = spec.to_dict()
     d.update(
         phases=None,
+        batch_size_search=None,  # the scan searched; the confirm sweep trains the cells it chose
         mode="full",
         packing="per-cell",
         cells=[{"instance_type": t, "batch_size": b} for t, b in cells],

@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from trainsweep import hyperparameters as hp
 from trainsweep import image, instances, layout, sourcedir, workloads
@@ -326,6 +334,50 @@ class GridCell(BaseModel):
     batch_size: int = Field(ge=1, le=1_000_000)
 
 
+AUTO = "auto"
+DEFAULT_AUTO_MIN, DEFAULT_AUTO_MAX, DEFAULT_MIN_GAIN = 8, 8192, 0.03
+
+
+class BatchSizeSearch(BaseModel):
+    """``batch_sizes: auto``: double from ``min`` until out of memory, ``max``, or a throughput plateau."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: int = Field(DEFAULT_AUTO_MIN, ge=1, le=1_000_000, description="First batch size tried.")
+    max: int = Field(DEFAULT_AUTO_MAX, ge=1, le=1_000_000, description="Largest batch size tried.")
+    min_gain: float = Field(
+        DEFAULT_MIN_GAIN,
+        ge=0,
+        lt=1,
+        description="Stop when two doublings in a row each gain less than this share of throughput.",
+    )
+
+    def sizes(self) -> list[int]:
+        """min, 2 min, 4 min, ... up to max: the batch sizes the search may try, in order."""
+        out, bs = [], self.min
+        while bs <= self.max:
+            out.append(bs)
+            bs *= 2
+        return out
+
+
+_AUTO_SCHEMA = {
+    "anyOf": [
+        {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "minItems": 1,
+         "uniqueItems": True},
+        {"const": AUTO},
+        {
+            "type": "object",
+            "properties": {AUTO: BatchSizeSearch.model_json_schema()},
+            "required": [AUTO],
+            "additionalProperties": False,
+        },
+    ],
+    "description": "Global batch sizes to try, or auto (optionally {auto: {min, max, min_gain}}): "
+    "double from min until out of memory, max, or a throughput plateau.",
+}  # fmt: skip
+
+
 class SweepSpec(BaseModel):
     """A sweep: one workload over instance types × batch sizes × repetitions."""
 
@@ -353,8 +405,8 @@ class SweepSpec(BaseModel):
             description="SageMaker training instance types (ml.*), or local / local_gpu for local mode.",
         )
     )
-    batch_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
-        min_length=1, json_schema_extra={"uniqueItems": True}, description="Global batch sizes to try."
+    batch_sizes: Annotated[list[Annotated[int, Field(ge=1, le=1_000_000)]], WithJsonSchema(_AUTO_SCHEMA)] = (
+        Field(min_length=1, description="Global batch sizes to try, or auto.")
     )
     repetitions: int = Field(1, ge=1, le=100, description="Runs per (instance type, batch size) cell.")
     instance_count: int = Field(1, ge=1, le=100, description="Instances per job (distributed training).")
@@ -415,12 +467,37 @@ class SweepSpec(BaseModel):
     confirm_top_k: int = Field(
         DEFAULT_CONFIRM_TOP_K, ge=1, le=100, description="Configurations the confirm phase trains."
     )
+    batch_size_search: BatchSizeSearch | None = Field(
+        None,
+        description="Set from batch_sizes: auto (batch_sizes then lists the sizes it may try); the "
+        "packed job stops at the first out of memory or throughput plateau.",
+    )
     cells: list[GridCell] | None = Field(
         None,
         min_length=1,
         description="Run only these (instance type, batch size) cells of the grid (the confirm phase "
         "sets it to the scan's best).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_batch_sizes(cls, data: Any) -> Any:
+        """``batch_sizes: auto`` (or ``{auto: {min, max, min_gain}}``) becomes the doubling sequence to try
+        plus ``batch_size_search``; a packed early-stop job unless the spec says otherwise (then refused)."""
+        if not isinstance(data, Mapping):
+            return data
+        given = data.get("batch_sizes")
+        if given != AUTO and not (isinstance(given, Mapping) and set(given) == {AUTO}):
+            return data
+        search = BatchSizeSearch.model_validate({} if given == AUTO else (given[AUTO] or {}))
+        if search.min > search.max:
+            raise _FieldError("batch_sizes.auto", f"min {search.min} is larger than max {search.max}")
+        out = dict(data)
+        out["batch_sizes"] = search.sizes()
+        out["batch_size_search"] = search.model_dump()
+        out.setdefault("mode", "early-stop")
+        out.setdefault("packing", "per-instance")
+        return out
 
     @field_validator("instance_types")
     @classmethod
@@ -492,6 +569,7 @@ class SweepSpec(BaseModel):
         if self.data and self.data.startswith("file://") and not local:
             raise _FieldError("data", "a file:// URI is only readable in local mode; upload it and use s3://")
         self._check_quality()
+        self._check_search()
         if self.max_wait_seconds is not None:
             if not self.spot:
                 raise _FieldError("max_wait_seconds", "only meaningful with spot: true")
@@ -501,6 +579,28 @@ class SweepSpec(BaseModel):
                     f"must be at least max_runtime_seconds ({self.max_runtime_seconds}) (SageMaker rule)",
                 )
         return self
+
+    def _check_search(self) -> None:
+        search = self.batch_size_search
+        if search is None:
+            return
+        if self.batch_sizes != search.sizes():
+            raise _FieldError(
+                "batch_sizes",
+                "with batch_size_search, batch_sizes is its doubling sequence: write batch_sizes: auto",
+            )
+        if self.workload.kind != "builtin":
+            raise _FieldError(
+                "batch_sizes", "batch_sizes: auto runs with the built-in workloads (model) for now"
+            )
+        if self.packing != "per-instance" or self.mode != "early-stop":
+            raise _FieldError(
+                "batch_sizes",
+                "batch_sizes: auto searches in one packed early-stop job per instance type: use packing: "
+                "per-instance and mode: early-stop (the defaults with auto)",
+            )
+        if self.cells is not None:
+            raise _FieldError("cells", "batch_sizes: auto chooses the batch sizes: remove cells")
 
     def _check_quality(self) -> None:
         if self.phases is not None:
@@ -596,6 +696,21 @@ def _schema_errors(data: Mapping[str, Any]) -> list[tuple[str, str]]:
             missing = err.message.split("'")[1] if err.message.count("'") >= 2 else err.message
             errors.append((_join(path, missing), "required field is missing"))
             continue
+        if err.validator in ("anyOf", "oneOf") and err.context:
+            # The branch the value was meant for (its type matched) names the field inside it:
+            # batch_sizes[1] for a bad list entry, target.value for a bad target.
+            depth = len(err.absolute_path)
+            specific = [
+                e for e in err.context if e.validator not in ("type", "const") or len(e.absolute_path) > depth
+            ]
+            if specific:
+                errors.append(
+                    (
+                        _format_path(specific[0].absolute_path) or path or "(spec)",
+                        _schema_message(specific[0]),
+                    )
+                )
+                continue
         errors.append((path or "(spec)", _schema_message(err)))
     # One message per field: an empty name breaks both minLength and pattern, say it once.
     first: dict[str, str] = {}
@@ -1075,6 +1190,8 @@ def _hyperparameters(
     else:
         out[hp.BATCH_SIZES] = ",".join(map(str, batch_sizes))
     out[hp.RUN_NAMES] = ",".join(run_names)
+    if spec.batch_size_search is not None:
+        out[hp.BATCH_SIZE_SEARCH] = _format_value(spec.batch_size_search.min_gain)
     if spec.target is not None and spec.mode == "full":
         out[hp.TARGET_ACCURACY] = _format_value(spec.target.value)
     if spec.mode == "early-stop" and hp.EARLY_STOP_MAX_SECONDS not in out:

@@ -37,6 +37,8 @@ class SweepAnalysis:
     quality: Any = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
     """Data-quality findings: the import's quality.json entries plus every run's own problems."""
+    batch_size_search: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``batch_sizes: auto``: per instance type, what :func:`search_summary` says."""
 
     def runs_of(self, row: ConfigMetrics) -> list[tuple[RunTimings, RunMetrics]]:
         return [
@@ -170,6 +172,34 @@ def _unpack_bills(jobs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return out
 
 
+def search_summary(rows: Sequence[ConfigMetrics]) -> dict[str, dict[str, Any]]:
+    """Per instance type of a ``batch_sizes: auto`` sweep: the feasible range (the batch sizes that
+    trained), the largest, the batch size that ran out of memory, and why the search stopped."""
+    out: dict[str, dict[str, Any]] = {}
+    for itype in dict.fromkeys(r.instance_type for r in rows):
+        mine = sorted((r for r in rows if r.instance_type == itype), key=lambda r: r.batch_size or 0)
+        ok = [r.batch_size for r in mine if r.status == "ok" and r.batch_size is not None]
+        tried_oom = [
+            r.batch_size
+            for r in mine
+            if r.status == "infeasible" and "not run:" not in r.notes and r.batch_size is not None
+        ]
+        plateau = any("throughput stopped improving" in r.notes for r in mine)
+        stopped = "out of memory" if tried_oom else ("plateau" if plateau else "max")
+        out[itype] = {
+            "feasible": [min(ok), max(ok)] if ok else None,
+            "largest_feasible": max(ok) if ok else None,
+            "out_of_memory_at": min(tried_oom) if tried_oom else None,
+            "stopped": stopped,
+            "curve": [
+                {"batch_size": r.batch_size, "samples_per_s": r.samples_per_s}
+                for r in mine
+                if r.status == "ok" and r.samples_per_s is not None
+            ],
+        }
+    return out
+
+
 def target_of(spec: Mapping[str, Any] | None) -> tuple[str, float] | None:
     """``(metric, value)`` of the spec's ``target``, or None (no target, or not one it can read)."""
     t = (spec or {}).get("target")
@@ -297,7 +327,9 @@ def analyse(
                 "line": None,
             }
         )
+    searched = bool(spec_d and spec_d.get("batch_size_search"))
     return SweepAnalysis(
+        batch_size_search=search_summary(rows) if searched else {},
         runs=runs,
         run_metrics=metrics,
         rows=rows,

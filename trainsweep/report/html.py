@@ -218,6 +218,32 @@ def _recommendation(a: SweepAnalysis) -> str:
     return f'{head}<p class="{cls}">{_e(first)}</p><ul>{items}</ul>'
 
 
+def _search(a: SweepAnalysis) -> str:
+    """``batch_sizes: auto``: per instance type, the feasible range, its largest batch size, the
+    out-of-memory edge and the throughput curve (the "throughput" plot draws it)."""
+    if not a.batch_size_search:
+        return ""
+    items = []
+    for itype, s in a.batch_size_search.items():
+        rng = s["feasible"]
+        fits = (
+            f"batch sizes {rng[0]} to {rng[1]} trained; largest feasible {s['largest_feasible']}"
+            if rng
+            else "no batch size trained"
+        )
+        edge = f"; out of memory at {s['out_of_memory_at']}" if s["out_of_memory_at"] else ""
+        curve = ", ".join(f"{c['batch_size']}: {c['samples_per_s']:,.0f}" for c in s["curve"])
+        items.append(
+            f"<li><b>{_e(itype)}</b>: {_e(fits)}{_e(edge)} (search stopped: {_e(s['stopped'])}). "
+            f"Samples/s by batch size: {_e(curve) or 'none'}.</li>"
+        )
+    return (
+        '<section id="batch-size-search"><h2>Batch-size search</h2><p>batch_sizes: auto doubled the batch '
+        "size from its minimum until out of memory, its maximum, or a throughput plateau.</p>"
+        f"<ul>{''.join(items)}</ul></section>"
+    )
+
+
 def _plots(plots: Mapping[str, tuple[str, bytes]]) -> str:
     out = []
     for name, (caption, png) in plots.items():
@@ -398,7 +424,7 @@ def render_report(
 <h1>trainsweep report: {_e(name)}</h1>
 <p class="meta">{_e(meta)}</p>
 <section id="recommendation"><h2>Recommendation</h2>{_recommendation(a)}</section>
-<section id="configurations"><h2>Configurations</h2>
+{_search(a)}<section id="configurations"><h2>Configurations</h2>
 <p>One row per instance type and batch size, aggregated over repetitions. Click a column header to sort.</p>
 {_config_table(a)}</section>
 <section id="plots"><h2>Plots</h2>{_plots(plots)}</section>
