@@ -392,7 +392,16 @@ def _method(a: SweepAnalysis) -> str:
             "Among configurations with status ok: fastest = least time to train, cheapest = least USD to "
             "train, Pareto set = those no other configuration beats on both. With a deadline: the cheapest "
             "that meets it; with a budget: the fastest within it; with neither: the cheapest. Others "
-            "within 5% of the pick on the deciding quantity are named beside it.",
+            "within 5% of the pick on the deciding quantity are named beside it. A configuration with "
+            "a Quality flag is not recommended.",
+        ),
+        (
+            "Eval accuracy, Quality",
+            "Eval accuracy: mean over repetitions of each run's last evaluation. Without a target, a "
+            "configuration more than the spec's quality_margin (default 0.02) below the best is flagged "
+            "'learns worse'. With a target, time and USD are to reach it (start of training to the end of "
+            "the first evaluation at or above it, MLPerf's time-to-train; billed with the per-job "
+            "overhead), and a configuration one of whose runs never reached it is flagged.",
         ),
         (
             "Status",
