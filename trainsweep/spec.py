@@ -1356,6 +1356,13 @@ def plan_sweep(
         )
     created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    if spec.phases:
+        raise SpecError(
+            "invalid sweep spec: phases: [scan, confirm] runs as two sweeps, which `trainsweep run SPEC` "
+            "starts one after the other (trainsweep.phases gives each phase's spec); a single sweep "
+            "cannot run both",
+            [("phases", "start a two-phase sweep with `trainsweep run`")],
+        )
     if cloud and spec.is_local:
         raise SpecError(
             f"invalid sweep spec:\n  instance_types: {', '.join(spec.instance_types)} run only in local mode "

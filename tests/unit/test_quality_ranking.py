@@ -193,3 +193,10 @@ def test_bad_quality_fields_are_clear_errors(extra, field, says):
     with pytest.raises(SpecError) as err:
         load_spec({**BASE, **extra})
     assert any(f == field and says in m for f, m in err.value.errors), err.value.errors
+
+
+def test_a_single_sweep_refuses_phases_which_only_trainsweep_run_orchestrates():
+    # PlanSweep (the state machine started directly) plans one sweep: it must not run a phases spec as
+    # one full sweep of every configuration.
+    with pytest.raises(SpecError, match="runs as two sweeps"):
+        plan_sweep({**BASE, "target": {"value": 0.9}, "phases": ["scan", "confirm"]}, sweep_id="p-1")
