@@ -1,9 +1,10 @@
 """End to end: ``batch_sizes: auto`` in a local sweep finds the out-of-memory edge under the test memory cap.
 
 The worker caps its own address space (``TRAINSWEEP_MEMORY_LIMIT_MB``, the tests' stand-in for a small
-GPU): at 150 MB above the built model and one math thread, mnist-cnn trains batch sizes 64 and 128 and runs out of memory at
-256 (measured: the forward and backward pass of 256 images need more). The search starts at 64 and
-doubles; 256 fails with the worker's real out-of-memory error, so 512 and 1024 are never started.
+GPU): at 150 MB above the built model and one math thread, mnist-cnn trains batch sizes 64 and 128 and
+runs out of memory at 256 (measured: the forward and backward pass of 256 images need more). The
+search starts at 64 and doubles; 256 fails with the worker's real out-of-memory error, so 512 and 1024
+are never started.
 """
 
 from __future__ import annotations
