@@ -200,3 +200,15 @@ def test_a_single_sweep_refuses_phases_which_only_trainsweep_run_orchestrates():
     # one full sweep of every configuration.
     with pytest.raises(SpecError, match="runs as two sweeps"):
         plan_sweep({**BASE, "target": {"value": 0.9}, "phases": ["scan", "confirm"]}, sweep_id="p-1")
+
+
+def test_with_a_target_the_pareto_plot_draws_time_and_cost_to_reach_it():
+    from trainsweep.plots import sweep as sp
+    from trainsweep.report import analyse
+
+    a = analyse(RUNS, spec={"name": "q", "workload": {"epochs": 3}, "target": {"value": 0.9}})
+    ax = sp.pareto_figure(a.rows, a.recommendation).axes[0]
+    assert ax.get_xlabel() == "Time to reach eval_accuracy >= 0.9 (min)"
+    points = sorted(tuple(p) for p in ax.collections[0].get_offsets())  # one instance type: one scatter
+    reached = [r for r in a.rows if r.time_to_target_s is not None]
+    assert points == sorted((r.time_to_target_s / 60, r.cost_to_target_usd) for r in reached)
