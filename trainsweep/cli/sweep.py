@@ -376,7 +376,9 @@ def _run_local(
     return result.dest
 
 
-def _say_spec_changes(console: Console, saved: Any, spec_source: Path, sweep_id: str) -> None:
+def _say_spec_changes(
+    console: Console, saved: Any, spec_source: Path | dict[str, Any], sweep_id: str
+) -> None:
     """Tell the user when the spec given to ``--resume`` is not the sweep's own (it is the one that runs)."""
     from trainsweep.aws import sweeps
     from trainsweep.spec import load_spec
