@@ -26,6 +26,10 @@ MAX_EVAL_BATCHES = "max-eval-batches"  # tests and quick local runs: cap a valid
 EARLY_STOP_MIN_STEPS = "early-stop-min-steps"  # steady steps before the precision is trusted, default "10"
 VALIDATION_BATCHES = "validation-batches"  # early-stop: batches timed (first = warm-up), default "6"
 DOWNLOAD = "download"  # "true": download when the train channel is missing (default: only in /opt/ml)
+TARGET_ACCURACY = (
+    "target-accuracy"  # full mode: stop after the first evaluation reaching it (the spec's target)
+)
+BATCH_SIZE_SEARCH = "batch-size-search"  # packed: stop at OOM or when 2 doublings gain < this share
 SEED = "seed"  # random seed of the model initialisation and of synthetic data, default "0"
 LOG_BUCKET = "trainsweep-log-bucket"  # where the container uploads its logs
 LOG_PREFIX = "trainsweep-log-prefix"  # sweeps/<id>/logs/ (from trainsweep.layout.logs_prefix)
@@ -56,6 +60,8 @@ BUILTIN_READS = frozenset(
         EARLY_STOP_MIN_STEPS,
         VALIDATION_BATCHES,
         DOWNLOAD,
+        TARGET_ACCURACY,
+        BATCH_SIZE_SEARCH,
         SEED,
         LOG_BUCKET,
         LOG_PREFIX,
@@ -80,7 +86,7 @@ WHOLE_NUMBER_MINIMUM: dict[str, int] = {
     SEED: 0,
 }
 POSITIVE_NUMBERS = frozenset(
-    {LEARNING_RATE, EARLY_STOP_MAX_SECONDS, EARLY_STOP_MAX_EPOCHS, LOG_UPLOAD_SECONDS}
+    {LEARNING_RATE, EARLY_STOP_MAX_SECONDS, EARLY_STOP_MAX_EPOCHS, LOG_UPLOAD_SECONDS, TARGET_ACCURACY}
 )
 FRACTIONS = frozenset({EARLY_STOP_PRECISION})  # 0 < x < 1
 SWITCHES = frozenset({SYNTHETIC, DOWNLOAD})  # true/false (also 1/0, yes/no)

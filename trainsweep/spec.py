@@ -31,6 +31,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -60,7 +61,16 @@ MAX_LOCAL_HOSTS = instances.MAX_LOCAL_HOSTS
 
 # Hyperparameters the planner writes itself; a spec may not set them by hand.
 MANAGED_HYPERPARAMETERS = frozenset(
-    {hp.WORKLOAD, hp.EPOCHS, hp.BATCH_SIZE, hp.BATCH_SIZES, hp.RUN_NAMES, hp.MODE, hp.SYNTHETIC}
+    {
+        hp.WORKLOAD,
+        hp.EPOCHS,
+        hp.BATCH_SIZE,
+        hp.BATCH_SIZES,
+        hp.RUN_NAMES,
+        hp.MODE,
+        hp.SYNTHETIC,
+        hp.TARGET_ACCURACY,
+    }
 )
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -303,6 +313,76 @@ def _log_format_problem(text: str) -> str | None:
     return None
 
 
+DEFAULT_QUALITY_MARGIN = 0.02
+DEFAULT_CONFIRM_TOP_K = 3
+PHASES = ("scan", "confirm")
+TARGET_METRICS = ("eval_accuracy",)
+
+
+class Target(BaseModel):
+    """The quality a training run must reach: the first evaluation at or above ``value`` ends it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: Literal[TARGET_METRICS] = Field(  # type: ignore[valid-type]
+        "eval_accuracy", description="The evaluation metric (higher is better)."
+    )
+    value: float = Field(gt=0, le=1, allow_inf_nan=False, description="The value to reach, e.g. 0.97.")
+
+
+class GridCell(BaseModel):
+    """One (instance type, batch size) cell of the grid."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance_type: str = Field(min_length=1)
+    batch_size: int = Field(ge=1, le=1_000_000)
+
+
+AUTO = "auto"
+DEFAULT_AUTO_MIN, DEFAULT_AUTO_MAX, DEFAULT_MIN_GAIN = 8, 8192, 0.03
+
+
+class BatchSizeSearch(BaseModel):
+    """``batch_sizes: auto``: double from ``min`` until out of memory, ``max``, or a throughput plateau."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min: int = Field(DEFAULT_AUTO_MIN, ge=1, le=1_000_000, description="First batch size tried.")
+    max: int = Field(DEFAULT_AUTO_MAX, ge=1, le=1_000_000, description="Largest batch size tried.")
+    min_gain: float = Field(
+        DEFAULT_MIN_GAIN,
+        ge=0,
+        lt=1,
+        description="Stop when two doublings in a row each gain less than this share of throughput.",
+    )
+
+    def sizes(self) -> list[int]:
+        """min, 2 min, 4 min, ... up to max: the batch sizes the search may try, in order."""
+        out, bs = [], self.min
+        while bs <= self.max:
+            out.append(bs)
+            bs *= 2
+        return out
+
+
+_AUTO_SCHEMA = {
+    "anyOf": [
+        {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 1_000_000}, "minItems": 1,
+         "uniqueItems": True},
+        {"const": AUTO},
+        {
+            "type": "object",
+            "properties": {AUTO: BatchSizeSearch.model_json_schema()},
+            "required": [AUTO],
+            "additionalProperties": False,
+        },
+    ],
+    "description": "Global batch sizes to try, or auto (optionally {auto: {min, max, min_gain}}): "
+    "double from min until out of memory, max, or a throughput plateau.",
+}  # fmt: skip
+
+
 class SweepSpec(BaseModel):
     """A sweep: one workload over instance types × batch sizes × repetitions."""
 
@@ -330,8 +410,8 @@ class SweepSpec(BaseModel):
             description="SageMaker training instance types (ml.*), or local / local_gpu for local mode.",
         )
     )
-    batch_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
-        min_length=1, json_schema_extra={"uniqueItems": True}, description="Global batch sizes to try."
+    batch_sizes: Annotated[list[Annotated[int, Field(ge=1, le=1_000_000)]], WithJsonSchema(_AUTO_SCHEMA)] = (
+        Field(min_length=1, description="Global batch sizes to try, or auto.")
     )
     repetitions: int = Field(1, ge=1, le=100, description="Runs per (instance type, batch size) cell.")
     instance_count: int = Field(1, ge=1, le=100, description="Instances per job (distributed training).")
@@ -401,6 +481,59 @@ class SweepSpec(BaseModel):
                 "warm_pool_seconds", "SageMaker warm pools cannot be used with spot: set spot to false"
             )
         return self
+
+    # ---- quality: the evaluation metric, a target to reach, scan/confirm phases (issue 14, item 3) ----
+    quality_margin: float = Field(
+        DEFAULT_QUALITY_MARGIN,
+        ge=0,
+        le=1,
+        description="Full mode: a configuration whose final eval_accuracy is more than this below the "
+        "best one's is flagged and not recommended (absolute: 0.02 = 2 points).",
+    )
+    target: Target | None = Field(
+        None,
+        description="Rank by time and cost to reach this evaluation metric (MLPerf's time-to-train); "
+        "a configuration that never reaches it is not recommended.",
+    )
+    phases: list[Literal["scan", "confirm"]] | None = Field(
+        None,
+        description="[scan, confirm]: an early-stop packed scan of every configuration, then full runs "
+        "of the confirm_top_k best to the target; the recommendation comes from the confirmed runs.",
+    )
+    confirm_top_k: int = Field(
+        DEFAULT_CONFIRM_TOP_K, ge=1, le=100, description="Configurations the confirm phase trains."
+    )
+    batch_size_search: BatchSizeSearch | None = Field(
+        None,
+        description="Set from batch_sizes: auto (batch_sizes then lists the sizes it may try); the "
+        "packed job stops at the first out of memory or throughput plateau.",
+    )
+    cells: list[GridCell] | None = Field(
+        None,
+        min_length=1,
+        description="Run only these (instance type, batch size) cells of the grid (the confirm phase "
+        "sets it to the scan's best).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_batch_sizes(cls, data: Any) -> Any:
+        """``batch_sizes: auto`` (or ``{auto: {min, max, min_gain}}``) becomes the doubling sequence to try
+        plus ``batch_size_search``; a packed early-stop job unless the spec says otherwise (then refused)."""
+        if not isinstance(data, Mapping):
+            return data
+        given = data.get("batch_sizes")
+        if given != AUTO and not (isinstance(given, Mapping) and set(given) == {AUTO}):
+            return data
+        search = BatchSizeSearch.model_validate({} if given == AUTO else (given[AUTO] or {}))
+        if search.min > search.max:
+            raise _FieldError("batch_sizes.auto", f"min {search.min} is larger than max {search.max}")
+        out = dict(data)
+        out["batch_sizes"] = search.sizes()
+        out["batch_size_search"] = search.model_dump()
+        out.setdefault("mode", "early-stop")
+        out.setdefault("packing", "per-instance")
+        return out
 
     @field_validator("instance_types")
     @classmethod
@@ -499,6 +632,8 @@ class SweepSpec(BaseModel):
             )
         if self.data and self.data.startswith("file://") and not local:
             raise _FieldError("data", "a file:// URI is only readable in local mode; upload it and use s3://")
+        self._check_quality()
+        self._check_search()
         if self.max_wait_seconds is not None:
             if not self.spot:
                 raise _FieldError("max_wait_seconds", "only meaningful with spot: true")
@@ -508,6 +643,69 @@ class SweepSpec(BaseModel):
                     f"must be at least max_runtime_seconds ({self.max_runtime_seconds}) (SageMaker rule)",
                 )
         return self
+
+    def _check_search(self) -> None:
+        search = self.batch_size_search
+        if search is None:
+            return
+        if self.batch_sizes != search.sizes():
+            raise _FieldError(
+                "batch_sizes",
+                "with batch_size_search, batch_sizes is its doubling sequence: write batch_sizes: auto",
+            )
+        if self.workload.kind != "builtin":
+            raise _FieldError(
+                "batch_sizes", "batch_sizes: auto runs with the built-in workloads (model) for now"
+            )
+        if self.packing != "per-instance" or self.mode != "early-stop":
+            raise _FieldError(
+                "batch_sizes",
+                "batch_sizes: auto searches in one packed early-stop job per instance type: use packing: "
+                "per-instance and mode: early-stop (the defaults with auto)",
+            )
+        if self.cells is not None:
+            raise _FieldError("cells", "batch_sizes: auto chooses the batch sizes: remove cells")
+
+    def _check_quality(self) -> None:
+        if self.phases is not None:
+            if self.phases != list(PHASES):
+                raise _FieldError("phases", f"the only sequence is {list(PHASES)} (or leave phases out)")
+            if self.target is None:
+                raise _FieldError(
+                    "target", "phases: [scan, confirm] trains the confirmed runs to a target: set target"
+                )
+            if self.cells is not None:
+                raise _FieldError("cells", "the confirm phase chooses its cells: remove cells, or phases")
+            if self.workload.kind == "image":
+                raise _FieldError(
+                    "phases",
+                    "the scan phase packs and early-stops, which needs trainsweep's launcher: give "
+                    "workload.entry_point, or leave phases out",
+                )
+        elif self.target is not None and self.mode == "early-stop":
+            raise _FieldError(
+                "target",
+                "an early-stopped run never reaches a target: use mode full, or phases: [scan, confirm]",
+            )
+        if self.cells is not None:
+            grid = {(t, b) for t in self.instance_types for b in self.batch_sizes}
+            seen: set[tuple[str, int]] = set()
+            for i, c in enumerate(self.cells):
+                key = (c.instance_type, c.batch_size)
+                if key not in grid:
+                    raise _FieldError(
+                        f"cells.{i}",
+                        f"{c.instance_type} x {c.batch_size} is not in instance_types x batch_sizes",
+                    )
+                if key in seen:
+                    raise _FieldError(f"cells.{i}", f"{c.instance_type} x {c.batch_size} is listed twice")
+                seen.add(key)
+
+    def in_grid(self, instance_type: str, batch_size: int) -> bool:
+        """Whether the sweep runs this cell (every cell of the grid unless ``cells`` narrows it)."""
+        if self.cells is None:
+            return True
+        return any(c.instance_type == instance_type and c.batch_size == batch_size for c in self.cells)
 
     @property
     def is_local(self) -> bool:
@@ -565,6 +763,21 @@ def _schema_errors(data: Mapping[str, Any]) -> list[tuple[str, str]]:
             missing = err.message.split("'")[1] if err.message.count("'") >= 2 else err.message
             errors.append((_join(path, missing), "required field is missing"))
             continue
+        if err.validator in ("anyOf", "oneOf") and err.context:
+            # The branch the value was meant for (its type matched) names the field inside it:
+            # batch_sizes[1] for a bad list entry, target.value for a bad target.
+            depth = len(err.absolute_path)
+            specific = [
+                e for e in err.context if e.validator not in ("type", "const") or len(e.absolute_path) > depth
+            ]
+            if specific:
+                errors.append(
+                    (
+                        _format_path(specific[0].absolute_path) or path or "(spec)",
+                        _schema_message(specific[0]),
+                    )
+                )
+                continue
         errors.append((path or "(spec)", _schema_message(err)))
     # One message per field: an empty name breaks both minLength and pattern, say it once.
     first: dict[str, str] = {}
@@ -1051,6 +1264,10 @@ def _hyperparameters(
     else:
         out[hp.BATCH_SIZES] = ",".join(map(str, batch_sizes))
     out[hp.RUN_NAMES] = ",".join(run_names)
+    if spec.batch_size_search is not None:
+        out[hp.BATCH_SIZE_SEARCH] = _format_value(spec.batch_size_search.min_gain)
+    if spec.target is not None and spec.mode == "full":
+        out[hp.TARGET_ACCURACY] = _format_value(spec.target.value)
     if spec.mode == "early-stop" and hp.EARLY_STOP_MAX_SECONDS not in out:
         out[hp.EARLY_STOP_MAX_SECONDS] = _early_stop_max_seconds(spec, batch_sizes)
     if bucket:
@@ -1069,10 +1286,13 @@ def _expand(
     for instance_type, count in ((t, n) for t in spec.instance_types for n in spec.node_counts):
         short = instances.vmtype_with_nodes(instance_type, count)
         for rep in range(spec.repetitions):
+            sizes = [bs for bs in spec.batch_sizes if spec.in_grid(instance_type, bs)]
+            if not sizes:
+                continue
             if spec.packing == "per-cell":
-                groups: list[tuple[int | None, list[int]]] = [(bs, [bs]) for bs in spec.batch_sizes]
+                groups: list[tuple[int | None, list[int]]] = [(bs, [bs]) for bs in sizes]
             else:
-                groups = [(None, list(spec.batch_sizes))]
+                groups = [(None, sizes)]
             for name_bs, batch_sizes in groups:
                 name = job_name(job_prefix, short, name_bs, rep)
                 runs = (
@@ -1212,6 +1432,13 @@ def plan_sweep(
         )
     created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    if spec.phases:
+        raise SpecError(
+            "invalid sweep spec: phases: [scan, confirm] runs as two sweeps, which `trainsweep run SPEC` "
+            "starts one after the other (trainsweep.phases gives each phase's spec); a single sweep "
+            "cannot run both",
+            [("phases", "start a two-phase sweep with `trainsweep run`")],
+        )
     if cloud and spec.is_local:
         raise SpecError(
             f"invalid sweep spec:\n  instance_types: {', '.join(spec.instance_types)} run only in local mode "

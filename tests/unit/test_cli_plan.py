@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from trainsweep import layout
 from trainsweep.cli import app
 from trainsweep.cli.plan import EXIT_INVALID, EXIT_OVER_BUDGET, EXIT_TOO_LARGE
+from trainsweep.cost.prices import hourly_usd
 from trainsweep.spec import format_duration, json_schema
 
 runner = CliRunner()
@@ -323,3 +324,20 @@ def test_a_bad_prices_override_is_refused_with_its_field(write_spec, prices, fie
     result = runner.invoke(app, ["plan", str(write_spec(prices=prices))], env={"COLUMNS": "300"})
     assert result.exit_code == EXIT_INVALID, result.output
     assert field in result.output
+
+
+def test_plan_of_a_two_phase_sweep_shows_its_scan_and_bounds_the_confirm_phase(write_spec) -> None:  # type: ignore[no-untyped-def]
+    path = write_spec(
+        target={"metric": "eval_accuracy", "value": 0.9}, phases=["scan", "confirm"], confirm_top_k=1
+    )
+    result = runner.invoke(app, ["plan", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "early-stop" in result.output and "packing per-instance" in result.output
+    spec = yaml.safe_load(path.read_text())
+    dearest = max(hourly_usd(t, "us-east-1") or 0.0 for t in spec["instance_types"])
+    worst = dearest * spec.get("max_runtime_seconds", 3600) / 3600 * spec.get("repetitions", 1)
+    assert (
+        "then a confirm sweep trains the scan's best 1 configuration(s) in full mode to eval_accuracy 0.9"
+        in " ".join(result.output.split())
+    )
+    assert f"worst case at most {worst:,.2f} USD" in " ".join(result.output.split())

@@ -231,3 +231,25 @@ def test_a_lambda_error_cause_becomes_one_line_and_other_causes_keep_their_error
     )
     assert sweeps.failure_line("States.Runtime", None) == "States.Runtime"
     assert len(sweeps.failure_line("E", "x" * 5000)) == sweeps.ERROR_LINE_MAX
+
+
+def test_resuming_a_sweep_of_some_cells_reruns_them_with_a_spec_that_plans_them() -> None:
+    from trainsweep.spec import plan_sweep
+
+    spec = {
+        "name": "demo",
+        "workload": {"model": "mnist-cnn", "synthetic": True},
+        "instance_types": ["local"],
+        "batch_sizes": [32, 64, 128],
+        "cells": [
+            {"instance_type": "local", "batch_size": 32},
+            {"instance_type": "local", "batch_size": 128},
+        ],
+    }
+    jobs = [_job(32, 0), _job(128, 0)]
+    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [_cell(jobs[0], "completed"), _cell(jobs[1], "failed")]}
+    plan = sweeps.plan_resume(spec, doc, {jobs[0]["run_names"][0]})
+    (reduced,) = plan.specs
+    # the reduced grid is the missing cell itself; the original cells (32 is outside it) would be refused
+    assert (reduced["batch_sizes"], reduced["cells"]) == ([128], None)
+    assert [j["run_names"] for j in plan_sweep(reduced, sweep_id=SWEEP).jobs] == [jobs[1]["run_names"]]

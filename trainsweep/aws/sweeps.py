@@ -446,6 +446,9 @@ def plan_resume(
         reps = max((c.repetition or 0) for c in mine) + 1
         reduced = dict(spec)
         reduced.update(instance_types=[instance_type], batch_sizes=sizes, repetitions=reps)
+        if reduced.get("cells"):
+            # every (instance_type, size) here was a planned cell: the reduced grid is those cells
+            reduced["cells"] = None
         specs.append(reduced)
         chosen = {(c.batch_size, c.repetition) for c in mine}
         also += [

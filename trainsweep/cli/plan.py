@@ -48,8 +48,18 @@ def plan(
 
     out = make_console()
     err = make_console(stderr=True)
+    from trainsweep import phases
+    from trainsweep.spec import load_spec
+
     try:
-        sweep = plan_sweep(spec_path, region=region, bucket=bucket, enforce_budget=False)
+        spec = load_spec(spec_path)
+        # a two-phase sweep starts with its scan: that is the plan to show; the confirm phase follows
+        sweep = plan_sweep(
+            phases.scan_spec(spec) if spec.phases else spec,
+            region=region,
+            bucket=bucket,
+            enforce_budget=False,
+        )
     except SpecError as e:
         _print_spec_errors(err, str(spec_path), e)
         raise typer.Exit(EXIT_INVALID) from None
@@ -58,6 +68,8 @@ def plan(
         typer.echo(json.dumps(sweep.to_dict(), indent=2))
     else:
         _print_plan(out, sweep)
+        if spec.phases:
+            _print_confirm_phase(out, sweep, spec)
     for warning in sweep.warnings:
         err.print(f"Warning: {warning}", highlight=False, markup=False)
     try:
@@ -95,6 +107,29 @@ def _print_spec_errors(console: Console, where: str, error: Any) -> None:
     for field, message in pairs:
         console.print(styled("  ", (field, "bold"), f": {message}"))
     console.print("Fields and allowed values: `trainsweep schema`.")
+
+
+def _print_confirm_phase(console: Console, scan: SweepPlan, spec: Any) -> None:
+    """What follows the scan of ``phases: [scan, confirm]``, with the confirm sweep's worst case."""
+    prices = sorted(
+        (scan.hourly_usd.get(t) for t in spec.instance_types for _ in spec.batch_sizes),
+        key=lambda p: -1.0 if p is None else p,
+        reverse=True,
+    )
+    k = min(spec.confirm_top_k, len(prices))
+    dearest = prices[:k]
+    worst = (
+        None
+        if None in dearest
+        else sum(p * spec.max_runtime_seconds / 3600 * spec.instance_count for p in dearest if p is not None)
+        * spec.repetitions
+    )
+    console.print(
+        f"This is the scan of phases [scan, confirm]; then a confirm sweep trains the scan's best {k} "
+        f"configuration(s) in full mode to {spec.target.metric} {spec.target.value:g} "
+        f"({_n(spec.repetitions, 'repetition')}; worst case at most {_usd(worst)}).",
+        highlight=False,
+    )
 
 
 def _n(count: int, noun: str) -> str:

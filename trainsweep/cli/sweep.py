@@ -186,7 +186,11 @@ def run(
             from trainsweep.spec import check_sweep_id
 
             check_sweep_id(resume)  # it names a folder and an S3 prefix
-        if local:
+        from trainsweep.spec import load_spec
+
+        if load_spec(spec_path).phases:
+            _run_phases(console, spec_path, out, resume, local, stack, profile, region, watch=not no_watch)
+        elif local:
             _run_local(console, spec_path, out, resume, watch=not no_watch)
         else:
             _run_cloud(console, spec_path, out, resume, stack, profile, region, watch=not no_watch)
@@ -198,7 +202,111 @@ def run(
         raise typer.Exit(EXIT_FAILED) from None
 
 
-def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None, *, watch: bool) -> None:
+def _run_phases(
+    console: Console,
+    spec_path: Path,
+    out: Path,
+    resume: str | None,
+    local: bool,
+    stack: str,
+    profile: str | None,
+    region: str | None,
+    *,
+    watch: bool,
+) -> None:
+    """``phases: [scan, confirm]``: the scan sweep, then a confirm sweep of its best configurations to the
+    target (:mod:`trainsweep.phases`); the recommendation is the confirm sweep's."""
+    from datetime import UTC, datetime
+
+    from trainsweep import layout, phases
+    from trainsweep.errors import TrainsweepError
+    from trainsweep.sourcedir import spec_dir
+    from trainsweep.spec import load_spec, make_sweep_id
+
+    if resume is not None:
+        raise TrainsweepError(
+            "--resume re-runs the cells of one sweep: resume the scan or the confirm sweep with a spec "
+            "without phases (its own spec.json is in its results folder)"
+        )
+    if not watch and not local:
+        raise TrainsweepError(
+            "phases: [scan, confirm] waits for the scan to choose what to confirm: drop --no-watch"
+        )
+    spec = load_spec(spec_path)
+    assert spec.target is not None  # the spec requires one with phases
+    folder = spec_dir(spec_path)
+
+    def run_one(spec_dict: dict[str, Any], sweep_id: str, record: dict[str, Any] | None = None) -> Path:
+        if local:
+            return _run_local(
+                console,
+                spec_dict,
+                out,
+                None,
+                watch=watch,
+                sweep_id=sweep_id,
+                spec_folder=folder,
+                record=record,
+            )
+        return _run_cloud(
+            console, spec_dict, out, None, stack, profile, region, watch=watch, sweep_id=sweep_id,
+            spec_folder=folder, record=record,
+        )  # fmt: skip
+
+    scan_id = make_sweep_id(spec.name, datetime.now(UTC))
+    confirm_id = phases.confirm_sweep_id(scan_id)
+    console.print(
+        f"Phase 1 of 2, scan: every configuration early-stopped, packed, once (sweep {scan_id})",
+        highlight=False,
+    )
+    scan_dest = run_one(phases.scan_spec(spec), scan_id)
+    sweep_json = scan_dest / layout.RESULTS_DIR / layout.SWEEP_JSON
+    try:
+        doc = json.loads(sweep_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise TrainsweepError(f"cannot read the scan's {sweep_json}: {e}; nothing was confirmed") from None
+    if not isinstance(doc, dict):
+        raise TrainsweepError(f"the scan's {sweep_json} is not a sweep summary; nothing was confirmed")
+    ranked = phases.rank_scan(doc)
+    k = spec.confirm_top_k
+    cells = phases.confirm_cells(ranked, k)
+    named = ", ".join(f"{t} x {b}" for t, b in cells)
+    console.print(
+        f"Phase 2 of 2, confirm: the scan's best {len(cells)} of {len(ranked)} configurations ({named}) "
+        f"trained to {spec.target.metric} {spec.target.value:g} (sweep {confirm_id})",
+        highlight=False,
+    )
+    dest = run_one(phases.confirm_spec(spec, cells), confirm_id, phases.phases_record(scan_id, ranked, k))
+    try:
+        summary = json.loads((dest / layout.RESULTS_DIR / layout.SWEEP_JSON).read_text(encoding="utf-8"))
+        lines = summary["recommendation"]["text"]
+    except (OSError, ValueError, KeyError, TypeError):
+        lines = []
+    if lines:
+        console.print("Recommendation (from the confirmed runs):", highlight=False)
+        for line in lines:
+            console.print(f"  {line}", highlight=False)
+
+
+def _write_record(dest: Path, record: dict[str, Any] | None) -> None:
+    """A phase's :data:`trainsweep.phases.PHASES_FILE` in its downloaded folder."""
+    from trainsweep.phases import PHASES_FILE
+
+    if record is not None and dest.is_dir():
+        (dest / PHASES_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def _run_local(
+    console: Console,
+    spec_path: Path | dict[str, Any],
+    out: Path,
+    resume: str | None,
+    *,
+    watch: bool,
+    sweep_id: str | None = None,
+    spec_folder: Path | None = None,
+    record: dict[str, Any] | None = None,
+) -> Path:
     from trainsweep import layout
     from trainsweep.local.sweep import SweepInterrupted, run_local_sweep
 
@@ -209,7 +317,14 @@ def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None,
     console.print("Starting the embedded AWS and deploying the stack (local mode)…", highlight=False)
     update, close = _watch_factory(console, watch)
     try:
-        result = run_local_sweep(spec_path, out_root=out, resume=resume, on_update=update)
+        result = run_local_sweep(
+            spec_path,
+            out_root=out,
+            resume=resume,
+            on_update=update,
+            sweep_id=sweep_id,
+            spec_folder=spec_folder,
+        )
     except SweepInterrupted as stop:
         close()
         got = stop.result
@@ -243,10 +358,14 @@ def _run_local(console: Console, spec_path: Path, out: Path, resume: str | None,
     if result.parse_failures is not None and result.parse_failures.alarming:
         # The queue goes with the embedded AWS: say it here, `status` reads the downloaded sweep.
         console.print(styled(("warning:", "bold yellow"), " ", result.parse_failures.local_line()))
+    _write_record(result.dest, record)
     _finish(console, result.view, result.dest, result.execution_status, result.error, result.error_detail)
+    return result.dest
 
 
-def _say_spec_changes(console: Console, saved: Any, spec_source: Path, sweep_id: str) -> None:
+def _say_spec_changes(
+    console: Console, saved: Any, spec_source: Path | dict[str, Any], sweep_id: str
+) -> None:
     """Tell the user when the spec given to ``--resume`` is not the sweep's own (it is the one that runs)."""
     from trainsweep.aws import sweeps
     from trainsweep.spec import load_spec
@@ -307,7 +426,7 @@ def _finish(
 
 def _run_cloud(
     console: Console,
-    spec_path: Path,
+    spec_path: Path | dict[str, Any],
     out: Path,
     resume: str | None,
     stack: str,
@@ -315,7 +434,10 @@ def _run_cloud(
     region: str | None,
     *,
     watch: bool,
-) -> None:
+    sweep_id: str | None = None,
+    spec_folder: Path | None = None,
+    record: dict[str, Any] | None = None,
+) -> Path:
     from datetime import UTC, datetime
 
     from trainsweep.aws import sweeps
@@ -341,9 +463,11 @@ def _run_cloud(
         s3, found[0] if found else None, pricing_client(session), session.region_name, spec.instance_types
     )
     check_plan_fits(plan_sweep(spec, region=session.region_name, cloud=True, price=price))
-    staged = stage(spec.workload, spec_dir(spec_path), check_requirements=False)  # the job installs them
+    staged = stage(
+        spec.workload, spec_folder or spec_dir(spec_path), check_requirements=False
+    )  # the job installs them
     bucket, machine = found or _stack(session, stack)
-    sweep_id = resume or make_sweep_id(spec.name, datetime.now(UTC))
+    sweep_id = resume or sweep_id or make_sweep_id(spec.name, datetime.now(UTC))
     spec_dict = spec.to_dict()
     if staged is not None:
         spec_dict = upload_source(s3, bucket, sweep_id, spec_dict, staged)
@@ -387,7 +511,7 @@ def _run_cloud(
                 f"Watch it with `trainsweep status {sweep_id}`; "
                 f"download with `trainsweep download {sweep_id}`."
             )
-            return
+            return out / sweep_id
         try:
             status = wait(arn)
         except KeyboardInterrupt:
@@ -404,7 +528,9 @@ def _run_cloud(
     view = sweeps.sweep_view(
         s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, region=session.region_name
     )
+    _write_record(dest, record)
     _finish(console, view, dest, status, error, detail)
+    return dest
 
 
 # ---- status / download ------------------------------------------------------------------------------

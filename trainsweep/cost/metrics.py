@@ -65,6 +65,10 @@ CSV_COLUMNS = (
     "usd_waiting",
     "spot_savings_share",
     "gpu_memory_share",
+    "eval_accuracy",
+    "time_to_target_s",
+    "cost_to_target_usd",
+    "quality",
     "status",
     "notes",
     "not_judged",
@@ -204,6 +208,13 @@ class RunMetrics:
     batch-size argument): throughput uses this one."""
     instance_count: int | None = None
     """Instances of the run's job (None: not said; :func:`aggregate` then uses its default)."""
+    eval_accuracy: float | None = None
+    """The last evaluation's accuracy (None: the run never evaluated, e.g. early-stopped)."""
+    target_epoch: int | None = None
+    """The first epoch whose evaluation reached the target (None: no target, or not reached)."""
+    time_to_target_s: float | None = None
+    """Training from its start to the end of :attr:`target_epoch` (evaluations included)."""
+    billable_to_target_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -240,8 +251,10 @@ def run_metrics(
     epochs: int | None = None,
     job: Mapping[str, Any] | None = None,
     overhead_s: float = billing.FIXED_OVERHEAD_S,
+    target_value: float | None = None,
 ) -> RunMetrics:
-    """Figures of one run; ``epochs`` is the number of epochs to predict the training time for."""
+    """Figures of one run; ``epochs`` is the number of epochs to predict the training time for;
+    ``target_value`` the eval_accuracy whose first reaching ends the time to target."""
     status = job_status(job) or _RUN_STATUS.get(run.status, FAILED)
     bs = run.batch_size or run.header.batch_size or (job or {}).get("batch_size")
     itype = resolve_instance_type(run, job)
@@ -320,10 +333,40 @@ def run_metrics(
         m.aligned_step_s = stall.aligned_step_s
         m.free_step_s = stall.free_step_s
     m.gpu_memory_share = gpu_memory_share(run)
+    _quality(m, eps, target_value, known["billable_s"], overhead_s)
     if status == OK and m.step_s is None:
         m.status = FAILED
         m.reason = m.reason or "the log has no training steps"
     return m
+
+
+def _quality(
+    m: RunMetrics, eps: Sequence[Epoch], target: float | None, billed_s: float | None, overhead_s: float
+) -> None:
+    """The run's last evaluation and, with a target, when it first reached it (MLPerf's time-to-train:
+    the training from its start to the end of the first evaluation at or above the target)."""
+    accuracies = [
+        (i, e.validation_accuracy)
+        for i, e in enumerate(eps)
+        if e.validation_accuracy is not None and math.isfinite(e.validation_accuracy)
+    ]
+    if not accuracies:
+        return
+    m.eval_accuracy = accuracies[-1][1]
+    if target is None:
+        return
+    reached = next((i for i, acc in accuracies if acc >= target), None)
+    if reached is None:
+        return
+    m.target_epoch = reached + 1
+    times = [_epoch_time(e) for e in eps[: reached + 1]]
+    if None in times:
+        return
+    m.time_to_target_s = float(sum(t for t in times if t is not None))
+    if billed_s is not None and reached + 1 == len(eps) and not m.prediction_used:
+        m.billable_to_target_s = billed_s  # the job ended at the target: its bill is the cost to target
+    else:
+        m.billable_to_target_s = billing.modelled_billable_s(m.time_to_target_s, overhead_s)
 
 
 @dataclass
@@ -357,6 +400,14 @@ class ConfigMetrics:
     spot_savings_share: float | None = None
     gpu_memory_share: float | None = None
     """The largest share of the GPU's memory a repetition held (None: no GPU or not logged)."""
+    eval_accuracy: float | None = None
+    """Mean over repetitions of the last evaluation's accuracy (None: no run evaluated)."""
+    time_to_target_s: float | None = None
+    """Mean time to reach the spec's target (every repetition reached it), else None."""
+    cost_to_target_usd: float | None = None
+    quality: str = ""
+    """Why the configuration learns worse than the others ("" when it does not): it fell more than the
+    margin below the best eval_accuracy, or did not reach the target."""
     status: str = OK
     notes: str = ""
     not_judged: str = ""
@@ -404,6 +455,8 @@ def aggregate(
         tuple[str, int | None, str, str | None] | tuple[str, int | None, str, str | None, int]
     ] = (),
     prices: Mapping[str, float] | None = None,
+    quality_margin: float | None = None,
+    target: float | None = None,
 ) -> list[ConfigMetrics]:
     """Group run figures by (instance type, instance count, batch size) into sweep rows, sorted by type
     then batch size.
@@ -414,6 +467,8 @@ def aggregate(
 
     ``extra_cells`` adds ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run,
     or ``(instance_type, batch_size, status, reason, instance_count)``.
+    With ``target`` (an eval_accuracy), a configuration some repetition of which never reached it gets a
+    ``quality`` flag; without, one whose eval_accuracy is more than ``quality_margin`` below the best does.
     """
     groups: dict[tuple[str, int | None, str, int], list[RunMetrics]] = {}
     for r in runs:
@@ -464,6 +519,18 @@ def aggregate(
             row.billable_source = "+".join(sources) if sources else None
             row.spot_savings_share = _mean([r.spot_savings_share for r in ok])
             row.gpu_memory_share = max(_finite([r.gpu_memory_share for r in ok]), default=None)
+            row.eval_accuracy = _mean([r.eval_accuracy for r in ok])
+            if target is not None:
+                missed = [r for r in ok if r.time_to_target_s is None]
+                if missed:
+                    best = max(_finite([r.eval_accuracy for r in missed]), default=None)
+                    seen = f"best eval_accuracy {best:.4g}" if best is not None else "no evaluation"
+                    row.quality = (
+                        f"did not reach target: eval_accuracy {target:g} not reached by {len(missed)} of "
+                        f"{len(ok)} runs ({seen})"
+                    )
+                else:
+                    row.time_to_target_s = _mean([r.time_to_target_s for r in ok])
             row.data_wait_share = _mean([r.data_wait_share for r in ok])
             row.utilisation = _mean([r.utilisation for r in ok])
             row.aligned_step_s = _mean([r.aligned_step_s for r in ok])
@@ -475,6 +542,9 @@ def aggregate(
                     row.cost_per_epoch_usd = billing.cost_usd(row.epoch_time_s, price, count)
                 if row.billable_s is not None:
                     row.cost_to_train_usd = billing.cost_usd(row.billable_s, price, count)
+                to_target = _mean([r.billable_to_target_s for r in ok])
+                if row.time_to_target_s is not None and to_target is not None:
+                    row.cost_to_target_usd = billing.cost_usd(to_target, price, count)
                 if row.samples_per_s is not None and price > 0:
                     row.samples_per_usd = row.samples_per_s * 3600.0 / (price * count)
                 row.iterations_per_usd = iterations_per_usd(row.step_time_s, price * count)
@@ -507,8 +577,11 @@ def aggregate(
             if why:
                 notes.append("; ".join(dict.fromkeys(why)))
         row.notes = "; ".join(notes)
-        row.not_judged = not_judged_reason(row, region)
         rows.append(row)
+    if target is None and quality_margin is not None:
+        _flag_below_best(rows, quality_margin)
+    for row in rows:
+        row.not_judged = not_judged_reason(row, region, by_target=target is not None)
     order = {name: i for i, name in enumerate(instances.CATALOGUE)}
     rows.sort(
         key=lambda r: (
@@ -537,9 +610,25 @@ def set_scaling_efficiency(rows: Sequence[ConfigMetrics]) -> None:
             r.scaling_efficiency = r.samples_per_s / (base * r.instance_count)
 
 
-def not_judged_reason(row: ConfigMetrics, region: str | None = None) -> str:
+def _flag_below_best(rows: Sequence[ConfigMetrics], margin: float) -> None:
+    """Flag the configurations whose eval_accuracy is more than ``margin`` below the best one's."""
+    evaluated = [r for r in rows if r.status == OK and r.eval_accuracy is not None]
+    best = max(evaluated, key=lambda r: r.eval_accuracy or 0.0, default=None)
+    if best is None or best.eval_accuracy is None:
+        return
+    for r in evaluated:
+        gap = best.eval_accuracy - (r.eval_accuracy or 0.0)
+        if gap > margin:
+            r.quality = (
+                f"learns worse: eval_accuracy {r.eval_accuracy:.4g} is {gap:.4g} below the best "
+                f"({best.eval_accuracy:.4g}, {best.label}; margin {margin:g})"
+            )
+
+
+def not_judged_reason(row: ConfigMetrics, region: str | None = None, *, by_target: bool = False) -> str:
     """Why a configuration cannot be compared with the others, as ``<what is missing>: <detail>``
-    ("" when it can be): the first missing of instance type, timings (or infeasible), price, time to train."""
+    ("" when it can be): the first missing of instance type, timings (or infeasible), price, time to train;
+    then its quality flag (it learns worse, or it did not reach the target: never recommended)."""
     if row.instance_type not in instances.CATALOGUE:
         if row.instance_type == "unknown":
             return "no instance type: neither the log's name, its folder nor the log says it"
@@ -553,6 +642,10 @@ def not_judged_reason(row: ConfigMetrics, region: str | None = None) -> str:
         return f"no price: no price for {row.instance_type}{on}" + (f" in {region}" if region else "")
     if row.time_to_train_s is None or row.cost_to_train_usd is None:
         return "no time to train: the runs do not give one for the epochs compared"
+    if row.quality:
+        return row.quality
+    if by_target and (row.time_to_target_s is None or row.cost_to_target_usd is None):
+        return "no time to target: the runs do not give one"
     return ""
 
 

@@ -37,6 +37,8 @@ class Recommendation:
     near_by: str = ""
     not_judged: list[ConfigMetrics] = field(default_factory=list)
     """Configurations left out of the comparison (each says why in ``not_judged``)."""
+    target: str | None = None
+    """``eval_accuracy >= 0.97`` when the ranking is by time and cost to reach a target, else None."""
 
     @property
     def configurations(self) -> int:
@@ -71,6 +73,11 @@ class Recommendation:
                 "No configuration finished with usable timings and a known price: nothing to recommend.",
             ]
         out: list[str] = head
+        if self.target is not None:
+            out.append(
+                f"Ranked by time and cost to reach {self.target} (MLPerf's time-to-train), not to train "
+                "every epoch."
+            )
         if self.pick is not None:
             out.append(f"Use {_describe(self.pick)}: {self.reason}")
         else:
@@ -101,6 +108,9 @@ class Recommendation:
                 "batch_size": c.batch_size,
                 "time_to_train_s": c.time_to_train_s,
                 "cost_to_train_usd": c.cost_to_train_usd,
+                "time_to_target_s": c.time_to_target_s,
+                "cost_to_target_usd": c.cost_to_target_usd,
+                "eval_accuracy": c.eval_accuracy,
             }
 
         return {
@@ -114,6 +124,7 @@ class Recommendation:
             "reason": self.reason,
             "near": [key(c) for c in self.near],
             "not_judged": [dict(key(c) or {}, reason=c.not_judged) for c in self.not_judged],
+            "target": self.target,
             "text": self.sentences(),
         }
 
@@ -127,47 +138,74 @@ def _fmt_s(s: float) -> str:
 
 
 def _describe(c: ConfigMetrics) -> str:
+    if c.time_to_target_s is not None and c.cost_to_target_usd is not None:
+        return (
+            f"{c.machine} with batch size {c.batch_size} "
+            f"({_fmt_s(c.time_to_target_s)} to reach the target, ${c.cost_to_target_usd:.4f})"
+        )
     return (
         f"{c.machine} with batch size {c.batch_size} "
         f"({_fmt_s(c.time_to_train_s or 0)} to train, ${c.cost_to_train_usd or 0:.4f})"
     )
 
 
-def pareto_front(rows: Sequence[ConfigMetrics]) -> list[ConfigMetrics]:
-    """Configurations not dominated in (time to train, cost to train), fastest first."""
-    pts = [r for r in rows if r.time_to_train_s is not None and r.cost_to_train_usd is not None]
+def _time(r: ConfigMetrics, by_target: bool) -> float | None:
+    return r.time_to_target_s if by_target else r.time_to_train_s
+
+
+def _cost(r: ConfigMetrics, by_target: bool) -> float | None:
+    return r.cost_to_target_usd if by_target else r.cost_to_train_usd
+
+
+def pareto_front(rows: Sequence[ConfigMetrics], *, by_target: bool = False) -> list[ConfigMetrics]:
+    """Configurations not dominated in (time, cost) to train (or, ``by_target``, to reach the target),
+    fastest first."""
+    pts = [
+        (r, t, c)
+        for r in rows
+        if (t := _time(r, by_target)) is not None and (c := _cost(r, by_target)) is not None
+    ]
     front = []
-    for r in pts:
-        dominated = any(
-            o is not r
-            and o.time_to_train_s <= r.time_to_train_s  # type: ignore[operator]
-            and o.cost_to_train_usd <= r.cost_to_train_usd  # type: ignore[operator]
-            and (o.time_to_train_s < r.time_to_train_s or o.cost_to_train_usd < r.cost_to_train_usd)  # type: ignore[operator]
-            for o in pts
-        )
+    for r, t, c in pts:
+        dominated = any(o is not r and ot <= t and oc <= c and (ot < t or oc < c) for o, ot, oc in pts)
         if not dominated:
             front.append(r)
-    return sorted(front, key=lambda r: (r.time_to_train_s, r.cost_to_train_usd))
+    return sorted(front, key=lambda r: (_time(r, by_target), _cost(r, by_target)))
 
 
 def recommend(
-    rows: Sequence[ConfigMetrics], *, deadline_s: float | None = None, budget_usd: float | None = None
+    rows: Sequence[ConfigMetrics],
+    *,
+    deadline_s: float | None = None,
+    budget_usd: float | None = None,
+    target: str | None = None,
 ) -> Recommendation:
     """Pick the fastest, the cheapest, the Pareto set and the answer under an optional deadline/budget.
 
     With a deadline: the cheapest configuration that trains within it. With a budget: the fastest one
     that costs at most that. With both: the cheapest one meeting both. With neither: the cheapest.
+    With ``target`` (its description, e.g. ``eval_accuracy >= 0.97``) time and cost are those to reach it.
+    A configuration whose ``not_judged`` says why (it learns worse, it missed the target) is left out.
     """
+    by_target = target is not None
     pts = [
         r
         for r in rows
-        if r.status == OK and r.time_to_train_s is not None and r.cost_to_train_usd is not None
+        if r.status == OK
+        and not r.not_judged
+        and r.time_to_train_s is not None
+        and r.cost_to_train_usd is not None
+        and (not by_target or (r.time_to_target_s is not None and r.cost_to_target_usd is not None))
     ]
-    rec = Recommendation(None, None, deadline_s=deadline_s, budget_usd=budget_usd, candidates=len(pts))
+    rec = Recommendation(
+        None, None, deadline_s=deadline_s, budget_usd=budget_usd, candidates=len(pts), target=target
+    )
     taken = {id(r) for r in pts}
     rec.not_judged = [r for r in rows if id(r) not in taken]
     for r in rec.not_judged:
-        r.not_judged = r.not_judged or not_judged_reason(r) or "no time to train or no cost"
+        r.not_judged = (
+            r.not_judged or not_judged_reason(r, by_target=by_target) or "no time to train or no cost"
+        )
     subset = (
         f", a subset: {len(rec.not_judged)} of {rec.configurations} configurations could not be judged"
         if rec.not_judged
@@ -176,15 +214,21 @@ def recommend(
     if not pts:
         rec.reason = "no candidates"
         return rec
-    by_time = sorted(pts, key=lambda r: (r.time_to_train_s, r.cost_to_train_usd))
-    by_cost = sorted(pts, key=lambda r: (r.cost_to_train_usd, r.time_to_train_s))
+
+    def time(r: ConfigMetrics) -> float:
+        return _time(r, by_target) or 0.0
+
+    def cost(r: ConfigMetrics) -> float:
+        return _cost(r, by_target) or 0.0
+
+    by_time = sorted(pts, key=lambda r: (time(r), cost(r)))
+    by_cost = sorted(pts, key=lambda r: (cost(r), time(r)))
     rec.fastest, rec.cheapest = by_time[0], by_cost[0]
-    rec.pareto = pareto_front(pts)
+    rec.pareto = pareto_front(pts, by_target=by_target)
     ok = [
         r
         for r in pts
-        if (deadline_s is None or r.time_to_train_s <= deadline_s)  # type: ignore[operator]
-        and (budget_usd is None or r.cost_to_train_usd <= budget_usd)  # type: ignore[operator]
+        if (deadline_s is None or time(r) <= deadline_s) and (budget_usd is None or cost(r) <= budget_usd)
     ]
     limits = []
     if deadline_s is not None:
@@ -195,21 +239,17 @@ def recommend(
         rec.reason = f"none of {len(pts)} configurations meets {' and '.join(limits)}."
         return rec
     if budget_usd is not None and deadline_s is None:
-        rec.pick = min(ok, key=lambda r: (r.time_to_train_s, r.cost_to_train_usd))
+        rec.pick = min(ok, key=lambda r: (time(r), cost(r)))
         rec.reason = f"the fastest of the {len(ok)} configurations within {limits[0]}{subset}."
-        rec.near_by = "time to train"
-        best = rec.pick.time_to_train_s or 0.0
-        rec.near = [
-            r for r in ok if r is not rec.pick and (r.time_to_train_s or 0.0) <= best * (1 + NEAR_SHARE)
-        ]
+        rec.near_by = "time to reach the target" if by_target else "time to train"
+        best = time(rec.pick)
+        rec.near = [r for r in ok if r is not rec.pick and time(r) <= best * (1 + NEAR_SHARE)]
     else:
-        rec.pick = min(ok, key=lambda r: (r.cost_to_train_usd, r.time_to_train_s))
+        rec.pick = min(ok, key=lambda r: (cost(r), time(r)))
         within = f" within {' and '.join(limits)}" if limits else ""
         rec.reason = f"the cheapest of the {len(ok)} configurations{within}{subset}."
         rec.near_by = "cost"
-        best = rec.pick.cost_to_train_usd or 0.0
-        rec.near = [
-            r for r in ok if r is not rec.pick and (r.cost_to_train_usd or 0.0) <= best * (1 + NEAR_SHARE)
-        ]
-    rec.near.sort(key=lambda r: (r.cost_to_train_usd, r.time_to_train_s))
+        best = cost(rec.pick)
+        rec.near = [r for r in ok if r is not rec.pick and cost(r) <= best * (1 + NEAR_SHARE)]
+    rec.near.sort(key=lambda r: (cost(r), time(r)))
     return rec

@@ -167,8 +167,15 @@ def run_local_sweep(
     job_env: dict[str, str] | None = None,
     now: datetime | None = None,
     project_root: Path | None = None,
+    sweep_id: str | None = None,
+    spec_folder: Path | None = None,
 ) -> LocalRunResult:
-    """Run (or resume) a sweep locally and download its results; see the module docstring."""
+    """Run (or resume) a sweep locally and download its results; see the module docstring.
+
+    ``sweep_id`` names a new sweep (default: from the spec's name and the time; a phase of a two-phase
+    sweep names its own); ``spec_folder`` is where the spec's relative paths start when ``spec_source``
+    is not a file (default: the file's folder, else the current one).
+    """
     from trainsweep.aws import outputs as output_names
     from trainsweep.aws import sweeps
     from trainsweep.aws.code import upload_source
@@ -185,8 +192,8 @@ def run_local_sweep(
     spec = load_spec(spec_source)
     _check_local(spec, has_gpu or gpu_available)
     # The script, its folder and its requirements are checked before anything starts.
-    staged = stage(spec.workload, spec_dir(spec_source), check_requirements=True)
-    sweep_id = resume or make_sweep_id(spec.name, now or datetime.now(UTC))
+    staged = stage(spec.workload, spec_folder or spec_dir(spec_source), check_requirements=True)
+    sweep_id = resume or sweep_id or make_sweep_id(spec.name, now or datetime.now(UTC))
     check_plan_fits(plan_sweep(spec, sweep_id=sweep_id))  # PlanSweep would refuse it once deployed
     dest = Path(out_root) / sweep_id
     previous: Path | None = None

@@ -226,6 +226,9 @@ def _check_structured_shape(run: RunTimings, ml: MllogReader) -> bool:
     if run.dialect != "mllog" or run.prediction is not None:
         return False
     last = run.epochs[-1]
+    reached = run.extra.get(mllog.TARGET_REACHED)
+    if isinstance(reached, dict) and reached.get("epoch") == last.index:
+        return False  # it stopped at the target: the run is complete
     if run.header.epochs is not None and last.index < run.header.epochs:
         run.add_problem(
             "ends-early", f"the log announces {run.header.epochs} epochs but ends after epoch {last.index}"

@@ -74,6 +74,9 @@ MLPERF = NS + "mlperf"
 """``run.extra`` key of an MLPerf result log read as MLPerf defines a run
 (:class:`trainsweep.logs.mlperf.MlperfRun`): benchmark, submitter, status, time to train, blocks,
 evaluations, system."""
+TARGET_REACHED = NS + "target_reached"
+"""value: {"metric": "eval_accuracy", "target": x, "value": y, "epoch": k}: the run ended at its first
+evaluation reaching the target (MLPerf's time-to-train), not after every announced epoch (``extra`` key)."""
 FAILURE = NS + "failure"
 """value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
 

@@ -152,21 +152,35 @@ def throughput_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     return fig
 
 
-def _minutes(r: ConfigMetrics) -> float:
+def _train_minutes(r: ConfigMetrics) -> float:
     return (r.time_to_train_s or 0.0) / 60
 
 
-def _usd(r: ConfigMetrics) -> float:
+def _train_usd(r: ConfigMetrics) -> float:
     return r.cost_to_train_usd or 0.0
 
 
+def _target_minutes(r: ConfigMetrics) -> float:
+    return (r.time_to_target_s or 0.0) / 60
+
+
+def _target_usd(r: ConfigMetrics) -> float:
+    return r.cost_to_target_usd or 0.0
+
+
 def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
-    """Time to train against cost to train; the Pareto front joined, the pick starred."""
+    """Time to train against cost to train (to reach the target, when the recommendation ranks by one);
+    the Pareto front joined, the pick starred."""
     fig = Figure(figsize=(8, 5))
+    by_target = rec.target is not None
+    _minutes = _target_minutes if by_target else _train_minutes
+    _usd = _target_usd if by_target else _train_usd
     ok = [
         r
         for r in rows
-        if r.status == OK and r.time_to_train_s is not None and r.cost_to_train_usd is not None
+        if r.status == OK
+        and (r.time_to_target_s if by_target else r.time_to_train_s) is not None
+        and (r.cost_to_target_usd if by_target else r.cost_to_train_usd) is not None
     ]
     if not ok:
         return _empty(fig, "no configuration has both a time and a cost")
@@ -218,8 +232,9 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
         ax.axvline(rec.deadline_s / 60, color="red", alpha=0.4, linestyle=":", label="deadline")
     if rec.budget_usd is not None:
         ax.axhline(rec.budget_usd, color="red", alpha=0.4, linestyle="-.", label="budget")
-    ax.set_xlabel("Time to train (min)")
-    ax.set_ylabel("Cost to train (USD, billable time)")
+    what = f"reach {rec.target}" if rec.target is not None else "train"
+    ax.set_xlabel(f"Time to {what} (min)")
+    ax.set_ylabel(f"Cost to {what} (USD, billable time)")
     ax.set_title("Time vs cost per configuration (lower left is better)", fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best", ncols=2)

@@ -62,6 +62,7 @@ def sweep_json(a: SweepAnalysis) -> bytes:
         "fixed_overhead_s": a.overhead_s,
         "columns": list(CSV_COLUMNS),
         "recommendation": a.recommendation.to_dict(),
+        "batch_size_search": a.batch_size_search or None,
         "configurations": [r.to_dict() for r in a.rows],
         "runs": [m.to_dict() for m in a.run_metrics],
         "warnings": a.warnings,

@@ -15,6 +15,9 @@ from trainsweep.cost.prices import price_source
 from trainsweep.cost.recommend import Recommendation, recommend
 from trainsweep.logs.model import RunTimings
 
+DEFAULT_QUALITY_MARGIN = 0.02
+"""The quality margin when no spec says (== ``trainsweep.spec.DEFAULT_QUALITY_MARGIN``)."""
+
 SWEEP_KIND = "trainsweep.sweep"
 SWEEP_SCHEMA_VERSION = 1
 
@@ -34,6 +37,8 @@ class SweepAnalysis:
     quality: Any = None
     warnings: list[dict[str, Any]] = field(default_factory=list)
     """Data-quality findings: the import's quality.json entries plus every run's own problems."""
+    batch_size_search: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``batch_sizes: auto``: per instance type, what :func:`search_summary` says."""
 
     def runs_of(self, row: ConfigMetrics) -> list[tuple[RunTimings, RunMetrics]]:
         return [
@@ -167,6 +172,45 @@ def _unpack_bills(jobs: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return out
 
 
+def search_summary(rows: Sequence[ConfigMetrics]) -> dict[str, dict[str, Any]]:
+    """Per instance type of a ``batch_sizes: auto`` sweep: the feasible range (the batch sizes that
+    trained), the largest, the batch size that ran out of memory, and why the search stopped."""
+    out: dict[str, dict[str, Any]] = {}
+    for itype in dict.fromkeys(r.instance_type for r in rows):
+        mine = sorted((r for r in rows if r.instance_type == itype), key=lambda r: r.batch_size or 0)
+        ok = [r.batch_size for r in mine if r.status == "ok" and r.batch_size is not None]
+        tried_oom = [
+            r.batch_size
+            for r in mine
+            if r.status == "infeasible" and "not run:" not in r.notes and r.batch_size is not None
+        ]
+        plateau = any("throughput stopped improving" in r.notes for r in mine)
+        stopped = "out of memory" if tried_oom else ("plateau" if plateau else "max")
+        out[itype] = {
+            "feasible": [min(ok), max(ok)] if ok else None,
+            "largest_feasible": max(ok) if ok else None,
+            "out_of_memory_at": min(tried_oom) if tried_oom else None,
+            "stopped": stopped,
+            "curve": [
+                {"batch_size": r.batch_size, "samples_per_s": r.samples_per_s}
+                for r in mine
+                if r.status == "ok" and r.samples_per_s is not None
+            ],
+        }
+    return out
+
+
+def target_of(spec: Mapping[str, Any] | None) -> tuple[str, float] | None:
+    """``(metric, value)`` of the spec's ``target``, or None (no target, or not one it can read)."""
+    t = (spec or {}).get("target")
+    if not isinstance(t, Mapping):
+        return None
+    value = t.get("value")
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    return str(t.get("metric") or "eval_accuracy"), float(value)
+
+
 def common_epochs(runs: Sequence[RunTimings]) -> int | None:
     """The epochs to compare configurations at when no spec says: the most common requested (or, when
     the header does not say, measured) epoch count among the runs; ties go to the larger count."""
@@ -199,10 +243,14 @@ def analyse(
     spec_d = _spec_dict(spec)
     epochs = None
     instance_count = 1
+    margin: float | None = DEFAULT_QUALITY_MARGIN
+    target = None
     if spec_d:
         epochs = (spec_d.get("workload") or {}).get("epochs")
         instance_count = int(spec_d.get("instance_count") or 1)
         region = spec_d.get("region") or region
+        margin = spec_d.get("quality_margin", margin)
+        target = target_of(spec_d)
     if epochs is None:
         epochs = common_epochs(runs)
     jobs = _unpack_bills(list(jobs or []))
@@ -211,7 +259,11 @@ def analyse(
     copies = copies_to_drop(duplicate_groups(quality), {r.name: r for r in runs})
     excluded = [r for r in runs if r.name in copies]
     runs = [r for r in runs if r.name not in copies]
-    metrics = [run_metrics(r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s) for r in runs]
+    value = target[1] if target else None
+    metrics = [
+        run_metrics(r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s, target_value=value)
+        for r in runs
+    ]
     seen = {r.name for r in runs} | set(copies)  # a left-out copy's job is not a cell without a run
     extra = []
     for j in jobs:
@@ -234,8 +286,17 @@ def analyse(
                 count,
             )
         )
-    rows = aggregate(metrics, region=region, instance_count=instance_count, extra_cells=extra, prices=prices)
-    rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd)
+    rows = aggregate(
+        metrics,
+        region=region,
+        instance_count=instance_count,
+        extra_cells=extra,
+        prices=prices,
+        quality_margin=margin,
+        target=value,
+    )
+    said = f"{target[0]} >= {target[1]:g}" if target else None
+    rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd, target=said)
     warnings = _quality_entries(quality)
     for r in excluded:
         warnings.append(
@@ -278,7 +339,9 @@ def analyse(
                 "line": None,
             }
         )
+    searched = bool(spec_d and spec_d.get("batch_size_search"))
     return SweepAnalysis(
+        batch_size_search=search_summary(rows) if searched else {},
         runs=runs,
         run_metrics=metrics,
         rows=rows,

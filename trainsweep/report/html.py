@@ -143,19 +143,48 @@ def _columns() -> list[Column]:
             lambda r: "" if r.gpu_memory_share is None else f"{100 * r.gpu_memory_share:.0f}%",
             False,
         ),
+        (
+            "Eval accuracy",
+            lambda r: r.eval_accuracy,
+            lambda r: _n(r.eval_accuracy, "{:.4f}"),
+            False,
+        ),
+        ("Time to target", lambda r: r.time_to_target_s, lambda r: _dur(r.time_to_target_s), False),
+        (
+            "USD to target",
+            lambda r: r.cost_to_target_usd,
+            lambda r: _n(r.cost_to_target_usd, "{:.4f}"),
+            False,
+        ),
+        ("Quality", lambda r: r.quality, lambda r: r.quality, True),
         ("Status", lambda r: r.status, lambda r: r.status, True),
         ("Notes", lambda r: r.notes, lambda r: r.notes, True),
+    ]
+
+
+_QUALITY_COLUMNS = {"Eval accuracy": "eval_accuracy", "Quality": "quality"}
+_TARGET_COLUMNS = ("Time to target", "USD to target")
+
+
+def _shown_columns(a: SweepAnalysis) -> list[Column]:
+    """The table's columns: the quality ones only when a run evaluated, the target ones with a target."""
+    evaluated = any(r.eval_accuracy is not None for r in a.rows)
+    return [
+        c
+        for c in _columns()
+        if (c[0] not in _QUALITY_COLUMNS or evaluated)
+        and (c[0] not in _TARGET_COLUMNS or a.recommendation.target is not None)
     ]
 
 
 def _config_table(a: SweepAnalysis) -> str:
     rec = a.recommendation
     front = {id(r) for r in rec.pareto}
-    cols = _columns()
+    cols = _shown_columns(a)
     head = "".join(f'<th class="t">{_e(h)}</th>' if t else f"<th>{_e(h)}</th>" for h, _, _, t in cols)
     body = []
     for r in a.rows:
-        cls = "pick" if r is rec.pick else ("bad" if r.status != OK else "")
+        cls = "pick" if r is rec.pick else ("bad" if r.status != OK or r.quality else "")
         cells = []
         for i, (_, val, txt, is_text) in enumerate(cols):
             v = val(r)
@@ -187,6 +216,32 @@ def _recommendation(a: SweepAnalysis) -> str:
     items = "".join(f"<li>{_e(s)}</li>" for s in rest)
     head = f'<p class="caveat" id="not-judged">{_e(caveat)}</p>' if caveat is not None else ""
     return f'{head}<p class="{cls}">{_e(first)}</p><ul>{items}</ul>'
+
+
+def _search(a: SweepAnalysis) -> str:
+    """``batch_sizes: auto``: per instance type, the feasible range, its largest batch size, the
+    out-of-memory edge and the throughput curve (the "throughput" plot draws it)."""
+    if not a.batch_size_search:
+        return ""
+    items = []
+    for itype, s in a.batch_size_search.items():
+        rng = s["feasible"]
+        fits = (
+            f"batch sizes {rng[0]} to {rng[1]} trained; largest feasible {s['largest_feasible']}"
+            if rng
+            else "no batch size trained"
+        )
+        edge = f"; out of memory at {s['out_of_memory_at']}" if s["out_of_memory_at"] else ""
+        curve = ", ".join(f"{c['batch_size']}: {c['samples_per_s']:,.0f}" for c in s["curve"])
+        items.append(
+            f"<li><b>{_e(itype)}</b>: {_e(fits)}{_e(edge)} (search stopped: {_e(s['stopped'])}). "
+            f"Samples/s by batch size: {_e(curve) or 'none'}.</li>"
+        )
+    return (
+        '<section id="batch-size-search"><h2>Batch-size search</h2><p>batch_sizes: auto doubled the batch '
+        "size from its minimum until out of memory, its maximum, or a throughput plateau.</p>"
+        f"<ul>{''.join(items)}</ul></section>"
+    )
 
 
 def _plots(plots: Mapping[str, tuple[str, bytes]]) -> str:
@@ -367,7 +422,16 @@ def _method(a: SweepAnalysis) -> str:
             "Among configurations with status ok: fastest = least time to train, cheapest = least USD to "
             "train, Pareto set = those no other configuration beats on both. With a deadline: the cheapest "
             "that meets it; with a budget: the fastest within it; with neither: the cheapest. Others "
-            "within 5% of the pick on the deciding quantity are named beside it.",
+            "within 5% of the pick on the deciding quantity are named beside it. A configuration with "
+            "a Quality flag is not recommended.",
+        ),
+        (
+            "Eval accuracy, Quality",
+            "Eval accuracy: mean over repetitions of each run's last evaluation. Without a target, a "
+            "configuration more than the spec's quality_margin (default 0.02) below the best is flagged "
+            "'learns worse'. With a target, time and USD are to reach it (start of training to the end of "
+            "the first evaluation at or above it, MLPerf's time-to-train; billed with the per-job "
+            "overhead), and a configuration one of whose runs never reached it is flagged.",
         ),
         (
             "Status",
@@ -399,7 +463,7 @@ def render_report(
 <h1>trainsweep report: {_e(name)}</h1>
 <p class="meta">{_e(meta)}</p>
 <section id="recommendation"><h2>Recommendation</h2>{_recommendation(a)}</section>
-<section id="configurations"><h2>Configurations</h2>
+{_search(a)}<section id="configurations"><h2>Configurations</h2>
 <p>One row per instance type (x instances per job, when more than one) and batch size, aggregated over
 repetitions. Click a column header to sort.</p>
 {_config_table(a)}</section>

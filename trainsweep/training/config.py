@@ -111,6 +111,11 @@ class JobConfig:
     download: bool = False
     packed: bool = False
     seed: int = 0
+    target_accuracy: float | None = None
+    """Full mode: stop after the first evaluation at or above it (MLPerf's time-to-train)."""
+    search_min_gain: float | None = None
+    """Packed: a batch-size search (``batch_sizes: auto``): the cells double; stop at the first out of
+    memory, or when two doublings in a row gain less than this share of throughput."""
     raw: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
@@ -132,6 +137,8 @@ class JobConfig:
             "download": self.download,
             "packed": self.packed,
             "seed": self.seed,
+            "target_accuracy": self.target_accuracy,
+            "search_min_gain": self.search_min_gain,
             "raw": self.raw,
         }
         return json.dumps(d)
@@ -157,6 +164,8 @@ class JobConfig:
             download=d["download"],
             packed=d["packed"],
             seed=d["seed"],
+            target_accuracy=d.get("target_accuracy"),
+            search_min_gain=d.get("search_min_gain"),
             raw=d["raw"],
         )
 
@@ -207,6 +216,21 @@ def _float(raw: dict[str, str], name: str, default: float) -> float: ...
 def _float(raw: dict[str, str], name: str, default: None) -> float | None: ...
 def _float(raw: dict[str, str], name: str, default: float | None) -> float | None:
     return _value(raw, name, default)
+
+
+def _search_gain(raw: dict[str, str]) -> float | None:
+    text = (raw.get(hp.BATCH_SIZE_SEARCH) or "").strip().strip('"')
+    if not text:
+        return None
+    try:
+        gain = float(text)
+    except ValueError:
+        raise JobConfigError(
+            f"hyperparameter {hp.BATCH_SIZE_SEARCH!r} must be a number, got {text!r}"
+        ) from None
+    if not 0 <= gain < 1:
+        raise JobConfigError(f"hyperparameter {hp.BATCH_SIZE_SEARCH!r} is a share in [0, 1), got {text!r}")
+    return gain
 
 
 def _bool(raw: dict[str, str], name: str, default: bool) -> bool:
@@ -299,6 +323,8 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         download=download,
         packed=packed,
         seed=_int(raw, hp.SEED, 0),
+        target_accuracy=_float(raw, hp.TARGET_ACCURACY, None),
+        search_min_gain=_search_gain(raw),
         raw=dict(raw),
     )
 

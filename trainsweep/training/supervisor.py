@@ -58,6 +58,62 @@ class CellResult:
     flags: list[str] = field(default_factory=list)  # warnings about an ok run (e.g. batch size ignored)
 
 
+SKIPPED = "skipped"
+"""A cell a batch-size search did not run (beyond the out-of-memory edge, or past a plateau)."""
+
+
+class BatchSizeSearch:
+    """``batch_sizes: auto`` in a packed job: the cells double; the search stops at the first out of memory
+    (larger batches do not fit either) or when two doublings in a row each gain less than ``min_gain`` of
+    throughput (as SageMaker Inference Recommender ends a load test on a plateau)."""
+
+    def __init__(self, min_gain: float):
+        self.min_gain = min_gain
+        self.curve: list[tuple[int, float]] = []
+        """(batch size, samples/s) of every batch size that trained, from its early-stop prediction."""
+        self.flat = 0
+        self.stop: tuple[str, str] | None = None
+        """(failure kind, reason) given to the cells not run, once the search stops."""
+        self.out_of_memory_at: int | None = None
+
+    def add(self, res: CellResult) -> None:
+        if res.status == "oom":
+            self.out_of_memory_at = res.batch_size
+            self.stop = (
+                "oom",
+                f"not run: batch size {res.batch_size} ran out of memory, so larger ones do not fit "
+                "(batch-size search)",
+            )
+            return
+        step_s = (res.prediction or {}).get("step_s") if res.status == "ok" else None
+        if not isinstance(step_s, int | float) or step_s <= 0:
+            return  # no throughput to compare (a failed cell): the search goes on
+        rate = res.batch_size / float(step_s)
+        best = max((r for _, r in self.curve), default=None)
+        self.curve.append((res.batch_size, rate))
+        if best is not None and rate < best * (1 + self.min_gain):
+            self.flat += 1
+        else:
+            self.flat = 0
+        if self.flat >= 2:
+            self.stop = (
+                SKIPPED,
+                f"not run: throughput stopped improving (less than {100 * self.min_gain:g} % gain for two "
+                f"doublings, up to batch size {res.batch_size}) (batch-size search)",
+            )
+
+    def record(self) -> dict[str, Any]:
+        """What the job's summary says of the search: the curve, the feasible range, why it stopped."""
+        sizes = [bs for bs, _ in self.curve]
+        return {
+            "curve": [{"batch_size": bs, "samples_per_s": r} for bs, r in self.curve],
+            "feasible": [min(sizes), max(sizes)] if sizes else None,
+            "largest_feasible": max(sizes) if sizes else None,
+            "out_of_memory_at": self.out_of_memory_at,
+            "stopped": "out of memory" if self.out_of_memory_at else ("plateau" if self.stop else "max"),
+        }
+
+
 class Supervisor:
     def __init__(self, paths: Paths):
         self.paths = paths
@@ -194,14 +250,23 @@ class Supervisor:
         )
         uploader.start()
         results: list[CellResult] = []
+        gain = getattr(cfg, "search_min_gain", None)
+        search = BatchSizeSearch(gain) if gain is not None and cfg.packed else None
         try:
             for i, cell in enumerate(cfg.cells):
                 if self.stopping:
                     self.append_failure(cell.run_name, "stopped by SIGTERM before it started", "stopped")
                     results.append(CellResult(cell.run_name, cell.batch_size, "stopped", "not started", None))
                     continue
+                if search is not None and search.stop is not None:
+                    kind, reason = search.stop
+                    self.append_failure(cell.run_name, reason, kind)
+                    results.append(CellResult(cell.run_name, cell.batch_size, SKIPPED, reason, None))
+                    continue
                 res = self.run_cell(cell, make(i))
                 results.append(res)
+                if search is not None:
+                    search.add(res)
                 if res.status == "stopped":
                     self.stopping = True
                 if not cfg.packed and res.status != "ok":
@@ -213,6 +278,8 @@ class Supervisor:
                 "packed": cfg.packed,
                 "cells": [r.__dict__ for r in results],
             }
+            if search is not None:
+                summary["batch_size_search"] = search.record()
             (paths.output / "data" / JOB_SUMMARY).write_text(json.dumps(summary, indent=2))
             uploader.stop()
         return self.outcome(cfg, results)
@@ -227,7 +294,7 @@ class Supervisor:
             detail = "; ".join(f"{r.run_name} (batch size {r.batch_size}): {r.reason}" for r in errors)
             self.write_failure(f"training failed: {detail}")
             return EXIT_BAD_INPUT if all(r.exit_code == EXIT_BAD_INPUT for r in errors) else EXIT_FAILED
-        if ooms and (not cfg.packed or len(ooms) == len(results)):
+        if ooms and (not cfg.packed or all(r.status in ("oom", SKIPPED) for r in results)):
             sizes = ", ".join(str(r.batch_size) for r in ooms)
             self.write_failure(f"out of memory at batch size {sizes}: does not fit on this instance type")
             return EXIT_FAILED

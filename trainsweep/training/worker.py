@@ -355,6 +355,12 @@ class CellRun:
             self.log.event(mllog.EPOCH_STOP, event_type=mllog.END, epoch_num=k)
             if self.primary:
                 self.log.real_time()
+            target = self.cfg.target_accuracy
+            if target is not None and acc >= target:  # MLPerf's time-to-train: the run ends at the target
+                self.legacy(f"Target {mllog.EVAL_ACCURACY} {target} reached after epoch {k}: {acc}")
+                reached = {"metric": mllog.EVAL_ACCURACY, "target": target, "value": acc, "epoch": k}
+                self.header(mllog.TARGET_REACHED, reached)
+                break
         self.header(mllog.FIT_TIME, time.perf_counter() - fit0)
         if self.primary:
             # the trained model, as the seeds saved theirs (SageMaker uploads <base>/model as model.tar.gz)
