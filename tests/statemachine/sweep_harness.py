@@ -226,9 +226,10 @@ class Sweep:
 @contextlib.contextmanager
 def moto_sweeps(template: dict[str, Any]) -> Iterator[Any]:
     """A fresh moto with the interpreter glue installed; yields ``make(script) -> Sweep``."""
-    from trainsweep.local import lambda_runner, sfn_sagemaker
+    from trainsweep.local import lambda_runner, sfn_map, sfn_sagemaker
 
     sfn_sagemaker.install()
+    sfn_map.install()
     lambda_runner.install(async_s3=True)
     with (
         pytest.MonkeyPatch.context() as mp,
