@@ -3,7 +3,8 @@
 Event: ``{sweep_id, maps}`` where ``maps`` is the fan-out's output: per instance-type group, the
 reference of its Distributed Map's results in S3 (``ResultWriter``'s manifest; the cells' records are in
 the files it lists) or the error that stopped the group; or the fan-out's own error. Every cell planned
-in ``jobs.json`` gets a final status: one without a result is recorded as failed, with why. Writes ``sweep.csv``, ``sweep.json``, ``report.html`` and ``plots/*.png`` below the sweep's results
+in ``jobs.json`` gets a final status: one without a result is recorded as failed, with why.
+Writes ``sweep.csv``, ``sweep.json``, ``report.html`` and ``plots/*.png`` below the sweep's results
 root and returns a short summary for the notification.
 """
 

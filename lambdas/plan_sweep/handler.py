@@ -3,11 +3,11 @@
 Input: the spec itself, or ``{"spec": ..., "sweep_id": ...}`` (the CLI names its sweeps). Output: the
 plan's state input with jobs grouped by instance type and capped by the account's quotas
 (``trainsweep.aws.workflow``): references only, each group's jobs are written to S3
-(``layout.map_jobs_key``) for its Distributed Map to read; a job whose spec names no image gets the stack's own
-(``TRAINSWEEP_TRAINING_IMAGE``), in the state and in ``jobs.json``. A bad spec, an over-budget sweep or
-a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/``SweepTooLargeError``: the state
-machine fails with that message, and nothing is written. So does a spec of ``local``/``local_gpu`` types
-outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``): SageMaker would reject every job.
+(``layout.map_jobs_key``) for its Distributed Map to read; a job whose spec names no image gets the
+stack's own (``TRAINSWEEP_TRAINING_IMAGE``), in the job lists and in ``jobs.json``. A bad spec, an
+over-budget sweep or a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/
+``SweepTooLargeError``: the state machine fails with that message, and nothing is written. So does a
+spec of ``local``/``local_gpu`` types outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``): SageMaker would reject every job.
 """
 
 from __future__ import annotations

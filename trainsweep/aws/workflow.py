@@ -1,8 +1,9 @@
 """The state machine's view of a sweep plan: jobs grouped by instance type, with concurrency caps.
 
 The state machine runs an outer Map over instance-type groups and, for each group, a Distributed Map
-over the group's jobs, read from S3. Capping each group keeps a type within its SageMaker quota; the caps of the groups that run at
-the same time add up to at most the spec's ``max_concurrency``. Pure functions, no AWS calls.
+over the group's jobs, read from S3. Capping each group keeps a type within its SageMaker quota; the
+caps of the groups that run at the same time add up to at most the spec's ``max_concurrency``. Pure
+functions, no AWS calls.
 """
 
 from __future__ import annotations

@@ -93,13 +93,11 @@ def _restore_map_input_for_writer() -> None:
     moto evaluates them on the children's outputs (``Prefix.$`` then misses). The Map's input is kept
     per thread (each Map state evaluates in one thread, groups in parallel in their own).
     """
-    from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer.result_writer_decl import (
-        ResultWriter,
-    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer import result_writer_decl
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.state_map import StateMap
 
     eval_execution = StateMap._eval_execution
-    eval_writer = ResultWriter._eval_body
+    eval_writer = result_writer_decl.ResultWriter._eval_body
 
     def _eval_execution(self: Any, env: Any) -> None:
         stack = _map_inputs.__dict__.setdefault("stack", [])
@@ -124,4 +122,4 @@ def _restore_map_input_for_writer() -> None:
         self.resource_eval.eval_resource(env=env)
 
     StateMap._eval_execution = _eval_execution  # type: ignore[method-assign]
-    ResultWriter._eval_body = _eval_body  # type: ignore[method-assign]
+    result_writer_decl.ResultWriter._eval_body = _eval_body  # type: ignore[method-assign]
