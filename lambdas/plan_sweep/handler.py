@@ -7,7 +7,8 @@ plan's state input with jobs grouped by instance type and capped by the account'
 stack's own (``TRAINSWEEP_TRAINING_IMAGE``), in the job lists and in ``jobs.json``. A bad spec, an
 over-budget sweep or a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/
 ``SweepTooLargeError``: the state machine fails with that message, and nothing is written. So does a
-spec of ``local``/``local_gpu`` types outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``): SageMaker would reject every job.
+spec of ``local``/``local_gpu`` types outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``):
+SageMaker would reject every job.
 """
 
 from __future__ import annotations

@@ -110,14 +110,17 @@ def final_cells(
     return flatten_cells([records, missing])
 
 
-def aggregate_sweep(s3: S3Client, bucket: str, sweep_id: str, maps: Any) -> dict[str, Any]:
+def aggregate_sweep(
+    s3: S3Client, bucket: str, sweep_id: str, maps: Any = None, cells: Iterable[Any] | None = None
+) -> dict[str, Any]:
     """Write the sweep artefacts and every planned cell's final status; returns a summary for the
-    notification. ``maps`` is what the state machine's fan-out left (see :func:`map_results`)."""
+    notification. ``maps`` is what the state machine's fan-out left (see :func:`map_results`);
+    ``cells``, instead, the cell records themselves (a resume merges old and new ones)."""
     from trainsweep.logs.model import RecordVersionError, RunTimings
     from trainsweep.report import sweep_artefacts
 
     jobs_doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id)) or {}
-    found, errors = map_results(s3, bucket, maps)
+    found, errors = (flatten_cells(cells), []) if cells is not None else map_results(s3, bucket, maps)
     for error in errors:
         LOG.warning("sweep %s: %s", sweep_id, error)
     records = final_cells(found, list(jobs_doc.get("jobs") or []), errors)
