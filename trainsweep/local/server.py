@@ -155,7 +155,7 @@ class EmbeddedAws:
         if self.sagemaker is not None:
             self.sagemaker.close()
         if self.notifications is not None:
-            self.notifications.drain(drain_timeout)
+            self.notifications.drain(stall_s=drain_timeout)
             self.notifications.close()
         if self.custom_resources is not None:
             self.custom_resources.restore()
