@@ -28,6 +28,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 BUCKET = "trainsweep-sm-test"
+# A failure reason longer than any SageMaker writes (it cuts at 1 KiB): the state must not grow with it.
+LONG_REASON = "AlgorithmError: " + "x" * 10_000
 # Short, real backoff: moto really sleeps between attempts.
 RETRY_CONTEXT = {"interval_s": 1, "max_attempts": 3, "backoff_rate": 2.0, "max_delay_s": 2}
 
@@ -63,9 +65,10 @@ class FakeSageMaker:
     """Scripted training outcomes, keyed by batch size: what the container and SageMaker would do.
 
     ``ok`` uploads a log and completes; ``fail`` / ``oom`` upload a partial log and fail with that
-    reason; ``throttle`` rejects the first CreateTrainingJob call, then behaves like ``ok``;
-    ``cloudwatch-only`` completes but its log exists only in CloudWatch. ``log`` replaces the log a
-    completed job writes (a user's own image logs in its own format).
+    reason; ``fail-long`` fails with a :data:`LONG_REASON` (10 kB) reason and no log; ``throttle``
+    rejects the first CreateTrainingJob call, then behaves like ``ok``; ``cloudwatch-only`` completes
+    but its log exists only in CloudWatch. ``log`` replaces the log a completed job writes (a user's own
+    image logs in its own format).
     """
 
     def __init__(self, script: dict[int, str], log: bytes | None = None):
@@ -116,6 +119,9 @@ class FakeSageMaker:
                 {"timestamp": now + i, "message": m} for i, m in enumerate(make_log().decode().splitlines())
             ]
             logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events)
+        elif outcome == "fail-long":
+            job.training_job_status = "Failed"
+            job.failure_reason = LONG_REASON
         elif outcome in ("fail", "oom"):
             s3.put_object(Bucket=BUCKET, Key=key, Body=make_log(epochs=1, steps=2, finished=False))
             job.training_job_status = "Failed"
@@ -124,6 +130,42 @@ class FakeSageMaker:
                 if outcome == "oom"
                 else "AlgorithmError: ExecuteUserScriptError: exit code 1"
             )
+
+
+class StatePayloads:
+    """Every state's input and output size (bytes of JSON), recorded while the interpreter runs: the
+    parent execution's states and each Distributed Map child's. Step Functions' limit is 256 KiB."""
+
+    def __init__(self) -> None:
+        self.sizes: list[tuple[str, str, int]] = []  # (state, "input" | "output", bytes)
+        self.lock = threading.Lock()
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
+
+        entered = CommonStateField._get_state_entered_event_details
+        verify = CommonStateField._verify_size_quota
+        record = self._record
+
+        def entered_details(state: Any, env: Any) -> Any:
+            record(state.name, "input", env.states.get_input())
+            return entered(state, env)
+
+        def verify_size(state: Any, env: Any, value: Any) -> None:
+            record(state.name, "output", value)
+            verify(state, env, value)
+
+        monkeypatch.setattr(CommonStateField, "_get_state_entered_event_details", entered_details)
+        monkeypatch.setattr(CommonStateField, "_verify_size_quota", verify_size)
+
+    def _record(self, state: str, kind: str, value: Any) -> None:
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        with self.lock:
+            self.sizes.append((state, kind, size))
+
+    def largest(self) -> tuple[str, str, int]:
+        with self.lock:
+            return max(self.sizes, key=lambda s: s[2])
 
 
 def make_log(epochs: int = 2, steps: int = 5, finished: bool = True) -> bytes:
@@ -148,6 +190,7 @@ class Sweep:
         from trainsweep.aws.outputs import STATE_MACHINE_ARN
 
         self.sagemaker = sagemaker
+        self.payloads: StatePayloads | None = None
         res = template["Resources"]
         s3 = boto3.client("s3", region_name=REGION)
         s3.create_bucket(Bucket=BUCKET)
@@ -237,10 +280,15 @@ def moto_sweeps(template: dict[str, Any]) -> Iterator[Any]:
     ):
         mp.setenv("AWS_DEFAULT_REGION", REGION)
 
+        payloads = StatePayloads()
+        payloads.install(mp)
+
         def make(script: dict[int, str], log: bytes | None = None) -> Sweep:
             fake = FakeSageMaker(script, log)
             fake.install(mp)
-            return Sweep(template, fake)
+            sweep = Sweep(template, fake)
+            sweep.payloads = payloads
+            return sweep
 
         try:
             yield make
