@@ -101,7 +101,9 @@ class FakeSageMaker:
         monkeypatch.setattr(SageMakerModelBackend, "create_training_job", create_training_job)
 
     def run(self, job: Any, name: str, hp: dict[str, str], outcome: str) -> None:
-        s3 = boto3.client("s3", region_name=REGION)
+        with self.lock:  # jobs start in many threads at once; creating boto3 clients is not thread-safe
+            s3 = boto3.client("s3", region_name=REGION)
+            logs = boto3.client("logs", region_name=REGION)
         # Built-in workloads get run-names; users' scripts and images trainsweep-run-names.
         run_names = hp.get("run-names") or hp["trainsweep-run-names"]
         key = hp["trainsweep-log-prefix"] + run_names.split(",")[0] + ".log"
@@ -109,7 +111,6 @@ class FakeSageMaker:
         if outcome in ("ok", "throttle"):
             s3.put_object(Bucket=BUCKET, Key=key, Body=make_log() if self.log is None else self.log)
         elif outcome == "cloudwatch-only":
-            logs = boto3.client("logs", region_name=REGION)
             group, stream = "/aws/sagemaker/TrainingJobs", f"{name}/algo-1-1700000000"
             with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
                 logs.create_log_group(logGroupName=group)

@@ -206,7 +206,9 @@ def test_a_sweep_of_hundreds_of_jobs_ends_with_every_cells_status_and_a_small_st
     cells = sweep.json(layout.jobs_key("demo-big"))["cells"]
     assert len({c["run_name"] for c in cells}) == 200
     failed = [c for c in cells if c["status"] == "failed"]
-    assert all(c["batch_size"] % 2 == 0 and c["reason"].startswith("AlgorithmError: xxx") for c in failed)
+    odd = [(c["batch_size"], c["instance_type"], (c["reason"] or "")[:300]) for c in failed]
+    odd = [o for o in odd if o[0] % 2 or not o[2].startswith("AlgorithmError: xxx")]
+    assert odd == []
     state, kind, size = sweep.payloads.largest()
     assert size < STATE_BUDGET, (state, kind, size)
     assert [json.loads(m)["cells"] for m in sweep.messages()] == [200]

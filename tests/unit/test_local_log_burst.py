@@ -4,7 +4,8 @@ ParseRun through S3 notifications, and no artefact is written twice with differe
 The embedded AWS gets a stack of the results bucket (versioned, so every write of an artefact stays
 visible) and ParseRun, notified for ``sweeps/`` logs as the real stack does. 1,000 logs are uploaded
 within a minute, some of them twice (a job re-uploads its log; the state machine's own ParseRun call
-parses it too, on AWS and here).
+parses it too, on AWS and here). CI runs 200 (ParseRun runs one invocation at a time in local mode, about
+a second each on a loaded 2-core machine); ``benchmarks/bench_log_burst.py`` runs 1,000.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from trainsweep import layout
 from trainsweep.local.deploy import StackArtifact
 from trainsweep.local.server import EmbeddedAws
 
-UPLOADS = 1000
-REUPLOADED = 100
+UPLOADS = 200
+REUPLOADED = 20
 SWEEP = "burst"
 
 
@@ -105,6 +106,11 @@ def _template() -> dict[str, Any]:
 
 @pytest.fixture
 def stack_artifact(tmp_path: Path) -> StackArtifact:
+    return artifact(tmp_path)
+
+
+def artifact(tmp_path: Path) -> StackArtifact:
+    """The bucket + ParseRun stack, deployable by ``EmbeddedAws.deploy_template``."""
     code = tmp_path / "asset.code"
     code.mkdir()
     (code / "handler.py").write_text("def handler(event, context):\n    return {}\n")
@@ -137,9 +143,17 @@ def _run_name(n: int) -> str:
 
 
 @pytest.mark.timeout(900)
-def test_a_thousand_logs_uploaded_within_a_minute_are_all_parsed_none_twice_into_different_bytes(
+def test_logs_uploaded_at_once_are_all_parsed_none_twice_into_different_bytes(
     stack_artifact: StackArtifact,
 ) -> None:
+    figures = burst(stack_artifact, UPLOADS, REUPLOADED)
+    assert figures["uploads_s"] < 60, figures
+
+
+def burst(stack_artifact: StackArtifact, uploads: int, reuploaded: int) -> dict[str, float]:
+    """Upload ``uploads`` logs (then ``reuploaded`` of them again, same bytes) into a fresh embedded AWS,
+    wait for the notifications as ``run_local_sweep`` does, check every run is parsed and no artefact was
+    written twice with different bytes; returns the upload and parse wall times."""
     with EmbeddedAws(notification_workers=2) as aws:
         stack = aws.deploy_template(stack_artifact)
         bucket = stack.output("BucketName")
@@ -150,16 +164,16 @@ def test_a_thousand_logs_uploaded_within_a_minute_are_all_parsed_none_twice_into
 
         t0 = time.monotonic()
         with ThreadPoolExecutor(8) as pool:
-            list(pool.map(upload, [*range(UPLOADS), *range(REUPLOADED)]))
+            list(pool.map(upload, [*range(uploads), *range(reuploaded)]))
         uploads_s = time.monotonic() - t0
-        assert uploads_s < 60, f"{UPLOADS} uploads took {uploads_s:.0f} s"
 
         # as run_local_sweep waits: for as long as the backlog moves
         assert aws.notifications.drain(stall_s=120), f"{aws.notifications.pending} notifications left"
+        parsed_s = time.monotonic() - t0
         stats = aws.notifications.stats
         assert (stats.queued, stats.delivered, stats.failed) == (
-            UPLOADS + REUPLOADED,
-            UPLOADS + REUPLOADED,
+            uploads + reuploaded,
+            uploads + reuploaded,
             0,
         )
 
@@ -169,7 +183,7 @@ def test_a_thousand_logs_uploaded_within_a_minute_are_all_parsed_none_twice_into
             for v in page.get("Versions", []):
                 contents[v["Key"]].add(v["ETag"])
         records = {k for k in contents if k.startswith(results + layout.RUNS_DIR + "/")}
-        assert records == {results + layout.run_record_path(_run_name(n)) for n in range(UPLOADS)}
+        assert records == {results + layout.run_record_path(_run_name(n)) for n in range(uploads)}
         assert {k: e for k, e in contents.items() if len(e) > 1} == {}, (
             "an artefact was rewritten differently"
         )
@@ -177,6 +191,7 @@ def test_a_thousand_logs_uploaded_within_a_minute_are_all_parsed_none_twice_into
             s3.get_object(Bucket=bucket, Key=results + layout.run_record_path(_run_name(7)))["Body"].read()
         )
         assert record["status"] == "complete"
+    return {"uploads_s": uploads_s, "parsed_s": parsed_s}
 
 
 # ---- the drain that decides when a local run downloads (fast, no embedded AWS) ----------------------
