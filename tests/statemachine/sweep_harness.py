@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,11 +140,25 @@ class StatePayloads:
 
     def __init__(self) -> None:
         self.sizes: list[tuple[str, str, int]] = []  # (state, "input" | "output", bytes)
+        self.crashes: list[str] = []  # Python errors inside states (the interpreter's States.Runtime)
         self.lock = threading.Lock()
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+            FailureEventException,
+        )
+        from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
         from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
 
+        from_error = ExecutionState._from_error
+        crashes = self.crashes
+
+        def from_error_recorded(state: Any, env: Any, ex: Exception) -> Any:
+            if not isinstance(ex, FailureEventException):  # becomes an uncatchable States.Runtime
+                crashes.append(f"{state.name}: {''.join(traceback.format_exception(ex))}")
+            return from_error(state, env, ex)
+
+        monkeypatch.setattr(ExecutionState, "_from_error", from_error_recorded)
         entered = CommonStateField._get_state_entered_event_details
         verify = CommonStateField._verify_size_quota
         record = self._record
