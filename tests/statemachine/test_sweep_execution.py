@@ -204,19 +204,34 @@ def test_a_sweep_of_hundreds_of_jobs_ends_with_every_cells_status_and_a_small_st
     assert summary["cells"] == 200 and sum(summary["status_counts"].values()) == 200
     cells = sweep.json(layout.jobs_key("demo-big"))["cells"]
     assert len({c["run_name"] for c in cells}) == 200 and all(c["status"] for c in cells)
+
     # Known local-mode race (docs/local-mode.md): a Lambda's environment is process-wide, and now and
     # then a job's thread reads os.environ while a handler's variables are being removed; the job's
     # child workflow then dies (States.Runtime). Its cells must still end failed, saying so; any other
     # crash fails the test.
-    assert all("KeyError: 'TRAINSWEEP_" in c or "KeyError: 'AWS_" in c for c in sweep.payloads.crashes), (
-        sweep.payloads.crashes
-    )
-    lost = [c for c in cells if (c["reason"] or "").startswith("no result recorded: a job's workflow ended")]
+    def environ_race(crash: str) -> bool:  # a key vanished from os.environ while it was being iterated
+        return "in __iter__" in crash and '<frozen os>", line' in crash and "KeyError: '" in crash
+
+    assert all(environ_race(c) for c in sweep.payloads.crashes), sweep.payloads.crashes
+    # the crash is caught by the job's Catch (training: States.Runtime; ParseRun: "results not
+    # recorded"), or kills its child workflow
+    lost = [
+        c
+        for c in cells
+        if (c["reason"] or "").startswith(
+            ("no result recorded: a job's workflow ended", "States.Runtime", "results not recorded: ")
+        )
+    ]
     assert len(lost) <= len(sweep.payloads.crashes)
     failed = [c for c in cells if c["status"] == "failed" and c not in lost]
-    assert all(c["batch_size"] % 2 == 0 and c["reason"].startswith("AlgorithmError: xxx") for c in failed)
+    unexpected = [(c.get("batch_size"), (c["reason"] or "")[:200]) for c in failed]
+    assert [
+        u for u in unexpected if u[0] is None or u[0] % 2 or not u[1].startswith("AlgorithmError: xxx")
+    ] == []
     completed = [c for c in cells if c["status"] == "completed"]
-    assert all(c["batch_size"] % 2 for c in completed) and len(completed) + len(failed) + len(lost) == 200
+    assert (
+        all(c.get("batch_size", 0) % 2 for c in completed) and len(completed) + len(failed) + len(lost) == 200
+    )
     state, kind, size = sweep.payloads.largest()
     assert size < STATE_BUDGET, (state, kind, size)
     assert [json.loads(m)["cells"] for m in sweep.messages()] == [200]
