@@ -166,6 +166,19 @@ def acknowledge(stack: TrainsweepStack) -> None:
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:"
             "training-job/*]": "job names are made per sweep at run time; the state machine "
             "creates/describes/stops training jobs only",
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/{layout.MAP_DIR}/*/jobs-*.json]": (
+                "each group's Distributed Map reads its job list (read only); the sweep id and execution "
+                "name are run-time input"
+            ),
+            f"AwsSolutions-IAM5[Resource::{bucket_arn}/sweeps/*/{layout.MAP_DIR}/*/results/*]": (
+                "the Distributed Maps' ResultWriter writes each map run's manifest and result files below "
+                "the execution's results/ prefix (write only)"
+            ),
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+            f"execution:<{stack.get_logical_id(stack.state_machine.node.default_child)}.Name>/Jobs:*]": (  # type: ignore[arg-type]
+                "the Distributed Map describes and stops its own child executions (label Jobs), whose "
+                "names Step Functions makes at run time"
+            ),
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": KMS_DATA_KEY,
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": KMS_DATA_KEY,
             "AwsSolutions-IAM5[Resource::*]": "X-Ray tracing and CloudWatch Logs delivery "

@@ -1,6 +1,7 @@
 """The sweep state machine.
 
-Plan -> Map(instance types) -> Map(jobs: train, export log, parse) -> aggregate -> notify.
+Plan -> Map(instance types) -> Distributed Map(jobs from S3: train, export log, parse; results to S3)
+-> aggregate -> notify. Every state that can fail is caught: a sweep ends with a notification.
 
 Only wiring lives here: which Lambda runs when, what the training task sends to SageMaker, which
 errors are retried and which are caught. What the steps compute lives in ``trainsweep``.
@@ -12,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -22,6 +23,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
+
+from trainsweep import layout
 
 TRAINING_RESOURCE = "arn:aws:states:::sagemaker:createTrainingJob.sync"
 # Errors worth another attempt: SageMaker reports API errors of this integration (throttling,
@@ -241,21 +244,60 @@ class SweepStateMachine(Construct):
         )
         start_job.next(choose)
 
-        jobs_map = sfn.Map(
+        # ---- one instance-type group: a Distributed Map over its jobs, read from and written to S3 ----
+        # The state carries references only: the jobs come from the group's file, each job runs as a child
+        # execution, and the cells' records go to S3 (ResultWriter), so neither many jobs nor long failure
+        # reasons can reach the 256 KiB state limit. A job whose workflow fails does not fail the group
+        # (tolerated failures: 100 %, from the group); AggregateSweep records its cells as failed.
+        # Written as ASL rather than sfn.DistributedMap: CDK's reader and writer would grant the role the
+        # whole bucket (and ResultWriterV2 renders only behind a feature flag); the grants below are
+        # scoped to the fan-out files. The job states are rendered from their own graph.
+        job_states = sfn.StateGraph(start_job, "Jobs").to_graph_json()
+        jobs_map = sfn.CustomState(
             self,
             "Jobs",
-            items_path="$.group.jobs",
-            max_concurrency_path="$.group.max_concurrency",
-            item_selector={"sweep_id.$": "$.sweep_id", "job.$": "$$.Map.Item.Value"},
+            state_json={
+                "Type": "Map",
+                "Label": "Jobs",
+                "ItemReader": {
+                    "Resource": f"arn:{stack.partition}:states:::s3:getObject",
+                    "ReaderConfig": {"InputType": "JSON"},
+                    "Parameters": {"Bucket": bucket.bucket_name, "Key.$": "$.group.jobs_key"},
+                },
+                "ItemSelector": {"sweep_id.$": "$.sweep_id", "job.$": "$$.Map.Item.Value"},
+                "MaxConcurrencyPath": "$.group.max_concurrency",
+                # A number literal 100 here would do on AWS; moto's parser takes only a decimal.
+                "ToleratedFailurePercentagePath": "$.group.tolerated_failure_percentage",
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "DISTRIBUTED", "ExecutionType": "STANDARD"},
+                    **job_states,
+                },
+                "ResultWriter": {
+                    "Resource": f"arn:{stack.partition}:states:::s3:putObject",
+                    "Parameters": {"Bucket": bucket.bucket_name, "Prefix.$": "$.map_results_prefix"},
+                },
+                "ResultSelector": {"results.$": "$.ResultWriterDetails"},
+            },
         )
-        jobs_map.item_processor(start_job)
+        # A group whose map could not run (its job list unreadable, results not writable) still ends in
+        # the aggregate: its cells are recorded as failed with this error.
+        group_failed = sfn.Pass(
+            self,
+            "RecordGroupFailure",
+            parameters={"instance_type.$": "$.group.instance_type", "error.$": "$.map_error"},
+        )
+        jobs_map.add_catch(group_failed, errors=[sfn.Errors.ALL], result_path="$.map_error")
         groups_map = sfn.Map(
             self,
             "InstanceTypes",
             items_path="$.plan.groups",
             max_concurrency_path="$.plan.group_concurrency",
-            item_selector={"sweep_id.$": "$.plan.sweep_id", "group.$": "$$.Map.Item.Value"},
-            result_path="$.cells",
+            item_selector={
+                "sweep_id.$": "$.plan.sweep_id",
+                "map_results_prefix.$": "$.plan.map_results_prefix",
+                "group.$": "$$.Map.Item.Value",
+            },
+            result_path="$.maps",
         )
         groups_map.item_processor(jobs_map)
 
@@ -263,9 +305,12 @@ class SweepStateMachine(Construct):
             self,
             "AggregateSweep",
             aggregate,
-            {"sweep_id": sfn.JsonPath.string_at("$.plan.sweep_id"), "cells": sfn.JsonPath.list_at("$.cells")},
+            {"sweep_id": sfn.JsonPath.string_at("$.plan.sweep_id"), "maps": sfn.JsonPath.object_at("$.maps")},
             result_path="$.summary",
         )
+        # Should the fan-out itself fail, the aggregate still runs ($.maps is then that error) and records
+        # every planned cell without a result as failed.
+        groups_map.add_catch(aggregate_task, errors=[sfn.Errors.ALL], result_path="$.maps")
         aggregate_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
         notify_done = tasks.SnsPublish(
             self,
@@ -316,6 +361,51 @@ class SweepStateMachine(Construct):
                     )
                 ],
             )
+        )
+        # The Distributed Map: read the groups' job lists, write their results (SSE-KMS objects), and run
+        # each job as a child execution of this state machine. A separate policy: the state machine's ARN
+        # in its own role's default policy would be a circular dependency.
+        fan_out = layout.sweep_prefix("*") + layout.MAP_DIR + "/*/"
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[bucket.arn_for_objects(fan_out + "jobs-*.json")]
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
+                resources=[bucket.arn_for_objects(fan_out + "results/*")],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket_key.key_arn]
+            )
+        )
+        for fn in (export, parse):  # invoked by the job states, which CDK does not see inside the map
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=[fn.function_arn, f"{fn.function_arn}:*"]
+                )
+            )
+        executions = stack.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{self.state_machine.state_machine_name}/Jobs:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        iam.Policy(
+            self,
+            "DistributedMapPolicy",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn]
+                ),
+                iam.PolicyStatement(
+                    actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
+                ),
+            ],
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -107,6 +107,26 @@ def log_key(sweep_id: str, job_name: str) -> str:
     return f"{logs_prefix(sweep_id)}{job_name}{TRIGGER_SUFFIX_LOG}"
 
 
+MAP_DIR = "map"
+
+
+def map_prefix(sweep_id: str, execution: str) -> str:
+    """One execution's fan-out files: the job lists its Distributed Maps read (``jobs-<n>.json``) and
+    the results they write (``results/``). Not a trigger prefix; only the state machine and
+    AggregateSweep read it."""
+    return f"{sweep_prefix(sweep_id)}{MAP_DIR}/{execution}/"
+
+
+def map_jobs_key(sweep_id: str, execution: str, group: int) -> str:
+    """The JSON array of one instance-type group's jobs (the items of its Distributed Map)."""
+    return f"{map_prefix(sweep_id, execution)}jobs-{group}.json"
+
+
+def map_results_prefix(sweep_id: str, execution: str) -> str:
+    """The Distributed Maps' ``ResultWriter`` prefix (each map run writes ``<run id>/manifest.json``)."""
+    return f"{map_prefix(sweep_id, execution)}results/"
+
+
 def results_prefix(sweep_id: str) -> str:
     return f"{sweep_prefix(sweep_id)}{RESULTS_DIR}/"
 

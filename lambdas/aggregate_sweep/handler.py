@@ -1,6 +1,10 @@
 """AggregateSweep: every cell's status and every run's record -> sweep table, report and plots.
 
-Event: ``{sweep_id, cells}`` where ``cells`` is the Map output (lists of ParseRun's cell records).
+Event: ``{sweep_id, maps}`` where ``maps`` is the fan-out's output: per instance-type group, the
+reference of its Distributed Map's results in S3 (``ResultWriter``'s manifest; the cells' records are
+in the files it lists) or the error that stopped the group; or the fan-out's own error. Or
+``{sweep_id, cells}``: a resume's merged cell records. Every cell planned in ``jobs.json`` gets a final
+status: one without a result is recorded as failed, with why.
 Writes ``sweep.csv``, ``sweep.json``, ``report.html`` and ``plots/*.png`` below the sweep's results
 root and returns a short summary for the notification.
 """
@@ -21,4 +25,7 @@ logger = Logger(service="trainsweep")
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     config = FunctionConfig.from_env()
-    return aggregate_sweep(boto3.client("s3"), config.bucket, event["sweep_id"], event.get("cells") or [])
+    s3 = boto3.client("s3")
+    if "cells" in event:  # a resume's merged records (trainsweep.aws.sweeps.reaggregate)
+        return aggregate_sweep(s3, config.bucket, event["sweep_id"], cells=event["cells"] or [])
+    return aggregate_sweep(s3, config.bucket, event["sweep_id"], event.get("maps") or [])

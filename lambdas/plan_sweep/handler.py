@@ -2,17 +2,20 @@
 
 Input: the spec itself, or ``{"spec": ..., "sweep_id": ...}`` (the CLI names its sweeps). Output: the
 plan's state input with jobs grouped by instance type and capped by the account's quotas
-(``trainsweep.aws.workflow``); a job whose spec names no image gets the stack's own
-(``TRAINSWEEP_TRAINING_IMAGE``), in the state and in ``jobs.json``. A bad spec, an over-budget sweep or
-a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/``SweepTooLargeError``: the state
-machine fails with that message, and nothing is written. So does a spec of ``local``/``local_gpu`` types
-outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``): SageMaker would reject every job.
+(``trainsweep.aws.workflow``): references only, each group's jobs are written to S3
+(``layout.map_jobs_key``) for its Distributed Map to read; a job whose spec names no image gets the
+stack's own (``TRAINSWEEP_TRAINING_IMAGE``), in the job lists and in ``jobs.json``. A bad spec, an
+over-budget sweep or a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/
+``SweepTooLargeError``: the state machine fails with that message, and nothing is written. So does a
+spec of ``local``/``local_gpu`` types outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``):
+SageMaker would reject every job.
 Prices come from the spec's ``prices``, the stack's cache, the AWS Pricing API, then the shipped
 catalogue (``trainsweep.aws.pricing``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -59,8 +62,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if cloud_types
         else {}
     )
-    state = state_input(plan.to_state_input(), quotas)  # raises before anything is written
+    # raises before anything is written
+    workflow = state_input(plan.to_state_input(), quotas, execution=event.get("execution") or "run")
 
     s3io.put_json(s3, config.bucket, layout.spec_key(plan.sweep_id), plan.spec.to_dict())
     s3io.put_bytes(s3, config.bucket, layout.jobs_key(plan.sweep_id), plan.jobs_json())
-    return state
+    for key, jobs in workflow.items.items():
+        s3io.put_bytes(s3, config.bucket, key, json.dumps(jobs).encode())
+    return workflow.state

@@ -357,7 +357,7 @@ def test_a_sweep_the_stack_refuses_prints_one_line_and_logs_the_details(
                 "name": "huge",
                 "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True},
                 "instance_types": ["local"],
-                "batch_sizes": list(range(1, 101)),
+                "batch_sizes": list(range(1, 102)),  # 10,100 jobs: above MAX_JOBS
                 "repetitions": 100,
             }
         )
@@ -367,7 +367,7 @@ def test_a_sweep_the_stack_refuses_prints_one_line_and_logs_the_details(
     assert result.exit_code == 1, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, result.output
-    assert "SweepTooLargeError: this sweep (10000 jobs, 10000 cells)" in lines[0]
+    assert "SweepTooLargeError: this sweep (10100 jobs, 10100 cells)" in lines[0]
     assert "stackTrace" not in result.output and "errorMessage" not in result.output
     log = Path(lines[0].rsplit("(details: ", 1)[1].rstrip(")"))
     assert log.is_file() and log.parent == out

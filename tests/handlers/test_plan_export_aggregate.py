@@ -39,12 +39,19 @@ def test_plan_groups_jobs_by_instance_type_and_writes_spec_and_jobs(s3, handler,
     assert [g["instance_type"] for g in out["groups"]] == ["ml.p3.2xlarge", "ml.g4dn.xlarge"]
     assert out["group_concurrency"] == 2
     assert sum(g["max_concurrency"] for g in out["groups"]) <= SPEC["max_concurrency"]
-    job = out["groups"][0]["jobs"][0]
+    # the state carries references: each group's jobs are a JSON array in S3 for its Distributed Map
+    assert "jobs" not in out and all("jobs" not in g for g in out["groups"])
+    job = _group_jobs(s3, out["groups"][0])[0]
+    assert [g["job_count"] for g in out["groups"]] == [2, 2]
     assert all(isinstance(v, str) for v in job["hyperparameters"].values())
     assert job["output_s3_uri"].startswith(f"s3://{BUCKET}/sweeps/demo-1/")
     spec = json.loads(s3.get_object(Bucket=BUCKET, Key=layout.spec_key("demo-1"))["Body"].read())
     assert spec["name"] == "demo"
     assert s3.head_object(Bucket=BUCKET, Key=layout.jobs_key("demo-1"))
+
+
+def _group_jobs(s3: Any, group: dict[str, Any]) -> list[dict[str, Any]]:
+    return json.loads(s3.get_object(Bucket=BUCKET, Key=group["jobs_key"])["Body"].read())
 
 
 def test_plan_accepts_the_bare_spec_as_execution_input(s3, handler, context):
@@ -93,14 +100,86 @@ def test_quotas_cap_each_type_and_a_zero_quota_fails_fast():
     assert outer == 1 and all(g["max_concurrency"] == 1 for g in groups)
 
 
-def test_a_sweep_too_large_for_the_workflow_state_fails_fast(s3, handler, context):
-    big = {**SPEC, "instance_types": ["ml.p3.2xlarge", "ml.g4dn.xlarge", "ml.g5.xlarge"], "repetitions": 50}
-    big["batch_sizes"] = [32, 64, 128, 256]
+def test_a_sweep_above_the_job_limit_fails_fast_and_a_large_one_keeps_a_small_state(s3, handler, context):
+    from trainsweep.aws.workflow import MAX_JOBS, STATE_LIMIT_BYTES
+
+    types = ["ml.p3.2xlarge", "ml.g4dn.xlarge", "ml.g5.xlarge"]
+    big = {**SPEC, "instance_types": types, "batch_sizes": list(range(8, 8 + 35)), "repetitions": 100}
+    assert MAX_JOBS < 3 * 35 * 100
     with pytest.raises(SweepTooLargeError, match="split the grid"):
         handler("plan_sweep")({"input": {"spec": big, "sweep_id": "big"}}, context)
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix="sweeps/big/")
-    ok = handler("plan_sweep")({"input": {"spec": {**big, "repetitions": 10}, "sweep_id": "ok"}}, context)
-    assert ok["job_count"] == 120
+    # 3,000 jobs (the inline-Map design refused ~190): the state stays under a tenth of the limit
+    ok_spec = {**big, "batch_sizes": list(range(8, 18)), "max_concurrency": 1000}
+    ok = handler("plan_sweep")({"input": {"spec": ok_spec, "sweep_id": "ok"}, "execution": "x"}, context)
+    assert ok["job_count"] == 3000 and ok["cell_count"] == 3000
+    assert len(json.dumps(ok)) < STATE_LIMIT_BYTES // 10
+    assert sum(len(_group_jobs(s3, g)) for g in ok["groups"]) == 3000
+    assert all(g["jobs_key"].startswith("sweeps/ok/map/x/") for g in ok["groups"])
+
+
+def _map_results(s3: Any, sweep: str, outputs: list[Any], failed: int = 0) -> dict[str, Any]:
+    """What a Distributed Map's ResultWriter leaves (AWS's layout): a manifest naming the result files,
+    each a JSON array of child executions with their output as a JSON string; the map's reference."""
+    prefix = f"{layout.map_results_prefix(sweep, 'x')}{len(outputs)}-{failed}/"
+    files: dict[str, list[dict[str, Any]]] = {"FAILED": [], "PENDING": [], "SUCCEEDED": []}
+    rows = {
+        "SUCCEEDED": [{"Status": "SUCCEEDED", "Output": json.dumps(o), "Input": "{}"} for o in outputs],
+        "FAILED": [
+            {"Status": "FAILED", "Error": "States.Timeout", "Cause": "child timed out"} for _ in range(failed)
+        ],
+    }
+    for status, entries in rows.items():
+        if entries:
+            key = f"{prefix}{status}_0.json"
+            s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(entries).encode())
+            files[status].append({"Key": key, "Size": 1})
+    manifest = {"DestinationBucket": BUCKET, "MapRunArn": "arn:x", "ResultFiles": files}
+    s3.put_object(Bucket=BUCKET, Key=prefix + "manifest.json", Body=json.dumps(manifest).encode())
+    return {"results": {"Bucket": BUCKET, "Key": prefix + "manifest.json"}}
+
+
+def test_aggregate_gives_every_planned_cell_a_final_status_when_results_are_missing(s3, handler, context):
+    """A group whose map failed, a child execution that failed, a fan-out that failed: the cells
+    without a result are recorded as failed, saying why, never dropped."""
+    spec = {**SPEC, "instance_types": ["ml.p3.2xlarge", "ml.g4dn.xlarge"], "batch_sizes": [64, 128]}
+    plan = handler("plan_sweep")({"input": {"spec": spec, "sweep_id": "gaps"}, "execution": "x"}, context)
+    p3, g4 = (_group_jobs(s3, g) for g in plan["groups"])
+    done = {
+        "run_name": p3[0]["run_names"][0],
+        "job_name": p3[0]["job_name"],
+        "instance_type": "ml.p3.2xlarge",
+        "batch_size": 64,
+        "repetition": 0,
+        "status": "completed",
+        "reason": None,
+        "billable_s": 60.0,
+    }
+    maps = [
+        _map_results(s3, "gaps", [[done]], failed=1),
+        {
+            "instance_type": "ml.g4dn.xlarge",
+            "error": {"Error": "States.ItemReaderFailed", "Cause": "x" * 20000},
+        },
+    ]
+    summary = handler("aggregate_sweep")({"sweep_id": "gaps", "maps": maps}, context)
+    assert summary["cells"] == 4 and summary["status_counts"] == {"completed": 1, "failed": 3}
+    cells = {c["run_name"]: c for c in s3io.get_json(s3, BUCKET, layout.jobs_key("gaps"))["cells"]}
+    assert cells[done["run_name"]]["status"] == "completed"
+    lost = cells[p3[1]["run_names"][0]]
+    assert (
+        lost["status"] == "failed" and lost["batch_size"] == 128 and lost["instance_type"] == "ml.p3.2xlarge"
+    )
+    assert "States.Timeout: child timed out" in lost["reason"]
+    assert "States.ItemReaderFailed" in cells[g4[0]["run_names"][0]]["reason"]
+    assert all(len(c["reason"] or "") <= 1000 for c in cells.values())
+
+    whole = handler("aggregate_sweep")(
+        {"sweep_id": "gaps", "maps": {"Error": "States.Runtime", "Cause": "boom"}}, context
+    )
+    assert whole["status_counts"] == {"failed": 4}
+    cells = s3io.get_json(s3, BUCKET, layout.jobs_key("gaps"))["cells"]
+    assert all("fan-out failed (States.Runtime: boom)" in c["reason"] for c in cells)
 
 
 class _Quotas:
@@ -296,7 +375,7 @@ def test_aggregate_writes_the_sweep_artefacts_and_every_cells_status(
         context,
     )
     cells = []
-    for job in plan["groups"][0]["jobs"]:
+    for job in _group_jobs(s3, plan["groups"][0]):
         run = job["run_names"][0]
         bs = job["batch_sizes"][0]
         log = real_data / FCN / "logs" / f"result-p3-4-{bs}-e1.txt"
@@ -326,7 +405,8 @@ def test_aggregate_writes_the_sweep_artefacts_and_every_cells_status(
             "billable_s": 120.0,
         }
     )
-    summary = handler("aggregate_sweep")({"sweep_id": sweep, "cells": [[cells[:2]], [cells[2:]]]}, context)
+    maps = [_map_results(s3, sweep, [[c] for c in cells[:2]]), _map_results(s3, sweep, [cells[2:]])]
+    summary = handler("aggregate_sweep")({"sweep_id": sweep, "maps": maps}, context)
     assert summary["status_counts"] == {"completed": 2, "infeasible": 1}
     assert summary["runs_parsed"] == 2
     results = layout.results_prefix(sweep)

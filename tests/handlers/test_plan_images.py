@@ -22,8 +22,13 @@ BUILTIN: dict[str, Any] = {
 OWN: dict[str, Any] = {**BUILTIN, "workload": {"image_uri": OWN_IMAGE, "log_format": LOG_FORMAT, "epochs": 2}}
 
 
-def _jobs(state: dict[str, Any]) -> list[dict[str, Any]]:
-    return [j for g in state["groups"] for j in g["jobs"]]
+def _jobs(s3: Any, state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The jobs the Distributed Maps read: each group's job list in S3 (the state holds its key)."""
+    return [
+        j
+        for g in state["groups"]
+        for j in json.loads(s3.get_object(Bucket=BUCKET, Key=g["jobs_key"])["Body"].read())
+    ]
 
 
 def _stored_jobs(s3: Any, sweep_id: str) -> list[dict[str, Any]]:
@@ -32,13 +37,13 @@ def _stored_jobs(s3: Any, sweep_id: str) -> list[dict[str, Any]]:
 
 def test_jobs_of_a_builtin_workload_run_the_stacks_image(s3, handler, context):
     state = handler("plan_sweep")({"input": {"spec": BUILTIN, "sweep_id": "demo-img"}}, context)
-    assert [j["image_uri"] for j in _jobs(state)] == [STACK_IMAGE, STACK_IMAGE]
+    assert [j["image_uri"] for j in _jobs(s3, state)] == [STACK_IMAGE, STACK_IMAGE]
     assert [j["image_uri"] for j in _stored_jobs(s3, "demo-img")] == [STACK_IMAGE, STACK_IMAGE]
 
 
 def test_jobs_of_an_own_image_keep_it_and_carry_the_log_format(s3, handler, context):
     state = handler("plan_sweep")({"input": {"spec": OWN, "sweep_id": "demo-own"}}, context)
-    for jobs in (_jobs(state), _stored_jobs(s3, "demo-own")):
+    for jobs in (_jobs(s3, state), _stored_jobs(s3, "demo-own")):
         assert [(j["image_uri"], j["log_format"]) for j in jobs] == [(OWN_IMAGE, LOG_FORMAT)] * 2
 
 
@@ -47,7 +52,7 @@ def test_own_images_plan_even_in_a_function_deployed_without_the_stacks_image(
 ):
     monkeypatch.delenv(TRAINING_IMAGE_ENV)
     state = handler("plan_sweep")({"input": {"spec": OWN, "sweep_id": "demo-own"}}, context)
-    assert {j["image_uri"] for j in _jobs(state)} == {OWN_IMAGE}
+    assert {j["image_uri"] for j in _jobs(s3, state)} == {OWN_IMAGE}
 
 
 def test_a_function_deployed_without_the_stacks_image_fails_before_writing(s3, handler, context, monkeypatch):

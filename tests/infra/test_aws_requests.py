@@ -137,8 +137,8 @@ def _requests(template: dict[str, Any], path: Path, region: str) -> list[dict[st
     )
     plan.jobs = with_default_image(plan.jobs, lambda: stack_image)
     out = []
-    for group in state_input(plan.to_state_input())["groups"]:
-        for job in group["jobs"]:
+    for jobs in state_input(plan.to_state_input()).items.values():  # what each Distributed Map reads
+        for job in jobs:
             name = "Train" + ("Spot" if job["spot"] else "") + ("WithData" if job.get("data_s3_uri") else "")
             task = states[name]
             assert task["Resource"] == "arn:aws:states:::sagemaker:createTrainingJob.sync"

@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 BUCKET = "trainsweep-sm-test"
+# A failure reason longer than any SageMaker writes (it cuts at 1 KiB): the state must not grow with it.
+LONG_REASON = "AlgorithmError: " + "x" * 10_000
 # Short, real backoff: moto really sleeps between attempts.
 RETRY_CONTEXT = {"interval_s": 1, "max_attempts": 3, "backoff_rate": 2.0, "max_delay_s": 2}
 
@@ -63,9 +66,10 @@ class FakeSageMaker:
     """Scripted training outcomes, keyed by batch size: what the container and SageMaker would do.
 
     ``ok`` uploads a log and completes; ``fail`` / ``oom`` upload a partial log and fail with that
-    reason; ``throttle`` rejects the first CreateTrainingJob call, then behaves like ``ok``;
-    ``cloudwatch-only`` completes but its log exists only in CloudWatch. ``log`` replaces the log a
-    completed job writes (a user's own image logs in its own format).
+    reason; ``fail-long`` fails with a :data:`LONG_REASON` (10 kB) reason and no log; ``throttle``
+    rejects the first CreateTrainingJob call, then behaves like ``ok``; ``cloudwatch-only`` completes
+    but its log exists only in CloudWatch. ``log`` replaces the log a completed job writes (a user's own
+    image logs in its own format).
     """
 
     def __init__(self, script: dict[int, str], log: bytes | None = None):
@@ -98,7 +102,9 @@ class FakeSageMaker:
         monkeypatch.setattr(SageMakerModelBackend, "create_training_job", create_training_job)
 
     def run(self, job: Any, name: str, hp: dict[str, str], outcome: str) -> None:
-        s3 = boto3.client("s3", region_name=REGION)
+        with self.lock:  # jobs start in many threads at once; creating boto3 clients is not thread-safe
+            s3 = boto3.client("s3", region_name=REGION)
+            logs = boto3.client("logs", region_name=REGION)
         # Built-in workloads get run-names; users' scripts and images trainsweep-run-names.
         run_names = hp.get("run-names") or hp["trainsweep-run-names"]
         key = hp["trainsweep-log-prefix"] + run_names.split(",")[0] + ".log"
@@ -106,7 +112,6 @@ class FakeSageMaker:
         if outcome in ("ok", "throttle"):
             s3.put_object(Bucket=BUCKET, Key=key, Body=make_log() if self.log is None else self.log)
         elif outcome == "cloudwatch-only":
-            logs = boto3.client("logs", region_name=REGION)
             group, stream = "/aws/sagemaker/TrainingJobs", f"{name}/algo-1-1700000000"
             with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
                 logs.create_log_group(logGroupName=group)
@@ -116,6 +121,9 @@ class FakeSageMaker:
                 {"timestamp": now + i, "message": m} for i, m in enumerate(make_log().decode().splitlines())
             ]
             logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events)
+        elif outcome == "fail-long":
+            job.training_job_status = "Failed"
+            job.failure_reason = LONG_REASON
         elif outcome in ("fail", "oom"):
             s3.put_object(Bucket=BUCKET, Key=key, Body=make_log(epochs=1, steps=2, finished=False))
             job.training_job_status = "Failed"
@@ -124,6 +132,56 @@ class FakeSageMaker:
                 if outcome == "oom"
                 else "AlgorithmError: ExecuteUserScriptError: exit code 1"
             )
+
+
+class StatePayloads:
+    """Every state's input and output size (bytes of JSON), recorded while the interpreter runs: the
+    parent execution's states and each Distributed Map child's. Step Functions' limit is 256 KiB."""
+
+    def __init__(self) -> None:
+        self.sizes: list[tuple[str, str, int]] = []  # (state, "input" | "output", bytes)
+        self.crashes: list[str] = []  # Python errors inside states (the interpreter's States.Runtime)
+        self.lock = threading.Lock()
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+            FailureEventException,
+        )
+        from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+        from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
+
+        from_error = ExecutionState._from_error
+        crashes = self.crashes
+
+        def from_error_recorded(state: Any, env: Any, ex: Exception) -> Any:
+            if not isinstance(ex, FailureEventException):  # becomes an uncatchable States.Runtime
+                crashes.append(f"{state.name}: {''.join(traceback.format_exception(ex))}")
+            return from_error(state, env, ex)
+
+        monkeypatch.setattr(ExecutionState, "_from_error", from_error_recorded)
+        entered = CommonStateField._get_state_entered_event_details
+        verify = CommonStateField._verify_size_quota
+        record = self._record
+
+        def entered_details(state: Any, env: Any) -> Any:
+            record(state.name, "input", env.states.get_input())
+            return entered(state, env)
+
+        def verify_size(state: Any, env: Any, value: Any) -> None:
+            record(state.name, "output", value)
+            verify(state, env, value)
+
+        monkeypatch.setattr(CommonStateField, "_get_state_entered_event_details", entered_details)
+        monkeypatch.setattr(CommonStateField, "_verify_size_quota", verify_size)
+
+    def _record(self, state: str, kind: str, value: Any) -> None:
+        size = len(json.dumps(value, separators=(",", ":")).encode())
+        with self.lock:
+            self.sizes.append((state, kind, size))
+
+    def largest(self) -> tuple[str, str, int]:
+        with self.lock:
+            return max(self.sizes, key=lambda s: s[2])
 
 
 def make_log(epochs: int = 2, steps: int = 5, finished: bool = True) -> bytes:
@@ -148,6 +206,7 @@ class Sweep:
         from trainsweep.aws.outputs import STATE_MACHINE_ARN
 
         self.sagemaker = sagemaker
+        self.payloads: StatePayloads | None = None
         res = template["Resources"]
         s3 = boto3.client("s3", region_name=REGION)
         s3.create_bucket(Bucket=BUCKET)
@@ -226,9 +285,10 @@ class Sweep:
 @contextlib.contextmanager
 def moto_sweeps(template: dict[str, Any]) -> Iterator[Any]:
     """A fresh moto with the interpreter glue installed; yields ``make(script) -> Sweep``."""
-    from trainsweep.local import lambda_runner, sfn_sagemaker
+    from trainsweep.local import lambda_runner, sfn_map, sfn_sagemaker
 
     sfn_sagemaker.install()
+    sfn_map.install()
     lambda_runner.install(async_s3=True)
     with (
         pytest.MonkeyPatch.context() as mp,
@@ -236,10 +296,15 @@ def moto_sweeps(template: dict[str, Any]) -> Iterator[Any]:
     ):
         mp.setenv("AWS_DEFAULT_REGION", REGION)
 
+        payloads = StatePayloads()
+        payloads.install(mp)
+
         def make(script: dict[int, str], log: bytes | None = None) -> Sweep:
             fake = FakeSageMaker(script, log)
             fake.install(mp)
-            return Sweep(template, fake)
+            sweep = Sweep(template, fake)
+            sweep.payloads = payloads
+            return sweep
 
         try:
             yield make

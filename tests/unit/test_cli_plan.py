@@ -212,17 +212,24 @@ def test_plan_refuses_a_spec_file_over_a_mebibyte(tmp_path: Path) -> None:
 # ---- plans the cloud refuses (issue 11, item 5) ------------------------------------------------------
 
 
-def test_plan_says_run_would_refuse_a_ten_thousand_cell_grid(write_spec) -> None:  # type: ignore[no-untyped-def]
-    spec = write_spec(batch_sizes=list(range(1, 101)), repetitions=50)  # 2 types x 100 x 50
+def test_plan_says_run_would_refuse_a_grid_over_ten_thousand_jobs(write_spec) -> None:  # type: ignore[no-untyped-def]
+    spec = write_spec(batch_sizes=list(range(1, 102)), repetitions=50)  # 2 types x 101 x 50
     result = runner.invoke(app, ["plan", str(spec)])
     assert result.exit_code == EXIT_TOO_LARGE, result.output
     assert "`trainsweep run` would refuse it" in result.output
-    assert "10000 cells" in result.output and "split the grid" in result.output
+    assert "10100 cells" in result.output and "split the grid" in result.output
 
 
 def test_plan_of_a_grid_that_fits_is_not_refused(write_spec) -> None:  # type: ignore[no-untyped-def]
     result = runner.invoke(app, ["plan", str(write_spec(batch_sizes=list(range(1, 21)), repetitions=3))])
     assert result.exit_code == 0, result.output
+
+
+def test_plan_of_a_five_thousand_job_grid_is_not_refused(write_spec) -> None:  # type: ignore[no-untyped-def]
+    # The jobs are read from S3 by the Distributed Maps: the workflow state no longer bounds the grid.
+    result = runner.invoke(app, ["plan", str(write_spec(batch_sizes=list(range(1, 101)), repetitions=25))])
+    assert result.exit_code == 0, result.output
+    assert "5000 jobs" in result.output.replace(",", "")
 
 
 @pytest.mark.parametrize("value", [".inf", "Infinity", ".nan"])
@@ -241,11 +248,11 @@ def test_run_refuses_a_grid_too_large_for_the_workflow_before_anything_starts(tm
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local]\n"
-        f"batch_sizes: {list(range(1, 101))}\nrepetitions: 100\n"
+        f"batch_sizes: {list(range(1, 102))}\nrepetitions: 100\n"
     )
     result = runner.invoke(app, ["run", str(spec), "--local", "--out", str(tmp_path / "out")])
     assert result.exit_code == 1, result.output
-    assert "error: this sweep (10000 jobs, 10000 cells)" in result.output
+    assert "error: this sweep (10100 jobs, 10100 cells)" in result.output
     assert "split the grid" in result.output
     assert "the sweep's execution ended" not in result.output  # refused up front, not by PlanSweep
     assert not (tmp_path / "out").exists()

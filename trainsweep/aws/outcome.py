@@ -21,7 +21,7 @@ _OOM = re.compile(
     re.IGNORECASE,
 )
 _TIMEOUT_SECONDARY = {"MaxRuntimeExceeded", "MaxWaitTimeExceeded"}
-_REASON_MAX = 1000
+REASON_MAX = 1000
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def job_outcome(training: dict[str, Any] | None, error: dict[str, Any] | None) -
         reason = failure or f"training job {status or 'ended'} ({secondary or 'no detail'})"
     else:
         reason = f"{name}: {cause}" if cause else name
-    reason = reason[:_REASON_MAX]
+    reason = reason[:REASON_MAX]
     if is_out_of_memory(failure) or (not described and is_out_of_memory(cause)):
         return JobOutcome(False, reason, "oom", billable, trained)
     if secondary in _TIMEOUT_SECONDARY or name == "States.Timeout":

@@ -1,16 +1,19 @@
 """The state machine's view of a sweep plan: jobs grouped by instance type, with concurrency caps.
 
-The state machine runs an outer Map over instance-type groups and an inner Map over each group's
-jobs. Capping each group keeps a type within its SageMaker quota; the caps of the groups that run at
-the same time add up to at most the spec's ``max_concurrency``. Pure functions, no AWS calls.
+The state machine runs an outer Map over instance-type groups and, for each group, a Distributed Map
+over the group's jobs, read from S3. Capping each group keeps a type within its SageMaker quota; the
+caps of the groups that run at the same time add up to at most the spec's ``max_concurrency``. Pure
+functions, no AWS calls.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from trainsweep import layout
 from trainsweep.errors import TrainsweepError
 
 
@@ -19,14 +22,18 @@ class QuotaError(TrainsweepError):
 
 
 class SweepTooLargeError(TrainsweepError):
-    """The sweep's jobs and results would not fit in one Step Functions state."""
+    """The sweep has more jobs than one sweep may have, or its groups would not fit in the state."""
 
 
-# Step Functions passes at most 256 KiB between states. After the Map, the state holds the plan and one
-# status record per cell; keep a margin for the spec and the summary.
+# Each instance-type group's jobs go to S3 (``layout.map_jobs_key``) and its Distributed Map reads them
+# from there and writes the cells' results to S3: the state between steps holds references and counts,
+# about 300 bytes per group, whatever the number of jobs or their failure reasons. What bounds a sweep
+# is AggregateSweep, which reads every cell's result and run record in one Lambda run (10,000 jobs:
+# about a minute of S3 reads), and the plan itself (``jobs.json``, every job's request, ~2 KB a job).
+MAX_JOBS = 10_000
+# Step Functions passes at most 256 KiB between states; the sweep keeps its state under a tenth of it.
 STATE_LIMIT_BYTES = 256 * 1024
-STATE_MARGIN_BYTES = 16 * 1024
-CELL_RECORD_BYTES = 400
+STATE_BUDGET_BYTES = STATE_LIMIT_BYTES // 10
 # What a deployed stack adds to a plan made without it (check_plan_fits): the longest bucket name, and a
 # CDK asset image URI as long as the stack's own.
 PLACEHOLDER_BUCKET = "b" * 63
@@ -34,6 +41,8 @@ PLACEHOLDER_IMAGE = (
     "123456789012.dkr.ecr.ap-southeast-1.amazonaws.com/"
     "cdk-hnb659fds-container-assets-123456789012-ap-southeast-1:" + "0" * 64
 )
+# The longest execution name Step Functions allows: it names the fan-out files' prefix.
+PLACEHOLDER_EXECUTION = "e" * 80
 
 
 def group_jobs(
@@ -92,26 +101,58 @@ def with_default_image(jobs: list[dict[str, Any]], default_image: Callable[[], s
     ]
 
 
+@dataclass(frozen=True)
+class WorkflowInput:
+    """PlanSweep's output (``state``, what the state machine carries) and the job lists it writes first
+    (``items``: S3 key -> the JSON array of one group's jobs, which that group's Distributed Map reads)."""
+
+    state: dict[str, Any]
+    items: dict[str, list[dict[str, Any]]]
+
+
 def state_input(
-    plan_state: Mapping[str, Any], quotas: Mapping[str, int | None] | None = None
-) -> dict[str, Any]:
-    """PlanSweep's output: the plan's state input with its jobs grouped for the two nested Maps."""
-    groups, group_concurrency = group_jobs(
-        list(plan_state["jobs"]), int(plan_state["max_concurrency"]), quotas
-    )
-    out = {k: v for k, v in plan_state.items() if k != "jobs"}
-    out["job_count"] = sum(len(g["jobs"]) for g in groups)
-    out["groups"] = groups
-    out["group_concurrency"] = group_concurrency
-    cells = sum(len(j["run_names"]) for g in groups for j in g["jobs"])
-    needed = len(json.dumps(out)) + cells * CELL_RECORD_BYTES + STATE_MARGIN_BYTES
-    if needed > STATE_LIMIT_BYTES:
+    plan_state: Mapping[str, Any], quotas: Mapping[str, int | None] | None = None, *, execution: str = "run"
+) -> WorkflowInput:
+    """The plan's state input with its jobs grouped by instance type, each group's jobs moved to S3.
+
+    Raises:
+        SweepTooLargeError: more than :data:`MAX_JOBS` jobs, or groups whose references alone would take
+            more than :data:`STATE_BUDGET_BYTES` of state.
+        QuotaError: see :func:`group_jobs`.
+    """
+    jobs = list(plan_state["jobs"])
+    cells = sum(len(j["run_names"]) for j in jobs)
+    if len(jobs) > MAX_JOBS:
         raise SweepTooLargeError(
-            f"this sweep ({out['job_count']} jobs, {cells} cells) needs about {needed // 1024} KiB of "
-            f"workflow state, more than Step Functions' {STATE_LIMIT_BYTES // 1024} KiB: split the grid into "
-            "several sweeps (fewer instance types, batch sizes or repetitions each)"
+            f"this sweep ({len(jobs)} jobs, {cells} cells) has more than {MAX_JOBS:,} jobs, the most one "
+            "sweep aggregates in one AggregateSweep run: split the grid into several sweeps (fewer "
+            "instance types, batch sizes or repetitions each)"
         )
-    return out
+    groups, group_concurrency = group_jobs(jobs, int(plan_state["max_concurrency"]), quotas)
+    sweep_id = str(plan_state["sweep_id"])
+    out = {k: v for k, v in plan_state.items() if k != "jobs"}
+    out["job_count"] = len(jobs)
+    out["cell_count"] = cells
+    out["map_results_prefix"] = layout.map_results_prefix(sweep_id, execution)
+    out["groups"] = []
+    items: dict[str, list[dict[str, Any]]] = {}
+    for n, group in enumerate(groups):
+        key = layout.map_jobs_key(sweep_id, execution, n)
+        items[key] = group["jobs"]
+        ref = {k: v for k, v in group.items() if k != "jobs"}
+        # A failed job's workflow never fails its group: AggregateSweep records its cells.
+        out["groups"].append(
+            {**ref, "job_count": len(group["jobs"]), "jobs_key": key, "tolerated_failure_percentage": 100}
+        )
+    out["group_concurrency"] = group_concurrency
+    size = len(json.dumps(out))
+    if size > STATE_BUDGET_BYTES:
+        raise SweepTooLargeError(
+            f"this sweep's plan ({len(groups)} instance types) takes {size:,} bytes of workflow state, more "
+            f"than the {STATE_BUDGET_BYTES:,} it may (a tenth of Step Functions' {STATE_LIMIT_BYTES // 1024} "
+            "KiB): split the instance types over several sweeps"
+        )
+    return WorkflowInput(out, items)
 
 
 def check_plan_fits(plan: Any) -> None:
@@ -133,4 +174,4 @@ def check_plan_fits(plan: Any) -> None:
         )
     state = dict(plan.to_state_input())
     state["jobs"] = with_default_image(state["jobs"], lambda: PLACEHOLDER_IMAGE)
-    state_input(state)
+    state_input(state, execution=PLACEHOLDER_EXECUTION)

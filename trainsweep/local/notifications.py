@@ -5,8 +5,8 @@ the function runs later, possibly more than once, with two retries after a funct
 of worker threads takes events from a queue so uploads never wait for parsing, every event is delivered,
 and a failing invocation is retried with backoff. An event still failing after the retries goes, as on
 AWS, to the on-failure destination of the function's EventInvokeConfig (an SQS queue).
-:meth:`AsyncNotifications.drain` waits for the queue to empty (before downloading results; the
-benchmark counts deliveries with :attr:`stats`).
+:meth:`AsyncNotifications.drain` waits for the queue to empty (before downloading results, for as long as
+events keep being handled; the benchmark counts deliveries with :attr:`stats`).
 """
 
 from __future__ import annotations
@@ -74,13 +74,27 @@ class AsyncNotifications:
             t.join(timeout)
         self._threads.clear()
 
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait until every queued event has been handled; False on timeout."""
+    def drain(self, timeout: float | None = None, *, stall_s: float | None = None) -> bool:
+        """Wait until every queued event has been handled; False on timeout.
+
+        ``stall_s``: give up only when no event has finished for that long (a backlog of many
+        notifications, such as a thousand cells finishing at once, takes as long as it takes while it
+        moves; a handler that hangs does not hold the run forever).
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
+            last, moved = self._unfinished, time.monotonic()
             while self._unfinished:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
+                now = time.monotonic()
+                if self._unfinished != last:
+                    last, moved = self._unfinished, now
+                waits = [60.0]
+                if deadline is not None:
+                    waits.append(deadline - now)
+                if stall_s is not None:
+                    waits.append(moved + stall_s - now)
+                left = min(waits)
+                if left <= 0:
                     return False
                 self._lock.wait(left)
         return True

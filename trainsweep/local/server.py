@@ -4,6 +4,7 @@
 execution on, and installs, for its lifetime only:
 
 * the SageMaker ``createTrainingJob.sync`` service handler for the interpreter (``sfn_sagemaker``);
+* the Distributed Map's ``ResultWriter`` that writes the results moto drops (``sfn_map``);
 * Lambdas run from their handler source (``lambda_runner``);
 * SageMaker training jobs run as local processes (:mod:`trainsweep.local.sagemaker`);
 * asynchronous S3 -> Lambda notifications (:mod:`trainsweep.local.notifications`);
@@ -95,7 +96,7 @@ class EmbeddedAws:
         from moto.moto_server.threaded_moto_server import ThreadedMotoServer
         from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
-        from trainsweep.local import lambda_runner, sfn_sagemaker
+        from trainsweep.local import lambda_runner, sfn_map, sfn_sagemaker
         from trainsweep.local.deploy import CustomResources
         from trainsweep.local.notifications import AsyncNotifications
         from trainsweep.local.sagemaker import ENTRY_POINT, LocalSageMaker
@@ -109,6 +110,7 @@ class EmbeddedAws:
         importlib.import_module("moto.stepfunctions.responses")
         self._patches.set(sfn_models, "stepfunctions_backends", stepfunctions_parser_backends)
         sfn_sagemaker.install()
+        sfn_map.install()
         lambda_runner.install(
             self._handler_resolver, async_s3=False
         )  # our notification workers make S3 events asynchronous
@@ -153,7 +155,7 @@ class EmbeddedAws:
         if self.sagemaker is not None:
             self.sagemaker.close()
         if self.notifications is not None:
-            self.notifications.drain(drain_timeout)
+            self.notifications.drain(stall_s=drain_timeout)
             self.notifications.close()
         if self.custom_resources is not None:
             self.custom_resources.restore()

@@ -12,6 +12,7 @@ that says whether anything was downloaded) propagates.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,9 @@ from trainsweep import layout
 from trainsweep.errors import LocalModeError
 
 DEFAULT_RESULTS_DIR = Path("trainsweep-results")
+# Results are downloaded once every log notification is handled, or ParseRun made no progress this long.
+NOTIFICATION_STALL_S = 120.0
+LOG = logging.getLogger(__name__)
 StatusCallback = Callable[[Any], None]
 
 
@@ -120,7 +124,6 @@ def log_path_for(dest: Path) -> Path:
 
 def _log_emulator_to(path: Path) -> Callable[[], None]:
     """Send :data:`EMULATOR_LOGGERS` to ``path`` instead of the terminal; returns the undo."""
-    import logging
 
     class FileOnFirstRecord(logging.FileHandler):
         """No file (and no folder) until something is logged."""
@@ -246,7 +249,14 @@ def run_local_sweep(
         else:
             _resume(aws, stack, previous, spec_dict, sweep_id, bucket, machine, watch, result)
         t0 = time.perf_counter()
-        aws.notifications.drain(120)
+        # Many cells finishing at once queue many notifications: wait while they are being parsed (a
+        # fixed cap would download before the last ones and lose their results).
+        if not aws.notifications.drain(stall_s=NOTIFICATION_STALL_S):
+            LOG.warning(
+                "%d log notifications not handled: ParseRun made no progress for %d s",
+                aws.notifications.pending,
+                NOTIFICATION_STALL_S,
+            )
         result.timings["drain"] = time.perf_counter() - t0
         result.parse_failures = queued_failures(
             aws.client("sqs"), stack.output(output_names.PARSE_FAILURE_QUEUE_URL)
@@ -322,7 +332,7 @@ def _resume(
         sweep_id=sweep_id,
         spec=spec_dict,
         watch=watch,
-        before_merge=lambda: aws.notifications.drain(120),
+        before_merge=lambda: aws.notifications.drain(stall_s=NOTIFICATION_STALL_S),
     )
     result.execution_status = outcome.status
     result.error = outcome.error
