@@ -159,6 +159,12 @@ def burst(stack_artifact: StackArtifact, uploads: int, reuploaded: int) -> dict[
         bucket = stack.output("BucketName")
         s3 = aws.client("s3")
 
+        # ParseRun records only the logs of the sweep's planned jobs (one run each here)
+        planned = [
+            {"sweep_id": SWEEP, "job_name": _run_name(n), "run_names": [_run_name(n)]} for n in range(uploads)
+        ]
+        s3.put_object(Bucket=bucket, Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": planned}).encode())
+
         def upload(n: int) -> None:
             s3.put_object(Bucket=bucket, Key=layout.log_key(SWEEP, _run_name(n)), Body=_log(n))
 

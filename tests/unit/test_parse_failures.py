@@ -48,7 +48,8 @@ def test_a_local_run_says_how_many_log_events_parse_run_failed_on(
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(
-        "name: t\nworkload: {model: mnist-cnn, epochs: 1}\ninstance_types: [local]\nbatch_sizes: [32]\n"
+        "name: t\nworkload: {model: mnist-cnn, epochs: 1, synthetic: true}\ninstance_types: [local]\n"
+        "batch_sizes: [32]\n"
     )
 
     def finished(*_args: Any, **_kwargs: Any) -> sweep.LocalRunResult:
