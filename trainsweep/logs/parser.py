@@ -267,11 +267,13 @@ class _TextCheck:
             self.sampled += len(sample)
             self.other += len(sample.translate(None, _TEXT_BYTES))
         if self._decoding and not (chunk.isascii() and not self._pending()):
+            # the decoder's offsets count the bytes it kept from the previous chunk (a character cut in two)
+            carried = len(self._decoder.getstate()[0])
             try:
                 self._decoder.decode(chunk)
             except UnicodeDecodeError as exc:
                 self._decoding = False
-                self.undecodable_line = newlines_before + chunk.count(b"\n", 0, exc.start)
+                self.undecodable_line = newlines_before + chunk.count(b"\n", 0, max(0, exc.start - carried))
 
     def _pending(self) -> bool:
         return bool(self._decoder.getstate()[0])
