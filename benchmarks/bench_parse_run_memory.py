@@ -33,6 +33,8 @@ sys.path.insert(0, str(HERE))
 from bench_import_big import HWM_HOOK  # noqa: E402
 from bench_parse import REAL, generate_log  # noqa: E402
 
+sys.path.insert(0, str(ROOT))
+from tests.handlers.handler_helpers import s3_event  # noqa: E402  (the notification S3 sends ParseRun)
 from trainsweep import layout  # noqa: E402
 
 FUNCTION_MB = 1024
@@ -77,25 +79,6 @@ print(json.dumps({"seconds": time.perf_counter() - t, "written": out["written"]}
 )
 
 
-def s3_event(bucket: str, key: str) -> dict[str, Any]:
-    """The ObjectCreated notification S3 sends ParseRun (the key URL-encoded; these keys need none)."""
-    return {
-        "Records": [
-            {
-                "eventVersion": "2.1",
-                "eventSource": "aws:s3",
-                "awsRegion": "us-east-1",
-                "eventName": "ObjectCreated:Put",
-                "s3": {
-                    "s3SchemaVersion": "1.0",
-                    "bucket": {"name": bucket, "arn": f"arn:aws:s3:::{bucket}"},
-                    "object": {"key": key, "size": 1},
-                },
-            }
-        ]
-    }
-
-
 def run_handler(tmp: Path, endpoint: str, key: str, code_root: Path = ROOT) -> dict[str, Any]:
     """Call ParseRun (from ``code_root``) in a child on the notification of ``key``: its peak RSS (MB),
     wall seconds and the keys it wrote."""
@@ -113,7 +96,7 @@ def run_handler(tmp: Path, endpoint: str, key: str, code_root: Path = ROOT) -> d
         TRAINSWEEP_BUCKET=BUCKET,
         POWERTOOLS_LOG_LEVEL="WARNING",
     )
-    event = json.dumps(s3_event(BUCKET, key))
+    event = json.dumps(s3_event(key, BUCKET))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.test_local_server import with_lambda_asset
 from trainsweep import layout
 from trainsweep.local.deploy import StackArtifact
 from trainsweep.local.server import EmbeddedAws
@@ -111,23 +112,7 @@ def stack_artifact(tmp_path: Path) -> StackArtifact:
 
 def artifact(tmp_path: Path) -> StackArtifact:
     """The bucket + ParseRun stack, deployable by ``EmbeddedAws.deploy_template``."""
-    code = tmp_path / "asset.code"
-    code.mkdir()
-    (code / "handler.py").write_text("def handler(event, context):\n    return {}\n")
-    assets = {
-        "files": {
-            "code": {
-                "source": {"path": "asset.code", "packaging": "zip"},
-                "destinations": {
-                    "d": {
-                        "bucketName": "cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}",
-                        "objectKey": "code.zip",
-                    }
-                },
-            }
-        }
-    }
-    return StackArtifact("LogBurst", _template(), assets, tmp_path)
+    return with_lambda_asset(tmp_path, "LogBurst", _template())
 
 
 def _log(n: int) -> bytes:

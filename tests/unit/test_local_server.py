@@ -131,6 +131,12 @@ def _template() -> dict[str, Any]:
 
 @pytest.fixture
 def stack_artifact(tmp_path: Path) -> StackArtifact:
+    return with_lambda_asset(tmp_path, "LocalTest", _template())
+
+
+def with_lambda_asset(tmp_path: Path, name: str, template: dict[str, Any]) -> StackArtifact:
+    """``template`` as a deployable stack whose functions' code is one ``asset.code`` (a no-op handler
+    that the embedded AWS replaces with trainsweep's own)."""
     code = tmp_path / "asset.code"
     code.mkdir()
     (code / "handler.py").write_text("def handler(event, context):\n    return {}\n")
@@ -147,7 +153,7 @@ def stack_artifact(tmp_path: Path) -> StackArtifact:
             }
         }
     }
-    return StackArtifact("LocalTest", _template(), assets, tmp_path)
+    return StackArtifact(name, template, assets, tmp_path)
 
 
 class Recorder:

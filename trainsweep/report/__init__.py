@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
@@ -39,15 +39,21 @@ def _num(x: Any) -> str:
     return str(x)
 
 
-def sweep_csv(rows: Sequence[ConfigMetrics]) -> bytes:
-    """One row per configuration, the columns of :data:`trainsweep.cost.metrics.CSV_COLUMNS`."""
+def csv_bytes(
+    columns: Sequence[str], records: Iterable[Mapping[str, Any]], fmt: Callable[[Any], str] = _num
+) -> bytes:
+    """A CSV table: a header of ``columns``, then each record's values of them written with ``fmt``."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for r in rows:
-        d = r.to_dict()
-        w.writerow([_num(d[c]) for c in CSV_COLUMNS])
+    w.writerow(columns)
+    for d in records:
+        w.writerow([fmt(d[c]) for c in columns])
     return buf.getvalue().encode()
+
+
+def sweep_csv(rows: Sequence[ConfigMetrics]) -> bytes:
+    """One row per configuration, the columns of :data:`trainsweep.cost.metrics.CSV_COLUMNS`."""
+    return csv_bytes(CSV_COLUMNS, (r.to_dict() for r in rows))
 
 
 def sweep_json(a: SweepAnalysis) -> bytes:

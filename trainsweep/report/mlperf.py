@@ -17,9 +17,7 @@ so the median of those found is shown with their range). A system that is not a 
 from __future__ import annotations
 
 import base64
-import csv
 import html
-import io
 import math
 import statistics
 from collections import defaultdict
@@ -30,6 +28,7 @@ from trainsweep import __version__
 from trainsweep.logs import mllog
 from trainsweep.logs.model import RunTimings
 from trainsweep.report import _safe as safe_name
+from trainsweep.report import csv_bytes
 from trainsweep.report.html import _CSS, _JS, _dur
 
 MLPERF_DIR = "mlperf"
@@ -204,13 +203,7 @@ def _num(x: Any) -> str:
 
 
 def systems_csv(rows: list[SystemRow]) -> bytes:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(CSV_COLUMNS)
-    for r in rows:
-        d = r.to_dict()
-        w.writerow([_num(d[c]) for c in CSV_COLUMNS])
-    return buf.getvalue().encode()
+    return csv_bytes(CSV_COLUMNS, (r.to_dict() for r in rows), _num)
 
 
 def _e(x: Any) -> str:
