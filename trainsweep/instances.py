@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import cache
 
 LOCAL_CPU = "local"
 LOCAL_GPU = "local_gpu"
@@ -217,13 +218,21 @@ def read_spelling(text: str) -> Spelling | None:
     return None
 
 
+@cache
+def _by_vmtype() -> dict[str, InstanceType]:
+    """VMTYPE -> instance type over the catalogue (the first type of each VMTYPE, in catalogue order)."""
+    table: dict[str, InstanceType] = {}
+    for t in CATALOGUE.values():
+        table.setdefault(vmtype(t.name), t)
+    return table
+
+
 def _read_one_node(short: str) -> Spelling | None:
     if short.lower().endswith(EC2_SUFFIX) and len(short) > len(EC2_SUFFIX):
         inner = read_spelling(short[: -len(EC2_SUFFIX)])
         return replace(inner, text=short, platform="ec2") if inner is not None else None
-    for t in CATALOGUE.values():
-        if vmtype(t.name) == short:
-            return Spelling(short, t, t.gpus, "vmtype")
+    if (t := _by_vmtype().get(short)) is not None:
+        return Spelling(short, t, t.gpus, "vmtype")
     if short in SEED_ALIASES:
         alias = CATALOGUE[SEED_ALIASES[short]]
         return Spelling(short, alias, alias.gpus, "alias", SEED_ALIAS_PLATFORMS.get(short))
