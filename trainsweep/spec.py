@@ -56,8 +56,6 @@ SAGEMAKER_HYPERPARAMETERS_MAX = 100
 
 MODELS: dict[str, str] = workloads.WORKLOADS
 LOCAL_TYPES = (instances.LOCAL_CPU, instances.LOCAL_GPU)
-LOCAL_GPU = instances.LOCAL_GPU
-MAX_LOCAL_HOSTS = instances.MAX_LOCAL_HOSTS
 
 # Hyperparameters the planner writes itself; a spec may not set them by hand.
 MANAGED_HYPERPARAMETERS = frozenset(
@@ -570,12 +568,13 @@ class SweepSpec(BaseModel):
             raise _FieldError(
                 "instance_counts", "give either instance_count or instance_counts (the node-count axis)"
             )
-        if local and max(self.node_counts) > MAX_LOCAL_HOSTS:
+        if local and max(self.node_counts) > instances.MAX_LOCAL_HOSTS:
             raise _FieldError(
                 count_field,
-                f"local mode runs at most {MAX_LOCAL_HOSTS} hosts per job (processes on this machine)",
+                f"local mode runs at most {instances.MAX_LOCAL_HOSTS} hosts per job "
+                "(processes on this machine)",
             )
-        if LOCAL_GPU in local and self.node_counts != [1]:
+        if instances.LOCAL_GPU in local and self.node_counts != [1]:
             raise _FieldError(
                 count_field,
                 "local_gpu runs one host per job (several would share this machine's GPUs): "
