@@ -415,8 +415,9 @@ def test_a_node_count_sweep_runs_two_local_hosts_and_reports_their_scaling(tmp_p
     assert sorted(rows) == [1, 2]
     assert rows[1]["scaling_efficiency"] == ""
     efficiency = float(rows[2]["scaling_efficiency"])
+    # sweep.csv writes 6 significant digits, so each of the three numbers carries up to 5e-6 relative error.
     assert efficiency == pytest.approx(
-        float(rows[2]["samples_per_s"]) / (2 * float(rows[1]["samples_per_s"])), rel=1e-6
+        float(rows[2]["samples_per_s"]) / (2 * float(rows[1]["samples_per_s"])), rel=2e-5
     )
     report = (results / layout.REPORT_HTML).read_text()
     assert 'id="scaling-table"' in report and f"{efficiency:.0%}" in report
