@@ -10,7 +10,9 @@ The three goals of bring-your-own-code, each with its baseline:
    script's own printed epoch times (0.1 s resolution) are shown beside them. Start-up (imports, hooks)
    and the tail after the last epoch (the instrumentation's totals) are reported separately.
 2. **Early stop predicts the epoch time within 3 %, watching at most 2 epochs.** Per batch size the
-   example runs in early-stop mode (default rule) and in full mode (same epochs), interleaved; the
+   example runs in early-stop mode and in full mode, interleaved, with what
+   ``examples/byo-pytorch/sweep-early-stop.yaml`` gives the script (its hyperparameters, its early-stop
+   rule, its epochs: planned and parsed by the code a sweep runs); the
    prediction (read back with ``trainsweep.logs.parse``) is compared with the full run's mean epoch
    time over epochs 2..E, and its total with the full run's fit time. Median |error| over repetitions.
    Beside it, the full runs' own spread (median |one full run / their median - 1|): how far one run of
@@ -51,13 +53,15 @@ sys.path.insert(0, str(ROOT))
 
 from trainsweep import __version__, layout  # noqa: E402
 from trainsweep.logs import parse  # noqa: E402
-from trainsweep.training.contract import INSTRUMENT_ENV, InstrumentConfig  # noqa: E402
+from trainsweep.spec import plan_sweep  # noqa: E402
+from trainsweep.training.contract import INSTRUMENT_ENV, InstrumentConfig, user_args  # noqa: E402
+from trainsweep.training.launch import ScriptConfig, parse_script_config  # noqa: E402
 
 RESULT_VERSION = 1
 """Version of the ``--json`` layout; a reader rejects versions it does not know."""
 EXAMPLE = ROOT / "examples" / "byo-pytorch"
 SCRIPT = EXAMPLE / "train.py"
-SCRIPT_ARGS = ["--lr", "0.05"]  # as the example specs pass it
+EARLY_STOP_SPEC = EXAMPLE / "sweep-early-stop.yaml"
 OVERHEAD_TARGET = 0.01
 PREDICTION_TARGET = 0.03
 MAX_EPOCHS_WATCHED = 2.0
@@ -136,8 +140,20 @@ def child_env(threads: int | None, instrument: Path | None = None) -> dict[str, 
     return env
 
 
+def example_job() -> ScriptConfig:
+    """The example's early-stop spec as its job reads it: the script's hyperparameters, the rule, the epochs.
+
+    Planned and parsed by the code a sweep runs (``plan_sweep``, then the container's
+    ``parse_script_config``), so the benchmark passes the script what ``trainsweep run`` passes it.
+    """
+    return parse_script_config(plan_sweep(EARLY_STOP_SPEC).jobs[0]["hyperparameters"])
+
+
+JOB = example_job()
+
+
 def instrument_config(folder: Path, *, run: str, batch_size: int, epochs: int, mode: str) -> Path:
-    """A cell's InstrumentConfig, as the container's launcher writes it (default early-stop rule)."""
+    """A cell's InstrumentConfig, as the container's launcher writes it (the example spec's rule)."""
     cfg = InstrumentConfig(
         run_name=run,
         batch_size=batch_size,
@@ -148,6 +164,7 @@ def instrument_config(folder: Path, *, run: str, batch_size: int, epochs: int, m
         mode=mode,
         workload="train.py",
         instance_type="local",
+        rule=dict(JOB.rule.__dict__),
     )
     path = folder / f"{run}.instrument.json"
     path.write_text(cfg.to_json())
@@ -156,8 +173,8 @@ def instrument_config(folder: Path, *, run: str, batch_size: int, epochs: int, m
 
 def script_command(batch_size: int, epochs: int, folder: Path, *, instrumented: bool) -> list[str]:
     prefix = [sys.executable, "-m", "trainsweep.instrument.bootstrap"] if instrumented else [sys.executable]
-    args = ["--batch-size", str(batch_size), "--epochs", str(epochs), "--model-dir", str(folder / "model")]
-    return [*prefix, str(SCRIPT), *args, *SCRIPT_ARGS]
+    hps = {**JOB.hyperparameters, JOB.batch_size_arg: batch_size, JOB.epochs_arg: epochs}
+    return [*prefix, str(SCRIPT), *user_args(hps), "--model-dir", str(folder / "model")]
 
 
 # ---- the machine ---------------------------------------------------------------------------------------
@@ -439,7 +456,7 @@ def reasons(runs: list[dict[str, Any]]) -> str:
 def print_early_stop(r: dict[str, Any]) -> None:
     print(
         f"  per batch size, {r['repetitions']} x early-stop / full (interleaved), {r['epochs']} epochs, "
-        "default rule; medians:"
+        "the example spec's rule; medians:"
     )
     print(
         "     bs  predicted  measured 2..E  |err|    total pred / meas   |err|   steps watched   epochs"
@@ -582,7 +599,8 @@ def main() -> None:
         ("overhead", "instrumentation overhead of examples/byo-pytorch/train.py",
          lambda: overhead(reps, epochs, 64, a.threads), print_overhead),
         ("early-stop", "early-stop prediction vs the full run",
-         lambda: early_stop([32, 64, 128], 1 if a.quick else 3, 5, a.threads, progress), print_early_stop),
+         lambda: early_stop([32, 64, 128], 1 if a.quick else 3, 4 if a.quick else JOB.epochs, a.threads,
+                            progress), print_early_stop),
         ("sweep", "local sweeps through the CLI",
          lambda: sweeps(1 if a.quick else 2, progress), print_sweeps),
     ]  # fmt: skip

@@ -20,7 +20,7 @@ def parse_args():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--samples", type=int, default=4096, help="generated dataset size")
+    parser.add_argument("--samples", type=int, default=16384, help="generated dataset size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", default=os.environ.get("SM_CHANNEL_TRAIN"))
     parser.add_argument("--model-dir", default=os.environ.get("SM_MODEL_DIR", "model"))

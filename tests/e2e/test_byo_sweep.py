@@ -53,7 +53,7 @@ def test_the_example_script_sweeps_in_full_and_the_report_names_the_best_batch_s
         record = _record(folder, run)
         epochs = record["epochs"]
         assert len(epochs) == 2
-        steps = -(-3686 // bs)  # 90 % of the 4,096 generated samples
+        steps = -(-14745 // bs)  # 90 % of the 16,384 generated samples
         assert [len(e["step_s"]) for e in epochs] == [steps, steps]
         assert all(e["validation_s"] > 0 for e in epochs)
         seed_json = layout.execution_times_path("local-cpu", bs, 0, "json")
