@@ -2,8 +2,9 @@
 
 Prints, over the logs that have epochs the rule did not watch: the |error| of the predicted steady-state
 epoch time (median, p95, max) against the mean of the unwatched epochs, the coverage of the 90 %
-interval, the same for the seeds' estimator (mean of steps 2-11 x steps) and for two fixed windows
-measured in the same run (epoch 1 alone, epoch 2 alone), the share of steps watched (of the log and of a
+interval, the same for the rule as it was replayed before (the steady epoch's own steps alone, not every
+step watched), for the seeds' estimator (mean of steps 2-11 x steps) and for two fixed windows measured in
+the same run (epoch 1 alone, epoch 2 alone), the share of steps watched (of the log and of a
 90-epoch run of the same configuration), and per (experiment, instance type) grid whether the batch
 sizes come out in the same order by predicted as by actual epoch time.
 
@@ -11,9 +12,10 @@ Then the interval's calibration, scored honestly: leave-one-experiment-out cross
 experiment -- one instance type's runs in one experiment folder, see
 ``trainsweep.cli.predict.experiment_of`` -- scored with the epoch jitter fitted on all the other
 experiments), per family (FCN, MNIST, ResNet, MO833, the container's own logs), over the seeds' logs and
-pooled, beside the old fixed 1 % jitter measured in the same run, and the stricter leave-one-folder-out
-figures. The container's own logs are ``benchmarks/data/container-logs`` (the settings of
-``benchmarks/container_logs.py``; ``--container-logs DIR`` for others).
+pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alone) measured in the same
+run, and the stricter leave-one-folder-out figures. The container's own logs are
+``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``; ``--container-logs
+DIR`` for others).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR] [--json OUT]
 [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
@@ -24,6 +26,7 @@ cross-validated figures.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import sys
@@ -40,6 +43,7 @@ from trainsweep.predict import (  # noqa: E402
     COVERAGE_GOAL,
     ReplayResult,
     StopRule,
+    _epoch_time,
     _percentile,
     calibrate,
     cross_validate,
@@ -47,6 +51,8 @@ from trainsweep.predict import (  # noqa: E402
     load_calibration,
     replay,
     run_family,
+    set_interval,
+    steady_estimate,
     summarize,
 )
 
@@ -64,6 +70,35 @@ def fixed_window_errors(run, watched: int, which: int) -> float | None:
         return None
     rest = [e.epoch_s for e in eps[watched:]]
     return abs(eps[which - 1].epoch_s / (sum(rest) / len(rest)) - 1)
+
+
+def steady_epoch_alone(res: ReplayResult, run, rule: StopRule) -> ReplayResult:
+    """``res`` as the replay before 2026-11 predicted it: the step time from the steady epoch's own inner
+    steps (a steady estimate of each watched epoch alone, the last one there is), not from every step
+    watched. Both watch the same epochs: at the end of epoch 1 they see the same steps, and the cap is
+    reached at the end of epoch 2."""
+    old = copy.deepcopy(res)
+    epochs = [e for e in run.epochs if e.steps > 0]
+    steady = None
+    for e in epochs[: res.epochs_watched]:
+        inner = list(e.step_s[1:-1]) if e.steps > 3 else list(e.step_s)
+        if (est := steady_estimate(inner, confidence=rule.confidence)) is not None:
+            steady = (e, inner, est)
+    if steady is None or res.predicted_epoch_s is None:
+        old.predicted_epoch_s = old.stat_rel = old.predicted_total_s = None
+        old.predicted_epoch_low_s = old.predicted_epoch_high_s = None
+        return old
+    se, inner, est = steady
+    overhead = (_epoch_time(se) or 0.0) - sum(inner)
+    if se is epochs[0] and se.steps > 3:
+        overhead -= se.step_s[0] - est.mean_s
+    old.steady_epoch = se.index
+    old.predicted_epoch_s = pred = len(inner) * est.mean_s + overhead
+    old.stat_rel = len(inner) * est.se_s / pred if pred > 0 else 0.0
+    watched_s = sum(_epoch_time(e) or 0.0 for e in epochs[: res.epochs_watched])
+    old.predicted_total_s = watched_s + (len(epochs) - res.epochs_watched) * pred
+    set_interval(old, rule.interval)
+    return old
 
 
 def main() -> None:
@@ -89,6 +124,7 @@ def main() -> None:
     t_replay = time.perf_counter() - t0
     group = {r.log: str(Path(r.log).parent.parent) for r in results}
     agg = summarize(results, group)
+    before = summarize([steady_epoch_alone(r, run, StopRule()) for r, run in zip(results, runs, strict=True)])
     scored = [(r, run) for r, run in zip(results, runs, strict=True) if r.error is not None]
     e1 = [x for _, run in scored if (x := fixed_window_errors(run, 2, 1)) is not None]
     e2 = [x for _, run in scored if (x := fixed_window_errors(run, 2, 2)) is not None]
@@ -101,6 +137,9 @@ def main() -> None:
     print("predicted steady-state epoch time vs mean of the unwatched epochs, |error|:")
     print(f"  early-stop rule       median {pct(agg['median_abs_error'])}  p95 {pct(agg['p95_abs_error'])}"
           f"  max {pct(agg['max_abs_error'])}   (targets: median <= 0.5 %, p95 <= 3.5 %)")  # fmt: skip
+    print(f"  before: epoch alone   median {pct(before['median_abs_error'])}  "
+          f"p95 {pct(before['p95_abs_error'])}  max {pct(before['max_abs_error'])}   "
+          "(the replay before: the steady epoch's own steps, not every step watched)")  # fmt: skip
     print(f"  seeds' 2-11 estimator median {pct(agg['baseline_median_abs_error'])}  "
           f"p95 {pct(agg['baseline_p95_abs_error'])}")  # fmt: skip
     print(f"  epoch 1 alone         median {pct(_percentile(e1, 50))}  p95 {pct(_percentile(e1, 95))}")
@@ -118,7 +157,12 @@ def main() -> None:
               f"{g['order_actual']} tau {g['kendall_tau']:+.2f}")  # fmt: skip
     cal = calibration_figures([a.data, a.container_logs], write=False)
     if a.json:
-        out = {"aggregate": agg, "logs": [r.to_dict() for r in results], "calibration": cal}
+        out = {
+            "aggregate": agg,
+            "aggregate_before": before,
+            "logs": [r.to_dict() for r in results],
+            "calibration": cal,
+        }
         a.json.write_text(json.dumps(out, indent=2))
 
 
@@ -132,14 +176,26 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
     source = f"benchmarks/bench_predict.py --write-calibration: {n_logs} logs, {n_exps} experiments"
     cal, cv = calibrate(prior, experiment, created=created, source=source)
     strict = cross_validate(prior, folder)
+    # the replay before (the steady epoch's own steps alone), cross-validated the same way in the same run
+    runs = {r.log: parse(Path(r.log)) for r in prior}
+    before = [steady_epoch_alone(r, runs[r.log], StopRule(epoch_jitter=OLD_PRIOR)) for r in prior]
+    cv_before, strict_before = cross_validate(before, experiment), cross_validate(before, folder)
     figures = {
         "old_prior": family_summary(prior),
         "cross_validated": family_summary(cv),
         "leave_one_folder_out": family_summary(strict),
+        "before_cross_validated": family_summary(cv_before),
+        "before_leave_one_folder_out": family_summary(strict_before),
         "calibration": cal.to_dict(),
     }
     # the same pooled over the seeds' logs alone (the shared real data: FCN, MNIST, ResNet, MO833)
-    for key, rs in (("old_prior", prior), ("cross_validated", cv), ("leave_one_folder_out", strict)):
+    for key, rs in (
+        ("old_prior", prior),
+        ("cross_validated", cv),
+        ("leave_one_folder_out", strict),
+        ("before_cross_validated", cv_before),
+        ("before_leave_one_folder_out", strict_before),
+    ):
         figures[key]["seeds"] = family_summary([r for r in rs if r.family in SEED_FAMILIES])["pooled"]
 
     def in_row(r: ReplayResult, row: str) -> bool:
@@ -176,6 +232,18 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
             print(f"  {f:13s} {new['logs_scored']:5d} {n_exp[f]:5d} {pct2(new['median_abs_error'], 9)}  "
                   f"{pct(old['interval_coverage'], 17)}  {pct(new['interval_coverage'], 8)}  "
                   f"{pct(fo['interval_coverage'], 7)}   {jit}{flag}")  # fmt: skip
+        print("  the same, the replay before (the steady epoch's own steps alone) -> now, in the same run:")
+        print(f"  {'family':13s} {'median|err|':>20s}  {'cross-val. coverage':>20s}  {'by folder':>20s}")
+        for f in FAMILIES:
+            was, now = figures["before_cross_validated"].get(f), figures["cross_validated"].get(f)
+            was_fo, now_fo = (
+                figures[k].get(f) for k in ("before_leave_one_folder_out", "leave_one_folder_out")
+            )
+            if was is None or now is None or was_fo is None or now_fo is None or not now["logs_scored"]:
+                continue
+            print(f"  {f:13s} {pct2(was['median_abs_error'])} -> {pct2(now['median_abs_error'])}  "
+                  f"{pct(was['interval_coverage'])} -> {pct(now['interval_coverage'])}  "
+                  f"{pct(was_fo['interval_coverage'])} -> {pct(now_fo['interval_coverage'])}")  # fmt: skip
         for f, fig in figures["old_prior"].items():
             if fig["logs"] and not fig["logs_scored"]:
                 print(
