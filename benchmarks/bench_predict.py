@@ -29,6 +29,7 @@ import argparse
 import copy
 import datetime
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -101,6 +102,74 @@ def steady_epoch_alone(res: ReplayResult, run, rule: StopRule) -> ReplayResult:
     return old
 
 
+def error_sources(results: list[ReplayResult], runs: list) -> None:
+    """Where the seed families' errors come from, printed: the steady epoch's inner steps against the later
+    epochs' (step part), the rest of its time (boundary steps, validation, hand-offs) against theirs, the
+    later epochs' own spread and trend, and robust estimators of the step time in place of the mean."""
+
+    def inner(e) -> list[float]:
+        return list(e.step_s[1:-1])
+
+    def trimmed(x: list[float], p: float = 0.1) -> float:
+        y = sorted(x)
+        k = int(len(y) * p)
+        y = y[k : len(y) - k] or y
+        return sum(y) / len(y)
+
+    def med(x: list[float]) -> float:
+        return _percentile(x, 50)
+
+    print("where the errors come from (median over a family's scored logs; % of the actual epoch time):")
+    for fam in ("fcn", "mnist", "resnet"):
+        rows = []
+        for r, run in zip(results, runs, strict=True):
+            if r.family != fam or r.error is None or r.actual_epoch_s is None or r.steady_epoch is None:
+                continue
+            eps = [e for e in run.epochs if e.steps > 3]
+            se = next(e for e in eps if e.index == r.steady_epoch)
+            later = eps[r.epochs_watched :]
+            act, xs = r.actual_epoch_s, inner(se)
+            watched = [x for e in eps[: r.epochs_watched] for x in inner(e)]
+            rest = (_epoch_time(se) or 0.0) - sum(xs)
+            later_steps = [x for e in later for x in inner(e)]
+            later_rest = [(_epoch_time(e) or 0.0) - sum(inner(e)) for e in later]
+            times = [_epoch_time(e) or 0.0 for e in later]
+            sd = (sum((t - sum(times) / len(times)) ** 2 for t in times) / len(times)) ** 0.5 / act
+            rows.append(
+                {
+                    "err": abs(r.error),
+                    "steps": abs(len(xs) * (sum(xs) / len(xs) - sum(later_steps) / len(later_steps)) / act),
+                    "rest": abs(rest - sum(later_rest) / len(later_rest)) / act,
+                    "rest_share": rest / act,
+                    "val_share": (se.validation_s or 0.0) / act,
+                    "sd": sd if len(later) > 1 else math.nan,
+                    "trend": times[-1] / times[0] - 1 if len(later) > 1 else math.nan,
+                    "median": abs((len(xs) * med(xs) + rest) / act - 1),
+                    "trim": abs((len(xs) * trimmed(xs) + rest) / act - 1),
+                    "median_all": abs((len(xs) * med(watched) + rest) / act - 1),
+                    "trim_all": abs((len(xs) * trimmed(watched) + rest) / act - 1),
+                    "n": se.steps,
+                }
+            )
+        if not rows:
+            continue
+
+        def m(k: str, rs: list[dict] = rows) -> str:
+            return f"{100 * med([x[k] for x in rs if x[k] == x[k]]):.2f} %"
+
+        print(f"  {fam}: |error| {m('err')}: steady epoch's inner steps vs later epochs' {m('steps')}, "
+              f"the rest of its time ({m('rest_share')} of an epoch, validation {m('val_share')}) vs "
+              f"later epochs' {m('rest')}; later epochs' own sd {m('sd')}, trend (signed) last/first later "
+              f"epoch {m('trend')}")  # fmt: skip
+        print(f"    robust step time instead of the mean: median of the steady epoch's steps {m('median')}, "
+              f"of all watched {m('median_all')}; 10 % trimmed mean {m('trim')}, of all watched "
+              f"{m('trim_all')}")  # fmt: skip
+        by_n = sorted({x["n"] for x in rows})
+        if len(by_n) <= 6:
+            print("    |error| by steps per epoch: " + ", ".join(
+                f"{n}: {m('err', [x for x in rows if x['n'] == n])}" for n in by_n))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
@@ -155,6 +224,7 @@ def main() -> None:
         grid = "/".join(Path(g["grid"]).parts[-2:])
         print(f"  {grid:55s} {g['computing_system']:6s} predicted {g['order_predicted']} actual "
               f"{g['order_actual']} tau {g['kendall_tau']:+.2f}")  # fmt: skip
+    error_sources(results, runs)
     cal = calibration_figures([a.data, a.container_logs], write=False)
     if a.json:
         out = {
