@@ -6,7 +6,9 @@ interval, the same for the rule as it was replayed before (the steady epoch's ow
 step watched), for the seeds' estimator (mean of steps 2-11 x steps) and for two fixed windows measured in
 the same run (epoch 1 alone, epoch 2 alone), the share of steps watched (of the log and of a
 90-epoch run of the same configuration), and per (experiment, instance type) grid whether the batch
-sizes come out in the same order by predicted as by actual epoch time.
+sizes come out in the same order by predicted as by actual epoch time. Then, per seed family, where the
+errors come from (the steady epoch's steps against the later epochs', the rest of its time against
+theirs, the later epochs' own spread and trend, robust step-time estimators in place of the mean).
 
 Then the interval's calibration, scored honestly: leave-one-experiment-out cross-validation (each
 experiment -- one instance type's runs in one experiment folder, see
