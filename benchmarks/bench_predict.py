@@ -2,18 +2,22 @@
 
 Prints, over the logs that have epochs the rule did not watch: the |error| of the predicted steady-state
 epoch time (median, p95, max) against the mean of the unwatched epochs, the coverage of the 90 %
-interval, the same for the seeds' estimator (mean of steps 2-11 x steps) and for two fixed windows
-measured in the same run (epoch 1 alone, epoch 2 alone), the share of steps watched (of the log and of a
+interval, the same for the rule as it was replayed before (the steady epoch's own steps alone, not every
+step watched), for the seeds' estimator (mean of steps 2-11 x steps) and for two fixed windows measured in
+the same run (epoch 1 alone, epoch 2 alone), the share of steps watched (of the log and of a
 90-epoch run of the same configuration), and per (experiment, instance type) grid whether the batch
-sizes come out in the same order by predicted as by actual epoch time.
+sizes come out in the same order by predicted as by actual epoch time. Then, per seed family, where the
+errors come from (the steady epoch's steps against the later epochs', the rest of its time against
+theirs, the later epochs' own spread and trend, robust step-time estimators in place of the mean).
 
 Then the interval's calibration, scored honestly: leave-one-experiment-out cross-validation (each
 experiment -- one instance type's runs in one experiment folder, see
 ``trainsweep.cli.predict.experiment_of`` -- scored with the epoch jitter fitted on all the other
 experiments), per family (FCN, MNIST, ResNet, MO833, the container's own logs), over the seeds' logs and
-pooled, beside the old fixed 1 % jitter measured in the same run, and the stricter leave-one-folder-out
-figures. The container's own logs are ``benchmarks/data/container-logs`` (the settings of
-``benchmarks/container_logs.py``; ``--container-logs DIR`` for others).
+pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alone) measured in the same
+run, and the stricter leave-one-folder-out figures. The container's own logs are
+``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``; ``--container-logs
+DIR`` for others).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR] [--json OUT]
 [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
@@ -24,8 +28,10 @@ cross-validated figures.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -40,6 +46,7 @@ from trainsweep.predict import (  # noqa: E402
     COVERAGE_GOAL,
     ReplayResult,
     StopRule,
+    _epoch_time,
     _percentile,
     calibrate,
     cross_validate,
@@ -47,6 +54,8 @@ from trainsweep.predict import (  # noqa: E402
     load_calibration,
     replay,
     run_family,
+    set_interval,
+    steady_estimate,
     summarize,
 )
 
@@ -64,6 +73,103 @@ def fixed_window_errors(run, watched: int, which: int) -> float | None:
         return None
     rest = [e.epoch_s for e in eps[watched:]]
     return abs(eps[which - 1].epoch_s / (sum(rest) / len(rest)) - 1)
+
+
+def steady_epoch_alone(res: ReplayResult, run, rule: StopRule) -> ReplayResult:
+    """``res`` as the replay before 2026-11 predicted it: the step time from the steady epoch's own inner
+    steps (a steady estimate of each watched epoch alone, the last one there is), not from every step
+    watched. Both watch the same epochs: at the end of epoch 1 they see the same steps, and the cap is
+    reached at the end of epoch 2."""
+    old = copy.deepcopy(res)
+    epochs = [e for e in run.epochs if e.steps > 0]
+    steady = None
+    for e in epochs[: res.epochs_watched]:
+        inner = list(e.step_s[1:-1]) if e.steps > 3 else list(e.step_s)
+        if (est := steady_estimate(inner, confidence=rule.confidence)) is not None:
+            steady = (e, inner, est)
+    if steady is None or res.predicted_epoch_s is None:
+        old.predicted_epoch_s = old.stat_rel = old.predicted_total_s = None
+        old.predicted_epoch_low_s = old.predicted_epoch_high_s = None
+        return old
+    se, inner, est = steady
+    overhead = (_epoch_time(se) or 0.0) - sum(inner)
+    if se is epochs[0] and se.steps > 3:
+        overhead -= se.step_s[0] - est.mean_s
+    old.steady_epoch = se.index
+    old.predicted_epoch_s = pred = len(inner) * est.mean_s + overhead
+    old.stat_rel = len(inner) * est.se_s / pred if pred > 0 else 0.0
+    watched_s = sum(_epoch_time(e) or 0.0 for e in epochs[: res.epochs_watched])
+    old.predicted_total_s = watched_s + (len(epochs) - res.epochs_watched) * pred
+    set_interval(old, rule.interval)
+    return old
+
+
+def error_sources(results: list[ReplayResult], runs: list) -> None:
+    """Where the seed families' errors come from, printed: the steady epoch's inner steps against the later
+    epochs' (step part), the rest of its time (boundary steps, validation, hand-offs) against theirs, the
+    later epochs' own spread and trend, and robust estimators of the step time in place of the mean."""
+
+    def inner(e) -> list[float]:
+        return list(e.step_s[1:-1])
+
+    def trimmed(x: list[float], p: float = 0.1) -> float:
+        y = sorted(x)
+        k = int(len(y) * p)
+        y = y[k : len(y) - k] or y
+        return sum(y) / len(y)
+
+    def med(x: list[float]) -> float:
+        return _percentile(x, 50)
+
+    print("where the errors come from (median over a family's scored logs; % of the actual epoch time):")
+    for fam in ("fcn", "mnist", "resnet"):
+        rows = []
+        for r, run in zip(results, runs, strict=True):
+            if r.family != fam or r.error is None or r.actual_epoch_s is None or r.steady_epoch is None:
+                continue
+            eps = [e for e in run.epochs if e.steps > 3]
+            se = next(e for e in eps if e.index == r.steady_epoch)
+            later = eps[r.epochs_watched :]
+            act, xs = r.actual_epoch_s, inner(se)
+            watched = [x for e in eps[: r.epochs_watched] for x in inner(e)]
+            rest = (_epoch_time(se) or 0.0) - sum(xs)
+            later_steps = [x for e in later for x in inner(e)]
+            later_rest = [(_epoch_time(e) or 0.0) - sum(inner(e)) for e in later]
+            times = [_epoch_time(e) or 0.0 for e in later]
+            sd = (sum((t - sum(times) / len(times)) ** 2 for t in times) / len(times)) ** 0.5 / act
+            rows.append(
+                {
+                    "err": abs(r.error),
+                    "steps": abs(len(xs) * (sum(xs) / len(xs) - sum(later_steps) / len(later_steps)) / act),
+                    "rest": abs(rest - sum(later_rest) / len(later_rest)) / act,
+                    "rest_share": rest / act,
+                    "val_share": (se.validation_s or 0.0) / act,
+                    "sd": sd if len(later) > 1 else math.nan,
+                    "trend": times[-1] / times[0] - 1 if len(later) > 1 else math.nan,
+                    "median": abs((len(xs) * med(xs) + rest) / act - 1),
+                    "trim": abs((len(xs) * trimmed(xs) + rest) / act - 1),
+                    "median_all": abs((len(xs) * med(watched) + rest) / act - 1),
+                    "trim_all": abs((len(xs) * trimmed(watched) + rest) / act - 1),
+                    "n": se.steps,
+                }
+            )
+        if not rows:
+            continue
+
+        def m(k: str, rs: list[dict] = rows) -> str:
+            return f"{100 * med([x[k] for x in rs if x[k] == x[k]]):.2f} %"
+
+        print(f"  {fam}: |error| {m('err')}: steady epoch's inner steps vs later epochs' {m('steps')}, "
+              f"the rest of its time ({m('rest_share')} of an epoch, validation {m('val_share')}) vs "
+              f"later epochs' {m('rest')}; later epochs' own sd {m('sd')}, trend (signed) last/first later "
+              f"epoch {m('trend')}")  # fmt: skip
+        print(f"    robust step time instead of the mean: median of the steady epoch's steps {m('median')}, "
+              f"of all watched {m('median_all')}; 10 % trimmed mean {m('trim')}, of all watched "
+              f"{m('trim_all')}")  # fmt: skip
+        by_n = sorted({x["n"] for x in rows})
+        if len(by_n) <= 6:
+            print("    |error| by steps per epoch: " + ", ".join(
+                f"{n}: {m('err', [x for x in rows if x['n'] == n])}" for n in by_n))  # fmt: skip
 
 
 def main() -> None:
@@ -89,6 +195,7 @@ def main() -> None:
     t_replay = time.perf_counter() - t0
     group = {r.log: str(Path(r.log).parent.parent) for r in results}
     agg = summarize(results, group)
+    before = summarize([steady_epoch_alone(r, run, StopRule()) for r, run in zip(results, runs, strict=True)])
     scored = [(r, run) for r, run in zip(results, runs, strict=True) if r.error is not None]
     e1 = [x for _, run in scored if (x := fixed_window_errors(run, 2, 1)) is not None]
     e2 = [x for _, run in scored if (x := fixed_window_errors(run, 2, 2)) is not None]
@@ -101,6 +208,9 @@ def main() -> None:
     print("predicted steady-state epoch time vs mean of the unwatched epochs, |error|:")
     print(f"  early-stop rule       median {pct(agg['median_abs_error'])}  p95 {pct(agg['p95_abs_error'])}"
           f"  max {pct(agg['max_abs_error'])}   (targets: median <= 0.5 %, p95 <= 3.5 %)")  # fmt: skip
+    print(f"  before: epoch alone   median {pct(before['median_abs_error'])}  "
+          f"p95 {pct(before['p95_abs_error'])}  max {pct(before['max_abs_error'])}   "
+          "(the replay before: the steady epoch's own steps, not every step watched)")  # fmt: skip
     print(f"  seeds' 2-11 estimator median {pct(agg['baseline_median_abs_error'])}  "
           f"p95 {pct(agg['baseline_p95_abs_error'])}")  # fmt: skip
     print(f"  epoch 1 alone         median {pct(_percentile(e1, 50))}  p95 {pct(_percentile(e1, 95))}")
@@ -116,9 +226,15 @@ def main() -> None:
         grid = "/".join(Path(g["grid"]).parts[-2:])
         print(f"  {grid:55s} {g['computing_system']:6s} predicted {g['order_predicted']} actual "
               f"{g['order_actual']} tau {g['kendall_tau']:+.2f}")  # fmt: skip
+    error_sources(results, runs)
     cal = calibration_figures([a.data, a.container_logs], write=False)
     if a.json:
-        out = {"aggregate": agg, "logs": [r.to_dict() for r in results], "calibration": cal}
+        out = {
+            "aggregate": agg,
+            "aggregate_before": before,
+            "logs": [r.to_dict() for r in results],
+            "calibration": cal,
+        }
         a.json.write_text(json.dumps(out, indent=2))
 
 
@@ -132,14 +248,26 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
     source = f"benchmarks/bench_predict.py --write-calibration: {n_logs} logs, {n_exps} experiments"
     cal, cv = calibrate(prior, experiment, created=created, source=source)
     strict = cross_validate(prior, folder)
+    # the replay before (the steady epoch's own steps alone), cross-validated the same way in the same run
+    runs = {r.log: parse(Path(r.log)) for r in prior}
+    before = [steady_epoch_alone(r, runs[r.log], StopRule(epoch_jitter=OLD_PRIOR)) for r in prior]
+    cv_before, strict_before = cross_validate(before, experiment), cross_validate(before, folder)
     figures = {
         "old_prior": family_summary(prior),
         "cross_validated": family_summary(cv),
         "leave_one_folder_out": family_summary(strict),
+        "before_cross_validated": family_summary(cv_before),
+        "before_leave_one_folder_out": family_summary(strict_before),
         "calibration": cal.to_dict(),
     }
     # the same pooled over the seeds' logs alone (the shared real data: FCN, MNIST, ResNet, MO833)
-    for key, rs in (("old_prior", prior), ("cross_validated", cv), ("leave_one_folder_out", strict)):
+    for key, rs in (
+        ("old_prior", prior),
+        ("cross_validated", cv),
+        ("leave_one_folder_out", strict),
+        ("before_cross_validated", cv_before),
+        ("before_leave_one_folder_out", strict_before),
+    ):
         figures[key]["seeds"] = family_summary([r for r in rs if r.family in SEED_FAMILIES])["pooled"]
 
     def in_row(r: ReplayResult, row: str) -> bool:
@@ -176,6 +304,18 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
             print(f"  {f:13s} {new['logs_scored']:5d} {n_exp[f]:5d} {pct2(new['median_abs_error'], 9)}  "
                   f"{pct(old['interval_coverage'], 17)}  {pct(new['interval_coverage'], 8)}  "
                   f"{pct(fo['interval_coverage'], 7)}   {jit}{flag}")  # fmt: skip
+        print("  the same, the replay before (the steady epoch's own steps alone) -> now, in the same run:")
+        print(f"  {'family':13s} {'median|err|':>20s}  {'cross-val. coverage':>20s}  {'by folder':>20s}")
+        for f in FAMILIES:
+            was, now = figures["before_cross_validated"].get(f), figures["cross_validated"].get(f)
+            was_fo, now_fo = (
+                figures[k].get(f) for k in ("before_leave_one_folder_out", "leave_one_folder_out")
+            )
+            if was is None or now is None or was_fo is None or now_fo is None or not now["logs_scored"]:
+                continue
+            print(f"  {f:13s} {pct2(was['median_abs_error'])} -> {pct2(now['median_abs_error'])}  "
+                  f"{pct(was['interval_coverage'])} -> {pct(now['interval_coverage'])}  "
+                  f"{pct(was_fo['interval_coverage'])} -> {pct(now_fo['interval_coverage'])}")  # fmt: skip
         for f, fig in figures["old_prior"].items():
             if fig["logs"] and not fig["logs_scored"]:
                 print(

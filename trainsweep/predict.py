@@ -526,7 +526,10 @@ def replay(
     one-off costs (graph building in TF/Keras): a validation time is steady when it is not the run's
     first, and confirmed when it agrees with the previous one within ``validation_tolerance``. Epochs
     are watched until one is steady in both its training steps (the rule's precision) and its
-    validation, at most ``max_epochs``; that epoch is the steady epoch the prediction is built on.
+    validation, at most ``max_epochs``; that epoch is the steady epoch the prediction is built on, its
+    inner steps replaced by the steady step time. That step time is the live rule's: a
+    :class:`SteadyState` fed every step watched, in order, told of each epoch boundary, as the
+    container's worker and the instrumentation feed theirs (not the steady epoch's steps alone).
 
     The interval's epoch jitter is the rule's when it sets one, else ``calibration``'s (default: the
     shipped table) for ``family`` (default: :func:`run_family` of ``run``).
@@ -556,13 +559,19 @@ def replay(
     steady: tuple[Epoch, SteadyEstimate] | None = None
     reason = "cap"
     prev_val: float | None = None
+    # the live rule's own estimator: every step watched so far but step 1 and the steps next to an epoch
+    # boundary, warm-up found by MSER over all of them (not one epoch's steps alone)
+    monitor = SteadyState(rule)
     for i, e in enumerate(epochs):
         if i >= max_epochs:
             break
         watched.append(e)
-        est = steady_estimate(
-            list(e.step_s[1:-1]) if e.steps > 3 else list(e.step_s), confidence=rule.confidence
-        )
+        for s in e.step_s:
+            monitor.add(s)
+        monitor.epoch_boundary()
+        est = monitor.estimate()
+        if est is None:  # epochs of a few steps: too few away from the boundaries
+            est = steady_estimate(list(e.step_s), confidence=rule.confidence)
         val_ok = e.validation_s is None or i > 0
         if e.validation_s is not None and prev_val is not None:
             res.validation_steady = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from typer.testing import CliRunner
@@ -59,6 +60,44 @@ def test_the_predictions_reach_the_noise_floor_of_these_runs(real_data):
     assert agg["interval_coverage"] >= 0.85
     assert agg["median_abs_error"] < agg["baseline_median_abs_error"]
     assert agg["grids"] >= 5 and agg["grids_same_order"] == agg["grids"]
+
+
+def test_replay_estimates_the_step_time_from_every_step_watched_as_the_live_rule_does(tmp_path):
+    """predict-eval scores the rule the container runs: the worker's SteadyState is fed every step and
+    told of every epoch boundary, and predicts from all the steady steps it has; replay must not use the
+    last watched epoch's steps alone."""
+    from trainsweep.predict import SteadyState, steady_estimate
+
+    rng = random.Random(7)
+    epochs = [[round(rng.gauss(0.1, 0.003), 6) for _ in range(50)] for _ in range(5)]
+    epochs[0][0] = 3.0
+    lines = ["Initialization time 0.5"]
+    for k, st in enumerate(epochs, 1):
+        lines.append(f"Epoch {k}/5")
+        lines += [f"{i} step training time: {s:.6f}s" for i, s in enumerate(st, 1)]
+        lines += ["Validation time: 0.200000s", f"Epoch time: {sum(st) + 0.21:.6f}s"]
+    log = tmp_path / "cnn-mnist" / "logs" / "result-p3-1-256-e1.txt"
+    log.parent.mkdir(parents=True)
+    log.write_text("\n".join(lines) + "\n")
+
+    result = CliRunner().invoke(app, ["predict-eval", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    (obj,) = json.loads(result.output)["logs"]
+    assert obj["epochs_watched"] == 2 and obj["steady_epoch"] == 2
+
+    live = SteadyState()  # what the worker does with the same steps
+    for st in epochs[:2]:
+        for s in st:
+            live.add(s)
+        live.epoch_boundary()
+    est = live.estimate()
+    assert est is not None
+    inner = epochs[1][1:-1]
+    epoch2_s = float(f"{sum(epochs[1]) + 0.21:.6f}")
+    assert obj["predicted_epoch_s"] == pytest.approx(len(inner) * est.mean_s + epoch2_s - sum(inner))
+    # epoch 2's steps alone give another answer: the check above tells the two apart
+    alone = steady_estimate(inner)
+    assert alone is not None and abs(alone.mean_s / est.mean_s - 1) > 1e-4  # pytest.approx: 1e-6
 
 
 def test_the_table_ends_with_the_aggregate_line(real_data):
