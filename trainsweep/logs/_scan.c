@@ -15,6 +15,9 @@
  * line without its number or value, a sign, nan or inf, an absurd value, a number too long for 64 bits),
  * it returns None and the caller runs the Python code, which stays the reference and reports the bad
  * lines: the two must agree on every input (tests/unit/test_native_scan.py).
+ *
+ * json_layout() is the JSON writer's (trainsweep/jsonstream.py): orjson's compact text of a group of a
+ * run record's epochs, laid out with json.dumps's indent (tests/unit/test_jsonstream.py).
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -252,17 +255,153 @@ done:
     return result;
 }
 
+/* json_layout(): compact JSON as orjson writes it, laid out as json.dumps(value, indent=N) lays it out,
+ * nested at a level (every line after the first indented by level * N more spaces). It returns None for
+ * what it cannot promise to be json.dumps's text: a number with an exponent or below 1e-4 (orjson writes
+ * 0.00001 where Python writes 1e-05), a string with an escape or a byte beyond ASCII (json.dumps escapes
+ * them differently), or anything that is not compact JSON. A null is written as it is: the caller makes
+ * sure that it stands for None, not for a NaN or an infinity (orjson writes those as null too). */
+#define LAYOUT_MAX_DEPTH 1000
+
+static PyObject *json_layout(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t indent, level;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &indent, &level)) return NULL;
+    PyObject *result = NULL;
+    const unsigned char *p = view.buf, *end = p + view.len;
+    if (indent < 0 || level < 0 || indent > 64 || level > LAYOUT_MAX_DEPTH) {
+        PyBuffer_Release(&view);
+        return Py_NewRef(Py_None);
+    }
+    /* Before each token: room for a line end and the deepest indent; a token's own bytes are reserved
+     * when its length is known. The text grows by half at a time, starting at the input's size. */
+    Py_ssize_t deepest = (level + LAYOUT_MAX_DEPTH + 1) * indent;
+    Py_ssize_t cap = view.len + 16, grow = 4096;
+    char *out = PyMem_Malloc((size_t)cap), *o = out;
+    if (out == NULL) goto nomem;
+    Py_ssize_t depth = level;
+    int ok = 1;
+#define RESERVE(n)                                                               \
+    do {                                                                         \
+        if ((o - out) + (n) > cap) {                                             \
+            Py_ssize_t used = o - out;                                           \
+            cap = cap + (n) + grow + cap / 2;                                    \
+            char *d = PyMem_Realloc(out, (size_t)cap);                           \
+            if (d == NULL) goto nomem;                                           \
+            out = d;                                                             \
+            o = out + used;                                                      \
+        }                                                                        \
+    } while (0)
+#define NEWLINE()                                                                \
+    do {                                                                         \
+        *o++ = '\n';                                                             \
+        for (Py_ssize_t i_ = depth * indent; i_ > 0; i_--) *o++ = ' ';           \
+    } while (0)
+    while (p < end) {
+        unsigned char c = *p;
+        RESERVE(deepest + 8);
+        if (c == '-' || is_digit((char)c)) {
+            const unsigned char *digits = p + (c == '-');
+            const unsigned char *q = digits;
+            while (q < end && (is_digit((char)*q) || *q == '.')) q++;
+            if (q == digits || (q < end && (*q == 'e' || *q == 'E'))) {
+                ok = 0;
+                break;
+            }
+            if (q - digits >= 6 && memcmp(digits, "0.0000", 6) == 0) { /* below 1e-4: Python writes 1e-05 */
+                ok = 0;
+                break;
+            }
+            RESERVE(q - p);
+            while (p < q) *o++ = (char)*p++;
+        } else if (c == ',') {
+            *o++ = ',';
+            NEWLINE();
+            p++;
+        } else if (c == '{' || c == '[') {
+            unsigned char close = c == '{' ? '}' : ']';
+            *o++ = (char)c;
+            p++;
+            if (p < end && *p == close) { /* empty: {} or [] */
+                *o++ = (char)close;
+                p++;
+                continue;
+            }
+            if (++depth > level + LAYOUT_MAX_DEPTH) {
+                ok = 0;
+                break;
+            }
+            NEWLINE();
+        } else if (c == '}' || c == ']') {
+            if (--depth < level) {
+                ok = 0;
+                break;
+            }
+            NEWLINE();
+            *o++ = (char)c;
+            p++;
+        } else if (c == ':') {
+            *o++ = ':';
+            *o++ = ' ';
+            p++;
+        } else if (c == '"') {
+            const unsigned char *q = p + 1;
+            while (q < end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+            if (q == end || *q != '"') {
+                ok = 0;
+                break;
+            }
+            RESERVE(q + 1 - p);
+            memcpy(o, p, (size_t)(q + 1 - p));
+            o += q + 1 - p;
+            p = q + 1;
+        } else if (end - p >= 4 && (memcmp(p, "null", 4) == 0 || memcmp(p, "true", 4) == 0)) {
+            memcpy(o, p, 4);
+            o += 4;
+            p += 4;
+        } else if (end - p >= 5 && memcmp(p, "false", 5) == 0) {
+            memcpy(o, p, 5);
+            o += 5;
+            p += 5;
+        } else {
+            ok = 0;
+            break;
+        }
+    }
+#undef RESERVE
+#undef NEWLINE
+    if (!ok || depth != level) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = PyUnicode_New(o - out, 127);
+        if (result != NULL && o > out) memcpy(PyUnicode_1BYTE_DATA(result), out, (size_t)(o - out));
+    }
+    PyMem_Free(out);
+    PyBuffer_Release(&view);
+    return result;
+nomem:
+    PyMem_Free(out);
+    PyBuffer_Release(&view);
+    return PyErr_NoMemory();
+}
+
 static PyMethodDef methods[] = {
     {"scan_stretch", scan_stretch, METH_VARARGS,
      "scan_stretch(region, start, end, max_duration) -> (times, numbers, first, stamps) | None\n\n"
      "Step times, step numbers (None when consecutive from first) and wall-clock stamps of\n"
      "region[start:end] as bytes of native 8-byte values; None when the Python path must read it."},
+    {"json_layout", json_layout, METH_VARARGS,
+     "json_layout(compact, indent, level) -> str | None\n\n"
+     "orjson's compact text laid out as json.dumps(value, indent=indent) at nesting level `level`;\n"
+     "None where that text could differ from json.dumps's (exponents, numbers below 1e-4, escapes)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "trainsweep.logs._scan",
-    "C hot loop of the cloud-ML log reader (see cloudml.py); optional: the Python path is the reference.",
+    "C hot loops of the cloud-ML log reader (see cloudml.py) and of the JSON writer (see jsonstream.py);\n"
+    "optional: the Python paths are the reference.",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

@@ -1,4 +1,4 @@
-"""The optional C scanner of the cloud-ML reader (``_scan.c``), or None.
+"""The optional C hot loops (``_scan.c``): the cloud-ML reader's scanner and the JSON writer's layout.
 
 It is built at install time where a C compiler is there; without one, or with the environment variable
 ``TRAINSWEEP_PURE_PYTHON=1``, the reader uses its Python path, which gives the same results (tested) at
@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable
+from typing import Any
 
 PURE_PYTHON_ENV = "TRAINSWEEP_PURE_PYTHON"
 
 ScanStretch = Callable[[bytes, int, int, float], "tuple[bytes, bytes | None, int, bytes] | None"]
+JsonLayout = Callable[[bytes, int, int], "str | None"]
 
 
-def _load() -> ScanStretch | None:
+def _load() -> Any:
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None
     if array("d").itemsize != 8 or array("l").itemsize != 8:
@@ -25,8 +27,13 @@ def _load() -> ScanStretch | None:
         from trainsweep.logs import _scan  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return _scan.scan_stretch
+    return _scan
 
 
-scan_stretch: ScanStretch | None = _load()
+_module = _load()
+scan_stretch: ScanStretch | None = _module.scan_stretch if _module is not None else None
 """``scan_stretch(region, start, end, max_duration)``: see ``_scan.c``; None when not built or turned off."""
+json_layout: JsonLayout | None = _module.json_layout if _module is not None else None
+"""``json_layout(compact, indent, level)``: orjson's compact text laid out as ``json.dumps(value,
+indent=indent)`` at ``level``, or None where the two could differ; see ``_scan.c`` and
+:mod:`trainsweep.jsonstream`. None when not built or turned off."""
