@@ -8,8 +8,8 @@
  *     38 step training time: 1.5e-02s
  *
  * scan_stretch() reads such a stretch exactly as cloudml.CloudMLReader._bulk's findall path does with its
- * regular expressions (STEP_LINE and REAL, then float() and int()), in one pass per literal, without
- * making a Python object per value. Every step literal must sit in a whole step line (its number after a
+ * regular expressions (STEP_LINE and REAL, then float() and int()), in one pass over the stretch's
+ * colons (both literals end with one), without making a Python object per value. Every step literal must sit in a whole step line (its number after a
  * newline, the literal, an unsigned decimal with an optional exponent, an optional "s" and "\r", the
  * newline) and every stamp literal be followed by such a value and line end. Whenever that is not so (a
  * line without its number or value, a sign, nan or inf, an absurd value, a number too long for 64 bits),
@@ -201,33 +201,37 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
     const char *base = view.buf;
     const char *lo = base + start, *hi = base + (end > start ? end : start);
 
-    /* Step times (STEP_TIME) and the step numbers before them (STEP_NUMBER), paired by order. */
-    for (const char *p = lo; !bail && hi - p >= (Py_ssize_t)STEP_LEN;) {
-        const char *hit = memmem(p, (size_t)(hi - p), STEP_LIT, STEP_LEN);
-        if (hit == NULL) break;
-        const char *v = hit + STEP_LEN;
-        long long number = 0;
-        if (step_number(lo, hit, &number) != 1) { /* no number, or one too long for the C path */
-            bail = 1;
-            break;
+    /* One pass over the colons: both literals end with ": ", so every occurrence of either is found at
+     * its colon, in order (at most one of them ends at a given colon). Step times go with the step
+     * numbers before them (paired by order); stamps are kept apart. */
+    for (const char *p = lo; !bail && p < hi;) {
+        const char *colon = memchr(p, ':', (size_t)(hi - p));
+        if (colon == NULL || colon + 1 >= hi) break;
+        p = colon + 1;
+        if (colon[1] != ' ') continue;
+        const char *hit = colon - (STEP_LEN - 2);
+        if (hit >= lo && memcmp(hit, STEP_LIT, STEP_LEN - 2) == 0) {
+            long long number = 0;
+            if (step_number(lo, hit, &number) != 1) { /* no number, or one too long for the C path */
+                bail = 1;
+                break;
+            }
+            if (buf_push(&numbers, &number) < 0) goto nomem;
+            if (n_numbers == 0) first = expect = number;
+            if (number != expect) consecutive = 0;
+            expect = number + 1;
+            n_numbers++;
+            int taken = take_value(hit + STEP_LEN, hi, max_duration, &times, &p);
+            if (taken < 0) goto done;
+            if (taken == 0) bail = 1;
+            continue;
         }
-        if (buf_push(&numbers, &number) < 0) goto nomem;
-        if (n_numbers == 0) first = expect = number;
-        if (number != expect) consecutive = 0;
-        expect = number + 1;
-        n_numbers++;
-        int taken = take_value(v, hi, max_duration, &times, &p);
-        if (taken < 0) goto done;
-        if (taken == 0) bail = 1;
-    }
-
-    /* Wall-clock stamps (REAL). */
-    for (const char *p = lo; !bail && hi - p >= (Py_ssize_t)REAL_LEN;) {
-        const char *hit = memmem(p, (size_t)(hi - p), REAL_LIT, REAL_LEN);
-        if (hit == NULL) break;
-        int taken = take_value(hit + REAL_LEN, hi, DBL_MAX, &stamps, &p);
-        if (taken < 0) goto done;
-        if (taken == 0) bail = 1;
+        hit = colon - (REAL_LEN - 2);
+        if (hit >= lo && memcmp(hit, REAL_LIT, REAL_LEN - 2) == 0) {
+            int taken = take_value(hit + REAL_LEN, hi, DBL_MAX, &stamps, &p);
+            if (taken < 0) goto done;
+            if (taken == 0) bail = 1;
+        }
     }
 
     if (bail) {
