@@ -16,6 +16,9 @@
  * it returns None and the caller runs the Python code, which stays the reference and reports the bad
  * lines: the two must agree on every input (tests/unit/test_native_scan.py).
  *
+ * rare_lines() finds the lines that may be rare ones (those that begin with one of the literals the rare
+ * lines' regular expression begins with), so that the expression is tried on them only.
+ *
  * json_layout() is the JSON writer's (trainsweep/jsonstream.py): orjson's compact text of a group of a
  * run record's epochs, laid out with json.dumps's indent (tests/unit/test_jsonstream.py).
  */
@@ -390,11 +393,61 @@ nomem:
     return PyErr_NoMemory();
 }
 
+/* rare_lines(region, starts): the offsets of the newlines of region that are followed by one of the byte
+ * strings of the tuple starts, in order: where a line that begins with one of them starts. */
+static PyObject *rare_lines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    PyObject *starts;
+    if (!PyArg_ParseTuple(args, "y*O!", &view, &PyTuple_Type, &starts)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(starts);
+    unsigned char first[256] = {0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyTuple_GET_ITEM(starts, i);
+        if (!PyBytes_Check(s) || PyBytes_GET_SIZE(s) == 0) {
+            PyErr_SetString(PyExc_TypeError, "starts must be a tuple of non-empty bytes");
+            goto done;
+        }
+        first[(unsigned char)PyBytes_AS_STRING(s)[0]] = 1;
+    }
+    result = PyList_New(0);
+    if (result == NULL) goto done;
+    const char *base = view.buf, *end = base + view.len;
+    for (const char *p = base; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL || nl + 1 >= end) break;
+        const char *line = nl + 1;
+        p = line;
+        if (!first[(unsigned char)*line]) continue;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *s = PyTuple_GET_ITEM(starts, i);
+            Py_ssize_t len = PyBytes_GET_SIZE(s);
+            if (end - line >= len && memcmp(line, PyBytes_AS_STRING(s), (size_t)len) == 0) {
+                PyObject *at = PyLong_FromSsize_t(nl - base);
+                if (at == NULL || PyList_Append(result, at) < 0) {
+                    Py_XDECREF(at);
+                    Py_CLEAR(result);
+                    goto done;
+                }
+                Py_DECREF(at);
+                break;
+            }
+        }
+    }
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan_stretch", scan_stretch, METH_VARARGS,
      "scan_stretch(region, start, end, max_duration) -> (times, numbers, first, stamps) | None\n\n"
      "Step times, step numbers (None when consecutive from first) and wall-clock stamps of\n"
      "region[start:end] as bytes of native 8-byte values; None when the Python path must read it."},
+    {"rare_lines", rare_lines, METH_VARARGS,
+     "rare_lines(region, starts) -> list[int]\n\n"
+     "The offsets of the newlines of region followed by one of the bytes of the tuple starts."},
     {"json_layout", json_layout, METH_VARARGS,
      "json_layout(compact, indent, level) -> str | None\n\n"
      "orjson's compact text laid out as json.dumps(value, indent=indent) at nesting level `level`;\n"

@@ -15,6 +15,7 @@ from typing import Any
 PURE_PYTHON_ENV = "TRAINSWEEP_PURE_PYTHON"
 
 ScanStretch = Callable[[bytes, int, int, float], "tuple[bytes, bytes | None, int, bytes] | None"]
+RareLines = Callable[[bytes, tuple[bytes, ...]], list[int]]
 JsonLayout = Callable[[bytes, int, int], "str | None"]
 
 
@@ -33,6 +34,9 @@ def _load() -> Any:
 _module = _load()
 scan_stretch: ScanStretch | None = _module.scan_stretch if _module is not None else None
 """``scan_stretch(region, start, end, max_duration)``: see ``_scan.c``; None when not built or turned off."""
+rare_lines: RareLines | None = _module.rare_lines if _module is not None else None
+"""``rare_lines(region, starts)``: the offsets of the newlines of ``region`` followed by one of the bytes
+of the tuple ``starts``; None when not built or turned off."""
 json_layout: JsonLayout | None = _module.json_layout if _module is not None else None
 """``json_layout(compact, indent, level)``: orjson's compact text laid out as ``json.dumps(value,
 indent=indent)`` at ``level``, or None where the two could differ; see ``_scan.c`` and
