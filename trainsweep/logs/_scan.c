@@ -395,6 +395,8 @@ nomem:
 
 /* rare_lines(region, starts): the offsets of the newlines of region that are followed by one of the byte
  * strings of the tuple starts, in order: where a line that begins with one of them starts. */
+#define MAX_STARTS 64
+
 static PyObject *rare_lines(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
@@ -402,14 +404,22 @@ static PyObject *rare_lines(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*O!", &view, &PyTuple_Type, &starts)) return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(starts);
+    const char *start[MAX_STARTS];
+    Py_ssize_t length[MAX_STARTS];
     unsigned char first[256] = {0};
+    if (n > MAX_STARTS) {
+        PyErr_SetString(PyExc_ValueError, "too many starts");
+        goto done;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *s = PyTuple_GET_ITEM(starts, i);
         if (!PyBytes_Check(s) || PyBytes_GET_SIZE(s) == 0) {
             PyErr_SetString(PyExc_TypeError, "starts must be a tuple of non-empty bytes");
             goto done;
         }
-        first[(unsigned char)PyBytes_AS_STRING(s)[0]] = 1;
+        start[i] = PyBytes_AS_STRING(s);
+        length[i] = PyBytes_GET_SIZE(s);
+        first[(unsigned char)start[i][0]] = 1;
     }
     result = PyList_New(0);
     if (result == NULL) goto done;
@@ -421,18 +431,16 @@ static PyObject *rare_lines(PyObject *self, PyObject *args) {
         p = line;
         if (!first[(unsigned char)*line]) continue;
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *s = PyTuple_GET_ITEM(starts, i);
-            Py_ssize_t len = PyBytes_GET_SIZE(s);
-            if (end - line >= len && memcmp(line, PyBytes_AS_STRING(s), (size_t)len) == 0) {
-                PyObject *at = PyLong_FromSsize_t(nl - base);
-                if (at == NULL || PyList_Append(result, at) < 0) {
-                    Py_XDECREF(at);
-                    Py_CLEAR(result);
-                    goto done;
-                }
-                Py_DECREF(at);
-                break;
+            if (start[i][0] != *line || end - line < length[i] || memcmp(line, start[i], (size_t)length[i]))
+                continue;
+            PyObject *at = PyLong_FromSsize_t(nl - base);
+            if (at == NULL || PyList_Append(result, at) < 0) {
+                Py_XDECREF(at);
+                Py_CLEAR(result);
+                goto done;
             }
+            Py_DECREF(at);
+            break;
         }
     }
 done:
