@@ -307,3 +307,12 @@ def test_rare_lines_are_the_newlines_before_a_start() -> None:
     assert RARE_LINES(b"\nEpo", cloudml.RARE_STARTS) == []
     with pytest.raises(TypeError):
         RARE_LINES(b"\n", (b"",))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=100), st.integers(0, 7))
+def test_newlines_are_counted_as_bytes_count_counts_them(data: bytes, offset: int) -> None:
+    assert native.count_newlines is not None
+    data = bytes(offset) + data.replace(b"\x00", b"\n")  # many newlines, at every alignment
+    assert native.count_newlines(data) == data.count(b"\n")
+    assert native.count_newlines(memoryview(data)[offset:]) == data[offset:].count(b"\n")

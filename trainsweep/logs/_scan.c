@@ -19,6 +19,8 @@
  * rare_lines() finds the lines that may be rare ones (those that begin with one of the literals the rare
  * lines' regular expression begins with), so that the expression is tried on them only.
  *
+ * count_newlines() counts the lines of every chunk of a log for the parser (bytes.count, faster).
+ *
  * json_layout() is the JSON writer's (trainsweep/jsonstream.py): orjson's compact text of a group of a
  * run record's epochs, laid out with json.dumps's indent (tests/unit/test_jsonstream.py).
  */
@@ -448,6 +450,28 @@ done:
     return result;
 }
 
+/* count_newlines(data): data.count(b"\n"), eight bytes at a time (bytes.count reads one at a time). A
+ * byte b of x = word ^ "\n\n\n\n\n\n\n\n" is zero where the word has a newline; ((b & 0x7f) + 0x7f) | b has its
+ * high bit set exactly when b is not zero, and no carry crosses into the next byte. */
+static PyObject *count_newlines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    const unsigned char *p = view.buf, *end = p + view.len;
+    const uint64_t newlines = 0x0a0a0a0a0a0a0a0aULL, low7 = 0x7f7f7f7f7f7f7f7fULL;
+    const uint64_t high = 0x8080808080808080ULL;
+    Py_ssize_t count = 0;
+    for (; end - p >= 8; p += 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        uint64_t x = word ^ newlines;
+        count += __builtin_popcountll(~(((x & low7) + low7) | x) & high);
+    }
+    for (; p < end; p++) count += *p == '\n';
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
     {"scan_stretch", scan_stretch, METH_VARARGS,
      "scan_stretch(region, start, end, max_duration) -> (times, numbers, first, stamps) | None\n\n"
@@ -456,6 +480,8 @@ static PyMethodDef methods[] = {
     {"rare_lines", rare_lines, METH_VARARGS,
      "rare_lines(region, starts) -> list[int]\n\n"
      "The offsets of the newlines of region followed by one of the bytes of the tuple starts."},
+    {"count_newlines", count_newlines, METH_VARARGS,
+     "count_newlines(data) -> int\n\ndata.count(b'\\n'), eight bytes at a time."},
     {"json_layout", json_layout, METH_VARARGS,
      "json_layout(compact, indent, level) -> str | None\n\n"
      "orjson's compact text laid out as json.dumps(value, indent=indent) at nesting level `level`;\n"

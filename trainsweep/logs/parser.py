@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainsweep import instances
-from trainsweep.logs import checks, mllog, pattern
+from trainsweep.logs import checks, mllog, native, pattern
 from trainsweep.logs.cloudml import CloudMLReader
 from trainsweep.logs.mlperf import MllogReader, system_facts
 from trainsweep.logs.mo833 import Mo833Reader
@@ -79,6 +79,7 @@ def parse(
         (user,) if user is not None else (cloud, mo, ml)
     )
     sha = hashlib.sha256()
+    count_newlines = native.count_newlines or _count_newlines
     text = _TextCheck()
     carry = b"\n"  # the virtual newline before the first line
     newlines_before = 0
@@ -88,7 +89,7 @@ def parse(
         for chunk in iter_chunks(source):
             sha.update(chunk)
             run.bytes_read += len(chunk)
-            newlines += chunk.count(b"\n")
+            newlines += count_newlines(chunk)
             last_byte = chunk[-1:]
             text.feed(chunk, newlines_before + carry.count(b"\n"))
             buf = carry + chunk
@@ -234,6 +235,10 @@ def _choose_dialect(cloud: CloudMLReader, mo: Mo833Reader, ml: MllogReader) -> s
     if best < 0:
         return None
     return next(d for d in ("mllog", "mo833", "cloud-ml") if steps[d] == best)
+
+
+def _count_newlines(chunk: bytes) -> int:
+    return chunk.count(b"\n")
 
 
 def _run_name(file_name: str | None) -> str:
