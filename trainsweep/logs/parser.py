@@ -92,22 +92,25 @@ def parse(
             newlines += count_newlines(chunk)
             last_byte = chunk[-1:]
             text.feed(chunk, newlines_before + carry.count(b"\n"))
-            buf = carry + chunk
-            cut = buf.rfind(b"\n")
-            if cut <= 0:
-                if len(buf) <= MAX_LINE:
-                    carry = buf
-                    continue
-                text.long_line = True
-                cut = len(buf)
+            # The carry holds one newline, its first byte: the region ends at the chunk's last newline.
+            cut = chunk.rfind(b"\n")
+            cut_long_line = cut < 0 and len(carry) + len(chunk) > MAX_LINE
+            if cut < 0 and not cut_long_line:
+                carry += chunk
+                continue
             # The region keeps the newline that ends its last line (the carry starts with it too): a value
-            # must be followed by its line end, and the last line of a log cut short has none.
-            region, carry = buf[: cut + 1], buf[cut:] or b"\n"
+            # must be followed by its line end, and the last line of a log cut short has none. It is
+            # made with one copy (join of a view); the carry is the rest, from that newline on.
+            if cut_long_line:
+                text.long_line = True
+                region, carry = carry + chunk, b"\n"
+            else:
+                region, carry = b"".join((carry, memoryview(chunk)[: cut + 1])), bytes(chunk[cut:])
             for r in readers:
                 r.feed(region, newlines_before)
             # Newlines before the next region: all read so far (plus the virtual first one) but the carry's.
             newlines_before = newlines + 1 - carry.count(b"\n")
-            if cut == len(buf):
+            if cut_long_line:
                 newlines_before -= 1  # the b"\n" put in front of the rest is not in the log
     except (OSError, TypeError, ValueError) as exc:
         run.add_problem("read-error", f"the log could not be read: {exc}", None, "error")
