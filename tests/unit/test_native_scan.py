@@ -24,6 +24,7 @@ from trainsweep.logs.numbers import MAX_DURATION_S
 
 SCAN = native.scan_stretch
 RARE_LINES = native.rare_lines
+FIND_ALL = native.find_all
 LOG_SUFFIXES = (".txt", ".out", ".log")
 
 
@@ -43,12 +44,15 @@ def records(source, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """The run record of ``source`` read with the scanner and with the Python path alone."""
     monkeypatch.setattr(native, "scan_stretch", SCAN)
     monkeypatch.setattr(native, "rare_lines", RARE_LINES)
+    monkeypatch.setattr(native, "find_all", FIND_ALL)
     fast = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", None)
     monkeypatch.setattr(native, "rare_lines", None)
+    monkeypatch.setattr(native, "find_all", None)
     slow = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", SCAN)
     monkeypatch.setattr(native, "rare_lines", RARE_LINES)
+    monkeypatch.setattr(native, "find_all", FIND_ALL)
     return fast, slow
 
 
@@ -237,6 +241,11 @@ FRAGMENTS = [
     b"Epoch 3/x",
     b"Epochs 1/3",
     b"Tempo",
+    b"val_accuracy: 0.9717",
+    b"40512/40512 [====] - 11s - loss: 0.1 - val_acc: 0.95 - val_accuracy: 0.96",
+    b"- val_accuracy: nan",
+    b"val_accval_acc: 0.5",
+    b"- val_acc: 0.5x",
 ]
 lines = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=20)), max_size=50)
 
@@ -316,3 +325,12 @@ def test_newlines_are_counted_as_bytes_count_counts_them(data: bytes, offset: in
     data = bytes(offset) + data.replace(b"\x00", b"\n")  # many newlines, at every alignment
     assert native.count_newlines(data) == data.count(b"\n")
     assert native.count_newlines(memoryview(data)[offset:]) == data[offset:].count(b"\n")
+
+
+def test_find_all_finds_every_occurrence_not_overlapping() -> None:
+    assert FIND_ALL is not None
+    assert FIND_ALL(b"val_acc val_accval_acc", b"val_acc") == [0, 8, 15]
+    assert FIND_ALL(b"aaaa", b"aa") == [0, 2]
+    assert FIND_ALL(b"", b"a") == [] and FIND_ALL(b"a", b"ab") == []
+    with pytest.raises(ValueError):
+        FIND_ALL(b"a", b"")

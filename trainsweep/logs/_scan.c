@@ -19,6 +19,8 @@
  * rare_lines() finds the lines that may be rare ones (those that begin with one of the literals the rare
  * lines' regular expression begins with), so that the expression is tried on them only.
  *
+ * find_all() finds the val_acc literal of the cloud-ML reader (memmem is faster than the regex engine).
+ *
  * count_newlines() counts the lines of every chunk of a log for the parser (bytes.count, faster).
  *
  * json_layout() is the JSON writer's (trainsweep/jsonstream.py): orjson's compact text of a group of a
@@ -450,6 +452,37 @@ done:
     return result;
 }
 
+/* find_all(data, literal): where literal occurs in data, in order, not overlapping (memmem). */
+static PyObject *find_all(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view, lit;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &lit)) return NULL;
+    PyObject *result = NULL;
+    if (lit.len == 0) {
+        PyErr_SetString(PyExc_ValueError, "empty literal");
+        goto done;
+    }
+    result = PyList_New(0);
+    if (result == NULL) goto done;
+    const char *base = view.buf, *end = base + view.len;
+    for (const char *p = base; end - p >= lit.len;) {
+        const char *hit = memmem(p, (size_t)(end - p), lit.buf, (size_t)lit.len);
+        if (hit == NULL) break;
+        PyObject *at = PyLong_FromSsize_t(hit - base);
+        if (at == NULL || PyList_Append(result, at) < 0) {
+            Py_XDECREF(at);
+            Py_CLEAR(result);
+            goto done;
+        }
+        Py_DECREF(at);
+        p = hit + lit.len;
+    }
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&lit);
+    return result;
+}
+
 /* count_newlines(data): data.count(b"\n"), eight bytes at a time (bytes.count reads one at a time). A
  * byte b of x = word ^ "\n\n\n\n\n\n\n\n" is zero where the word has a newline; ((b & 0x7f) + 0x7f) | b has its
  * high bit set exactly when b is not zero, and no carry crosses into the next byte. */
@@ -480,6 +513,8 @@ static PyMethodDef methods[] = {
     {"rare_lines", rare_lines, METH_VARARGS,
      "rare_lines(region, starts) -> list[int]\n\n"
      "The offsets of the newlines of region followed by one of the bytes of the tuple starts."},
+    {"find_all", find_all, METH_VARARGS,
+     "find_all(data, literal) -> list[int]\n\nWhere literal occurs in data, in order, not overlapping."},
     {"count_newlines", count_newlines, METH_VARARGS,
      "count_newlines(data) -> int\n\ndata.count(b'\\n'), eight bytes at a time."},
     {"json_layout", json_layout, METH_VARARGS,

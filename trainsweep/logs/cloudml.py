@@ -117,6 +117,20 @@ _UNSIGNED = b"0123456789.eE+- "
 """Bytes of unsigned decimals and exponents (a sign only after the ``e``), joined by spaces."""
 # val_accuracy sits at the end of the last progress bar of an epoch, not at a line start.
 VACC = re.compile(rb"val_acc(?:uracy)?: (" + NUMX + rb")" + _STOP)
+_VACC_LIT = b"val_acc"
+
+
+def _vacc_at(region: bytes, hits: list[int]) -> Iterator[re.Match[bytes]]:
+    """``VACC.finditer(region)``, VACC tried only where its literal is (``hits``): every match begins
+    with it, and a match holds no other (one found inside a match is passed over, as finditer does)."""
+    match = VACC.match
+    end = 0
+    for at in hits:
+        if at >= end and (m := match(region, at)) is not None:
+            end = m.end()
+            yield m
+
+
 # The command line (``python3 mnist_cnn.py --batch-size 1024 ...``) is looked for at the top of the log.
 CMD = re.compile(rb"\n((?:[^\s/]*/)*python[0-9.]*[ \t][^\n]*?\.py\b[^\n]*)")
 _CMD_WINDOW = 1 << 16
@@ -288,7 +302,10 @@ class CloudMLReader:
         else:
             events = list(RARE.finditer(region))
         if b"val_acc" in region:
-            events.extend(VACC.finditer(region))
+            find_all = native.find_all
+            events.extend(
+                _vacc_at(region, find_all(region, _VACC_LIT)) if find_all else VACC.finditer(region)
+            )
             events.sort(key=re.Match.start)
         if not events:
             self._bulk(region, 0, len(region), lc)

@@ -37,6 +37,9 @@ scan_stretch: ScanStretch | None = _module.scan_stretch if _module is not None e
 rare_lines: RareLines | None = _module.rare_lines if _module is not None else None
 """``rare_lines(region, starts)``: the offsets of the newlines of ``region`` followed by one of the bytes
 of the tuple ``starts``; None when not built or turned off."""
+find_all: Callable[[bytes, bytes], list[int]] | None = _module.find_all if _module is not None else None
+"""``find_all(data, literal)``: where ``literal`` occurs in ``data``, in order, not overlapping; None when
+not built or turned off."""
 count_newlines: Callable[[bytes], int] | None = _module.count_newlines if _module is not None else None
 """``count_newlines(data)``: ``data.count(b"\\n")``, eight bytes at a time; None when not built or
 turned off."""
