@@ -25,6 +25,7 @@ from trainsweep.logs.numbers import MAX_DURATION_S
 SCAN = native.scan_stretch
 RARE_LINES = native.rare_lines
 FIND_ALL = native.find_all
+CONTAINS = native.contains
 LOG_SUFFIXES = (".txt", ".out", ".log")
 
 
@@ -45,14 +46,17 @@ def records(source, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     monkeypatch.setattr(native, "scan_stretch", SCAN)
     monkeypatch.setattr(native, "rare_lines", RARE_LINES)
     monkeypatch.setattr(native, "find_all", FIND_ALL)
+    monkeypatch.setattr(native, "contains", CONTAINS)
     fast = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", None)
     monkeypatch.setattr(native, "rare_lines", None)
     monkeypatch.setattr(native, "find_all", None)
+    monkeypatch.setattr(native, "contains", None)
     slow = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", SCAN)
     monkeypatch.setattr(native, "rare_lines", RARE_LINES)
     monkeypatch.setattr(native, "find_all", FIND_ALL)
+    monkeypatch.setattr(native, "contains", CONTAINS)
     return fast, slow
 
 
@@ -246,6 +250,13 @@ FRAGMENTS = [
     b"- val_accuracy: nan",
     b"val_accval_acc: 0.5",
     b"- val_acc: 0.5x",
+    b"[MO833] Rank,0,Initialization Time: 1.5",
+    b"[MO833] Rank,0,Epoch,0,Iteration,1,It. time,0.5,Elapsed time,2.0",
+    b"[MO833] Rank,1,Epoch,0,Epoch time,3.5,Elapsed time,4.0 [MO833] Rank,1",
+    b"x [MO833] Rank,0,Epoch,0,Iteration,2,It. time,0.25,Elapsed time,2.5",
+    b"[MO833] Rank,",
+    b':::MLLOG {"key": "epoch_start", "value": null, "metadata": {"epoch_num": 1}}',
+    b':::SYSJSON {"accelerators_per_node": "8"}',
 ]
 lines = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=20)), max_size=50)
 
@@ -334,3 +345,9 @@ def test_find_all_finds_every_occurrence_not_overlapping() -> None:
     assert FIND_ALL(b"", b"a") == [] and FIND_ALL(b"a", b"ab") == []
     with pytest.raises(ValueError):
         FIND_ALL(b"a", b"")
+
+
+def test_contains_is_in() -> None:
+    assert CONTAINS is not None
+    for data, literal in [(b"a:::MLLOG", b":::MLLOG"), (b"::MLLOG", b":::MLLOG"), (b"", b"x"), (b"x", b"")]:
+        assert CONTAINS(data, literal) is (literal in data)

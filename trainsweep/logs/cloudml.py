@@ -120,17 +120,6 @@ VACC = re.compile(rb"val_acc(?:uracy)?: (" + NUMX + rb")" + _STOP)
 _VACC_LIT = b"val_acc"
 
 
-def _vacc_at(region: bytes, hits: list[int]) -> Iterator[re.Match[bytes]]:
-    """``VACC.finditer(region)``, VACC tried only where its literal is (``hits``): every match begins
-    with it, and a match holds no other (one found inside a match is passed over, as finditer does)."""
-    match = VACC.match
-    end = 0
-    for at in hits:
-        if at >= end and (m := match(region, at)) is not None:
-            end = m.end()
-            yield m
-
-
 # The command line (``python3 mnist_cnn.py --batch-size 1024 ...``) is looked for at the top of the log.
 CMD = re.compile(rb"\n((?:[^\s/]*/)*python[0-9.]*[ \t][^\n]*?\.py\b[^\n]*)")
 _CMD_WINDOW = 1 << 16
@@ -301,11 +290,8 @@ class CloudMLReader:
             events = [m for at in rare_lines(region, RARE_STARTS) if (m := match(region, at)) is not None]
         else:
             events = list(RARE.finditer(region))
-        if b"val_acc" in region:
-            find_all = native.find_all
-            events.extend(
-                _vacc_at(region, find_all(region, _VACC_LIT)) if find_all else VACC.finditer(region)
-            )
+        if _VACC_LIT in region:
+            events.extend(native.finditer_at(VACC, region, _VACC_LIT))
             events.sort(key=re.Match.start)
         if not events:
             self._bulk(region, 0, len(region), lc)

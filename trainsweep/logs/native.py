@@ -8,8 +8,9 @@ about half the speed.
 from __future__ import annotations
 
 import os
+import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 PURE_PYTHON_ENV = "TRAINSWEEP_PURE_PYTHON"
@@ -40,6 +41,8 @@ of the tuple ``starts``; None when not built or turned off."""
 find_all: Callable[[bytes, bytes], list[int]] | None = _module.find_all if _module is not None else None
 """``find_all(data, literal)``: where ``literal`` occurs in ``data``, in order, not overlapping; None when
 not built or turned off."""
+contains: Callable[[bytes, bytes], bool] | None = _module.contains if _module is not None else None
+"""``contains(data, literal)``: ``literal in data``, by memmem; None when not built or turned off."""
 count_newlines: Callable[[bytes], int] | None = _module.count_newlines if _module is not None else None
 """``count_newlines(data)``: ``data.count(b"\\n")``, eight bytes at a time; None when not built or
 turned off."""
@@ -47,3 +50,29 @@ json_layout: JsonLayout | None = _module.json_layout if _module is not None else
 """``json_layout(compact, indent, level)``: orjson's compact text laid out as ``json.dumps(value,
 indent=indent)`` at ``level``, or None where the two could differ; see ``_scan.c`` and
 :mod:`trainsweep.jsonstream`. None when not built or turned off."""
+
+
+def has(region: bytes, literal: bytes) -> bool:
+    """``literal in region``, in C where it is built."""
+    found = contains
+    return found(region, literal) if found is not None else literal in region
+
+
+def finditer_at(pattern: re.Pattern[bytes], region: bytes, literal: bytes) -> Iterator[re.Match[bytes]]:
+    """``pattern.finditer(region)`` for a pattern whose every match begins with ``literal``: tried only
+    where :data:`find_all` (C) finds the literal, and not inside a match already found, as finditer does.
+    The regex engine's own search where the C code is not built."""
+    find = find_all
+    if find is None:
+        return pattern.finditer(region)
+    return _matches_at(pattern.match, region, find(region, literal))
+
+
+def _matches_at(
+    match: Callable[[bytes, int], re.Match[bytes] | None], region: bytes, hits: list[int]
+) -> Iterator[re.Match[bytes]]:
+    end = 0
+    for at in hits:
+        if at >= end and (m := match(region, at)) is not None:
+            end = m.end()
+            yield m
