@@ -236,9 +236,10 @@ _PLAIN_SCALARS = {int, bool, str, _NONE}
 _PLAIN_ITEMS = {float, int}
 
 
-def _plain_mapping(item: Any) -> tuple[dict[str, Any], int] | None:
+def _plain_mapping(item: Any, last_range: dict[range, list[int]]) -> tuple[dict[str, Any], int] | None:
     """A mapping as a dict of plain values that orjson encodes (sequences as lists of finite numbers,
-    at most :data:`CHUNK_ITEMS` each), and how many numbers it holds; None for anything else."""
+    at most :data:`CHUNK_ITEMS` each), and how many numbers it holds; None for anything else.
+    ``last_range`` holds the list of the last range seen (consecutive epochs share their step numbers)."""
     if type(item) is not dict:
         return None
     plain: dict[str, Any] = {}
@@ -256,8 +257,14 @@ def _plain_mapping(item: Any) -> tuple[dict[str, Any], int] | None:
                 if kinds is None:
                     return None
                 v = v.tolist()
+            elif kind is range:
+                kinds = _INT
+                if v not in last_range:
+                    last_range.clear()
+                    last_range[v] = list(v)
+                v = last_range[v]
             else:
-                kinds = _INT if kind is range else None
+                kinds = None
                 v = list(v) if kind is not list else v
             if kinds is None and not set(map(type, v)) <= _PLAIN_ITEMS:
                 return None
@@ -290,8 +297,9 @@ def _groups(items: Iterable[Any]) -> Iterator[tuple[list[Any], list[dict[str, An
     group: list[Any] = []
     plain: list[dict[str, Any]] = []
     count = 0
+    last_range: dict[range, list[int]] = {}
     for x in items:
-        found = _plain_mapping(x)
+        found = _plain_mapping(x, last_range)
         if found is not None:
             group.append(x)
             plain.append(found[0])

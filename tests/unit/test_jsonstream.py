@@ -331,6 +331,8 @@ ODD_EPOCHS = [
     {"ints": array("l", [1, -2, 3])},
     {"empty": array("d")},
     {"floats": array("f", [0.5, 0.25])},
+    {"step_numbers": range(5, 9)},  # other numbers than the epochs around it
+    {"step_numbers": (1, 2, 3)},
 ]
 
 
