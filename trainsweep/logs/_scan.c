@@ -216,7 +216,7 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
         const char *colon = memchr(p, ':', (size_t)(hi - p));
         if (colon == NULL || colon + 1 >= hi) break;
         p = colon + 1;
-        if (colon[1] != ' ') continue;
+        if (colon[1] != ' ' || colon == lo || colon[-1] != 'e') continue; /* both literals end "time: " */
         const char *hit = colon - (STEP_LEN - 2);
         if (hit >= lo && memcmp(hit, STEP_LIT, STEP_LEN - 2) == 0) {
             long long number = 0;
