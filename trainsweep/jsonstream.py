@@ -12,6 +12,13 @@ orjson in C, a chunk at a time, and then laid out with the indent. orjson writes
 ``repr`` does (shortest round-trip digits) except below 1e-4, where Python switches to an exponent
 earlier, and it writes NaN and infinities as ``null``; a chunk whose text shows either (an exponent, a
 ``null`` or a number below 1e-4) is written again number by number as ``json.dumps`` writes it.
+
+A long sequence of small mappings of numbers (a run record's epochs) is written a group at a time where
+the C layout is built (:data:`trainsweep.logs.native.json_layout`): the group's mappings as plain lists
+and numbers in one orjson call, then laid out with the indent in C, which refuses what could differ from
+``json.dumps``'s text (then the group is written as above). Only mappings of ``str`` keys to ``None``,
+bools, ints, finite floats, ASCII strings and sequences of at most :data:`CHUNK_ITEMS` finite numbers go
+that way, so that a ``null`` there is always a ``None``.
 """
 
 from __future__ import annotations
@@ -26,8 +33,12 @@ from typing import Any
 
 import orjson
 
+from trainsweep.logs import native
+
 CHUNK_ITEMS = 1 << 14
 """Scalars of a long sequence encoded in one piece (one orjson call, else one ``json.dumps`` call)."""
+GROUP_VALUES = 1 << 16
+"""Numbers of the mappings written in one group (one orjson call and one layout in C)."""
 PIECE_CHARS = 1 << 20
 """:func:`iter_json_bytes` gathers pieces into blocks of about this many characters."""
 
@@ -220,6 +231,108 @@ def _whole_text(value: Any, indent: int, dumps: Callable[[Any], str], level: int
     return None
 
 
+_NONE = type(None)
+_PLAIN_SCALARS = {int, bool, str, _NONE}
+_PLAIN_ITEMS = {float, int}
+
+
+def _plain_mapping(item: Any, last_range: dict[range, list[int]]) -> tuple[dict[str, Any], int] | None:
+    """A mapping as a dict of plain values that orjson encodes (sequences as lists of finite numbers,
+    at most :data:`CHUNK_ITEMS` each), and how many numbers it holds; None for anything else.
+    ``last_range`` holds the list of the last range seen (consecutive epochs share their step numbers)."""
+    if type(item) is not dict:
+        return None
+    plain: dict[str, Any] = {}
+    count = 0
+    for key, v in item.items():  # a key that is not a str: orjson refuses it
+        kind = type(v)
+        if kind is float:
+            if v - v != 0.0:  # NaN or an infinity: orjson would write null
+                return None
+        elif kind in _SLICED:
+            if len(v) > CHUNK_ITEMS:
+                return None
+            if kind is array:
+                kinds = _ARRAY_KINDS.get(v.typecode)
+                if kinds is None:
+                    return None
+                v = v.tolist()
+            elif kind is range:
+                kinds = _INT
+                if v not in last_range:
+                    last_range.clear()
+                    last_range[v] = list(v)
+                v = last_range[v]
+            else:
+                kinds = None
+                v = list(v) if kind is not list else v
+            if kinds is None and not set(map(type, v)) <= _PLAIN_ITEMS:
+                return None
+            if kinds is not _INT and (total := sum(v)) - total != 0.0:
+                return None  # a NaN or an infinity among them (or a sum beyond floats)
+            count += len(v)
+        elif kind not in _PLAIN_SCALARS:
+            return None
+        plain[key] = v
+    return plain, count
+
+
+def _mappings_text(plain: list[dict[str, Any]], indent: int, level: int) -> str | None:
+    """The items of a sequence of plain mappings at ``level`` (as :func:`_chunk_text`), laid out in C."""
+    layout = native.json_layout
+    if layout is None:
+        return None
+    try:
+        text = layout(orjson.dumps(plain), indent, level)
+    except (orjson.JSONEncodeError, TypeError):  # an int beyond 64 bits
+        return None
+    if text is None:
+        return None
+    return text[1 : len(text) - 2 - indent * level]  # without the list's "[" and its "\n<indent>]"
+
+
+def _groups(items: Iterable[Any]) -> Iterator[tuple[list[Any], list[dict[str, Any]] | None]]:
+    """The items in order: runs of plain mappings (at most :data:`GROUP_VALUES` numbers a run) with
+    their plain dicts, and each other item alone with None."""
+    group: list[Any] = []
+    plain: list[dict[str, Any]] = []
+    count = 0
+    last_range: dict[range, list[int]] = {}
+    for x in items:
+        found = _plain_mapping(x, last_range)
+        if found is not None:
+            group.append(x)
+            plain.append(found[0])
+            count += found[1]
+            if count < GROUP_VALUES:
+                continue
+        if group:
+            yield group, plain
+            group, plain, count = [], [], 0
+        if found is None:
+            yield [x], None
+    if group:
+        yield group, plain
+
+
+def _containers(items: Iterator[Any], indent: int, dumps: Callable[[Any], str], level: int) -> Iterator[str]:
+    """A sequence's items that are containers, each after ``[`` or ``,``: groups of plain mappings laid
+    out in C where it is built, other items written by :func:`_iter`."""
+    item_sep = "\n" + " " * (indent * (level + 1))
+    sep = "["
+    grouped = _groups(items) if native.json_layout is not None else (([x], None) for x in items)
+    for group, plain in grouped:
+        body = _mappings_text(plain, indent, level) if plain is not None else None
+        if body is not None:
+            yield sep + body
+            sep = ","
+            continue
+        for x in group:
+            yield sep + item_sep
+            sep = ","
+            yield from _iter(x, indent, dumps, level + 1)
+
+
 def _iter(value: Any, indent: int, dumps: Callable[[Any], str], level: int) -> Iterator[str]:
     text = _whole_text(value, indent, dumps, level)
     if text is not None:
@@ -264,11 +377,8 @@ def _iter(value: Any, indent: int, dumps: Callable[[Any], str], level: int) -> I
         items = iter(value)
         first = next(items)
         items = chain((first,), items)
-        if _is_container(first):  # e.g. epochs: each written as it is iterated, never all at once
-            for x in items:
-                yield sep + item_sep
-                sep = ","
-                yield from _iter(x, indent, dumps, level + 1)
+        if _is_container(first):  # e.g. epochs: written as they are iterated, never all at once
+            yield from _containers(items, indent, dumps, level)
         else:
             for chunk, kinds in _chunks(value, items):
                 body = _chunk_text(chunk, kinds, indent, dumps, level)

@@ -6,6 +6,7 @@ import json
 import math
 from array import array
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from trainsweep import jsonstream
 from trainsweep.artefacts import _json_safe
 from trainsweep.jsonstream import LazyMapping, RawJSON, iter_json, iter_json_bytes
+from trainsweep.logs import native
 from trainsweep.logs.model import Epoch, JoinedStamps
 
 
@@ -242,3 +244,134 @@ def test_seed_step_items_are_encoded_in_c_with_json_dumps_text(keys, values) -> 
 )
 def test_seed_step_items_orjson_would_write_otherwise_are_left_to_json_dumps(keys, values) -> None:
     assert jsonstream.number_items_text(keys, values, ",\n    ") is None
+
+
+# ---- sequences of plain mappings (a run record's epochs): orjson, then laid out in C -----------------
+
+needs_layout = pytest.mark.skipif(native.json_layout is None, reason="the C layout is not built")
+
+
+@needs_layout
+@settings(max_examples=300, deadline=None)
+@given(value=values, indent=st.sampled_from([0, 1, 2, 4]), level=st.integers(0, 3))
+def test_the_c_layout_is_json_dumps_text_or_none(value, indent: int, level: int) -> None:
+    if any(isinstance(x, float) and not math.isfinite(x) for x in _leaves(value)):
+        return  # orjson writes null for them: the caller never hands them over
+    try:
+        compact = orjson.dumps(value)
+    except (orjson.JSONEncodeError, TypeError):
+        return  # ints beyond 64 bits
+    text = native.json_layout(compact, indent, level)
+    expected = json.dumps(value, indent=indent).replace("\n", "\n" + " " * (indent * level))
+    assert text is None or text == expected
+    plain = all(
+        not isinstance(x, str) or (x.isascii() and x.isprintable() and '"' not in x and "\\" not in x)
+        for x in [*_leaves(value), *_keys(value)]
+    )
+    if (
+        plain
+        and b"e" not in compact.replace(b"true", b"").replace(b"false", b"")
+        and b"0.0000" not in compact
+    ):
+        assert text == expected  # nothing that orjson writes otherwise: laid out, not refused
+
+
+def _keys(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _keys(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys(v)
+
+
+@needs_layout
+@pytest.mark.parametrize(
+    "value",
+    [[1e-05], [-0.00001234], [1e16], [2.5e-07], {"a": 1e300}, ["é"], ['a"b'], ["a\nb"], {"\\": 1}],
+)
+def test_the_c_layout_refuses_what_orjson_writes_otherwise(value) -> None:
+    assert native.json_layout(orjson.dumps(value), 1, 2) is None
+
+
+@needs_layout
+@pytest.mark.parametrize("bad", [b"[1,", b"[1]]", b"{1", b" [1]", b"[nan]", b'["a]', b"[1.5e3]"])
+def test_the_c_layout_refuses_what_is_not_compact_json(bad: bytes) -> None:
+    assert native.json_layout(bad, 1, 0) is None
+
+
+def epoch_like(i: int, odd: dict | None = None) -> dict:
+    item = {
+        "index": i,
+        "step_s": array("d", [0.25 + i, 0.5, 1.0 / 3]),
+        "step_numbers": range(1, 4),
+        "validation_s": None,
+        "epoch_s": 1.5,
+        "real_time": array("d", [1592371754.45, 1592371755.0]),
+        "done": True,
+    }
+    item.update(odd or {})
+    return item
+
+
+ODD_EPOCHS = [
+    {"epoch_s": float("nan")},
+    {"step_s": array("d", [0.1, float("inf")])},
+    {"step_s": [0.1, float("-inf")]},
+    {"step_s": array("d", [1e308, 1e308])},  # finite values whose sum is not
+    {"index": 2**64},
+    {"step_s": array("d", [1e-05, 0.5])},
+    {"epoch_s": 1e16},
+    {"name": "é"},
+    {"name": 'a "quoted" name'},
+    {"step_s": array("d", [0.5] * 50)},  # longer than CHUNK_ITEMS below: written in chunks
+    {"nested": {"a": [1, 2]}},
+    {"mixed": [1, "x"]},
+    {"ints": array("l", [1, -2, 3])},
+    {"empty": array("d")},
+    {"floats": array("f", [0.5, 0.25])},
+    {"step_numbers": range(5, 9)},  # other numbers than the epochs around it
+    {"step_numbers": (1, 2, 3)},
+]
+
+
+@pytest.mark.parametrize("odd", ODD_EPOCHS, ids=range(len(ODD_EPOCHS)))
+@pytest.mark.parametrize("group", [1, 7, 1 << 16])
+def test_epochs_with_anything_odd_among_plain_ones_keep_the_json_dumps_text(
+    odd: dict, group: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonstream, "CHUNK_ITEMS", 40)
+    monkeypatch.setattr(jsonstream, "GROUP_VALUES", group)
+    epochs = [epoch_like(i) for i in range(5)] + [epoch_like(5, odd)] + [epoch_like(i) for i in range(6, 9)]
+    as_lists = [{k: list(v) if isinstance(v, array | range) else v for k, v in e.items()} for e in epochs]
+    value = {"kind": "run", "epochs": epochs, "after": [1, 2]}
+    expected = {"kind": "run", "epochs": as_lists, "after": [1, 2]}
+    assert streamed(value, 1) == json.dumps(expected, indent=1)
+
+    def dumps(x):
+        return json.dumps(_json_safe(x), indent=1, allow_nan=False)
+
+    assert streamed(value, 1, dumps) == dumps(_json_safe(expected))
+
+
+@needs_layout
+def test_plain_epochs_are_laid_out_in_c_a_group_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    c_layout = native.json_layout
+
+    def layout(compact: bytes, indent: int, level: int):
+        calls.append(level)
+        return c_layout(compact, indent, level)
+
+    monkeypatch.setattr(jsonstream, "GROUP_VALUES", 40)  # 8 numbers an epoch: 5 epochs a group
+    monkeypatch.setattr(native, "json_layout", layout)
+    epochs = [epoch_like(i) for i in range(12)]
+    as_lists = [{k: list(v) if isinstance(v, array | range) else v for k, v in e.items()} for e in epochs]
+    assert streamed({"epochs": epochs}, 1) == json.dumps({"epochs": as_lists}, indent=1)
+    assert calls == [1, 1, 1]  # 5 + 5 + 2 epochs, each group in one call
+
+
+def test_mappings_with_keys_that_are_not_str_keep_the_json_dumps_text() -> None:
+    value = [{"a": 1, "b": [0.5]}, {7: "x", "b": 2.5, None: [1]}, {"a": 2, "b": [0.25]}]
+    assert streamed(value, 1) == json.dumps(value, indent=1)

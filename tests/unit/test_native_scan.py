@@ -19,10 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainsweep.logs import native, parse
+from trainsweep.logs import cloudml, native, parse
 from trainsweep.logs.numbers import MAX_DURATION_S
 
 SCAN = native.scan_stretch
+RARE_LINES = native.rare_lines
+FIND_ALL = native.find_all
+CONTAINS = native.contains
 LOG_SUFFIXES = (".txt", ".out", ".log")
 
 
@@ -41,10 +44,19 @@ def test_the_scanner_is_built_and_used_by_default() -> None:
 def records(source, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """The run record of ``source`` read with the scanner and with the Python path alone."""
     monkeypatch.setattr(native, "scan_stretch", SCAN)
+    monkeypatch.setattr(native, "rare_lines", RARE_LINES)
+    monkeypatch.setattr(native, "find_all", FIND_ALL)
+    monkeypatch.setattr(native, "contains", CONTAINS)
     fast = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", None)
+    monkeypatch.setattr(native, "rare_lines", None)
+    monkeypatch.setattr(native, "find_all", None)
+    monkeypatch.setattr(native, "contains", None)
     slow = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", SCAN)
+    monkeypatch.setattr(native, "rare_lines", RARE_LINES)
+    monkeypatch.setattr(native, "find_all", FIND_ALL)
+    monkeypatch.setattr(native, "contains", CONTAINS)
     return fast, slow
 
 
@@ -206,6 +218,45 @@ FRAGMENTS = [
     b"60000/60000 [==============================] - 2s - val_accuracy: 0.97",
     b"\x08" * 10 + b"1 step training time: 0.3s",
     b"",
+    # rare lines, found by rare_lines() then matched (by RARE.finditer on the Python path)
+    b"on_epoch_begin: 1592371754.45",
+    b"on_epoch_end: 1592371760.5",
+    b"on_train_batch_begin: 1592371754.5",
+    b"('Tempo de inicializacao: ', 0.206)",
+    b"Tempo de Inicializacao: 15.7",
+    b"Tempo do fit: 61.04",
+    b"Tempo levado para o modelo ser salvo: 0.12",
+    b"Initialization time 3.86",
+    b"Duracao do treinamento: 61.37",
+    b"Train on 60000 samples",
+    b"Training complete",
+    b"Training ...",
+    b"x_train shape: (60000, 28, 28, 1)",
+    b"Conjunto de treinamento: (40512, 3)",
+    b" - Total: 60000",
+    b"    - Tamanho do batch: 256",
+    b"  - Total: 60000",
+    b"Traceback (most recent call last)",
+    b"ValueError: boom",
+    b"Test loss: 0.03",
+    b"Downloading data from https://x",
+    b"Dados carregados de /opt/ml",
+    b"Using TensorFlow backend.",
+    b"Epoch 3/x",
+    b"Epochs 1/3",
+    b"Tempo",
+    b"val_accuracy: 0.9717",
+    b"40512/40512 [====] - 11s - loss: 0.1 - val_acc: 0.95 - val_accuracy: 0.96",
+    b"- val_accuracy: nan",
+    b"val_accval_acc: 0.5",
+    b"- val_acc: 0.5x",
+    b"[MO833] Rank,0,Initialization Time: 1.5",
+    b"[MO833] Rank,0,Epoch,0,Iteration,1,It. time,0.5,Elapsed time,2.0",
+    b"[MO833] Rank,1,Epoch,0,Epoch time,3.5,Elapsed time,4.0 [MO833] Rank,1",
+    b"x [MO833] Rank,0,Epoch,0,Iteration,2,It. time,0.25,Elapsed time,2.5",
+    b"[MO833] Rank,",
+    b':::MLLOG {"key": "epoch_start", "value": null, "metadata": {"epoch_num": 1}}',
+    b':::SYSJSON {"accelerators_per_node": "8"}',
 ]
 lines = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=20)), max_size=50)
 
@@ -232,3 +283,71 @@ def test_the_reader_uses_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(native, "scan_stretch", spy)
     run = parse(b"Epoch 1/1\n1 step training time: 0.5s\n2 step training time: 0.25s\nEpoch time: 1s\n")
     assert calls and run.epochs[0].step_s.tolist() == [0.5, 0.25]
+
+
+def _literal_prefixes(ops) -> list[str]:
+    """Every literal text a sequence of regex parser ops can begin with, up to its first op that is not
+    a literal, a group or an optional group (alternatives and ``(?:...)?`` expanded)."""
+    from re import _constants as c
+
+    prefixes = [""]
+    for op, arg in ops:
+        if op is c.LITERAL:
+            prefixes = [p + chr(arg) for p in prefixes]
+        elif op is c.SUBPATTERN:
+            prefixes = [p + q for p in prefixes for q in _literal_prefixes(arg[3])]
+        elif op is c.BRANCH:
+            prefixes = [p + q for p in prefixes for branch in arg[1] for q in _literal_prefixes(branch)]
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT) and arg[0] == 0 and arg[1] == 1:
+            prefixes = [p + q for p in prefixes for q in ["", *_literal_prefixes(arg[2])]]
+        else:
+            return [p + "\x00" for p in prefixes]  # ends here: the rest is not literal
+    return prefixes
+
+
+STARTS = [s.decode("latin-1") for s in cloudml.RARE_STARTS]
+
+
+def test_every_alternative_of_the_rare_lines_regex_begins_with_one_of_the_starts() -> None:
+    from re import _parser
+
+    parsed = list(_parser.parse(cloudml.RARE.pattern.decode("latin-1")))
+    assert parsed[0] == (_parser.LITERAL, ord("\n"))  # a newline, then the look-ahead, then the lines
+    prefixes = _literal_prefixes(parsed[2:])
+    assert len(prefixes) >= 20
+    for prefix in prefixes:
+        assert any(prefix.startswith(s) for s in STARTS), prefix
+
+
+def test_rare_lines_are_the_newlines_before_a_start() -> None:
+    assert RARE_LINES is not None
+    region = b"\nEpoch 1/2\nEpochs\n - Total: 5\n  - x\nTrain\n\n"
+    assert RARE_LINES(region, cloudml.RARE_STARTS) == [0, 17, 35]  # not "Epochs", not "  - x"
+    assert RARE_LINES(b"Epoch 1/2\n", cloudml.RARE_STARTS) == []  # a line start is after a newline
+    assert RARE_LINES(b"\nEpo", cloudml.RARE_STARTS) == []
+    with pytest.raises(TypeError):
+        RARE_LINES(b"\n", (b"",))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=100), st.integers(0, 7))
+def test_newlines_are_counted_as_bytes_count_counts_them(data: bytes, offset: int) -> None:
+    assert native.count_newlines is not None
+    data = bytes(offset) + data.replace(b"\x00", b"\n")  # many newlines, at every alignment
+    assert native.count_newlines(data) == data.count(b"\n")
+    assert native.count_newlines(memoryview(data)[offset:]) == data[offset:].count(b"\n")
+
+
+def test_find_all_finds_every_occurrence_not_overlapping() -> None:
+    assert FIND_ALL is not None
+    assert FIND_ALL(b"val_acc val_accval_acc", b"val_acc") == [0, 8, 15]
+    assert FIND_ALL(b"aaaa", b"aa") == [0, 2]
+    assert FIND_ALL(b"", b"a") == [] and FIND_ALL(b"a", b"ab") == []
+    with pytest.raises(ValueError):
+        FIND_ALL(b"a", b"")
+
+
+def test_contains_is_in() -> None:
+    assert CONTAINS is not None
+    for data, literal in [(b"a:::MLLOG", b":::MLLOG"), (b"::MLLOG", b":::MLLOG"), (b"", b"x"), (b"x", b"")]:
+        assert CONTAINS(data, literal) is (literal in data)

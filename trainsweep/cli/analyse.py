@@ -50,13 +50,10 @@ def parse_command(
 ) -> None:
     """Parse one log and print its run record (JSON) to stdout; problems are listed in the record."""
     _readable_file(log)
-    from trainsweep.artefacts import iter_run_record
+    from trainsweep.cli.fast import print_run_record
 
-    timings = _parse_log(log, vmtype=vmtype, batch_size=batch_size, run=run)
-    sys.stdout.flush()
-    for block in iter_run_record(timings):  # streamed: a very long log's record is hundreds of MB
-        sys.stdout.buffer.write(block)
-    sys.stdout.buffer.flush()
+    # Plain arguments do not come here: trainsweep.cli.fast runs the same calls without building the app.
+    print_run_record(_parse_log(log, vmtype=vmtype, batch_size=batch_size, run=run))
 
 
 def _report_problems(timings: Any) -> None:

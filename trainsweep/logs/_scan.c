@@ -8,13 +8,24 @@
  *     38 step training time: 1.5e-02s
  *
  * scan_stretch() reads such a stretch exactly as cloudml.CloudMLReader._bulk's findall path does with its
- * regular expressions (STEP_LINE and REAL, then float() and int()), in one pass per literal, without
- * making a Python object per value. Every step literal must sit in a whole step line (its number after a
+ * regular expressions (STEP_LINE and REAL, then float() and int()), in one pass over the stretch's
+ * colons (both literals end with one), without making a Python object per value. Every step literal must sit in a whole step line (its number after a
  * newline, the literal, an unsigned decimal with an optional exponent, an optional "s" and "\r", the
  * newline) and every stamp literal be followed by such a value and line end. Whenever that is not so (a
  * line without its number or value, a sign, nan or inf, an absurd value, a number too long for 64 bits),
  * it returns None and the caller runs the Python code, which stays the reference and reports the bad
  * lines: the two must agree on every input (tests/unit/test_native_scan.py).
+ *
+ * rare_lines() finds the lines that may be rare ones (those that begin with one of the literals the rare
+ * lines' regular expression begins with), so that the expression is tried on them only.
+ *
+ * find_all() and contains() look for the literals the readers' regular expressions begin with (memmem is
+ * faster than the regex engine and than bytes' own search).
+ *
+ * count_newlines() counts the lines of every chunk of a log for the parser (bytes.count, faster).
+ *
+ * json_layout() is the JSON writer's (trainsweep/jsonstream.py): orjson's compact text of a group of a
+ * run record's epochs, laid out with json.dumps's indent (tests/unit/test_jsonstream.py).
  */
 #define PY_SSIZE_T_CLEAN
 #define _GNU_SOURCE
@@ -198,33 +209,37 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
     const char *base = view.buf;
     const char *lo = base + start, *hi = base + (end > start ? end : start);
 
-    /* Step times (STEP_TIME) and the step numbers before them (STEP_NUMBER), paired by order. */
-    for (const char *p = lo; !bail && hi - p >= (Py_ssize_t)STEP_LEN;) {
-        const char *hit = memmem(p, (size_t)(hi - p), STEP_LIT, STEP_LEN);
-        if (hit == NULL) break;
-        const char *v = hit + STEP_LEN;
-        long long number = 0;
-        if (step_number(lo, hit, &number) != 1) { /* no number, or one too long for the C path */
-            bail = 1;
-            break;
+    /* One pass over the colons: both literals end with ": ", so every occurrence of either is found at
+     * its colon, in order (at most one of them ends at a given colon). Step times go with the step
+     * numbers before them (paired by order); stamps are kept apart. */
+    for (const char *p = lo; !bail && p < hi;) {
+        const char *colon = memchr(p, ':', (size_t)(hi - p));
+        if (colon == NULL || colon + 1 >= hi) break;
+        p = colon + 1;
+        if (colon[1] != ' ' || colon == lo || colon[-1] != 'e') continue; /* both literals end "time: " */
+        const char *hit = colon - (STEP_LEN - 2);
+        if (hit >= lo && memcmp(hit, STEP_LIT, STEP_LEN - 2) == 0) {
+            long long number = 0;
+            if (step_number(lo, hit, &number) != 1) { /* no number, or one too long for the C path */
+                bail = 1;
+                break;
+            }
+            if (buf_push(&numbers, &number) < 0) goto nomem;
+            if (n_numbers == 0) first = expect = number;
+            if (number != expect) consecutive = 0;
+            expect = number + 1;
+            n_numbers++;
+            int taken = take_value(hit + STEP_LEN, hi, max_duration, &times, &p);
+            if (taken < 0) goto done;
+            if (taken == 0) bail = 1;
+            continue;
         }
-        if (buf_push(&numbers, &number) < 0) goto nomem;
-        if (n_numbers == 0) first = expect = number;
-        if (number != expect) consecutive = 0;
-        expect = number + 1;
-        n_numbers++;
-        int taken = take_value(v, hi, max_duration, &times, &p);
-        if (taken < 0) goto done;
-        if (taken == 0) bail = 1;
-    }
-
-    /* Wall-clock stamps (REAL). */
-    for (const char *p = lo; !bail && hi - p >= (Py_ssize_t)REAL_LEN;) {
-        const char *hit = memmem(p, (size_t)(hi - p), REAL_LIT, REAL_LEN);
-        if (hit == NULL) break;
-        int taken = take_value(hit + REAL_LEN, hi, DBL_MAX, &stamps, &p);
-        if (taken < 0) goto done;
-        if (taken == 0) bail = 1;
+        hit = colon - (REAL_LEN - 2);
+        if (hit >= lo && memcmp(hit, REAL_LIT, REAL_LEN - 2) == 0) {
+            int taken = take_value(hit + REAL_LEN, hi, DBL_MAX, &stamps, &p);
+            if (taken < 0) goto done;
+            if (taken == 0) bail = 1;
+        }
     }
 
     if (bail) {
@@ -252,17 +267,282 @@ done:
     return result;
 }
 
+/* json_layout(): compact JSON as orjson writes it, laid out as json.dumps(value, indent=N) lays it out,
+ * nested at a level (every line after the first indented by level * N more spaces). It returns None for
+ * what it cannot promise to be json.dumps's text: a number with an exponent or below 1e-4 (orjson writes
+ * 0.00001 where Python writes 1e-05), a string with an escape or a byte beyond ASCII (json.dumps escapes
+ * them differently), or anything that is not compact JSON. A null is written as it is: the caller makes
+ * sure that it stands for None, not for a NaN or an infinity (orjson writes those as null too). */
+#define LAYOUT_MAX_DEPTH 1000
+
+static PyObject *json_layout(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t indent, level;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &indent, &level)) return NULL;
+    PyObject *result = NULL;
+    const unsigned char *p = view.buf, *end = p + view.len;
+    if (indent < 0 || level < 0 || indent > 64 || level > LAYOUT_MAX_DEPTH) {
+        PyBuffer_Release(&view);
+        return Py_NewRef(Py_None);
+    }
+    /* Before each token: room for a line end and the deepest indent; a token's own bytes are reserved
+     * when its length is known. The text grows by half at a time, starting at the input's size. */
+    Py_ssize_t deepest = (level + LAYOUT_MAX_DEPTH + 1) * indent;
+    Py_ssize_t cap = view.len + 16, grow = 4096;
+    char *out = PyMem_Malloc((size_t)cap), *o = out;
+    if (out == NULL) goto nomem;
+    Py_ssize_t depth = level;
+    int ok = 1;
+#define RESERVE(n)                                                               \
+    do {                                                                         \
+        if ((o - out) + (n) > cap) {                                             \
+            Py_ssize_t used = o - out;                                           \
+            cap = cap + (n) + grow + cap / 2;                                    \
+            char *d = PyMem_Realloc(out, (size_t)cap);                           \
+            if (d == NULL) goto nomem;                                           \
+            out = d;                                                             \
+            o = out + used;                                                      \
+        }                                                                        \
+    } while (0)
+#define NEWLINE()                                                                \
+    do {                                                                         \
+        *o++ = '\n';                                                             \
+        for (Py_ssize_t i_ = depth * indent; i_ > 0; i_--) *o++ = ' ';           \
+    } while (0)
+    while (p < end) {
+        unsigned char c = *p;
+        RESERVE(deepest + 8);
+        if (c == '-' || is_digit((char)c)) {
+            const unsigned char *digits = p + (c == '-');
+            const unsigned char *q = digits;
+            while (q < end && (is_digit((char)*q) || *q == '.')) q++;
+            if (q == digits || (q < end && (*q == 'e' || *q == 'E'))) {
+                ok = 0;
+                break;
+            }
+            if (q - digits >= 6 && memcmp(digits, "0.0000", 6) == 0) { /* below 1e-4: Python writes 1e-05 */
+                ok = 0;
+                break;
+            }
+            RESERVE(q - p);
+            while (p < q) *o++ = (char)*p++;
+        } else if (c == ',') {
+            *o++ = ',';
+            NEWLINE();
+            p++;
+        } else if (c == '{' || c == '[') {
+            unsigned char close = c == '{' ? '}' : ']';
+            *o++ = (char)c;
+            p++;
+            if (p < end && *p == close) { /* empty: {} or [] */
+                *o++ = (char)close;
+                p++;
+                continue;
+            }
+            if (++depth > level + LAYOUT_MAX_DEPTH) {
+                ok = 0;
+                break;
+            }
+            NEWLINE();
+        } else if (c == '}' || c == ']') {
+            if (--depth < level) {
+                ok = 0;
+                break;
+            }
+            NEWLINE();
+            *o++ = (char)c;
+            p++;
+        } else if (c == ':') {
+            *o++ = ':';
+            *o++ = ' ';
+            p++;
+        } else if (c == '"') {
+            const unsigned char *q = p + 1;
+            while (q < end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+            if (q == end || *q != '"') {
+                ok = 0;
+                break;
+            }
+            RESERVE(q + 1 - p);
+            memcpy(o, p, (size_t)(q + 1 - p));
+            o += q + 1 - p;
+            p = q + 1;
+        } else if (end - p >= 4 && (memcmp(p, "null", 4) == 0 || memcmp(p, "true", 4) == 0)) {
+            memcpy(o, p, 4);
+            o += 4;
+            p += 4;
+        } else if (end - p >= 5 && memcmp(p, "false", 5) == 0) {
+            memcpy(o, p, 5);
+            o += 5;
+            p += 5;
+        } else {
+            ok = 0;
+            break;
+        }
+    }
+#undef RESERVE
+#undef NEWLINE
+    if (!ok || depth != level) {
+        result = Py_NewRef(Py_None);
+    } else {
+        result = PyUnicode_New(o - out, 127);
+        if (result != NULL && o > out) memcpy(PyUnicode_1BYTE_DATA(result), out, (size_t)(o - out));
+    }
+    PyMem_Free(out);
+    PyBuffer_Release(&view);
+    return result;
+nomem:
+    PyMem_Free(out);
+    PyBuffer_Release(&view);
+    return PyErr_NoMemory();
+}
+
+/* rare_lines(region, starts): the offsets of the newlines of region that are followed by one of the byte
+ * strings of the tuple starts, in order: where a line that begins with one of them starts. */
+#define MAX_STARTS 64
+
+static PyObject *rare_lines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    PyObject *starts;
+    if (!PyArg_ParseTuple(args, "y*O!", &view, &PyTuple_Type, &starts)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(starts);
+    const char *start[MAX_STARTS];
+    Py_ssize_t length[MAX_STARTS];
+    unsigned char first[256] = {0};
+    if (n > MAX_STARTS) {
+        PyErr_SetString(PyExc_ValueError, "too many starts");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyTuple_GET_ITEM(starts, i);
+        if (!PyBytes_Check(s) || PyBytes_GET_SIZE(s) == 0) {
+            PyErr_SetString(PyExc_TypeError, "starts must be a tuple of non-empty bytes");
+            goto done;
+        }
+        start[i] = PyBytes_AS_STRING(s);
+        length[i] = PyBytes_GET_SIZE(s);
+        first[(unsigned char)start[i][0]] = 1;
+    }
+    result = PyList_New(0);
+    if (result == NULL) goto done;
+    const char *base = view.buf, *end = base + view.len;
+    for (const char *p = base; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL || nl + 1 >= end) break;
+        const char *line = nl + 1;
+        p = line;
+        if (!first[(unsigned char)*line]) continue;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (start[i][0] != *line || end - line < length[i] || memcmp(line, start[i], (size_t)length[i]))
+                continue;
+            PyObject *at = PyLong_FromSsize_t(nl - base);
+            if (at == NULL || PyList_Append(result, at) < 0) {
+                Py_XDECREF(at);
+                Py_CLEAR(result);
+                goto done;
+            }
+            Py_DECREF(at);
+            break;
+        }
+    }
+done:
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* find_all(data, literal): where literal occurs in data, in order, not overlapping (memmem). */
+static PyObject *find_all(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view, lit;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &lit)) return NULL;
+    PyObject *result = NULL;
+    if (lit.len == 0) {
+        PyErr_SetString(PyExc_ValueError, "empty literal");
+        goto done;
+    }
+    result = PyList_New(0);
+    if (result == NULL) goto done;
+    const char *base = view.buf, *end = base + view.len;
+    for (const char *p = base; end - p >= lit.len;) {
+        const char *hit = memmem(p, (size_t)(end - p), lit.buf, (size_t)lit.len);
+        if (hit == NULL) break;
+        PyObject *at = PyLong_FromSsize_t(hit - base);
+        if (at == NULL || PyList_Append(result, at) < 0) {
+            Py_XDECREF(at);
+            Py_CLEAR(result);
+            goto done;
+        }
+        Py_DECREF(at);
+        p = hit + lit.len;
+    }
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&lit);
+    return result;
+}
+
+/* contains(data, literal): literal in data, by memmem (bytes' own search slows down on literals whose
+ * bytes are frequent in logs, such as ":::MLLOG"). */
+static PyObject *contains(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view, lit;
+    if (!PyArg_ParseTuple(args, "y*y*", &view, &lit)) return NULL;
+    int found = lit.len == 0 || (view.len >= lit.len &&
+                                 memmem(view.buf, (size_t)view.len, lit.buf, (size_t)lit.len) != NULL);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&lit);
+    return PyBool_FromLong(found);
+}
+
+/* count_newlines(data): data.count(b"\n"), eight bytes at a time (bytes.count reads one at a time). A
+ * byte b of x = word ^ "\n\n\n\n\n\n\n\n" is zero where the word has a newline; ((b & 0x7f) + 0x7f) | b has its
+ * high bit set exactly when b is not zero, and no carry crosses into the next byte. */
+static PyObject *count_newlines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    const unsigned char *p = view.buf, *end = p + view.len;
+    const uint64_t newlines = 0x0a0a0a0a0a0a0a0aULL, low7 = 0x7f7f7f7f7f7f7f7fULL;
+    const uint64_t high = 0x8080808080808080ULL;
+    Py_ssize_t count = 0;
+    for (; end - p >= 8; p += 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        uint64_t x = word ^ newlines;
+        count += __builtin_popcountll(~(((x & low7) + low7) | x) & high);
+    }
+    for (; p < end; p++) count += *p == '\n';
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(count);
+}
+
 static PyMethodDef methods[] = {
     {"scan_stretch", scan_stretch, METH_VARARGS,
      "scan_stretch(region, start, end, max_duration) -> (times, numbers, first, stamps) | None\n\n"
      "Step times, step numbers (None when consecutive from first) and wall-clock stamps of\n"
      "region[start:end] as bytes of native 8-byte values; None when the Python path must read it."},
+    {"rare_lines", rare_lines, METH_VARARGS,
+     "rare_lines(region, starts) -> list[int]\n\n"
+     "The offsets of the newlines of region followed by one of the bytes of the tuple starts."},
+    {"find_all", find_all, METH_VARARGS,
+     "find_all(data, literal) -> list[int]\n\nWhere literal occurs in data, in order, not overlapping."},
+    {"contains", contains, METH_VARARGS, "contains(data, literal) -> bool\n\nliteral in data, by memmem."},
+    {"count_newlines", count_newlines, METH_VARARGS,
+     "count_newlines(data) -> int\n\ndata.count(b'\\n'), eight bytes at a time."},
+    {"json_layout", json_layout, METH_VARARGS,
+     "json_layout(compact, indent, level) -> str | None\n\n"
+     "orjson's compact text laid out as json.dumps(value, indent=indent) at nesting level `level`;\n"
+     "None where that text could differ from json.dumps's (exponents, numbers below 1e-4, escapes)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "trainsweep.logs._scan",
-    "C hot loop of the cloud-ML log reader (see cloudml.py); optional: the Python path is the reference.",
+    "C hot loops of the cloud-ML log reader (see cloudml.py) and of the JSON writer (see jsonstream.py);\n"
+    "optional: the Python paths are the reference.",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

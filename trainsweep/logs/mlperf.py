@@ -19,7 +19,7 @@ import re
 from array import array
 from typing import Any
 
-from trainsweep.logs import mllog
+from trainsweep.logs import mllog, native
 from trainsweep.logs.limits import MAX_EPOCHS, MAX_PROBLEMS_PER_CODE, MAX_RANKS, ProblemLog
 from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch, RunHeader
@@ -78,9 +78,9 @@ class MllogReader:
         self.mlperf = MlperfRun()
 
     def feed(self, region: bytes, newlines_before: int) -> None:
-        if self.mlperf.system is None and SYSJSON in region:
+        if self.mlperf.system is None and native.has(region, SYSJSON):
             self._sysjson(region)
-        if TOKEN not in region:
+        if not native.has(region, TOKEN):
             return
         lc = LineCounter(region, newlines_before)
         for m in _LINE.finditer(region):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from trainsweep.logs import native
 from trainsweep.logs.limits import MAX_EPOCHS, MAX_RANKS, ProblemLog
 from trainsweep.logs.lines import LineCounter
 from trainsweep.logs.model import Epoch
@@ -54,10 +55,10 @@ class Mo833Reader:
         self._known: set[int] = set()
 
     def feed(self, region: bytes, newlines_before: int) -> None:
-        if TOKEN not in region:
+        if not native.has(region, TOKEN):
             return
         lc = LineCounter(region, newlines_before)
-        for m in _ANY.finditer(region):
+        for m in native.finditer_at(_ANY, region, TOKEN):
             full = _LINE.fullmatch(region, m.start(), m.end())
             if full is None or m.end() == len(region):  # no newline after it: the log ends inside it
                 what = "in an unknown form" if full is None else "the log ends inside (no line end)"

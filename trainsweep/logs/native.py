@@ -1,4 +1,4 @@
-"""The optional C scanner of the cloud-ML reader (``_scan.c``), or None.
+"""The optional C hot loops (``_scan.c``): the cloud-ML reader's scanner and the JSON writer's layout.
 
 It is built at install time where a C compiler is there; without one, or with the environment variable
 ``TRAINSWEEP_PURE_PYTHON=1``, the reader uses its Python path, which gives the same results (tested) at
@@ -8,15 +8,19 @@ about half the speed.
 from __future__ import annotations
 
 import os
+import re
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 PURE_PYTHON_ENV = "TRAINSWEEP_PURE_PYTHON"
 
 ScanStretch = Callable[[bytes, int, int, float], "tuple[bytes, bytes | None, int, bytes] | None"]
+RareLines = Callable[[bytes, tuple[bytes, ...]], list[int]]
+JsonLayout = Callable[[bytes, int, int], "str | None"]
 
 
-def _load() -> ScanStretch | None:
+def _load() -> Any:
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None
     if array("d").itemsize != 8 or array("l").itemsize != 8:
@@ -25,8 +29,50 @@ def _load() -> ScanStretch | None:
         from trainsweep.logs import _scan  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return _scan.scan_stretch
+    return _scan
 
 
-scan_stretch: ScanStretch | None = _load()
+_module = _load()
+scan_stretch: ScanStretch | None = _module.scan_stretch if _module is not None else None
 """``scan_stretch(region, start, end, max_duration)``: see ``_scan.c``; None when not built or turned off."""
+rare_lines: RareLines | None = _module.rare_lines if _module is not None else None
+"""``rare_lines(region, starts)``: the offsets of the newlines of ``region`` followed by one of the bytes
+of the tuple ``starts``; None when not built or turned off."""
+find_all: Callable[[bytes, bytes], list[int]] | None = _module.find_all if _module is not None else None
+"""``find_all(data, literal)``: where ``literal`` occurs in ``data``, in order, not overlapping; None when
+not built or turned off."""
+contains: Callable[[bytes, bytes], bool] | None = _module.contains if _module is not None else None
+"""``contains(data, literal)``: ``literal in data``, by memmem; None when not built or turned off."""
+count_newlines: Callable[[bytes], int] | None = _module.count_newlines if _module is not None else None
+"""``count_newlines(data)``: ``data.count(b"\\n")``, eight bytes at a time; None when not built or
+turned off."""
+json_layout: JsonLayout | None = _module.json_layout if _module is not None else None
+"""``json_layout(compact, indent, level)``: orjson's compact text laid out as ``json.dumps(value,
+indent=indent)`` at ``level``, or None where the two could differ; see ``_scan.c`` and
+:mod:`trainsweep.jsonstream`. None when not built or turned off."""
+
+
+def has(region: bytes, literal: bytes) -> bool:
+    """``literal in region``, in C where it is built."""
+    found = contains
+    return found(region, literal) if found is not None else literal in region
+
+
+def finditer_at(pattern: re.Pattern[bytes], region: bytes, literal: bytes) -> Iterator[re.Match[bytes]]:
+    """``pattern.finditer(region)`` for a pattern whose every match begins with ``literal``: tried only
+    where :data:`find_all` (C) finds the literal, and not inside a match already found, as finditer does.
+    The regex engine's own search where the C code is not built."""
+    find = find_all
+    if find is None:
+        return pattern.finditer(region)
+    return _matches_at(pattern.match, region, find(region, literal))
+
+
+def _matches_at(
+    match: Callable[[bytes, int], re.Match[bytes] | None], region: bytes, hits: list[int]
+) -> Iterator[re.Match[bytes]]:
+    end = 0
+    for at in hits:
+        if at >= end and (m := match(region, at)) is not None:
+            end = m.end()
+            yield m

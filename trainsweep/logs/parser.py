@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainsweep import instances
-from trainsweep.logs import checks, mllog, pattern
+from trainsweep.logs import checks, mllog, native, pattern
 from trainsweep.logs.cloudml import CloudMLReader
 from trainsweep.logs.mlperf import MllogReader, system_facts
 from trainsweep.logs.mo833 import Mo833Reader
@@ -79,6 +79,7 @@ def parse(
         (user,) if user is not None else (cloud, mo, ml)
     )
     sha = hashlib.sha256()
+    count_newlines = native.count_newlines or _count_newlines
     text = _TextCheck()
     carry = b"\n"  # the virtual newline before the first line
     newlines_before = 0
@@ -88,25 +89,28 @@ def parse(
         for chunk in iter_chunks(source):
             sha.update(chunk)
             run.bytes_read += len(chunk)
-            newlines += chunk.count(b"\n")
+            newlines += count_newlines(chunk)
             last_byte = chunk[-1:]
             text.feed(chunk, newlines_before + carry.count(b"\n"))
-            buf = carry + chunk
-            cut = buf.rfind(b"\n")
-            if cut <= 0:
-                if len(buf) <= MAX_LINE:
-                    carry = buf
-                    continue
-                text.long_line = True
-                cut = len(buf)
+            # The carry holds one newline, its first byte: the region ends at the chunk's last newline.
+            cut = chunk.rfind(b"\n")
+            cut_long_line = cut < 0 and len(carry) + len(chunk) > MAX_LINE
+            if cut < 0 and not cut_long_line:
+                carry += chunk
+                continue
             # The region keeps the newline that ends its last line (the carry starts with it too): a value
-            # must be followed by its line end, and the last line of a log cut short has none.
-            region, carry = buf[: cut + 1], buf[cut:] or b"\n"
+            # must be followed by its line end, and the last line of a log cut short has none. It is
+            # made with one copy (join of a view); the carry is the rest, from that newline on.
+            if cut_long_line:
+                text.long_line = True
+                region, carry = carry + chunk, b"\n"
+            else:
+                region, carry = b"".join((carry, memoryview(chunk)[: cut + 1])), bytes(chunk[cut:])
             for r in readers:
                 r.feed(region, newlines_before)
             # Newlines before the next region: all read so far (plus the virtual first one) but the carry's.
             newlines_before = newlines + 1 - carry.count(b"\n")
-            if cut == len(buf):
+            if cut_long_line:
                 newlines_before -= 1  # the b"\n" put in front of the rest is not in the log
     except (OSError, TypeError, ValueError) as exc:
         run.add_problem("read-error", f"the log could not be read: {exc}", None, "error")
@@ -234,6 +238,10 @@ def _choose_dialect(cloud: CloudMLReader, mo: Mo833Reader, ml: MllogReader) -> s
     if best < 0:
         return None
     return next(d for d in ("mllog", "mo833", "cloud-ml") if steps[d] == best)
+
+
+def _count_newlines(chunk: bytes) -> int:
+    return chunk.count(b"\n")
 
 
 def _run_name(file_name: str | None) -> str:

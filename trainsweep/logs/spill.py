@@ -10,7 +10,6 @@ is gone). An epoch reads its values back on demand (:class:`Spilled`), so every 
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from array import array
 
@@ -23,6 +22,8 @@ class SpillFile:
 
     def __init__(self) -> None:
         # Open for the life of the epochs that refer to it; closed (and so deleted) with this object.
+        import tempfile  # here: most runs never spill, and the import costs every command's start-up
+
         self._file = tempfile.TemporaryFile(prefix="trainsweep-spill-")  # noqa: SIM115
         self._end = 0
         self._lock = threading.Lock()
