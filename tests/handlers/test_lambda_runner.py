@@ -187,3 +187,45 @@ def test_concurrent_invocations_each_see_their_own_environment_and_the_process_k
     assert outside and set(outside) == {("process", None, None)}
     assert max(r["most_at_once"] for r in results) > 1  # invocations run concurrently, not one by one
     assert os.environ["PROBE"] == "process" and "WRITTEN" not in os.environ
+
+
+def test_a_function_invoked_many_times_at_once_imports_its_handler_once(tmp_path):
+    """The first invocations of a function arrive together (a Distributed Map's children); each imported
+    the handler file again: a new module, logger and boto3 clients per invocation."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    imports = tmp_path / "imports"
+    (tmp_path / "slow_import").mkdir()
+    (tmp_path / "slow_import" / "handler.py").write_text(
+        "import time\n"
+        f"with open({str(imports)!r}, 'a') as f:\n"
+        "    f.write('x')\n"
+        "time.sleep(0.2)  # a real handler imports boto3, Powertools, trainsweep\n"
+        "def handler(event, context):\n"
+        "    return {'n': event['n']}\n"
+    )
+    lambda_runner.install(lambda_runner.source_resolver(tmp_path), async_s3=True)
+    try:
+        with mock_aws():
+            role = boto3.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+            lam = boto3.client("lambda", region_name="us-east-1")
+            lam.create_function(
+                FunctionName="slow",
+                Runtime="python3.12",
+                Role=role,
+                Handler="handler.handler",
+                Code={"ZipFile": _zip()},
+                Environment={"Variables": {lambda_runner.FUNCTION_ENV: "slow_import"}},
+            )
+
+            def call(n: int) -> dict:
+                return json.loads(
+                    lam.invoke(FunctionName="slow", Payload=json.dumps({"n": n}))["Payload"].read()
+                )
+
+            with ThreadPoolExecutor(8) as pool:
+                results = list(pool.map(call, range(16)))
+    finally:
+        lambda_runner.uninstall()
+    assert results == [{"n": n} for n in range(16)]
+    assert imports.read_text() == "x"

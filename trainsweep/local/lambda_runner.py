@@ -31,6 +31,7 @@ from typing import Any
 
 from trainsweep.aws.config import EMBEDDED_ENV
 from trainsweep.local import scoped_env
+from trainsweep.local.clients import LockedBoto3
 
 FUNCTION_ENV = "TRAINSWEEP_FUNCTION"
 """Environment variable naming the handler folder under ``lambdas/`` (set by the CDK constructs)."""
@@ -42,6 +43,7 @@ HandlerResolver = Callable[[Any], Handler | None]
 """Given moto's ``LambdaFunction``, return the callable to run (or None: not ours)."""
 
 _install_lock = threading.Lock()
+_load_lock = threading.Lock()
 _pending_lock = threading.Lock()
 _pending: set[threading.Thread] = set()
 _installed: dict[str, Any] = {}
@@ -66,19 +68,36 @@ class LambdaContext:
 
 
 def load_handler(path: Path, attribute: str = "handler") -> Handler:
-    """Import a handler file once (as its own module, so same-named files don't collide)."""
+    """Import a handler file once (as its own module, so same-named files don't collide).
+
+    Thread-safe: the first invocations of a function often arrive together (a Distributed Map's
+    children), and each used to import the file again (a fresh module, logger and clients each).
+    """
     path = path.resolve()
     module = _modules.get(path)
     if module is None:
-        name = f"trainsweep_lambda_{path.parent.name}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import handler {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        _modules[path] = module
+        with _load_lock:
+            module = _modules.get(path)
+            if module is None:
+                module = _modules[path] = _import_handler(path)
     return getattr(module, attribute)
+
+
+def _import_handler(path: Path) -> ModuleType:
+    import boto3
+
+    name = f"trainsweep_lambda_{path.parent.name}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import handler {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    if getattr(module, "boto3", None) is boto3:
+        # Invocations run on many threads: the handler's clients are created one at a time, and
+        # shared by invocations with the same AWS environment.
+        module.boto3 = LockedBoto3(boto3, reuse=True)  # type: ignore[attr-defined]
+    return module
 
 
 def source_resolver(lambdas_dir: Path = LAMBDAS_DIR) -> HandlerResolver:
