@@ -94,13 +94,6 @@ def install() -> None:
             os.environ.__class__ = ScopedEnviron
 
 
-def uninstall() -> None:
-    """Give ``os.environ`` back its own class (tests; no :func:`scoped` block may be running)."""
-    with _lock:
-        if isinstance(os.environ, ScopedEnviron):
-            os.environ.__class__ = os._Environ  # type: ignore[attr-defined]
-
-
 @contextlib.contextmanager
 def scoped(variables: Mapping[str, str]) -> Iterator[None]:
     """Run the block with ``variables`` over the process environment, for the current context only."""
