@@ -59,9 +59,9 @@ def main() -> None:
     synth_s = time.perf_counter() - t0
     with moto_sweeps(template) as make:
         sweep = make({bs: "ok" if bs % 2 else "fail-long" for bs in batch_sizes})
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         result = sweep.run({"spec": spec, "sweep_id": "bench"}, timeout=6 * 3600)
-        run_s = time.perf_counter() - t0
+        run_s, cpu_s = time.perf_counter() - t0, time.process_time() - cpu0
         summary = json.loads(result.get("output") or "{}")
         cells = sweep.json(layout.jobs_key("bench")).get("cells") or []
         state, kind, size = sweep.payloads.largest()
@@ -73,6 +73,10 @@ def main() -> None:
     print(
         f"execution:             {result['status']} in {run_s:.1f} s "
         f"({run_s / max(1, jobs) * 1000:.0f} ms/job)"
+    )
+    print(
+        f"this process's CPU:    {cpu_s:.1f} s ({cpu_s / max(1, jobs) * 1000:.0f} ms/job); "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
     print(f"cells with a status:   {len({c['run_name'] for c in cells if c.get('status')})} of {jobs}")
     print(f"status counts:         {summary.get('status_counts')}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import zipfile
 
 import boto3
@@ -94,3 +95,137 @@ def test_functions_without_a_local_handler_fail_clearly(aws, lambdas):
     lambda_runner.install(lambda _fn: None)
     out = boto3.client("lambda").invoke(FunctionName="echo", Payload=b"{}")
     assert "no local handler" in json.loads(out["Payload"].read())["errorMessage"]
+
+
+PROBE_HANDLER = """
+import os
+import threading
+import time
+
+lock = threading.Lock()
+running = [0, 0]  # now, most at once
+
+
+def handler(event, context):
+    want = os.environ["PROBE"]
+    with lock:
+        running[0] += 1
+        running[1] = max(running[1], running[0])
+    try:
+        seen = []
+        for _ in range(40):
+            seen.append((os.environ.get("PROBE"), dict(os.environ).get("PROBE"), os.getenv("ONLY_HERE"),
+                         os.environ.get("PROCESS_WIDE"), context.function_name))
+            os.environ["WRITTEN"] = want  # stays in this invocation
+            time.sleep(0.001)
+        return {"want": want, "seen": sorted(set(map(tuple, seen))), "most_at_once": running[1]}
+    finally:
+        with lock:
+            running[0] -= 1
+"""
+
+
+def test_concurrent_invocations_each_see_their_own_environment_and_the_process_keeps_its_own(
+    tmp_path, monkeypatch
+):
+    """Issue 13: the function's variables used to be set in os.environ and removed after each call, so a
+    thread reading the environment meanwhile (another invocation, a job's workflow) saw a foreign value
+    or lost a variable. Two functions, many invocations at once, and a thread outside any invocation:
+    each sees only its own values, all the way through."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "handler.py").write_text(PROBE_HANDLER)
+    monkeypatch.setenv("PROBE", "process")
+    monkeypatch.setenv("PROCESS_WIDE", "kept")
+    monkeypatch.delenv("ONLY_HERE", raising=False)
+    lambda_runner.install(lambda_runner.source_resolver(tmp_path), async_s3=True)
+    outside: list[tuple[str | None, str | None, str | None]] = []
+    stop = threading.Event()
+
+    def watch() -> None:  # a thread that is no invocation: a training job's, the interpreter's
+        while not stop.is_set():
+            snapshot = dict(os.environ)
+            outside.append((snapshot.get("PROBE"), snapshot.get("ONLY_HERE"), snapshot.get("WRITTEN")))
+
+    try:
+        with mock_aws():
+            role = boto3.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+            lam = boto3.client("lambda", region_name="us-east-1")
+            for name in ("alpha", "beta"):
+                lam.create_function(
+                    FunctionName=name,
+                    Runtime="python3.12",
+                    Role=role,
+                    Handler="handler.handler",
+                    Code={"ZipFile": _zip()},
+                    Environment={
+                        "Variables": {lambda_runner.FUNCTION_ENV: "probe", "PROBE": name, "ONLY_HERE": name}
+                    },
+                )
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+
+            def call(i: int) -> dict:
+                out = lam.invoke(FunctionName=("alpha", "beta")[i % 2], Payload=b"{}")
+                assert "FunctionError" not in out, out["Payload"].read()
+                return json.loads(out["Payload"].read())
+
+            try:
+                with ThreadPoolExecutor(8) as pool:
+                    results = list(pool.map(call, range(48)))
+            finally:
+                stop.set()
+                watcher.join()
+    finally:
+        lambda_runner.uninstall()
+    for i, result in enumerate(results):
+        name = ("alpha", "beta")[i % 2]
+        assert result["want"] == name
+        assert result["seen"] == [[name, name, name, "kept", name]], result
+    assert outside and set(outside) == {("process", None, None)}
+    assert max(r["most_at_once"] for r in results) > 1  # invocations run concurrently, not one by one
+    assert os.environ["PROBE"] == "process" and "WRITTEN" not in os.environ
+
+
+def test_a_function_invoked_many_times_at_once_imports_its_handler_once(tmp_path):
+    """The first invocations of a function arrive together (a Distributed Map's children); each imported
+    the handler file again: a new module, logger and boto3 clients per invocation."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    imports = tmp_path / "imports"
+    (tmp_path / "slow_import").mkdir()
+    (tmp_path / "slow_import" / "handler.py").write_text(
+        "import time\n"
+        f"with open({str(imports)!r}, 'a') as f:\n"
+        "    f.write('x')\n"
+        "time.sleep(0.2)  # a real handler imports boto3, Powertools, trainsweep\n"
+        "def handler(event, context):\n"
+        "    return {'n': event['n']}\n"
+    )
+    lambda_runner.install(lambda_runner.source_resolver(tmp_path), async_s3=True)
+    try:
+        with mock_aws():
+            role = boto3.client("iam").create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+            lam = boto3.client("lambda", region_name="us-east-1")
+            lam.create_function(
+                FunctionName="slow",
+                Runtime="python3.12",
+                Role=role,
+                Handler="handler.handler",
+                Code={"ZipFile": _zip()},
+                Environment={"Variables": {lambda_runner.FUNCTION_ENV: "slow_import"}},
+            )
+
+            def call(n: int) -> dict:
+                return json.loads(
+                    lam.invoke(FunctionName="slow", Payload=json.dumps({"n": n}))["Payload"].read()
+                )
+
+            with ThreadPoolExecutor(8) as pool:
+                results = list(pool.map(call, range(16)))
+    finally:
+        lambda_runner.uninstall()
+    assert results == [{"n": n} for n in range(16)]
+    assert imports.read_text() == "x"

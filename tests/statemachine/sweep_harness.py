@@ -78,6 +78,7 @@ class FakeSageMaker:
         self.calls: list[dict[str, Any]] = []
         self.rejected: list[str] = []
         self.lock = threading.Lock()
+        self.clients: tuple[Any, Any] | None = None
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from moto.core.exceptions import JsonRESTError
@@ -103,8 +104,12 @@ class FakeSageMaker:
 
     def run(self, job: Any, name: str, hp: dict[str, str], outcome: str) -> None:
         with self.lock:  # jobs start in many threads at once; creating boto3 clients is not thread-safe
-            s3 = boto3.client("s3", region_name=REGION)
-            logs = boto3.client("logs", region_name=REGION)
+            if self.clients is None:  # made once: a client costs ~15 ms of CPU, thousands of jobs
+                self.clients = (
+                    boto3.client("s3", region_name=REGION),
+                    boto3.client("logs", region_name=REGION),
+                )
+            s3, logs = self.clients
         # Built-in workloads get run-names; users' scripts and images trainsweep-run-names.
         run_names = hp.get("run-names") or hp["trainsweep-run-names"]
         key = hp["trainsweep-log-prefix"] + run_names.split(",")[0] + ".log"
@@ -142,6 +147,7 @@ class StatePayloads:
         self.sizes: list[tuple[str, str, int]] = []  # (state, "input" | "output", bytes)
         self.crashes: list[str] = []  # Python errors inside states (the interpreter's States.Runtime)
         self.lock = threading.Lock()
+        self.clients: tuple[Any, Any] | None = None
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (

@@ -4,8 +4,9 @@ ParseRun through S3 notifications, and no artefact is written twice with differe
 The embedded AWS gets a stack of the results bucket (versioned, so every write of an artefact stays
 visible) and ParseRun, notified for ``sweeps/`` logs as the real stack does. 1,000 logs are uploaded
 within a minute, some of them twice (a job re-uploads its log; the state machine's own ParseRun call
-parses it too, on AWS and here). CI runs 200 (ParseRun runs one invocation at a time in local mode, about
-a second each on a loaded 2-core machine); ``benchmarks/bench_log_burst.py`` runs 1,000.
+parses it too, on AWS and here). CI runs 200 (about a minute on a loaded 2-core machine; ParseRun
+invocations run concurrently in this process, each with its own environment);
+``benchmarks/bench_log_burst.py`` runs 1,000.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ variable that the CDK constructs set) and called in this process with the functi
 variables, so its boto3 clients reach the same moto (in-process mock or server).
 
 S3 notifications run asynchronously, as on AWS (moto would run them inside the ``PutObject`` call):
-:func:`wait_idle` waits for those still running. Invocations are serialised, because a handler's
-environment is process-wide; handlers are short (parse a log, write artefacts).
+:func:`wait_idle` waits for those still running. Invocations run concurrently, each in its caller's
+thread; the function's environment is a layer over ``os.environ`` seen by that thread only
+(:mod:`trainsweep.local.scoped_env`), so no invocation sees another's variables or loses its own.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from types import ModuleType
 from typing import Any
 
 from trainsweep.aws.config import EMBEDDED_ENV
+from trainsweep.local import scoped_env
+from trainsweep.local.clients import LockedBoto3
 
 FUNCTION_ENV = "TRAINSWEEP_FUNCTION"
 """Environment variable naming the handler folder under ``lambdas/`` (set by the CDK constructs)."""
@@ -40,7 +43,7 @@ HandlerResolver = Callable[[Any], Handler | None]
 """Given moto's ``LambdaFunction``, return the callable to run (or None: not ours)."""
 
 _install_lock = threading.Lock()
-_invoke_lock = threading.RLock()
+_load_lock = threading.Lock()
 _pending_lock = threading.Lock()
 _pending: set[threading.Thread] = set()
 _installed: dict[str, Any] = {}
@@ -65,19 +68,36 @@ class LambdaContext:
 
 
 def load_handler(path: Path, attribute: str = "handler") -> Handler:
-    """Import a handler file once (as its own module, so same-named files don't collide)."""
+    """Import a handler file once (as its own module, so same-named files don't collide).
+
+    Thread-safe: the first invocations of a function often arrive together (a Distributed Map's
+    children), and each used to import the file again (a fresh module, logger and clients each).
+    """
     path = path.resolve()
     module = _modules.get(path)
     if module is None:
-        name = f"trainsweep_lambda_{path.parent.name}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import handler {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        _modules[path] = module
+        with _load_lock:
+            module = _modules.get(path)
+            if module is None:
+                module = _modules[path] = _import_handler(path)
     return getattr(module, attribute)
+
+
+def _import_handler(path: Path) -> ModuleType:
+    import boto3
+
+    name = f"trainsweep_lambda_{path.parent.name}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import handler {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    if getattr(module, "boto3", None) is boto3:
+        # Invocations run on many threads: the handler's clients are created one at a time, and
+        # shared by invocations with the same AWS environment.
+        module.boto3 = LockedBoto3(boto3, reuse=True)  # type: ignore[attr-defined]
+    return module
 
 
 def source_resolver(lambdas_dir: Path = LAMBDAS_DIR) -> HandlerResolver:
@@ -199,10 +219,9 @@ def _run(function: Any, event: Any) -> tuple[str, bool, str]:
     if handler is None:
         err = RuntimeError(f"no local handler for Lambda function {function.function_name}")
         return _error_payload(err), True, str(err)
-    with _invoke_lock:
-        env = _environment(function)
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
+    # The function's variables are a layer over os.environ for this invocation's thread only: other
+    # invocations and the interpreter's threads never see them, nor see anything removed.
+    with scoped_env.scoped(_environment(function)):
         try:
             result = handler(event, LambdaContext(function, float(function.timeout or 3)))
             return json.dumps(result, default=str), False, ""
@@ -210,12 +229,6 @@ def _run(function: Any, event: Any) -> tuple[str, bool, str]:
             logs = traceback.format_exc()
             _save_logs(function, logs)
             return _error_payload(exc), True, logs
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
 
 
 def _error_payload(exc: BaseException) -> str:

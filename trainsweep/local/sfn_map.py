@@ -7,7 +7,8 @@ one that writes what AWS writes below ``<Prefix><map run id>/``: ``SUCCEEDED_0.j
 ``Output`` as a JSON string) and a ``manifest.json`` that lists them, so AggregateSweep reads the same
 files in local mode as on AWS. It also evaluates the writer's ``Parameters`` (``Prefix.$``) against the
 Map state's input, as AWS does (moto evaluates them on the children's outputs), and it makes the
-interpreter create its boto3 clients one at a time (hundreds of children create them in parallel).
+interpreter create its boto3 clients one at a time and share them (hundreds of children create them
+in parallel, thousands in a large sweep).
 
 What differs from AWS: moto keeps no input, error or cause of a child execution that failed, so a
 ``FAILED`` entry has ``Status`` only (AggregateSweep then records that job's cells as failed with "no
@@ -23,6 +24,9 @@ import json
 import threading
 import uuid
 from typing import Any
+
+from trainsweep.local import moto_load
+from trainsweep.local.clients import LockedBoto3
 
 _lock = threading.Lock()
 _installed = False
@@ -83,6 +87,7 @@ def install() -> None:
         cls._handle_put_object = staticmethod(_handle_put_object)  # type: ignore[method-assign]
         _restore_map_input_for_writer()
         _serialise_client_creation()
+        moto_load.install()
         _installed = True
 
 
@@ -127,31 +132,16 @@ def _restore_map_input_for_writer() -> None:
     result_writer_decl.ResultWriter._eval_body = _eval_body  # type: ignore[method-assign]
 
 
-class _LockedBoto3:
-    """``boto3`` for moto's interpreter, whose ``client()`` calls are made one at a time."""
-
-    def __init__(self, boto3: Any) -> None:
-        self._boto3 = boto3
-        self._lock = threading.Lock()
-
-    def client(self, *args: Any, **kwargs: Any) -> Any:
-        with self._lock:
-            return self._boto3.client(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._boto3, name)
-
-
 def _serialise_client_creation() -> None:
-    """Create the interpreter's boto3 clients one at a time.
+    """Create the interpreter's boto3 clients one at a time, and once per set of arguments.
 
     Every task state of every child workflow makes its own client from boto3's default session, and a
     Distributed Map runs hundreds of children in threads at once: creating clients from one session in
     parallel is not thread-safe in boto3 and now and then raises inside a task, which the interpreter
     turns into an uncatchable ``States.Runtime`` (the job's cells then have no result). The clients
-    themselves are thread-safe; only their creation is serialised.
+    themselves are thread-safe: the interpreter's are shared (:class:`~trainsweep.local.clients.LockedBoto3`).
     """
     from moto.stepfunctions.parser.asl.utils import boto_client
 
-    if not isinstance(boto_client.boto3, _LockedBoto3):
-        boto_client.boto3 = _LockedBoto3(boto_client.boto3)  # type: ignore[assignment]
+    if not isinstance(boto_client.boto3, LockedBoto3):
+        boto_client.boto3 = LockedBoto3(boto_client.boto3, reuse=True)  # type: ignore[assignment]

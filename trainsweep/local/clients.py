@@ -1,0 +1,59 @@
+"""boto3 for code that the embedded AWS runs on many threads at once (the interpreter, Lambda handlers).
+
+Creating clients from boto3's default session in parallel is not thread-safe and now and then raises
+inside a task (the interpreter turns that into an uncatchable ``States.Runtime``); the clients
+themselves are thread-safe. :class:`LockedBoto3` stands in for the ``boto3`` module of such code:
+every ``client()`` call goes through one process-wide lock. With ``reuse=True`` a client asked for
+with the same arguments and the same ``AWS_*`` environment (what boto3 reads: region, endpoint,
+credentials; a Lambda invocation's own, see :mod:`trainsweep.local.scoped_env`) is made once and
+shared: moto's Step Functions interpreter makes a client for every task of every child workflow and
+the handlers one per invocation, about 15 ms of CPU each, several per job of a sweep.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+CLIENT_LOCK = threading.Lock()
+"""Held while any :class:`LockedBoto3` creates a client."""
+
+
+def _config_key(config: Any) -> Any:
+    if config is None:
+        return None
+    options = getattr(config, "_user_provided_options", None)
+    if not isinstance(options, dict):
+        return id(config)
+    return tuple(sorted((k, repr(v)) for k, v in options.items()))
+
+
+class LockedBoto3:
+    """``boto3`` whose ``client()`` calls are made one at a time (and shared, with ``reuse``)."""
+
+    def __init__(self, boto3: Any, *, reuse: bool = False) -> None:
+        self._boto3 = boto3
+        self._reuse = reuse
+        self._clients: dict[Any, Any] = {}
+
+    def client(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._reuse:
+            with CLIENT_LOCK:
+                return self._boto3.client(*args, **kwargs)
+        environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
+        key = (
+            environment,
+            args,
+            tuple(sorted((k, _config_key(v) if k == "config" else v) for k, v in kwargs.items())),
+        )
+        client = self._clients.get(key)  # the usual case: made before, no lock to wait for
+        if client is None:
+            with CLIENT_LOCK:
+                client = self._clients.get(key)
+                if client is None:
+                    client = self._clients[key] = self._boto3.client(*args, **kwargs)
+        return client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._boto3, name)
