@@ -6,9 +6,11 @@ checks and instance-type reading; :func:`trainsweep.importer.read_dir`). Each co
 repetition of one (instance type, batch size) configuration. The spec's strategy is replayed on them:
 
 - ``repetitions``: the first R repetitions of each configuration (by run index, then path).
-- ``mode: early-stop``: the early-stop rule (:func:`trainsweep.predict.replay`) watches whole epochs of
-  the log until the step time is known (at most two); the job pays for the epochs watched and the
-  recommendation uses the rule's prediction of the full run. ``mode: full``: the job pays the whole log.
+- ``mode: early-stop``: the container's live rule (:class:`trainsweep.predict.SteadyState`) is fed the
+  log's steps one by one and stops where the container would, inside an epoch if need be; the job pays
+  the steps watched (and the validation the container times), and the recommendation uses the rule's
+  prediction of the full run from what it watched (:func:`_live_rule`). Logs without step times fall
+  back to whole epochs (:func:`trainsweep.predict.replay`). ``mode: full``: the job pays the whole log.
 - ``packing: per-instance``: one job per instance type and repetition runs all its batch sizes, so one
   start-up overhead for all of them; ``per-cell``: one job (and one overhead) per run.
 - ``warm_pool_seconds``: the jobs of one instance type run one after the other on a warm pool
@@ -33,7 +35,7 @@ from trainsweep.cost.prices import hourly_usd
 from trainsweep.cost.recommend import recommend
 from trainsweep.importer import ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.predict import StopRule, replay
+from trainsweep.predict import SteadyState, StopRule, replay
 from trainsweep.spec import SweepSpec
 
 _SAGEMAKER_JOB = {"platform": SAGEMAKER, "status": OK}
@@ -188,15 +190,78 @@ def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
     assert full.time_to_train_s is not None
     if spec.mode != "early-stop":
         return _Observed(full, full.time_to_train_s)
+    live = _live_rule(sample, spec, rule)
+    if live is not None:
+        return live
+    return _epoch_replay(sample, spec, rule)
+
+
+def _seen(full: RunMetrics, predicted: float) -> RunMetrics:
+    seen = RunMetrics(**{**full.to_dict(), "time_to_train_s": predicted, "prediction_used": True})
+    seen.billable_s, seen.billable_source = billing.modelled_billable_s(predicted), "model"
+    return seen
+
+
+def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | None:
+    """The container's live rule replayed step by step (:class:`trainsweep.predict.SteadyState`, as
+    ``trainsweep.training.worker`` feeds it): the job stops at the step the rule says, inside an epoch
+    if need be, and predicts the full run from the steps it watched as the container does
+    (:func:`trainsweep.predict.predict_run`: steps per epoch x steady step + a validation pass +
+    one-off warm-up). None when the log does not time the steps of every epoch it timed.
+
+    What the job pays: every step watched, and every epoch it finished whole (validation and hand-off
+    included), plus one validation pass, the log's first (with its one-off costs), for the validation
+    batches the container times after stopping. The validation pass the prediction uses is the log's
+    second (the first is warm-up, as the container leaves its first validation batch out): the one
+    figure taken from beyond the stop, since the log times validation only once per epoch, not per
+    batch. Returns the full run when the rule would not stop before the spec's epochs end.
+    """
+    full = sample.full
+    epochs = [e for e in sample.run.epochs if e.steps > 0 or e.epoch_s]
+    if len(epochs) < 2 or any(e.steps == 0 for e in epochs):
+        return None
+    monitor = SteadyState(rule, steps_per_epoch=epochs[0].steps)
+    paid = 0.0
+    stopped_in: int | None = None
+    for k, e in enumerate(epochs[: spec.workload.epochs]):
+        for step_s in e.step_s:
+            monitor.add(step_s)
+            paid += step_s
+            if monitor.stop_reason():
+                stopped_in = k
+                break
+        if stopped_in is not None:
+            break
+        monitor.epoch_boundary()
+        paid += _epoch_seconds(e) - sum(e.step_s)  # its validation and hand-off
+    est = monitor.estimate()
+    if stopped_in is None or est is None:
+        assert full.time_to_train_s is not None
+        return _Observed(full, full.time_to_train_s)  # the rule would watch the whole run
+    passes = [e.validation_s for e in epochs[:2] if e.validation_s is not None]
+    validation_s = passes[-1] if passes else 0.0
+    one_off = passes[0] - validation_s if passes else 0.0
+    if stopped_in == 0 and passes:
+        paid += passes[0]
+    elif stopped_in:  # the first pass was paid with epoch 1: the container's batches now run warm
+        paid += validation_s
+    epoch_s = epochs[0].steps * est.mean_s + validation_s
+    predicted = est.warmup_excess_s + one_off + spec.workload.epochs * epoch_s
+    return _Observed(_seen(full, predicted), paid)
+
+
+def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
+    """The rule replayed on whole epochs (:func:`trainsweep.predict.replay`), for logs without step
+    times: the job pays the epochs watched (at most ``rule.max_epochs``)."""
+    full = sample.full
+    assert full.time_to_train_s is not None
     epochs = [e for e in sample.run.epochs if e.steps > 0]
     res = replay(sample.run, rule, max_epochs=int(rule.max_epochs or 2))
     if res.predicted_epoch_s is None or res.epochs_watched >= spec.workload.epochs:
         return _Observed(full, full.time_to_train_s)  # the rule would watch the whole run
     watched = sum(_epoch_seconds(e) for e in epochs[: res.epochs_watched])
     predicted = watched + (spec.workload.epochs - res.epochs_watched) * res.predicted_epoch_s
-    seen = RunMetrics(**{**full.to_dict(), "time_to_train_s": predicted, "prediction_used": True})
-    seen.billable_s, seen.billable_source = billing.modelled_billable_s(predicted), "model"
-    return _Observed(seen, watched)
+    return _Observed(_seen(full, predicted), watched)
 
 
 def plan_jobs(

@@ -107,6 +107,46 @@ def test_a_small_grid_agrees_with_the_hand_computed_figures(tmp_path, logs):
     assert out["picks"]["recommended"] == out["picks"]["cheapest"]
 
 
+def _steps_log(batch_size: int, epochs: list[tuple[list[float], float]]) -> str:
+    """A seed-style log with the given step times and validation time of each epoch."""
+    lines = [f"python3 train.py --batch-size {batch_size} --epochs {len(epochs)}"]
+    total = 0.0
+    for e, (steps, validation_s) in enumerate(epochs, 1):
+        lines.append(f"Epoch {e}/{len(epochs)}")
+        lines += [f"{i} step training time: {s:.6f}s" for i, s in enumerate(steps, 1)]
+        epoch_s = sum(steps) + validation_s
+        total += epoch_s
+        lines += [f"Validation time: {validation_s}s", f"Epoch time: {epoch_s}s"]
+    lines.append(f"Duracao do treinamento: {total}")
+    return "\n".join(lines) + "\n"
+
+
+def test_early_stop_replays_the_live_rule_step_by_step(tmp_path):
+    # 40 steps an epoch: a 5 s first step (warm-up), then 1 s steps; validation 2 s once, then 0.5 s
+    folder = tmp_path / "steps" / "logs"
+    folder.mkdir(parents=True)
+    epochs = [([5.0] + [1.0] * 39, 2.0), ([1.0] * 40, 0.5), ([1.0] * 40, 0.5)]
+    (folder / "result-p3-1-256-e0.txt").write_text(_steps_log(256, epochs))
+    spec = _spec(
+        tmp_path,
+        workload={"model": "mnist-cnn", "epochs": 3},
+        instance_types=[P3],
+        batch_sizes=[256],
+        mode="early-stop",
+        packing="per-instance",
+    )
+    out = _simulate(spec, folder.parent)
+    # the container's rule (10 steady steps, 10 s watched, precision 2 %) stops at step 11 of epoch 1,
+    # not at an epoch's end: the job pays steps 1-11 (5 + 10 x 1 s) and one validation pass, the first
+    assert out["strategy"]["early_stopped_runs"] == 1
+    assert out["strategy"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + 15 + 2)
+    # its prediction from what it watched: the warm-up excess (5 - 1 s) and the first validation's
+    # one-off (2 - 0.5 s) once, then 3 epochs of 40 steady steps and a 0.5 s validation: 127 s, as run
+    assert out["picks"]["fastest"]["time_to_train_s"] == pytest.approx(4 + 1.5 + 3 * 40.5)
+    assert out["truth"]["fastest"]["time_to_train_s"] == pytest.approx(46 + 2 * 40.5)
+    assert out["exhaustive"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + 127)
+
+
 def test_one_repetition_can_pick_wrong_and_the_regret_says_by_how_much(tmp_path, logs):
     # only p3.2xlarge: its first repetitions say 256 (30 s) beats 512 (35 s); the means say the opposite
     out = _simulate(_spec(tmp_path, instance_types=[P3]), logs)
