@@ -13,6 +13,8 @@ repetition of one (instance type, batch size) configuration. The spec's strategy
   back to whole epochs (:func:`trainsweep.predict.replay`). ``mode: full``: the job pays the whole log.
 - ``packing: per-instance``: one job per instance type and repetition runs all its batch sizes, so one
   start-up overhead for all of them; ``per-cell``: one job (and one overhead) per run.
+- ``batch_sizes: auto``: each packed job replays the supervisor's batch-size search on the recorded
+  sizes and does not run (nor pay for) the sizes past a throughput plateau (:func:`search_batch_sizes`).
 - ``warm_pool_seconds``: the jobs of one instance type run one after the other on a warm pool
   (:func:`trainsweep.cost.billing.chain_billable_s`).
 
@@ -182,6 +184,8 @@ class _Observed:
     """What the strategy learns of the run (its prediction of the full run in early-stop mode)."""
     job_seconds: float
     """Training seconds the run costs inside its job."""
+    step_s: float | None = None
+    """The steady step time the strategy measured (what a batch-size search compares)."""
 
 
 def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
@@ -189,7 +193,7 @@ def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
     full = sample.full
     assert full.time_to_train_s is not None
     if spec.mode != "early-stop":
-        return _Observed(full, full.time_to_train_s)
+        return _Observed(full, full.time_to_train_s, full.step_s)
     live = _live_rule(sample, spec, rule)
     if live is not None:
         return live
@@ -237,7 +241,7 @@ def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | N
     est = monitor.estimate()
     if stopped_in is None or est is None:
         assert full.time_to_train_s is not None
-        return _Observed(full, full.time_to_train_s)  # the rule would watch the whole run
+        return _Observed(full, full.time_to_train_s, full.step_s)  # the rule would watch the whole run
     passes = [e.validation_s for e in epochs[:2] if e.validation_s is not None]
     validation_s = passes[-1] if passes else 0.0
     one_off = passes[0] - validation_s if passes else 0.0
@@ -247,7 +251,7 @@ def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | N
         paid += validation_s
     epoch_s = epochs[0].steps * est.mean_s + validation_s
     predicted = est.warmup_excess_s + one_off + spec.workload.epochs * epoch_s
-    return _Observed(_seen(full, predicted), paid)
+    return _Observed(_seen(full, predicted), paid, est.mean_s)
 
 
 def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
@@ -258,10 +262,54 @@ def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
     epochs = [e for e in sample.run.epochs if e.steps > 0]
     res = replay(sample.run, rule, max_epochs=int(rule.max_epochs or 2))
     if res.predicted_epoch_s is None or res.epochs_watched >= spec.workload.epochs:
-        return _Observed(full, full.time_to_train_s)  # the rule would watch the whole run
+        return _Observed(full, full.time_to_train_s, full.step_s)  # the rule would watch the whole run
     watched = sum(_epoch_seconds(e) for e in epochs[: res.epochs_watched])
     predicted = watched + (spec.workload.epochs - res.epochs_watched) * res.predicted_epoch_s
-    return _Observed(_seen(full, predicted), watched)
+    step_s = res.predicted_epoch_s / max(e.steps for e in epochs)
+    return _Observed(_seen(full, predicted), watched, step_s)
+
+
+def search_batch_sizes(
+    chosen: dict[tuple[str, int], list[Sample]], spec: SweepSpec, observed: dict[str, _Observed]
+) -> tuple[dict[tuple[str, int], list[Sample]], list[dict[str, Any]]]:
+    """``batch_sizes: auto`` replayed on the recorded grid: each packed job (instance type, repetition)
+    walks the spec's batch sizes in order with the supervisor's own rule
+    (:class:`trainsweep.training.supervisor.BatchSizeSearch`, on the step time each run's replay
+    measured) and does not run the sizes past a throughput plateau. A size without a log is not
+    replayed (the search goes on past it, as past a failed cell); logs record no out of memory.
+
+    Returns the samples the search runs and the runs it skipped (with the search's reason).
+    """
+    from trainsweep.training.supervisor import BatchSizeSearch, CellResult
+
+    search_spec = spec.batch_size_search
+    if search_spec is None:
+        return chosen, []
+    ran: dict[tuple[str, int], list[Sample]] = {cell: [] for cell in chosen}
+    skipped: list[dict[str, Any]] = []
+    for itype in spec.instance_types:
+        reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
+        for k in range(reps):
+            search = BatchSizeSearch(search_spec.min_gain)
+            for b in spec.batch_sizes:
+                xs = chosen.get((itype, b), [])
+                if len(xs) <= k:
+                    continue
+                s = xs[k]
+                if search.stop is not None:
+                    skipped.append(
+                        {"instance_type": itype, "batch_size": b, "repetition": k, "reason": search.stop[1]}
+                    )
+                    continue
+                ran[(itype, b)].append(s)
+                step_s = observed[s.path].step_s
+                ok = step_s is not None and step_s > 0
+                search.add(
+                    CellResult(
+                        s.path, b, "ok" if ok else "error", None, 0, {"step_s": step_s} if ok else None
+                    )
+                )
+    return {cell: xs for cell, xs in ran.items() if xs}, skipped
 
 
 def plan_jobs(
@@ -414,6 +462,8 @@ def simulate(
             f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
         )
     observed = {s.path: observe(s, spec, rule) for xs in chosen.values() for s in xs}
+    chosen, skipped = search_batch_sizes(chosen, spec, observed)
+    observed = {s.path: observed[s.path] for xs in chosen.values() for s in xs}
     jobs = plan_jobs(chosen, spec, {p: o.job_seconds for p, o in observed.items()})
     strategy = bill(jobs, spec, region)
     strategy.update(
@@ -422,6 +472,8 @@ def simulate(
         repetitions=spec.repetitions,
         warm_pool_seconds=getattr(spec, "warm_pool_seconds", 0),
         early_stopped_runs=sum(1 for o in observed.values() if o.metrics.prediction_used),
+        batch_size_search=spec.batch_size_search is not None,
+        skipped_by_search=skipped,
     )
     strategy_rows = aggregate(
         [o.metrics for o in observed.values()], region=region, instance_count=spec.instance_count

@@ -147,6 +147,30 @@ def test_early_stop_replays_the_live_rule_step_by_step(tmp_path):
     assert out["exhaustive"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + 127)
 
 
+def test_auto_batch_sizes_replay_the_search_and_skip_sizes_past_a_plateau(tmp_path):
+    # one instance type, 256 samples/s at every batch size: 512 and 1024 each gain nothing (< 3 %)
+    folder = tmp_path / "auto" / "logs"
+    folder.mkdir(parents=True)
+    for bs in (256, 512, 1024, 2048):
+        step = bs / 256
+        (folder / f"result-p3-1-{bs}-e0.txt").write_text(_steps_log(bs, [([step] * 6, 0.5)] * 2))
+    spec = _spec(
+        tmp_path, instance_types=[P3], batch_sizes={"auto": {"min": 256, "max": 2048}}, max_concurrency=1
+    )
+    out = _simulate(spec, folder.parent)
+    # the supervisor's rule stops the packed job after 1024: 2048 is not run, and not paid
+    (skip,) = out["strategy"]["skipped_by_search"]
+    assert (skip["instance_type"], skip["batch_size"], skip["repetition"]) == (P3, 2048, 0)
+    assert "throughput stopped improving" in skip["reason"]
+    assert out["strategy"]["jobs"] == 1 and out["strategy"]["runs"] == 3
+    paid = sum(2 * (6 * bs / 256 + 0.5) for bs in (256, 512, 1024))  # two epochs: nothing to stop early
+    assert out["strategy"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + paid)
+    assert out["exhaustive"]["runs"] == 4 and out["truth"]["fastest"]["batch_size"] == 256
+    text = CliRunner().invoke(app, ["simulate", str(spec), "--from", str(folder.parent)])
+    words = " ".join(text.output.split())
+    assert "batch-size search skipped 1 run(s) past a throughput plateau: ml.p3.2xlarge x 2048" in words
+
+
 def test_one_repetition_can_pick_wrong_and_the_regret_says_by_how_much(tmp_path, logs):
     # only p3.2xlarge: its first repetitions say 256 (30 s) beats 512 (35 s); the means say the opposite
     out = _simulate(_spec(tmp_path, instance_types=[P3]), logs)

@@ -116,6 +116,13 @@ def _print(d: dict[str, Any]) -> None:
         f"{_pct(sp['time_of_true_fastest'])}, cost of the true cheapest {_pct(sp['cost_of_true_cheapest'])}, "
         f"median time spread over configurations {_pct(sp['time_median'])}."
     )
+    if s["skipped_by_search"]:
+        skipped = s["skipped_by_search"]
+        console.print(
+            f"The batch-size search skipped {len(skipped)} run(s) past a throughput plateau: "
+            + ", ".join(f"{_config(x)} (repetition {x['repetition'] + 1})" for x in skipped[:20])
+            + (" ..." if len(skipped) > 20 else "")
+        )
     if d["cells_without_logs"]:
         console.print(
             f"{len(d['cells_without_logs'])} spec configurations have no logs: "
