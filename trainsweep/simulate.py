@@ -186,6 +186,8 @@ class _Observed:
     """Training seconds the run costs inside its job."""
     step_s: float | None = None
     """The steady step time the strategy measured (what a batch-size search compares)."""
+    replay: str = "full"
+    """How the run was replayed: ``full`` (paid whole), ``step`` (live rule, step by step) or ``epoch``."""
 
 
 def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
@@ -251,7 +253,7 @@ def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | N
         paid += validation_s
     epoch_s = epochs[0].steps * est.mean_s + validation_s
     predicted = est.warmup_excess_s + one_off + spec.workload.epochs * epoch_s
-    return _Observed(_seen(full, predicted), paid, est.mean_s)
+    return _Observed(_seen(full, predicted), paid, est.mean_s, "step")
 
 
 def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
@@ -266,7 +268,7 @@ def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
     watched = sum(_epoch_seconds(e) for e in epochs[: res.epochs_watched])
     predicted = watched + (spec.workload.epochs - res.epochs_watched) * res.predicted_epoch_s
     step_s = res.predicted_epoch_s / max(e.steps for e in epochs)
-    return _Observed(_seen(full, predicted), watched, step_s)
+    return _Observed(_seen(full, predicted), watched, step_s, "epoch")
 
 
 def search_batch_sizes(
@@ -437,6 +439,14 @@ def simulate(
             + "; ".join(mixed)
             + ". If these are different experiments, give --from one experiment's folder"
         )
+    short_logs = [s for xs in by_cell.values() for s in xs if s.full.epochs_measured < spec.workload.epochs]
+    if short_logs:
+        n, shorter = len(short_logs), sorted({s.full.epochs_measured for s in short_logs})
+        notes.append(
+            f"{n} logs ran fewer epochs ({', '.join(map(str, shorter))}) than the spec's "
+            f"{spec.workload.epochs}: their full runs, the exhaustive answer's included, are extrapolated "
+            "(epoch 1 + the later epochs' mean for the rest), not measured"
+        )
     missing = [
         {"instance_type": t, "batch_size": b}
         for t in spec.instance_types
@@ -472,6 +482,9 @@ def simulate(
         repetitions=spec.repetitions,
         warm_pool_seconds=getattr(spec, "warm_pool_seconds", 0),
         early_stopped_runs=sum(1 for o in observed.values() if o.metrics.prediction_used),
+        early_stop_replay={
+            how: sum(1 for o in observed.values() if o.replay == how) for how in ("step", "epoch")
+        },
         batch_size_search=spec.batch_size_search is not None,
         skipped_by_search=skipped,
     )

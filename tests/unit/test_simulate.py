@@ -139,6 +139,7 @@ def test_early_stop_replays_the_live_rule_step_by_step(tmp_path):
     # the container's rule (10 steady steps, 10 s watched, precision 2 %) stops at step 11 of epoch 1,
     # not at an epoch's end: the job pays steps 1-11 (5 + 10 x 1 s) and one validation pass, the first
     assert out["strategy"]["early_stopped_runs"] == 1
+    assert out["strategy"]["early_stop_replay"] == {"step": 1, "epoch": 0}
     assert out["strategy"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + 15 + 2)
     # its prediction from what it watched: the warm-up excess (5 - 1 s) and the first validation's
     # one-off (2 - 0.5 s) once, then 3 epochs of 40 steady steps and a 0.5 s validation: 127 s, as run
@@ -232,6 +233,15 @@ def test_logs_of_several_experiments_pooled_into_one_configuration_are_named(tmp
     assert out["exhaustive"]["runs"] == 5
     (note,) = out["notes"]
     assert "ml.p3.2xlarge x 256 (grid, other)" in note and "--from one experiment's folder" in note
+
+
+def test_logs_shorter_than_the_specs_epochs_are_said_to_be_extrapolated(tmp_path, logs):
+    out = _simulate(_spec(tmp_path, workload={"model": "mnist-cnn", "epochs": 3}), logs)
+    (note,) = out["notes"]
+    assert note.startswith("8 logs ran fewer epochs (2) than the spec's 3") and "extrapolated" in note
+    # epoch 1 + 2 x epoch 2 (one repetition): what the exhaustive answer now rests on
+    assert out["truth"]["fastest"]["time_to_train_s"] == pytest.approx(((12 + 2 * 8) + (14 + 2 * 8)) / 2)
+    assert _simulate(_spec(tmp_path), logs)["notes"] == []
 
 
 def test_bad_input_gets_a_clear_error(tmp_path, logs):

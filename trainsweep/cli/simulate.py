@@ -109,6 +109,14 @@ def _print(d: dict[str, Any]) -> None:
             _config(d["truth"][name]),
             "-" if regret is None else f"{_pct(regret)} {'slower' if by == 'time' else 'dearer'}",
         )
+    replayed = s.get("early_stop_replay") or {}
+    if s["mode"] == "early-stop":
+        console.print(
+            f"Early stop: {s['early_stopped_runs']} of {s['runs']} runs stopped before the spec's epochs "
+            f"(the container's rule replayed step by step on {replayed.get('step', 0)}, on whole epochs on "
+            f"{replayed.get('epoch', 0)}: logs of one epoch or without step times); the others would run to "
+            "the end."
+        )
     console.print(table)
     sp = d["repetition_spread"]
     console.print(
