@@ -258,6 +258,14 @@ def test_bad_input_gets_a_clear_error(tmp_path, logs):
         app, ["simulate", str(_spec(tmp_path, instance_counts=[1, 2])), "--from", str(logs)]
     )
     assert counts.exit_code == 1 and "instance_counts axis" in counts.stderr
+    # a target (and the phases that need one) would change the picks: refused, not silently ignored
+    target = {"metric": "eval_accuracy", "value": 0.9}
+    for extra, says in (
+        ({"target": target}, "a target"),
+        ({"target": target, "phases": ["scan", "confirm"]}, "phases"),
+    ):
+        refused = runner.invoke(app, ["simulate", str(_spec(tmp_path, **extra)), "--from", str(logs)])
+        assert refused.exit_code == 1 and f"does not replay {says}" in refused.stderr, refused.output
 
 
 FCN = {

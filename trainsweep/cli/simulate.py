@@ -47,6 +47,13 @@ def simulate_command(
             f"{spec_path}: simulate replays one instance count per job, not the instance_counts axis "
             f"{spec.node_counts}: give instance_count (the logs' own count) instead"
         )
+    if spec.phases or spec.target is not None:
+        what = "phases: [scan, confirm] and its target" if spec.phases else "a target"
+        raise fail(
+            f"{spec_path}: simulate does not replay {what} yet (it would pick by time and cost to train, "
+            "not to the target): remove "
+            + ("phases and target to replay the scan's strategy alone" if spec.phases else "target")
+        )
     try:
         logs = read_dir(source, workers=workers)
     except TrainsweepError as e:
