@@ -137,12 +137,14 @@ def replay_folders(data: Path) -> list[dict]:
                 "spread_time": sp["time_of_true_fastest"],
                 "spread_cost": sp["cost_of_true_cheapest"],
                 "picks": sim["picks"],
+                "learns_worse": sim["learns_worse"],
                 "truth": sim["truth"],
             }
             rows.append(row)
             print(
                 f"{root[-58:]:58} {name:22} {row['cost_ratio']:6.3f} {_pct(row['regret_time']):>8} "
                 f"{_pct(row['spread_time']):>8} {_pct(row['regret_cost']):>8} {_pct(row['spread_cost']):>8}"
+                + (f"  pick flagged: {', '.join(row['learns_worse'])}" if row["learns_worse"] else "")
             )
     return rows
 
@@ -218,7 +220,8 @@ def main() -> None:
             f"{name}: cost ratio median {statistics.median(ratios):.3f}, max {max(ratios):.3f}; "
             f"<= 0.10 in {met} of {len(rec)} folders; regret within the repetition spread in "
             f"{len(within)} of {len(rec)}; {sum(r['skipped_by_search'] for r in rec)} runs skipped by the "
-            "batch-size search"
+            f"batch-size search; recommended pick flagged 'learns worse' by the exhaustive runs in "
+            f"{sum(1 for r in rec if 'recommended' in r['learns_worse'])} of {len(rec)}"
         )
     timing = time_cli(a.data, a.replicas)
     if a.json:

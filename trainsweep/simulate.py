@@ -78,6 +78,8 @@ class Simulation:
     truth: dict[str, dict[str, Any] | None]
     regret: dict[str, dict[str, float | None]]
     spread: dict[str, float | None]
+    learns_worse: dict[str, str] = field(default_factory=dict)
+    """The picks the exhaustive runs flag (the quality check of the report: ``quality_margin``)."""
     cells_without_logs: list[dict[str, Any]] = field(default_factory=list)
     logs_outside_spec: list[dict[str, Any]] = field(default_factory=list)
     logs_unused: list[dict[str, str]] = field(default_factory=list)
@@ -104,6 +106,7 @@ class Simulation:
             "regret_cost": cheapest.get("cost"),
             "regret": self.regret,
             "repetition_spread": self.spread,
+            "learns_worse": self.learns_worse,
             "strategy": self.strategy,
             "exhaustive": self.exhaustive,
             "cells_without_logs": self.cells_without_logs,
@@ -203,7 +206,10 @@ def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
 
 
 def _seen(full: RunMetrics, predicted: float) -> RunMetrics:
-    seen = RunMetrics(**{**full.to_dict(), "time_to_train_s": predicted, "prediction_used": True})
+    # an early-stopped run never evaluates: what the full log's evaluation said is not seen
+    seen = RunMetrics(
+        **{**full.to_dict(), "time_to_train_s": predicted, "prediction_used": True, "eval_accuracy": None}
+    )
     seen.billable_s, seen.billable_source = billing.modelled_billable_s(predicted), "model"
     return seen
 
@@ -406,6 +412,7 @@ def _row_dict(row: ConfigMetrics | None) -> dict[str, Any] | None:
         "time_to_train_s": row.time_to_train_s,
         "cost_to_train_usd": row.cost_to_train_usd,
         "runs": row.runs,
+        "eval_accuracy": row.eval_accuracy,
     }
 
 
@@ -456,7 +463,14 @@ def simulate(
 
     # the exhaustive grid: every configuration, every repetition, full runs, one job each
     everything = [s for xs in by_cell.values() for s in xs]
-    truth_rows = aggregate([s.full for s in everything], region=region, instance_count=spec.instance_count)
+    # the exhaustive sweep's report flags (and never recommends) configurations that learn worse
+    margin = spec.quality_margin
+    truth_rows = aggregate(
+        [s.full for s in everything],
+        region=region,
+        instance_count=spec.instance_count,
+        quality_margin=margin,
+    )
     truth = _picks(truth_rows)
     full_seconds = {s.path: s.full.time_to_train_s or 0.0 for s in everything}
     exhaustive_jobs = [Job(s.instance_type, [s], full_seconds[s.path]) for s in everything]
@@ -489,7 +503,10 @@ def simulate(
         skipped_by_search=skipped,
     )
     strategy_rows = aggregate(
-        [o.metrics for o in observed.values()], region=region, instance_count=spec.instance_count
+        [o.metrics for o in observed.values()],
+        region=region,
+        instance_count=spec.instance_count,
+        quality_margin=margin,
     )
     picks = _picks(strategy_rows)
 
@@ -497,8 +514,11 @@ def simulate(
     best_time = truth["fastest"].time_to_train_s if truth["fastest"] else None
     best_cost = truth["cheapest"].cost_to_train_usd if truth["cheapest"] else None
     regret: dict[str, dict[str, float | None]] = {}
+    learns_worse: dict[str, str] = {}
     for name, row in picks.items():
         real = truth_by_cell.get((row.instance_type, row.batch_size)) if row is not None else None
+        if real is not None and real.quality:
+            learns_worse[name] = real.quality
         regret[name] = {
             "time": real.time_to_train_s / best_time - 1
             if real and real.time_to_train_s is not None and best_time
@@ -507,6 +527,19 @@ def simulate(
             if real and real.cost_to_train_usd is not None and best_cost
             else None,
         }
+    if learns_worse:
+        by_config: dict[str, list[str]] = {}
+        for name, quality in learns_worse.items():
+            row = picks[name]
+            assert row is not None
+            by_config.setdefault(f"{row.label} ({quality})", []).append(name)
+        notes.append(
+            "the strategy picks a configuration the exhaustive runs flag: "
+            + "; ".join(f"{', '.join(names)}: {what}" for what, names in by_config.items())
+            + ". The exhaustive sweep's report would not recommend it, and its regret is measured against "
+            "the best configuration that does not learn worse. Early-stopped runs do not evaluate: "
+            "phases: [scan, confirm] with a target confirms the scan's best before recommending"
+        )
     spread = _spreads(by_cell, truth)
     return Simulation(
         strategy=strategy,
@@ -515,6 +548,7 @@ def simulate(
         truth={k: _row_dict(v) for k, v in truth.items()},
         regret=regret,
         spread=spread,
+        learns_worse=learns_worse,
         cells_without_logs=missing,
         logs_outside_spec=outside,
         logs_unused=unused,

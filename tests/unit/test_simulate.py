@@ -107,13 +107,18 @@ def test_a_small_grid_agrees_with_the_hand_computed_figures(tmp_path, logs):
     assert out["picks"]["recommended"] == out["picks"]["cheapest"]
 
 
-def _steps_log(batch_size: int, epochs: list[tuple[list[float], float]]) -> str:
-    """A seed-style log with the given step times and validation time of each epoch."""
+def _steps_log(
+    batch_size: int, epochs: list[tuple[list[float], float]], val_accuracy: float | None = None
+) -> str:
+    """A seed-style log with the given step times and validation time of each epoch (and Keras's
+    validation accuracy line, when given)."""
     lines = [f"python3 train.py --batch-size {batch_size} --epochs {len(epochs)}"]
     total = 0.0
     for e, (steps, validation_s) in enumerate(epochs, 1):
         lines.append(f"Epoch {e}/{len(epochs)}")
         lines += [f"{i} step training time: {s:.6f}s" for i, s in enumerate(steps, 1)]
+        if val_accuracy is not None:
+            lines.append(f"1024/1024 [====] - 1s - loss: 0.1 - val_loss: 0.2 - val_accuracy: {val_accuracy}")
         epoch_s = sum(steps) + validation_s
         total += epoch_s
         lines += [f"Validation time: {validation_s}s", f"Epoch time: {epoch_s}s"]
@@ -146,6 +151,34 @@ def test_early_stop_replays_the_live_rule_step_by_step(tmp_path):
     assert out["picks"]["fastest"]["time_to_train_s"] == pytest.approx(4 + 1.5 + 3 * 40.5)
     assert out["truth"]["fastest"]["time_to_train_s"] == pytest.approx(46 + 2 * 40.5)
     assert out["exhaustive"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + 127)
+
+
+def test_a_pick_the_exhaustive_runs_flag_as_learning_worse_is_said(tmp_path):
+    # x 512 trains faster (0.6 s steps against 1 s) but ends at 0.90 accuracy against 0.97: the full
+    # report's quality check (margin 0.02) flags it; early-stopped runs never evaluate, so cannot see it
+    folder = tmp_path / "quality" / "logs"
+    folder.mkdir(parents=True)
+    for bs, step, acc in ((256, 1.0, 0.97), (512, 0.6, 0.90)):
+        epochs = [([5.0] + [step] * 39, 2.0)] + [([step] * 40, 0.5)] * 2
+        (folder / f"result-p3-1-{bs}-e0.txt").write_text(_steps_log(bs, epochs, val_accuracy=acc))
+    spec = _spec(
+        tmp_path,
+        workload={"model": "mnist-cnn", "epochs": 3},
+        instance_types=[P3],
+        batch_sizes=[256, 512],
+        mode="early-stop",
+    )
+    out = _simulate(spec, folder.parent)
+    assert out["strategy"]["early_stopped_runs"] == 2
+    assert out["picks"]["fastest"]["batch_size"] == 512 and out["picks"]["fastest"]["eval_accuracy"] is None
+    assert out["truth"]["fastest"]["batch_size"] == 256
+    assert out["truth"]["fastest"]["eval_accuracy"] == pytest.approx(0.97)
+    assert set(out["learns_worse"]) == {"fastest", "cheapest", "recommended"}
+    assert out["learns_worse"]["fastest"].startswith("learns worse: eval_accuracy 0.9 is 0.07 below the best")
+    # measured against the best that does not learn worse, the flagged pick is faster: regret below 0
+    assert out["regret_time"] < 0
+    (note,) = out["notes"]
+    assert "ml.p3.2xlarge x 512" in note and "would not recommend it" in note
 
 
 def test_auto_batch_sizes_replay_the_search_and_skip_sizes_past_a_plateau(tmp_path):
