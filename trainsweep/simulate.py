@@ -199,10 +199,10 @@ def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
     assert full.time_to_train_s is not None
     if spec.mode != "early-stop":
         return _Observed(full, full.time_to_train_s, full.step_s)
-    live = _live_rule(sample, spec, rule)
-    if live is not None:
-        return live
-    return _epoch_replay(sample, spec, rule)
+    seen = _live_rule(sample, spec, rule) or _epoch_replay(sample, spec, rule)
+    if seen.metrics.eval_accuracy is not None:  # early-stop mode never evaluates, even run to the end
+        seen.metrics = RunMetrics(**{**seen.metrics.to_dict(), "eval_accuracy": None})
+    return seen
 
 
 def _seen(full: RunMetrics, predicted: float) -> RunMetrics:
@@ -219,7 +219,7 @@ def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | N
     ``trainsweep.training.worker`` feeds it): the job stops at the step the rule says, inside an epoch
     if need be, and predicts the full run from the steps it watched as the container does
     (:func:`trainsweep.predict.predict_run`: steps per epoch x steady step + a validation pass +
-    one-off warm-up). None when the log does not time the steps of every epoch it timed.
+    one-off warm-up). None when the log has one epoch, or does not time the steps of every epoch.
 
     What the job pays: every step watched, and every epoch it finished whole (validation and hand-off
     included), plus one validation pass, the log's first (with its one-off costs), for the validation

@@ -179,6 +179,21 @@ def test_a_pick_the_exhaustive_runs_flag_as_learning_worse_is_said(tmp_path):
     assert out["regret_time"] < 0
     (note,) = out["notes"]
     assert "ml.p3.2xlarge x 512" in note and "would not recommend it" in note
+    # a one-epoch run of 4 steps: the rule cannot stop before its end; still, it does not evaluate
+    short = tmp_path / "short" / "logs"
+    short.mkdir(parents=True)
+    (short / "result-p3-1-256-e0.txt").write_text(_steps_log(256, [([1.0] * 4, 0.5)], val_accuracy=0.9))
+    one = _spec(
+        tmp_path,
+        workload={"model": "mnist-cnn", "epochs": 1},
+        instance_types=[P3],
+        batch_sizes=[256],
+        mode="early-stop",
+    )
+    whole = _simulate(one, short.parent)
+    assert whole["strategy"]["early_stopped_runs"] == 0
+    assert whole["picks"]["fastest"]["eval_accuracy"] is None
+    assert whole["truth"]["fastest"]["eval_accuracy"] == pytest.approx(0.9)
 
 
 def test_auto_batch_sizes_replay_the_search_and_skip_sizes_past_a_plateau(tmp_path):
