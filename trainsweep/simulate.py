@@ -6,11 +6,15 @@ checks and instance-type reading; :func:`trainsweep.importer.read_dir`). Each co
 repetition of one (instance type, batch size) configuration. The spec's strategy is replayed on them:
 
 - ``repetitions``: the first R repetitions of each configuration (by run index, then path).
-- ``mode: early-stop``: the early-stop rule (:func:`trainsweep.predict.replay`) watches whole epochs of
-  the log until the step time is known (at most two); the job pays for the epochs watched and the
-  recommendation uses the rule's prediction of the full run. ``mode: full``: the job pays the whole log.
+- ``mode: early-stop``: the container's live rule (:class:`trainsweep.predict.SteadyState`) is fed the
+  log's steps one by one and stops where the container would, inside an epoch if need be; the job pays
+  the steps watched (and the validation the container times), and the recommendation uses the rule's
+  prediction of the full run from what it watched (:func:`_live_rule`). Logs without step times fall
+  back to whole epochs (:func:`trainsweep.predict.replay`). ``mode: full``: the job pays the whole log.
 - ``packing: per-instance``: one job per instance type and repetition runs all its batch sizes, so one
   start-up overhead for all of them; ``per-cell``: one job (and one overhead) per run.
+- ``batch_sizes: auto``: each packed job replays the supervisor's batch-size search on the recorded
+  sizes and does not run (nor pay for) the sizes past a throughput plateau (:func:`search_batch_sizes`).
 - ``warm_pool_seconds``: the jobs of one instance type run one after the other on a warm pool
   (:func:`trainsweep.cost.billing.chain_billable_s`).
 
@@ -33,7 +37,7 @@ from trainsweep.cost.prices import hourly_usd
 from trainsweep.cost.recommend import recommend
 from trainsweep.importer import ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.predict import StopRule, replay
+from trainsweep.predict import SteadyState, StopRule, replay
 from trainsweep.spec import SweepSpec
 
 _SAGEMAKER_JOB = {"platform": SAGEMAKER, "status": OK}
@@ -74,6 +78,8 @@ class Simulation:
     truth: dict[str, dict[str, Any] | None]
     regret: dict[str, dict[str, float | None]]
     spread: dict[str, float | None]
+    learns_worse: dict[str, str] = field(default_factory=dict)
+    """The picks the exhaustive runs flag (the quality check of the report: ``quality_margin``)."""
     cells_without_logs: list[dict[str, Any]] = field(default_factory=list)
     logs_outside_spec: list[dict[str, Any]] = field(default_factory=list)
     logs_unused: list[dict[str, str]] = field(default_factory=list)
@@ -100,6 +106,7 @@ class Simulation:
             "regret_cost": cheapest.get("cost"),
             "regret": self.regret,
             "repetition_spread": self.spread,
+            "learns_worse": self.learns_worse,
             "strategy": self.strategy,
             "exhaustive": self.exhaustive,
             "cells_without_logs": self.cells_without_logs,
@@ -180,6 +187,10 @@ class _Observed:
     """What the strategy learns of the run (its prediction of the full run in early-stop mode)."""
     job_seconds: float
     """Training seconds the run costs inside its job."""
+    step_s: float | None = None
+    """The steady step time the strategy measured (what a batch-size search compares)."""
+    replay: str = "full"
+    """How the run was replayed: ``full`` (paid whole), ``step`` (live rule, step by step) or ``epoch``."""
 
 
 def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
@@ -187,16 +198,126 @@ def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
     full = sample.full
     assert full.time_to_train_s is not None
     if spec.mode != "early-stop":
-        return _Observed(full, full.time_to_train_s)
+        return _Observed(full, full.time_to_train_s, full.step_s)
+    seen = _live_rule(sample, spec, rule) or _epoch_replay(sample, spec, rule)
+    if seen.metrics.eval_accuracy is not None:  # early-stop mode never evaluates, even run to the end
+        seen.metrics = RunMetrics(**{**seen.metrics.to_dict(), "eval_accuracy": None})
+    return seen
+
+
+def _seen(full: RunMetrics, predicted: float) -> RunMetrics:
+    # an early-stopped run never evaluates: what the full log's evaluation said is not seen
+    seen = RunMetrics(
+        **{**full.to_dict(), "time_to_train_s": predicted, "prediction_used": True, "eval_accuracy": None}
+    )
+    seen.billable_s, seen.billable_source = billing.modelled_billable_s(predicted), "model"
+    return seen
+
+
+def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | None:
+    """The container's live rule replayed step by step (:class:`trainsweep.predict.SteadyState`, as
+    ``trainsweep.training.worker`` feeds it): the job stops at the step the rule says, inside an epoch
+    if need be, and predicts the full run from the steps it watched as the container does
+    (:func:`trainsweep.predict.predict_run`: steps per epoch x steady step + a validation pass +
+    one-off warm-up). None when the log has one epoch, or does not time the steps of every epoch.
+
+    What the job pays: every step watched, and every epoch it finished whole (validation and hand-off
+    included), plus one validation pass, the log's first (with its one-off costs), for the validation
+    batches the container times after stopping. The validation pass the prediction uses is the log's
+    second (the first is warm-up, as the container leaves its first validation batch out): the one
+    figure taken from beyond the stop, since the log times validation only once per epoch, not per
+    batch. Returns the full run when the rule would not stop before the spec's epochs end.
+    """
+    full = sample.full
+    epochs = [e for e in sample.run.epochs if e.steps > 0 or e.epoch_s]
+    if len(epochs) < 2 or any(e.steps == 0 for e in epochs):
+        return None
+    monitor = SteadyState(rule, steps_per_epoch=epochs[0].steps)
+    paid = 0.0
+    stopped_in: int | None = None
+    for k, e in enumerate(epochs[: spec.workload.epochs]):
+        for step_s in e.step_s:
+            monitor.add(step_s)
+            paid += step_s
+            if monitor.stop_reason():
+                stopped_in = k
+                break
+        if stopped_in is not None:
+            break
+        monitor.epoch_boundary()
+        paid += _epoch_seconds(e) - sum(e.step_s)  # its validation and hand-off
+    est = monitor.estimate()
+    if stopped_in is None or est is None:
+        assert full.time_to_train_s is not None
+        return _Observed(full, full.time_to_train_s, full.step_s)  # the rule would watch the whole run
+    passes = [e.validation_s for e in epochs[:2] if e.validation_s is not None]
+    validation_s = passes[-1] if passes else 0.0
+    one_off = passes[0] - validation_s if passes else 0.0
+    if stopped_in == 0 and passes:
+        paid += passes[0]
+    elif stopped_in:  # the first pass was paid with epoch 1: the container's batches now run warm
+        paid += validation_s
+    epoch_s = epochs[0].steps * est.mean_s + validation_s
+    predicted = est.warmup_excess_s + one_off + spec.workload.epochs * epoch_s
+    return _Observed(_seen(full, predicted), paid, est.mean_s, "step")
+
+
+def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
+    """The rule replayed on whole epochs (:func:`trainsweep.predict.replay`), for logs without step
+    times: the job pays the epochs watched (at most ``rule.max_epochs``)."""
+    full = sample.full
+    assert full.time_to_train_s is not None
     epochs = [e for e in sample.run.epochs if e.steps > 0]
     res = replay(sample.run, rule, max_epochs=int(rule.max_epochs or 2))
     if res.predicted_epoch_s is None or res.epochs_watched >= spec.workload.epochs:
-        return _Observed(full, full.time_to_train_s)  # the rule would watch the whole run
+        return _Observed(full, full.time_to_train_s, full.step_s)  # the rule would watch the whole run
     watched = sum(_epoch_seconds(e) for e in epochs[: res.epochs_watched])
     predicted = watched + (spec.workload.epochs - res.epochs_watched) * res.predicted_epoch_s
-    seen = RunMetrics(**{**full.to_dict(), "time_to_train_s": predicted, "prediction_used": True})
-    seen.billable_s, seen.billable_source = billing.modelled_billable_s(predicted), "model"
-    return _Observed(seen, watched)
+    step_s = res.predicted_epoch_s / max(e.steps for e in epochs)
+    return _Observed(_seen(full, predicted), watched, step_s, "epoch")
+
+
+def search_batch_sizes(
+    chosen: dict[tuple[str, int], list[Sample]], spec: SweepSpec, observed: dict[str, _Observed]
+) -> tuple[dict[tuple[str, int], list[Sample]], list[dict[str, Any]]]:
+    """``batch_sizes: auto`` replayed on the recorded grid: each packed job (instance type, repetition)
+    walks the spec's batch sizes in order with the supervisor's own rule
+    (:class:`trainsweep.training.supervisor.BatchSizeSearch`, on the step time each run's replay
+    measured) and does not run the sizes past a throughput plateau. A size without a log is not
+    replayed (the search goes on past it, as past a failed cell); logs record no out of memory.
+
+    Returns the samples the search runs and the runs it skipped (with the search's reason).
+    """
+    from trainsweep.training.supervisor import BatchSizeSearch, CellResult
+
+    search_spec = spec.batch_size_search
+    if search_spec is None:
+        return chosen, []
+    ran: dict[tuple[str, int], list[Sample]] = {cell: [] for cell in chosen}
+    skipped: list[dict[str, Any]] = []
+    for itype in spec.instance_types:
+        reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
+        for k in range(reps):
+            search = BatchSizeSearch(search_spec.min_gain)
+            for b in spec.batch_sizes:
+                xs = chosen.get((itype, b), [])
+                if len(xs) <= k:
+                    continue
+                s = xs[k]
+                if search.stop is not None:
+                    skipped.append(
+                        {"instance_type": itype, "batch_size": b, "repetition": k, "reason": search.stop[1]}
+                    )
+                    continue
+                ran[(itype, b)].append(s)
+                step_s = observed[s.path].step_s
+                ok = step_s is not None and step_s > 0
+                search.add(
+                    CellResult(
+                        s.path, b, "ok" if ok else "error", None, 0, {"step_s": step_s} if ok else None
+                    )
+                )
+    return {cell: xs for cell, xs in ran.items() if xs}, skipped
 
 
 def plan_jobs(
@@ -291,6 +412,7 @@ def _row_dict(row: ConfigMetrics | None) -> dict[str, Any] | None:
         "time_to_train_s": row.time_to_train_s,
         "cost_to_train_usd": row.cost_to_train_usd,
         "runs": row.runs,
+        "eval_accuracy": row.eval_accuracy,
     }
 
 
@@ -324,6 +446,14 @@ def simulate(
             + "; ".join(mixed)
             + ". If these are different experiments, give --from one experiment's folder"
         )
+    short_logs = [s for xs in by_cell.values() for s in xs if s.full.epochs_measured < spec.workload.epochs]
+    if short_logs:
+        n, shorter = len(short_logs), sorted({s.full.epochs_measured for s in short_logs})
+        notes.append(
+            f"{n} logs ran fewer epochs ({', '.join(map(str, shorter))}) than the spec's "
+            f"{spec.workload.epochs}: their full runs, the exhaustive answer's included, are extrapolated "
+            "(epoch 1 + the later epochs' mean for the rest), not measured"
+        )
     missing = [
         {"instance_type": t, "batch_size": b}
         for t in spec.instance_types
@@ -333,7 +463,14 @@ def simulate(
 
     # the exhaustive grid: every configuration, every repetition, full runs, one job each
     everything = [s for xs in by_cell.values() for s in xs]
-    truth_rows = aggregate([s.full for s in everything], region=region, instance_count=spec.instance_count)
+    # the exhaustive sweep's report flags (and never recommends) configurations that learn worse
+    margin = spec.quality_margin
+    truth_rows = aggregate(
+        [s.full for s in everything],
+        region=region,
+        instance_count=spec.instance_count,
+        quality_margin=margin,
+    )
     truth = _picks(truth_rows)
     full_seconds = {s.path: s.full.time_to_train_s or 0.0 for s in everything}
     exhaustive_jobs = [Job(s.instance_type, [s], full_seconds[s.path]) for s in everything]
@@ -349,6 +486,8 @@ def simulate(
             f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
         )
     observed = {s.path: observe(s, spec, rule) for xs in chosen.values() for s in xs}
+    chosen, skipped = search_batch_sizes(chosen, spec, observed)
+    observed = {s.path: observed[s.path] for xs in chosen.values() for s in xs}
     jobs = plan_jobs(chosen, spec, {p: o.job_seconds for p, o in observed.items()})
     strategy = bill(jobs, spec, region)
     strategy.update(
@@ -357,9 +496,17 @@ def simulate(
         repetitions=spec.repetitions,
         warm_pool_seconds=getattr(spec, "warm_pool_seconds", 0),
         early_stopped_runs=sum(1 for o in observed.values() if o.metrics.prediction_used),
+        early_stop_replay={
+            how: sum(1 for o in observed.values() if o.replay == how) for how in ("step", "epoch")
+        },
+        batch_size_search=spec.batch_size_search is not None,
+        skipped_by_search=skipped,
     )
     strategy_rows = aggregate(
-        [o.metrics for o in observed.values()], region=region, instance_count=spec.instance_count
+        [o.metrics for o in observed.values()],
+        region=region,
+        instance_count=spec.instance_count,
+        quality_margin=margin,
     )
     picks = _picks(strategy_rows)
 
@@ -367,8 +514,11 @@ def simulate(
     best_time = truth["fastest"].time_to_train_s if truth["fastest"] else None
     best_cost = truth["cheapest"].cost_to_train_usd if truth["cheapest"] else None
     regret: dict[str, dict[str, float | None]] = {}
+    learns_worse: dict[str, str] = {}
     for name, row in picks.items():
         real = truth_by_cell.get((row.instance_type, row.batch_size)) if row is not None else None
+        if real is not None and real.quality:
+            learns_worse[name] = real.quality
         regret[name] = {
             "time": real.time_to_train_s / best_time - 1
             if real and real.time_to_train_s is not None and best_time
@@ -377,6 +527,19 @@ def simulate(
             if real and real.cost_to_train_usd is not None and best_cost
             else None,
         }
+    if learns_worse:
+        by_config: dict[str, list[str]] = {}
+        for name, quality in learns_worse.items():
+            row = picks[name]
+            assert row is not None
+            by_config.setdefault(f"{row.label} ({quality})", []).append(name)
+        notes.append(
+            "the strategy picks a configuration the exhaustive runs flag: "
+            + "; ".join(f"{', '.join(names)}: {what}" for what, names in by_config.items())
+            + ". The exhaustive sweep's report would not recommend it, and its regret is measured against "
+            "the best configuration that does not learn worse. Early-stopped runs do not evaluate: "
+            "phases: [scan, confirm] with a target confirms the scan's best before recommending"
+        )
     spread = _spreads(by_cell, truth)
     return Simulation(
         strategy=strategy,
@@ -385,6 +548,7 @@ def simulate(
         truth={k: _row_dict(v) for k, v in truth.items()},
         regret=regret,
         spread=spread,
+        learns_worse=learns_worse,
         cells_without_logs=missing,
         logs_outside_spec=outside,
         logs_unused=unused,

@@ -75,3 +75,57 @@ def test_auto_batch_sizes_double_until_out_of_memory_and_report_the_feasible_ran
     assert all(c["samples_per_s"] > 0 for c in search["curve"])
     html = (folder / layout.RESULTS_DIR / layout.REPORT_HTML).read_text()
     assert "Batch-size search" in html and "largest feasible 128" in html and "out of memory at 256" in html
+
+
+def test_sizes_past_a_throughput_plateau_are_skipped_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one math thread: mnist-cnn on a CPU gains nothing from a larger batch (measured: 312, 271, 110
+    # samples/s at 64, 128, 256), so with min_gain 0.5 the search stops after 256 and skips 512
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    spec = {
+        "name": "plateau",
+        "workload": {
+            "model": "mnist-cnn",
+            "epochs": 2,
+            "synthetic": True,
+            "hyperparameters": {
+                "synthetic-samples": 2048,
+                "max-steps-per-epoch": 4,
+                "max-eval-batches": 1,
+                "early-stop-min-steps": 2,
+                "early-stop-min-seconds": 0,
+                "validation-batches": 2,
+            },
+        },
+        "instance_types": ["local"],
+        "batch_sizes": {"auto": {"min": 64, "max": 512, "min_gain": 0.5}},
+        "max_runtime_seconds": 300,
+    }
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    out = tmp_path / "results"
+    result = CliRunner().invoke(app, ["run", str(path), "--local", "--no-watch", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "3 done" in result.output and "1 skipped" in result.output and "failed" not in result.output
+    (folder,) = [d for d in out.iterdir() if d.is_dir()]
+
+    doc = json.loads((folder / layout.JOBS_JSON).read_text())
+    cells = {c["batch_size"]: c for c in doc["cells"]}
+    assert [cells[b]["status"] for b in (64, 128, 256)] == ["completed"] * 3
+    assert cells[512]["status"] == "skipped" and "throughput stopped improving" in cells[512]["reason"]
+    # the skipped cell never ran: the job's bill is shared by the three that did
+    assert cells[512]["billable_s"] is None
+    shares = {cells[b]["billable_s"] for b in (64, 128, 256)}
+    assert len(shares) == 1 and None not in shares
+
+    summary = json.loads((folder / layout.RESULTS_DIR / layout.SWEEP_JSON).read_text())
+    rows = {r["batch_size"]: r for r in summary["configurations"]}
+    assert rows[512]["status"] == "skipped"
+    assert rows[512]["not_judged"].startswith("skipped: throughput stopped improving")
+    assert summary["batch_size_search"]["local"]["stopped"] == "plateau"
+    assert summary["recommendation"]["pick"]["batch_size"] in (64, 128, 256)
+    status = CliRunner().invoke(app, ["status", folder.name, "--results", str(out), "--json"])
+    assert status.exit_code == 0, status.output
+    counts = json.loads(status.stdout)["counts"]
+    assert counts["skipped"] == 1 and counts["failed"] == 0 and counts["done"] == 3

@@ -61,7 +61,14 @@ def test_status_of_a_downloaded_sweep_as_json(tmp_path: Path) -> None:
     result = runner.invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["counts"] == {"pending": 0, "running": 0, "done": 1, "failed": 1, "infeasible": 0}
+    assert data["counts"] == {
+        "pending": 0,
+        "running": 0,
+        "done": 1,
+        "failed": 1,
+        "infeasible": 0,
+        "skipped": 0,
+    }
     assert data["cells"][1]["detail"] == "ValueError: boom"
 
 

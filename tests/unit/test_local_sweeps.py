@@ -99,7 +99,7 @@ def test_view_from_documents_counts_final_statuses() -> None:
         ],
     }
     view = sweeps.view_from_documents(SWEEP, doc, {jobs[0]["run_names"][0]})
-    assert view.counts == {"pending": 0, "running": 0, "done": 1, "failed": 1, "infeasible": 1}
+    assert view.counts == {"pending": 0, "running": 0, "done": 1, "failed": 1, "infeasible": 1, "skipped": 0}
     assert view.spend_usd == 0.0  # local instances cost nothing
     assert view.cells[1].detail == "CUDA out of memory"
 

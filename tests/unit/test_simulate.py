@@ -107,6 +107,119 @@ def test_a_small_grid_agrees_with_the_hand_computed_figures(tmp_path, logs):
     assert out["picks"]["recommended"] == out["picks"]["cheapest"]
 
 
+def _steps_log(
+    batch_size: int, epochs: list[tuple[list[float], float]], val_accuracy: float | None = None
+) -> str:
+    """A seed-style log with the given step times and validation time of each epoch (and Keras's
+    validation accuracy line, when given)."""
+    lines = [f"python3 train.py --batch-size {batch_size} --epochs {len(epochs)}"]
+    total = 0.0
+    for e, (steps, validation_s) in enumerate(epochs, 1):
+        lines.append(f"Epoch {e}/{len(epochs)}")
+        lines += [f"{i} step training time: {s:.6f}s" for i, s in enumerate(steps, 1)]
+        if val_accuracy is not None:
+            lines.append(f"1024/1024 [====] - 1s - loss: 0.1 - val_loss: 0.2 - val_accuracy: {val_accuracy}")
+        epoch_s = sum(steps) + validation_s
+        total += epoch_s
+        lines += [f"Validation time: {validation_s}s", f"Epoch time: {epoch_s}s"]
+    lines.append(f"Duracao do treinamento: {total}")
+    return "\n".join(lines) + "\n"
+
+
+def test_early_stop_replays_the_live_rule_step_by_step(tmp_path):
+    # 40 steps an epoch: a 5 s first step (warm-up), then 1 s steps; validation 2 s once, then 0.5 s
+    folder = tmp_path / "steps" / "logs"
+    folder.mkdir(parents=True)
+    epochs = [([5.0] + [1.0] * 39, 2.0), ([1.0] * 40, 0.5), ([1.0] * 40, 0.5)]
+    (folder / "result-p3-1-256-e0.txt").write_text(_steps_log(256, epochs))
+    spec = _spec(
+        tmp_path,
+        workload={"model": "mnist-cnn", "epochs": 3},
+        instance_types=[P3],
+        batch_sizes=[256],
+        mode="early-stop",
+        packing="per-instance",
+    )
+    out = _simulate(spec, folder.parent)
+    # the container's rule (10 steady steps, 10 s watched, precision 2 %) stops at step 11 of epoch 1,
+    # not at an epoch's end: the job pays steps 1-11 (5 + 10 x 1 s) and one validation pass, the first
+    assert out["strategy"]["early_stopped_runs"] == 1
+    assert out["strategy"]["early_stop_replay"] == {"step": 1, "epoch": 0}
+    assert out["strategy"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + 15 + 2)
+    # its prediction from what it watched: the warm-up excess (5 - 1 s) and the first validation's
+    # one-off (2 - 0.5 s) once, then 3 epochs of 40 steady steps and a 0.5 s validation: 127 s, as run
+    assert out["picks"]["fastest"]["time_to_train_s"] == pytest.approx(4 + 1.5 + 3 * 40.5)
+    assert out["truth"]["fastest"]["time_to_train_s"] == pytest.approx(46 + 2 * 40.5)
+    assert out["exhaustive"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + 127)
+
+
+def test_a_pick_the_exhaustive_runs_flag_as_learning_worse_is_said(tmp_path):
+    # x 512 trains faster (0.6 s steps against 1 s) but ends at 0.90 accuracy against 0.97: the full
+    # report's quality check (margin 0.02) flags it; early-stopped runs never evaluate, so cannot see it
+    folder = tmp_path / "quality" / "logs"
+    folder.mkdir(parents=True)
+    for bs, step, acc in ((256, 1.0, 0.97), (512, 0.6, 0.90)):
+        epochs = [([5.0] + [step] * 39, 2.0)] + [([step] * 40, 0.5)] * 2
+        (folder / f"result-p3-1-{bs}-e0.txt").write_text(_steps_log(bs, epochs, val_accuracy=acc))
+    spec = _spec(
+        tmp_path,
+        workload={"model": "mnist-cnn", "epochs": 3},
+        instance_types=[P3],
+        batch_sizes=[256, 512],
+        mode="early-stop",
+    )
+    out = _simulate(spec, folder.parent)
+    assert out["strategy"]["early_stopped_runs"] == 2
+    assert out["picks"]["fastest"]["batch_size"] == 512 and out["picks"]["fastest"]["eval_accuracy"] is None
+    assert out["truth"]["fastest"]["batch_size"] == 256
+    assert out["truth"]["fastest"]["eval_accuracy"] == pytest.approx(0.97)
+    assert set(out["learns_worse"]) == {"fastest", "cheapest", "recommended"}
+    assert out["learns_worse"]["fastest"].startswith("learns worse: eval_accuracy 0.9 is 0.07 below the best")
+    # measured against the best that does not learn worse, the flagged pick is faster: regret below 0
+    assert out["regret_time"] < 0
+    (note,) = out["notes"]
+    assert "ml.p3.2xlarge x 512" in note and "would not recommend it" in note
+    # a one-epoch run of 4 steps: the rule cannot stop before its end; still, it does not evaluate
+    short = tmp_path / "short" / "logs"
+    short.mkdir(parents=True)
+    (short / "result-p3-1-256-e0.txt").write_text(_steps_log(256, [([1.0] * 4, 0.5)], val_accuracy=0.9))
+    one = _spec(
+        tmp_path,
+        workload={"model": "mnist-cnn", "epochs": 1},
+        instance_types=[P3],
+        batch_sizes=[256],
+        mode="early-stop",
+    )
+    whole = _simulate(one, short.parent)
+    assert whole["strategy"]["early_stopped_runs"] == 0
+    assert whole["picks"]["fastest"]["eval_accuracy"] is None
+    assert whole["truth"]["fastest"]["eval_accuracy"] == pytest.approx(0.9)
+
+
+def test_auto_batch_sizes_replay_the_search_and_skip_sizes_past_a_plateau(tmp_path):
+    # one instance type, 256 samples/s at every batch size: 512 and 1024 each gain nothing (< 3 %)
+    folder = tmp_path / "auto" / "logs"
+    folder.mkdir(parents=True)
+    for bs in (256, 512, 1024, 2048):
+        step = bs / 256
+        (folder / f"result-p3-1-{bs}-e0.txt").write_text(_steps_log(bs, [([step] * 6, 0.5)] * 2))
+    spec = _spec(
+        tmp_path, instance_types=[P3], batch_sizes={"auto": {"min": 256, "max": 2048}}, max_concurrency=1
+    )
+    out = _simulate(spec, folder.parent)
+    # the supervisor's rule stops the packed job after 1024: 2048 is not run, and not paid
+    (skip,) = out["strategy"]["skipped_by_search"]
+    assert (skip["instance_type"], skip["batch_size"], skip["repetition"]) == (P3, 2048, 0)
+    assert "throughput stopped improving" in skip["reason"]
+    assert out["strategy"]["jobs"] == 1 and out["strategy"]["runs"] == 3
+    paid = sum(2 * (6 * bs / 256 + 0.5) for bs in (256, 512, 1024))  # two epochs: nothing to stop early
+    assert out["strategy"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + paid)
+    assert out["exhaustive"]["runs"] == 4 and out["truth"]["fastest"]["batch_size"] == 256
+    text = CliRunner().invoke(app, ["simulate", str(spec), "--from", str(folder.parent)])
+    words = " ".join(text.output.split())
+    assert "batch-size search skipped 1 run(s) past a throughput plateau: ml.p3.2xlarge x 2048" in words
+
+
 def test_one_repetition_can_pick_wrong_and_the_regret_says_by_how_much(tmp_path, logs):
     # only p3.2xlarge: its first repetitions say 256 (30 s) beats 512 (35 s); the means say the opposite
     out = _simulate(_spec(tmp_path, instance_types=[P3]), logs)
@@ -170,6 +283,15 @@ def test_logs_of_several_experiments_pooled_into_one_configuration_are_named(tmp
     assert "ml.p3.2xlarge x 256 (grid, other)" in note and "--from one experiment's folder" in note
 
 
+def test_logs_shorter_than_the_specs_epochs_are_said_to_be_extrapolated(tmp_path, logs):
+    out = _simulate(_spec(tmp_path, workload={"model": "mnist-cnn", "epochs": 3}), logs)
+    (note,) = out["notes"]
+    assert note.startswith("8 logs ran fewer epochs (2) than the spec's 3") and "extrapolated" in note
+    # epoch 1 + 2 x epoch 2 (one repetition): what the exhaustive answer now rests on
+    assert out["truth"]["fastest"]["time_to_train_s"] == pytest.approx(((12 + 2 * 8) + (14 + 2 * 8)) / 2)
+    assert _simulate(_spec(tmp_path), logs)["notes"] == []
+
+
 def test_bad_input_gets_a_clear_error(tmp_path, logs):
     runner = CliRunner()
     missing = runner.invoke(app, ["simulate", str(_spec(tmp_path)), "--from", str(tmp_path / "nope")])
@@ -184,6 +306,14 @@ def test_bad_input_gets_a_clear_error(tmp_path, logs):
         app, ["simulate", str(_spec(tmp_path, instance_counts=[1, 2])), "--from", str(logs)]
     )
     assert counts.exit_code == 1 and "instance_counts axis" in counts.stderr
+    # a target (and the phases that need one) would change the picks: refused, not silently ignored
+    target = {"metric": "eval_accuracy", "value": 0.9}
+    for extra, says in (
+        ({"target": target}, "a target"),
+        ({"target": target, "phases": ["scan", "confirm"]}, "phases"),
+    ):
+        refused = runner.invoke(app, ["simulate", str(_spec(tmp_path, **extra)), "--from", str(logs)])
+        assert refused.exit_code == 1 and f"does not replay {says}" in refused.stderr, refused.output
 
 
 FCN = {

@@ -11,7 +11,11 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-CellStatus = Literal["completed", "partial", "infeasible", "timeout", "failed"]
+CellStatus = Literal["completed", "partial", "infeasible", "skipped", "timeout", "failed"]
+
+SKIPPED_KIND = "skipped"
+"""The failure kind the training supervisor gives a cell its batch-size search did not run because
+throughput stopped improving (``trainsweep.training.supervisor.SKIPPED``): not a failure."""
 
 # What the frameworks and SageMaker say when a batch does not fit: PyTorch/TF/NCCL messages, the
 # kernel's OOM killer as SageMaker reports it, and trainsweep's own container marker.
@@ -98,15 +102,22 @@ def job_outcome(training: dict[str, Any] | None, error: dict[str, Any] | None) -
 
 
 def cell_status(
-    outcome: JobOutcome, run_status: str | None, run_failure: str | None
+    outcome: JobOutcome,
+    run_status: str | None,
+    run_failure: str | None,
+    failure_kind: str | None = None,
 ) -> tuple[CellStatus, str | None]:
     """A cell's status from its job's outcome and its own log (None: no log was found).
 
     A packed job runs several batch sizes in turn: the cells it finished stay completed even when a
-    later, larger batch size ran out of memory and failed the job.
+    later, larger batch size ran out of memory and failed the job. A cell the batch-size search did not
+    run past a throughput plateau (its log's failure kind is :data:`SKIPPED_KIND`) is skipped, with the
+    search's reason; one it did not run past an out-of-memory edge is infeasible.
     """
     if run_status == "complete":
         return "completed", None
+    if failure_kind == SKIPPED_KIND:
+        return "skipped", run_failure or "not run (batch-size search)"
     if is_out_of_memory(run_failure):
         return "infeasible", run_failure
     if not outcome.ok:

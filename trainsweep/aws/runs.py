@@ -136,33 +136,42 @@ def record_job(
 
     ``training`` is the training task's output (DescribeTrainingJob), ``error`` the ``{Error, Cause}``
     the state machine caught instead. Packed jobs have several runs; the job's billable time is split
-    evenly among them. The job's ``log_format`` (None or absent: sniff) reads each run's log.
+    evenly among them (not the cells a batch-size search skipped: they did not run). The job's
+    ``log_format`` (None or absent: sniff) reads each run's log.
     """
     from trainsweep.artefacts import iter_run_artefacts
 
     outcome = job_outcome(training, error)
-    n_runs = len(job["run_names"])
-
-    def share(total: float | None) -> float | None:
-        return total / n_runs if total is not None and n_runs else None
-
-    billable, trained = share(outcome.billable_s), share(outcome.training_s)
-    cells = []
+    judged = []
     for ident in job_cells(job):
         run_name = ident["run_name"]
         run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name, job.get("log_format"))
         if run is not None:
             s3io.put_all_streamed(s3, bucket, layout.results_prefix(sweep_id), iter_run_artefacts(run))
         status, reason = cell_status(
-            outcome, run.status if run is not None else None, run.failure_reason if run is not None else None
+            outcome,
+            run.status if run is not None else None,
+            run.failure_reason if run is not None else None,
+            run.extra.get("failure_kind") if run is not None else None,
         )
+        judged.append((ident, status, reason))
+    # a cell the batch-size search skipped never ran: the job's time is shared by the others
+    n_runs = sum(1 for _, status, _ in judged if status != "skipped") or len(judged)
+
+    def share(total: float | None) -> float | None:
+        return total / n_runs if total is not None and n_runs else None
+
+    billable, trained = share(outcome.billable_s), share(outcome.training_s)
+    cells = []
+    for ident, status, reason in judged:
+        ran = status != "skipped"
         cells.append(
             Cell(
                 **ident,
                 status=status,
                 reason=reason,
-                billable_s=billable,
-                training_s=trained,
+                billable_s=billable if ran else None,
+                training_s=trained if ran else None,
             )
         )
     return cells

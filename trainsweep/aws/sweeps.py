@@ -29,13 +29,14 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_stepfunctions import SFNClient
 
-LIVE_STATES = ("pending", "running", "done", "failed", "infeasible")
+LIVE_STATES = ("pending", "running", "done", "failed", "infeasible", "skipped")
 _FINAL_TO_LIVE = {
     "completed": "done",
     "partial": "failed",
     "timeout": "failed",
     "failed": "failed",
     "infeasible": "infeasible",
+    "skipped": "skipped",
 }
 EXECUTION_NAME_MAX = 80
 

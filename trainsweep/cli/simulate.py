@@ -47,6 +47,13 @@ def simulate_command(
             f"{spec_path}: simulate replays one instance count per job, not the instance_counts axis "
             f"{spec.node_counts}: give instance_count (the logs' own count) instead"
         )
+    if spec.phases or spec.target is not None:
+        what = "phases: [scan, confirm] and its target" if spec.phases else "a target"
+        raise fail(
+            f"{spec_path}: simulate does not replay {what} yet (it would pick by time and cost to train, "
+            "not to the target): remove "
+            + ("phases and target to replay the scan's strategy alone" if spec.phases else "target")
+        )
     try:
         logs = read_dir(source, workers=workers)
     except TrainsweepError as e:
@@ -109,6 +116,14 @@ def _print(d: dict[str, Any]) -> None:
             _config(d["truth"][name]),
             "-" if regret is None else f"{_pct(regret)} {'slower' if by == 'time' else 'dearer'}",
         )
+    replayed = s.get("early_stop_replay") or {}
+    if s["mode"] == "early-stop":
+        console.print(
+            f"Early stop: {s['early_stopped_runs']} of {s['runs']} runs stopped before the spec's epochs "
+            f"(the container's rule replayed step by step on {replayed.get('step', 0)}, on whole epochs on "
+            f"{replayed.get('epoch', 0)}: logs of one epoch or without step times); the others would run to "
+            "the end."
+        )
     console.print(table)
     sp = d["repetition_spread"]
     console.print(
@@ -116,6 +131,13 @@ def _print(d: dict[str, Any]) -> None:
         f"{_pct(sp['time_of_true_fastest'])}, cost of the true cheapest {_pct(sp['cost_of_true_cheapest'])}, "
         f"median time spread over configurations {_pct(sp['time_median'])}."
     )
+    if s["skipped_by_search"]:
+        skipped = s["skipped_by_search"]
+        console.print(
+            f"The batch-size search skipped {len(skipped)} run(s) past a throughput plateau: "
+            + ", ".join(f"{_config(x)} (repetition {x['repetition'] + 1})" for x in skipped[:20])
+            + (" ..." if len(skipped) > 20 else "")
+        )
     if d["cells_without_logs"]:
         console.print(
             f"{len(d['cells_without_logs'])} spec configurations have no logs: "

@@ -34,6 +34,7 @@ _STATUS_STYLE = {
     "done": "green",
     "failed": "red",
     "infeasible": "yellow",
+    "skipped": "dim",
 }
 
 StackOpt = Annotated[str, typer.Option("--stack", help="Name of the deployed trainsweep stack.")]
@@ -546,7 +547,8 @@ def status(
     profile: ProfileOpt = None,
     region: RegionOpt = None,
 ) -> None:
-    """Show every cell of a sweep: pending, running, done, failed or infeasible, with time and spend.
+    """Show every cell of a sweep: pending, running, done, failed, infeasible or skipped (batch-size
+    search), with time and spend.
 
     A sweep downloaded under --results (every local sweep) is read from disk; otherwise the deployed
     stack is asked, and also says how many raw-log events ParseRun failed on for good (its queue).

@@ -35,7 +35,8 @@ from trainsweep.logs import mllog
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.stalls import run_stall_stats
 
-OK, FAILED, INFEASIBLE = "ok", "failed", "infeasible"
+OK, FAILED, INFEASIBLE, SKIPPED = "ok", "failed", "infeasible", "skipped"
+"""A configuration's status; SKIPPED: the batch-size search did not run it (throughput plateau)."""
 
 CSV_COLUMNS = (
     "instance_type",
@@ -224,15 +225,15 @@ _RUN_STATUS = {"complete": OK, "partial": OK, "failed": FAILED, "empty": FAILED,
 
 
 def job_status(job: Mapping[str, Any] | None) -> str | None:
-    """Normalise a job record's status to ok / failed / infeasible (None when there is no record)."""
+    """Normalise a job record's status to ok / failed / infeasible / skipped (None: no record)."""
     if not job:
         return None
     s = str(job.get("status") or "").strip().lower()
     # A job stopped by its time limit, or one that left a partial log, still measured its steps.
     if s in ("ok", "completed", "complete", "succeeded", "partial", "timeout", "stopped"):
         return OK
-    if s == INFEASIBLE:
-        return INFEASIBLE
+    if s in (INFEASIBLE, SKIPPED):
+        return s
     return FAILED
 
 
@@ -255,7 +256,9 @@ def run_metrics(
 ) -> RunMetrics:
     """Figures of one run; ``epochs`` is the number of epochs to predict the training time for;
     ``target_value`` the eval_accuracy whose first reaching ends the time to target."""
-    status = job_status(job) or _RUN_STATUS.get(run.status, FAILED)
+    status = job_status(job) or (
+        SKIPPED if run.extra.get("failure_kind") == SKIPPED else _RUN_STATUS.get(run.status, FAILED)
+    )
     bs = run.batch_size or run.header.batch_size or (job or {}).get("batch_size")
     itype = resolve_instance_type(run, job)
     platform = run_platform(run, job, itype)
@@ -572,7 +575,13 @@ def aggregate(
             row.status = OK
         else:
             statuses = [r.status for r in members] + [s for s, _ in reasons.get(key, [])]
-            row.status = INFEASIBLE if INFEASIBLE in statuses else FAILED
+            row.status = (
+                INFEASIBLE
+                if INFEASIBLE in statuses
+                else SKIPPED
+                if statuses and all(s == SKIPPED for s in statuses)
+                else FAILED
+            )
             why = [r.reason for r in members if r.reason] + [w for _, w in reasons.get(key, []) if w]
             if why:
                 notes.append("; ".join(dict.fromkeys(why)))
@@ -635,6 +644,8 @@ def not_judged_reason(row: ConfigMetrics, region: str | None = None, *, by_targe
         return f"no instance type: {row.instance_type!r} is not a spelling trainsweep reads"
     if row.status == INFEASIBLE:
         return f"infeasible: {row.notes or 'the configuration cannot run'}"
+    if row.status == SKIPPED:
+        return f"skipped: {row.notes.removeprefix('not run: ') or 'not run (batch-size search)'}"
     if row.status != OK:
         return f"no timings: {row.notes or 'no run of it finished'}"
     if row.usd_per_hour is None:

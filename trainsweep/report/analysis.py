@@ -273,7 +273,9 @@ def analyse(
         bs = j.get("batch_size")
         status = str(j.get("status") or "failed").lower()
         status = (
-            "infeasible" if status == "infeasible" else ("ok" if status in ("ok", "completed") else "failed")
+            status
+            if status in ("infeasible", "skipped")
+            else ("ok" if status in ("ok", "completed") else "failed")
         )
         reason = j.get("reason") or ("completed but no log was parsed" if status == "ok" else None)
         count = int(j.get("instance_count") or instance_count)

@@ -436,8 +436,9 @@ def _method(a: SweepAnalysis) -> str:
         (
             "Status",
             "ok when at least one repetition produced steps; infeasible when the job ran out of memory "
-            "(or was planned so); failed otherwise. Failed repetitions of an ok configuration are named "
-            "in its notes.",
+            "(or was planned so); skipped when batch_sizes: auto stopped at a throughput plateau before it "
+            "(not run, not a failure); failed otherwise. Failed repetitions of an ok configuration are "
+            "named in its notes.",
         ),
     ]
     return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
