@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from trainsweep import __version__, layout  # noqa: E402
 from trainsweep.logs import parse  # noqa: E402
+from trainsweep.predict import replay  # noqa: E402
 from trainsweep.spec import plan_sweep  # noqa: E402
 from trainsweep.training.contract import INSTRUMENT_ENV, InstrumentConfig, user_args  # noqa: E402
 from trainsweep.training.launch import ScriptConfig, parse_script_config  # noqa: E402
@@ -406,6 +407,11 @@ def early_stop(
                 if len(full.epochs) != epochs or len(measured) != epochs - 1:
                     raise RuntimeError(f"batch size {bs}: the full run logged {len(full.epochs)} epochs")
                 measured_epoch = statistics.mean(measured)
+                # the same rule replayed on the full run's own first epochs, against its later ones: the
+                # prediction's error without the difference between two processes of the same script
+                same = replay(full, JOB.rule)
+                if same.predicted_epoch_s is None or not same.actual_epoch_s:
+                    raise RuntimeError(f"batch size {bs}: the rule could not be replayed on the full run")
                 measured_total = full.fit_s if full.fit_s is not None else sum(e.epoch_s for e in full.epochs)
                 rows.append(
                     {
@@ -422,6 +428,7 @@ def early_stop(
                         "epochs_in_log": len(es.epochs),
                         "stop_reason": pred["stop_reason"],
                         "covered": pred["epoch_low_s"] <= measured_epoch <= pred["epoch_high_s"],
+                        "same_run_epoch_error": same.predicted_epoch_s / same.actual_epoch_s - 1,
                     }
                 )
                 progress(
@@ -438,6 +445,7 @@ def early_stop(
                 # how far one full run's epoch time is from another's: the floor under any prediction
                 "full_run_spread": statistics.median(abs(r["measured_epoch_s"] / full_med - 1) for r in rows),
                 "median_abs_total_error": statistics.median(abs(r["total_error"]) for r in rows),
+                "median_abs_same_run_error": statistics.median(abs(r["same_run_epoch_error"]) for r in rows),
                 "max_epochs_watched": watched,
                 "met": med_err <= PREDICTION_TARGET and watched <= MAX_EPOCHS_WATCHED,
             }
@@ -460,7 +468,7 @@ def print_early_stop(r: dict[str, Any]) -> None:
     )
     print(
         "     bs  predicted  measured 2..E  |err|    total pred / meas   |err|   steps watched   epochs"
-        " (max)  full runs' spread  stopped by"
+        " (max)  full runs' spread  same-run |err|  stopped by"
     )
     for bs, v in r["batch_sizes"].items():
         runs = v["runs"]
@@ -471,8 +479,14 @@ def print_early_stop(r: dict[str, Any]) -> None:
             f"{med('measured_total_s'):6.2f} s  {100 * v['median_abs_total_error']:5.2f} %  "
             f"{int(med('steps_watched')):5d} / {runs[0]['steps_per_epoch']:3d}  "
             f"{med('epochs_watched'):8.2f} ({v['max_epochs_watched']:.2f})  "
-            f"{100 * v['full_run_spread']:14.2f} %  {reasons(runs)}"
+            f"{100 * v['full_run_spread']:14.2f} %  {100 * v['median_abs_same_run_error']:11.2f} %  "
+            f"{reasons(runs)}"
         )
+    print(
+        "  same-run |err|: the rule replayed on each full run's first two epochs against its later epochs "
+        "(trainsweep.predict.replay, as predict-eval scores logs): the prediction without the difference "
+        "between two processes"
+    )
     worst = max(v["median_abs_epoch_error"] for v in r["batch_sizes"].values())
     watched = max(v["max_epochs_watched"] for v in r["batch_sizes"].values())
     print(
