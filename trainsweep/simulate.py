@@ -34,7 +34,7 @@ from typing import Any
 from trainsweep.cost import billing
 from trainsweep.cost.metrics import OK, SAGEMAKER, ConfigMetrics, RunMetrics, aggregate, run_metrics
 from trainsweep.cost.prices import hourly_usd
-from trainsweep.cost.recommend import recommend
+from trainsweep.cost.recommend import config_dict, recommend
 from trainsweep.importer import ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.predict import SteadyState, StopRule, replay
@@ -403,17 +403,8 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
 # ---- picks and regret ----------------------------------------------------------------------------
 
 
-def _row_dict(row: ConfigMetrics | None) -> dict[str, Any] | None:
-    if row is None:
-        return None
-    return {
-        "instance_type": row.instance_type,
-        "batch_size": row.batch_size,
-        "time_to_train_s": row.time_to_train_s,
-        "cost_to_train_usd": row.cost_to_train_usd,
-        "runs": row.runs,
-        "eval_accuracy": row.eval_accuracy,
-    }
+# The fields of a pick in the simulation's JSON, in their order.
+_ROW_FIELDS = ("instance_type", "batch_size", "time_to_train_s", "cost_to_train_usd", "runs", "eval_accuracy")
 
 
 def _picks(rows: list[ConfigMetrics]) -> dict[str, ConfigMetrics | None]:
@@ -544,8 +535,8 @@ def simulate(
     return Simulation(
         strategy=strategy,
         exhaustive=exhaustive,
-        picks={k: _row_dict(v) for k, v in picks.items()},
-        truth={k: _row_dict(v) for k, v in truth.items()},
+        picks={k: config_dict(v, _ROW_FIELDS) for k, v in picks.items()},
+        truth={k: config_dict(v, _ROW_FIELDS) for k, v in truth.items()},
         regret=regret,
         spread=spread,
         learns_worse=learns_worse,

@@ -20,6 +20,26 @@ from trainsweep.cost.metrics import OK, ConfigMetrics, not_judged_reason
 NEAR_SHARE = 0.05
 """Configurations this close to the pick are named beside it: repetitions rarely separate them."""
 
+# The fields a pick carries in `Recommendation.to_dict`, in their JSON order.
+PICK_FIELDS = (
+    "instance_type",
+    "instance_count",
+    "platform",
+    "batch_size",
+    "time_to_train_s",
+    "cost_to_train_usd",
+    "time_to_target_s",
+    "cost_to_target_usd",
+    "eval_accuracy",
+)
+
+
+def config_dict(c: ConfigMetrics | None, fields: Sequence[str]) -> dict[str, Any] | None:
+    """`fields` of a configuration as a JSON-ready dict, in that order (None for no configuration)."""
+    if c is None:
+        return None
+    return {f: getattr(c, f) for f in fields}
+
 
 @dataclass
 class Recommendation:
@@ -99,19 +119,7 @@ class Recommendation:
 
     def to_dict(self) -> dict[str, Any]:
         def key(c: ConfigMetrics | None) -> dict[str, Any] | None:
-            if c is None:
-                return None
-            return {
-                "instance_type": c.instance_type,
-                "instance_count": c.instance_count,
-                "platform": c.platform,
-                "batch_size": c.batch_size,
-                "time_to_train_s": c.time_to_train_s,
-                "cost_to_train_usd": c.cost_to_train_usd,
-                "time_to_target_s": c.time_to_target_s,
-                "cost_to_target_usd": c.cost_to_target_usd,
-                "eval_accuracy": c.eval_accuracy,
-            }
+            return config_dict(c, PICK_FIELDS)
 
         return {
             "fastest": key(self.fastest),
