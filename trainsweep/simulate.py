@@ -326,20 +326,13 @@ def plan_jobs(
     """The jobs the strategy runs over the chosen samples (``seconds``: each sample's training seconds)."""
     jobs: list[Job] = []
     for itype in spec.instance_types:
-        if spec.packing == "per-instance":
-            reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
-            for k in range(reps):
-                members = [
-                    chosen[(itype, b)][k] for b in spec.batch_sizes if len(chosen.get((itype, b), [])) > k
-                ]
+        reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
+        for k in range(reps):  # in the order the planner expands them: repetition, then batch size
+            members = [chosen[(itype, b)][k] for b in spec.batch_sizes if len(chosen.get((itype, b), [])) > k]
+            if spec.packing == "per-instance":
                 jobs.append(Job(itype, members, sum(seconds[s.path] for s in members)))
-        else:  # in the order the planner expands them: repetition, then batch size
-            reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
-            for k in range(reps):
-                for b in spec.batch_sizes:
-                    if len(chosen.get((itype, b), [])) > k:
-                        s = chosen[(itype, b)][k]
-                        jobs.append(Job(itype, [s], seconds[s.path]))
+            else:
+                jobs.extend(Job(itype, [s], seconds[s.path]) for s in members)
     return jobs
 
 
@@ -360,7 +353,7 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
     """
     from trainsweep.aws.workflow import group_jobs
 
-    keep_alive = getattr(spec, "warm_pool_seconds", 0) or 0
+    keep_alive = spec.warm_pool_seconds or 0
     records = [
         {"instance_type": j.instance_type, "instance_count": spec.instance_count, "job": j} for j in jobs
     ]
