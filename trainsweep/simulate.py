@@ -458,7 +458,7 @@ def simulate(
     truth = _picks(truth_rows)
     full_seconds = {s.path: s.full.time_to_train_s or 0.0 for s in everything}
     exhaustive_jobs = [Job(s.instance_type, [s], full_seconds[s.path]) for s in everything]
-    no_warm = spec.model_copy(update={"warm_pool_seconds": 0}) if hasattr(spec, "warm_pool_seconds") else spec
+    no_warm = spec.model_copy(update={"warm_pool_seconds": 0})
     exhaustive = bill(exhaustive_jobs, no_warm, region)
 
     # the strategy
@@ -478,7 +478,7 @@ def simulate(
         mode=spec.mode,
         packing=spec.packing,
         repetitions=spec.repetitions,
-        warm_pool_seconds=getattr(spec, "warm_pool_seconds", 0),
+        warm_pool_seconds=spec.warm_pool_seconds,
         early_stopped_runs=sum(1 for o in observed.values() if o.metrics.prediction_used),
         early_stop_replay={
             how: sum(1 for o in observed.values() if o.replay == how) for how in ("step", "epoch")
