@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_local_server import with_lambda_asset
+from tests.unit.test_local_server import CDK_PARAMETERS, LAMBDA_ROLE, with_lambda_asset
 from trainsweep import layout
 from trainsweep.local.deploy import StackArtifact
 from trainsweep.local.server import EmbeddedAws
@@ -31,21 +31,6 @@ SWEEP = "burst"
 
 
 def _template() -> dict[str, Any]:
-    role = {
-        "Type": "AWS::IAM::Role",
-        "Properties": {
-            "AssumeRolePolicyDocument": {
-                "Version": "2012-10-17",
-                "Statement": [
-                    {
-                        "Effect": "Allow",
-                        "Principal": {"Service": "lambda.amazonaws.com"},
-                        "Action": "sts:AssumeRole",
-                    }
-                ],
-            }
-        },
-    }
     parse_run = {
         "Type": "AWS::Lambda::Function",
         "Properties": {
@@ -87,18 +72,13 @@ def _template() -> dict[str, Any]:
         },
     }
     return {
-        "Parameters": {
-            "BootstrapVersion": {
-                "Type": "AWS::SSM::Parameter::Value<String>",
-                "Default": "/cdk-bootstrap/hnb659fds/version",
-            }
-        },
+        "Parameters": CDK_PARAMETERS,
         "Resources": {
             "Bucket": {
                 "Type": "AWS::S3::Bucket",
                 "Properties": {"VersioningConfiguration": {"Status": "Enabled"}},
             },
-            "Role": role,
+            "Role": LAMBDA_ROLE,
             "ParseRun": parse_run,
             "Notifications": notifications,
         },

@@ -58,32 +58,37 @@ DEFINITION = {
 }
 
 
-def _template() -> dict[str, Any]:
-    role = {
-        "Type": "AWS::IAM::Role",
-        "Properties": {
-            "AssumeRolePolicyDocument": {
-                "Version": "2012-10-17",
-                "Statement": [
-                    {
-                        "Effect": "Allow",
-                        "Principal": {"Service": "lambda.amazonaws.com"},
-                        "Action": "sts:AssumeRole",
-                    }
-                ],
-            }
-        },
+# What every CDK-synthesised test template here shares: the bootstrap version parameter, and the role its
+# Lambda functions assume.
+CDK_PARAMETERS: dict[str, Any] = {
+    "BootstrapVersion": {
+        "Type": "AWS::SSM::Parameter::Value<String>",
+        "Default": "/cdk-bootstrap/hnb659fds/version",
     }
+}
+LAMBDA_ROLE: dict[str, Any] = {
+    "Type": "AWS::IAM::Role",
+    "Properties": {
+        "AssumeRolePolicyDocument": {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "lambda.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+    },
+}
+
+
+def _template() -> dict[str, Any]:
     return {
-        "Parameters": {
-            "BootstrapVersion": {
-                "Type": "AWS::SSM::Parameter::Value<String>",
-                "Default": "/cdk-bootstrap/hnb659fds/version",
-            }
-        },
+        "Parameters": CDK_PARAMETERS,
         "Resources": {
             "Bucket": {"Type": "AWS::S3::Bucket"},
-            "Role": role,
+            "Role": LAMBDA_ROLE,
             "Fn": {
                 "Type": "AWS::Lambda::Function",
                 "Properties": {
