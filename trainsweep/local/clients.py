@@ -20,12 +20,16 @@ CLIENT_LOCK = threading.Lock()
 """Held while any :class:`LockedBoto3` creates a client."""
 
 
+_UNKEYED = object()
+"""A config whose options cannot be read: its client is not shared (an ``id()`` could be reused)."""
+
+
 def _config_key(config: Any) -> Any:
     if config is None:
         return None
     options = getattr(config, "_user_provided_options", None)
     if not isinstance(options, dict):
-        return id(config)
+        return _UNKEYED
     return tuple(sorted((k, repr(v)) for k, v in options.items()))
 
 
@@ -38,14 +42,15 @@ class LockedBoto3:
         self._clients: dict[Any, Any] = {}
 
     def client(self, *args: Any, **kwargs: Any) -> Any:
-        if not self._reuse:
+        config_key = _config_key(kwargs.get("config"))
+        if not self._reuse or config_key is _UNKEYED:
             with CLIENT_LOCK:
                 return self._boto3.client(*args, **kwargs)
         environment = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
         key = (
             environment,
             args,
-            tuple(sorted((k, _config_key(v) if k == "config" else v) for k, v in kwargs.items())),
+            tuple(sorted((k, config_key if k == "config" else v) for k, v in kwargs.items())),
         )
         client = self._clients.get(key)  # the usual case: made before, no lock to wait for
         if client is None:
