@@ -752,6 +752,22 @@ def _join(root: str, relative: str) -> str:
     return f"{root}/{relative}" if root else relative
 
 
+def _source_folder(src: str | os.PathLike[str]) -> Path:
+    """``src`` as a Path; ImportSourceError when it does not exist or is not a folder."""
+    src_path = Path(src)
+    if not src_path.is_dir():
+        what = "does not exist" if not src_path.exists() else "is not a folder"
+        raise ImportSourceError(f"{src_path} {what}: give the folder that holds the logs")
+    return src_path
+
+
+def _worker_count(workers: int | None) -> int:
+    """``workers`` (at least 1), by default the CPUs this process may run on."""
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, workers)
+
+
 def import_dir(
     src: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -777,18 +793,12 @@ def import_dir(
         ImportSourceError: ``src`` does not exist or is not a folder. Problems with single files never
             raise: they are reported in the result and in ``quality.json``.
     """
-    src_path, out_path = Path(src), Path(out)
-    if not src_path.exists():
-        raise ImportSourceError(f"{src_path} does not exist: give the folder that holds the logs")
-    if not src_path.is_dir():
-        raise ImportSourceError(f"{src_path} is not a folder: give the folder that holds the logs")
+    src_path, out_path = _source_folder(src), Path(out)
     tasks, skipped, json_files = discover(src_path, exclude=out_path, follow_symlinks=follow_symlinks)
     from trainsweep.cost.records import read_records
 
     records = read_records(src_path, json_files)
-    if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    pool = _Workers(max(1, workers), len(tasks), preload=("trainsweep.report",) if report else ())
+    pool = _Workers(_worker_count(workers), len(tasks), preload=("trainsweep.report",) if report else ())
     try:
         return _import(tasks, skipped, out_path, pool, progress, report, records)
     finally:
@@ -803,14 +813,9 @@ def read_dir(src: str | os.PathLike[str], *, workers: int | None = None) -> Impo
     Raises:
         ImportSourceError: ``src`` does not exist or is not a folder.
     """
-    src_path = Path(src)
-    if not src_path.is_dir():
-        what = "does not exist" if not src_path.exists() else "is not a folder"
-        raise ImportSourceError(f"{src_path} {what}: give the folder that holds the logs")
+    src_path = _source_folder(src)
     tasks, skipped, _ = discover(src_path)
-    if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    pool = _Workers(max(1, workers), len(tasks))
+    pool = _Workers(_worker_count(workers), len(tasks))
     try:
         results: dict[int, _Processed] = dict(pool.run(_process, [(t, None) for t in tasks]))
     finally:

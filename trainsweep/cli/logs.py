@@ -16,9 +16,8 @@ from typing import Annotated, BinaryIO
 
 import typer
 
+from trainsweep.aws.config import DEFAULT_TRAINING_LOG_GROUP as DEFAULT_LOG_GROUP
 from trainsweep.cli.common import ProfileOpt, RegionOpt, aws_session, fail, make_console
-
-DEFAULT_LOG_GROUP = "/aws/sagemaker/TrainingJobs"  # == trainsweep.aws.config.DEFAULT_TRAINING_LOG_GROUP
 
 
 def register(app: typer.Typer) -> None:

@@ -84,7 +84,7 @@ class SystemRow:
 
     @property
     def time_to_train_s(self) -> float | None:
-        return statistics.median(self.times_s) if self.times_s else None
+        return _median(self.times_s)
 
     @property
     def cost_to_train_usd(self) -> float | None:
@@ -108,7 +108,7 @@ class SystemRow:
             "time_to_train_s": self.time_to_train_s,
             "time_to_train_min_s": min(self.times_s) if self.times_s else None,
             "time_to_train_max_s": max(self.times_s) if self.times_s else None,
-            "samples_per_s": statistics.median(self.samples_per_s) if self.samples_per_s else None,
+            "samples_per_s": _median(self.samples_per_s),
             "step_s": _median(self.steps["step"]),
             "step_compute_s": _median(self.steps["compute"]),
             "step_data_wait_s": _median(self.steps["wait"]),
