@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from trainsweep import layout
 from trainsweep.cli import app
@@ -22,14 +23,10 @@ from trainsweep.training.worker import MEMORY_LIMIT_ENV
 pytestmark = pytest.mark.slow
 
 
-def test_auto_batch_sizes_double_until_out_of_memory_and_report_the_feasible_range(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv(MEMORY_LIMIT_ENV, "150")  # the local jobs inherit it
-    # one math thread, as in the container tests: each extra thread's stack counts against the cap
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+def _run_auto_sweep(tmp_path: Path, name: str, auto: dict[str, Any]) -> tuple[Result, Path]:
+    """``trainsweep run --local`` of a short synthetic mnist-cnn sweep with ``batch_sizes: {auto: ...}``."""
     spec = {
-        "name": "auto",
+        "name": name,
         "workload": {
             "model": "mnist-cnn",
             "epochs": 2,
@@ -44,13 +41,22 @@ def test_auto_batch_sizes_double_until_out_of_memory_and_report_the_feasible_ran
             },
         },
         "instance_types": ["local"],
-        "batch_sizes": {"auto": {"min": 64, "max": 1024}},
+        "batch_sizes": {"auto": auto},
         "max_runtime_seconds": 300,
     }
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", str(path), "--local", "--no-watch", "--out", str(out)])
+    return CliRunner().invoke(app, ["run", str(path), "--local", "--no-watch", "--out", str(out)]), out
+
+
+def test_auto_batch_sizes_double_until_out_of_memory_and_report_the_feasible_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "150")  # the local jobs inherit it
+    # one math thread, as in the container tests: each extra thread's stack counts against the cap
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    result, out = _run_auto_sweep(tmp_path, "auto", {"min": 64, "max": 1024})
     assert result.exit_code == 0, result.output
     (folder,) = [d for d in out.iterdir() if d.is_dir()]
 
@@ -83,29 +89,7 @@ def test_sizes_past_a_throughput_plateau_are_skipped_not_failed(
     # one math thread: mnist-cnn on a CPU gains nothing from a larger batch (measured: 312, 271, 110
     # samples/s at 64, 128, 256), so with min_gain 0.5 the search stops after 256 and skips 512
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    spec = {
-        "name": "plateau",
-        "workload": {
-            "model": "mnist-cnn",
-            "epochs": 2,
-            "synthetic": True,
-            "hyperparameters": {
-                "synthetic-samples": 2048,
-                "max-steps-per-epoch": 4,
-                "max-eval-batches": 1,
-                "early-stop-min-steps": 2,
-                "early-stop-min-seconds": 0,
-                "validation-batches": 2,
-            },
-        },
-        "instance_types": ["local"],
-        "batch_sizes": {"auto": {"min": 64, "max": 512, "min_gain": 0.5}},
-        "max_runtime_seconds": 300,
-    }
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
-    out = tmp_path / "results"
-    result = CliRunner().invoke(app, ["run", str(path), "--local", "--no-watch", "--out", str(out)])
+    result, out = _run_auto_sweep(tmp_path, "plateau", {"min": 64, "max": 512, "min_gain": 0.5})
     assert result.exit_code == 0, result.output
     assert "3 done" in result.output and "1 skipped" in result.output and "failed" not in result.output
     (folder,) = [d for d in out.iterdir() if d.is_dir()]
