@@ -67,10 +67,26 @@ class TrainingPlatform(Construct):
             ignore_mode=IgnoreMode.DOCKER,
             platform=ecr_assets.Platform.LINUX_AMD64,
         )
+        stack = Stack.of(self)
         self.role = iam.Role(
             self,
             "ExecutionRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            # Confused-deputy guard: SageMaker may assume the role only for training jobs of this
+            # account and region (SageMaker sets both keys when it assumes a training job's role).
+            assumed_by=iam.ServicePrincipal(
+                "sagemaker.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="sagemaker",
+                            resource="training-job",
+                            resource_name="*",
+                            arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                        )
+                    },
+                },
+            ),
             description="trainsweep SageMaker training jobs",
         )
         # Also grants ecr:GetAuthorizationToken (resource "*"), which a pull from any repository needs.

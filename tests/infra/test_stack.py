@@ -105,9 +105,15 @@ def test_only_raw_log_prefixes_trigger_the_parse_function(template):
 
 def test_the_training_role_can_be_assumed_only_by_sagemaker(template):
     role = template["Resources"][_logical_id(template, "AWS::IAM::Role", "TrainingExecutionRole")]
-    principals = [s["Principal"] for s in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]]
-    assert principals == [{"Service": "sagemaker.amazonaws.com"}]
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+    assert trust["Action"] == "sts:AssumeRole"
     assert "ManagedPolicyArns" not in role["Properties"]
+    # confused deputy: only training jobs of this stack's account and region may assume it
+    assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
+    arn = json.dumps(trust["Condition"]["ArnLike"]["aws:SourceArn"])
+    for part in ("arn:", "AWS::Partition", ":sagemaker:", "AWS::Region", "AWS::AccountId", ":training-job/*"):
+        assert part in arn, arn
 
 
 def test_the_training_role_writes_only_logs_outputs_and_checkpoints_of_sweeps(template):
