@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import sys
 import tarfile
 from dataclasses import dataclass
@@ -139,22 +140,39 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, object]]) -> bool
     return False
 
 
-def files_to_pack(root: Path, exclude: list[str] | None = None) -> list[Path]:
-    """The files of ``root`` that go into the archive, sorted; ignored folders are not descended into."""
+def _walk(root: Path, exclude: list[str] | None) -> tuple[list[Path], list[Path]]:
+    """The files to pack and the links to folders inside the tree to keep as links, both sorted.
+
+    A link to a folder is never descended into: a link back up the tree (``pkg/self -> ..``) would
+    otherwise pack the same files again at every depth until the system's link limit. Links out of the
+    tree are left out.
+    """
     specs = _ignore_specs(root, list(exclude or []))
-    out: list[Path] = []
+    files: list[Path] = []
+    links: list[Path] = []
     stack = [root]
     while stack:
         folder = stack.pop()
         for child in sorted(folder.iterdir()):
-            if child.is_symlink() and not child.resolve().is_relative_to(root):
-                continue  # a link out of the tree would ship files the user did not mean to
+            if child.is_symlink():
+                target = child.resolve()
+                if not target.is_relative_to(root):
+                    continue  # a link out of the tree would ship files the user did not mean to
+                if target.is_dir():
+                    if not _ignored(child, True, specs):
+                        links.append(child)
+                    continue
             if child.is_dir():
                 if not _ignored(child, True, specs):
                     stack.append(child)
             elif child.is_file() and not _ignored(child, False, specs):
-                out.append(child)
-    return sorted(out)
+                files.append(child)
+    return sorted(files), sorted(links)
+
+
+def files_to_pack(root: Path, exclude: list[str] | None = None) -> list[Path]:
+    """The files of ``root`` that go into the archive, sorted; ignored folders are not descended into."""
+    return _walk(root, exclude)[0]
 
 
 def _too_big(root: Path, files: list[Path], total: int, limit: int) -> SourceError:
@@ -177,7 +195,7 @@ def pack(root: Path, exclude: list[str] | None = None, *, limit: int = SIZE_LIMI
     Raises:
         SourceError: more than ``limit`` bytes would be packed (checked before reading any file).
     """
-    files = files_to_pack(root, exclude)
+    files, links = _walk(root, exclude)
     stats = [f.stat() for f in files]
     total = sum(st.st_size for st in stats)
     if total > limit:
@@ -189,8 +207,18 @@ def pack(root: Path, exclude: list[str] | None = None, *, limit: int = SIZE_LIMI
             info.size = st.st_size
             info.mode = 0o755 if st.st_mode & 0o111 else 0o644
             info.mtime = 0
-            with f.open("rb") as fh:
-                tar.addfile(info, fh)
+            try:
+                with f.open("rb") as fh:
+                    tar.addfile(info, fh)
+            except OSError as e:  # shrank (or vanished) after it was measured
+                raise SourceError(f"{f} changed while it was packed ({e}): run again once it is still") from e
+        for link in links:
+            info = tarfile.TarInfo(link.relative_to(root).as_posix())
+            info.type = tarfile.SYMTYPE
+            info.linkname = os.path.relpath(link.resolve(), link.parent)  # relative: stays in the tree
+            info.mode = 0o777
+            info.mtime = 0
+            tar.addfile(info)
     data = gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
     return PackedSource(data, hashlib.sha256(data).hexdigest()[:16], len(files), total)
 

@@ -7,8 +7,10 @@ nothing to train. Each test goes through the command a user types.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from trainsweep.cli import app
@@ -97,3 +99,44 @@ def test_plan_names_a_script_sweep_by_its_script(tmp_path):
     result = runner.invoke(app, ["plan", str(_spec(tmp_path, "{entry_point: train.py, epochs: 3}"))])
     assert result.exit_code == 0, result.output
     assert "train.py (3 epochs, full)" in result.output
+
+
+def test_links_to_folders_in_the_tree_are_packed_as_links_and_a_link_loop_packs_each_file_once(tmp_path):
+    from trainsweep.sourcedir import pack, unpack
+
+    src = tmp_path / "project"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "model.py").write_text("X = 1\n")
+    (src / "train.py").write_text("from alias.model import X\n")
+    (src / "pkg" / "self").symlink_to("../pkg")  # a loop: pkg/self/self/... is pkg again
+    (src / "alias").symlink_to("pkg")
+    (tmp_path / "secret").mkdir()
+    (tmp_path / "secret" / "key").write_text("no\n")
+    (src / "out").symlink_to(tmp_path / "secret")  # out of the tree: left out
+
+    packed = pack(src)
+    assert packed.files == 2  # train.py and pkg/model.py, each once
+    dest = tmp_path / "unpacked"
+    unpack(packed.data, dest)
+    assert (dest / "alias").is_symlink() and (dest / "alias" / "model.py").read_text() == "X = 1\n"
+    loop = dest / "pkg" / "self"
+    assert loop.is_symlink() and loop.resolve() == (dest / "pkg").resolve()
+    assert not (dest / "out").exists()
+    assert pack(src).data == packed.data  # still deterministic
+
+
+def test_a_file_that_shrinks_while_it_is_packed_is_a_clear_error(tmp_path, monkeypatch):
+    from trainsweep.sourcedir import SourceError, pack
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    (tmp_path / "log.txt").write_text("x" * 1000)
+    real_open = Path.open
+
+    def open_after_truncating(self, *args, **kwargs):
+        if self.name == "log.txt":
+            os.truncate(self, 1)  # another process rewrote it after it was measured
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_after_truncating)
+    with pytest.raises(SourceError, match=r"log\.txt changed while it was packed"):
+        pack(tmp_path)
