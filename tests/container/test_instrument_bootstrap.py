@@ -237,6 +237,18 @@ def test_a_script_that_ignores_the_batch_size_is_flagged_and_logged_with_its_rea
     assert cell.run.header.batch_size == 32
 
 
+def test_a_script_that_trains_on_the_cpu_in_a_job_with_gpus_is_refused_with_the_reason(run_cell, monkeypatch):
+    monkeypatch.setenv("SM_NUM_GPUS", "4")  # what SageMaker sets on an instance with 4 GPUs
+    cell = run_cell(plain())
+    assert cell.returncode == contract.EXIT_ERROR
+    assert cell.status["status"] == "error"
+    assert cell.status["reason"].startswith(
+        "the job has 4 GPU(s) (SM_NUM_GPUS=4) but the script's first optimizer step ran on the CPU"
+    )
+    assert cell.status["steps"] == 0  # nothing timed under the GPU instance's name
+    assert cell.run.status == "failed"
+
+
 def test_out_of_memory_is_its_own_outcome(run_cell):
     oom = "raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB')"
     cell = run_cell(plain(after_step=oom))

@@ -183,6 +183,29 @@ def _world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def _job_gpus() -> int:
+    """The job's GPUs as SageMaker (and local mode) say: ``SM_NUM_GPUS``; 0 when unset or unreadable."""
+    try:
+        return max(int(os.environ.get("SM_NUM_GPUS", "").strip() or 0), 0)
+    except ValueError:
+        return 0
+
+
+def _refuse_cpu_steps_on_a_gpu_job() -> None:
+    """Before the first optimizer step is counted: a job with GPUs whose script has not touched CUDA trains
+    on the CPU, and its timings would be filed under a GPU instance type (the built-in workloads refuse
+    the same way). Ends the run with the reason."""
+    gpus = _job_gpus()
+    if gpus and not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        why = "" if torch.cuda.is_available() else " (and this torch cannot see a GPU)"
+        raise EarlyStop(
+            None,
+            f"the job has {gpus} GPU(s) (SM_NUM_GPUS={gpus}) but the script's first optimizer step ran on "
+            f"the CPU{why}: its timings would be filed under a GPU instance type; move the model and its "
+            "batches to the GPU (torch.device('cuda'))",
+        )
+
+
 def failure_reason(e: BaseException) -> str:
     """``Type: first line of the message``, as a sweep table shows a failed cell."""
     text = str(e)
@@ -466,6 +489,8 @@ class Session:
         if "step" in self.manual:
             self._raise_if_stopped()
             return
+        if self.steps == 0:
+            _refuse_cpu_steps_on_a_gpu_job()
         self._count_step()
         self._auto_step_pending = True
 
