@@ -268,3 +268,25 @@ def test_the_gpu_memory_the_container_logged_reaches_the_csv_and_the_table(ddp_r
     assert float(rows["1024"]["gpu_memory_share"]) == 0.75 and rows["512"]["gpu_memory_share"] == ""
     html = arts[layout.REPORT_HTML].decode()
     assert "<th>GPU memory</th>" in html and '<td data-v="0.75">75%</td>' in html
+
+
+def test_a_job_that_ended_well_but_left_no_run_is_a_failed_cell_saying_so():
+    # job statuses as the sweep records them; none of these jobs left a parsed run
+    said = {64: "Completed", 128: "stopped", 256: "timeout", 512: "infeasible", 1024: "Failed"}
+    jobs = [
+        {"run_name": f"s-p3-1-{bs}-e0", "instance_type": "ml.p3.2xlarge", "batch_size": bs, "status": s}
+        for bs, s in said.items()
+    ]
+    jobs[-1]["reason"] = "AlgorithmError: exit 1"
+    rows = {r.batch_size: r for r in analyse([], jobs=jobs).rows}
+    assert {bs: r.status for bs, r in rows.items()} == {
+        64: "failed",
+        128: "failed",
+        256: "failed",
+        512: "infeasible",
+        1024: "failed",
+    }
+    assert rows[64].notes == "job completed but no log was parsed"
+    assert rows[128].notes == "job stopped but no log was parsed"  # was failed with no reason at all
+    assert rows[256].notes == "job timeout but no log was parsed"
+    assert rows[1024].notes == "AlgorithmError: exit 1"

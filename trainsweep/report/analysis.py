@@ -10,7 +10,16 @@ from typing import Any
 
 from trainsweep import instances
 from trainsweep.cost import billing
-from trainsweep.cost.metrics import ConfigMetrics, RunMetrics, aggregate, run_metrics, steady_steps
+from trainsweep.cost.metrics import (
+    FAILED,
+    OK,
+    ConfigMetrics,
+    RunMetrics,
+    aggregate,
+    job_status,
+    run_metrics,
+    steady_steps,
+)
 from trainsweep.cost.prices import price_source
 from trainsweep.cost.recommend import Recommendation, recommend
 from trainsweep.logs.model import RunTimings
@@ -271,23 +280,14 @@ def analyse(
             continue
         itype = str(j.get("instance_type") or "unknown")
         bs = j.get("batch_size")
-        status = str(j.get("status") or "failed").lower()
-        status = (
-            status
-            if status in ("infeasible", "skipped")
-            else ("ok" if status in ("ok", "completed") else "failed")
-        )
-        reason = j.get("reason") or ("completed but no log was parsed" if status == "ok" else None)
+        # normalised as a job with a run is (job_status): a job that ended well but left no run failed
+        status = job_status(j) or FAILED
+        reason = j.get("reason")
+        if status == OK:
+            said = str(j.get("status") or "").strip().lower()
+            status, reason = FAILED, reason or f"job {said} but no log was parsed"
         count = int(j.get("instance_count") or instance_count)
-        extra.append(
-            (
-                itype,
-                int(bs) if bs is not None else None,
-                "failed" if status == "ok" else status,
-                reason,
-                count,
-            )
-        )
+        extra.append((itype, int(bs) if bs is not None else None, status, reason, count))
     rows = aggregate(
         metrics,
         region=region,
