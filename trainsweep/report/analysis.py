@@ -284,8 +284,8 @@ def analyse(
         status = job_status(j) or FAILED
         reason = j.get("reason")
         if status == OK:
-            said = str(j.get("status") or "").strip().lower()
-            status, reason = FAILED, reason or f"job {said} but no log was parsed"
+            ended = str(j.get("status") or "").strip().lower()
+            status, reason = FAILED, reason or f"job {ended} but no log was parsed"
         count = int(j.get("instance_count") or instance_count)
         extra.append((itype, int(bs) if bs is not None else None, status, reason, count))
     rows = aggregate(
