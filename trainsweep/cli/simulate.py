@@ -128,8 +128,9 @@ def _print(d: dict[str, Any]) -> None:
         )
     replayed = s.get("early_stop_replay") or {}
     if s["mode"] in ("early-stop", "phases"):
+        runs = f"the scan's {d['phases']['scan']['runs']}" if d["phases"] else s["runs"]
         console.print(
-            f"Early stop: {s['early_stopped_runs']} of {s['runs']} runs stopped before the spec's epochs "
+            f"Early stop: {s['early_stopped_runs']} of {runs} runs stopped before the spec's epochs "
             f"(the container's rule replayed step by step on {replayed.get('step', 0)}, on whole epochs on "
             f"{replayed.get('epoch', 0)}: logs of one epoch or without step times); the others would run to "
             "the end."
