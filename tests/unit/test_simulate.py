@@ -410,6 +410,43 @@ def test_a_target_ranks_by_time_and_cost_to_reach_it(tmp_path):
     assert any("nothing to recommend" in n for n in one["notes"])
 
 
+def test_a_pick_whose_other_repetitions_miss_the_target_is_said(tmp_path):
+    # x 512's first run reaches 0.9 after epoch 1 (46 s), its second never: one repetition picks it;
+    # the exhaustive runs show it missing the target, so the truth is x 256 (both runs, 126.5 / 127.5 s)
+    logs = _curves(
+        tmp_path,
+        "missed",
+        {
+            (256, 0): (40, 1.5, [0.85, 0.91, 0.92, 0.93]),
+            (256, 1): (40, 1.5, [0.85, 0.91, 0.92, 0.93], 5),
+            (512, 0): (40, 1.0, [0.90, 0.91, 0.92, 0.93]),
+            (512, 1): (40, 1.0, [0.80, 0.85, 0.88, 0.89], 5),
+        },
+    )
+    spec = _spec(
+        tmp_path,
+        workload={"model": "mnist-cnn", "epochs": 4},
+        instance_types=[P3],
+        batch_sizes=[256, 512],
+        mode="full",
+        target=TARGET,
+    )
+    out = _simulate(spec, logs)
+    assert out["picks"]["fastest"]["batch_size"] == 512
+    assert out["picks"]["fastest"]["time_to_target_s"] == pytest.approx(_to(40, 1.0, 1))
+    assert out["truth"]["fastest"]["batch_size"] == 256
+    assert out["truth"]["fastest"]["time_to_target_s"] == pytest.approx((126.5 + 127.5) / 2)
+    assert set(out["learns_worse"]) == {"fastest", "cheapest", "recommended"}
+    assert out["learns_worse"]["fastest"].startswith(
+        "did not reach target: eval_accuracy 0.9 not reached by 1"
+    )
+    # it has no time to the target in the exhaustive runs: no regret to give, and a note says why
+    assert out["regret_time"] is None and out["regret_cost"] is None
+    assert [x["batch_size"] for x in out["missed_target"]] == [512]
+    (note,) = out["notes"]
+    assert "exhaustive runs show missing eval_accuracy >= 0.9: " in note and "x 512" in note
+
+
 # scan: x 1024 (30 x 1 s: 127.5 s to train) < x 512 (40 x 1 s: 167.5 s) < x 256 (40 x 1.5 s: 247.5 s);
 # to eval_accuracy 0.9: x 256 after epoch 1 (66 s), x 512 after epoch 3 (127 s), x 1024 never
 PHASED = {
