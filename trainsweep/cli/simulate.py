@@ -138,7 +138,7 @@ def _print(d: dict[str, Any]) -> None:
     console.print(table)
     sp = d["repetition_spread"]
     console.print(
-        f"Spread between repetitions (max - min over mean): time of the true fastest "
+        f"Spread between repetitions (max - min over mean{',' + to if to else ''}): time of the true fastest "
         f"{_pct(sp['time_of_true_fastest'])}, cost of the true cheapest {_pct(sp['cost_of_true_cheapest'])}, "
         f"median time spread over configurations {_pct(sp['time_median'])}."
     )
