@@ -17,6 +17,15 @@ repetition of one (instance type, batch size) configuration. The spec's strategy
   sizes and does not run (nor pay for) the sizes past a throughput plateau (:func:`search_batch_sizes`).
 - ``warm_pool_seconds``: the jobs of one instance type run one after the other on a warm pool
   (:func:`trainsweep.cost.billing.chain_billable_s`).
+- ``target`` (mode full): each run ends at its first evaluation reaching the target, as the container's
+  full run does, and its job pays training to there (a run that never reaches it pays every epoch);
+  configurations are ranked by time and cost to the target (:func:`trainsweep.cost.metrics.run_metrics`
+  with ``target_value``), and one that never reaches it is not picked. The exhaustive grid runs to the
+  target too.
+- ``phases: [scan, confirm]``: the scan (:func:`trainsweep.phases.scan_spec`: early stop, packed, one
+  repetition) is replayed as above, its configurations ranked by :func:`trainsweep.phases.rank_scan`,
+  and the ``confirm_top_k`` best replayed as the confirm sweep (:func:`trainsweep.phases.confirm_spec`:
+  full runs to the target, one job per cell); the strategy pays both and picks from the confirmed runs.
 
 Costs use the real sweep's billing model and prices (:mod:`trainsweep.cost.billing`, SageMaker training
 prices from :mod:`trainsweep.cost.prices`); the picks come from the report's own aggregation and
@@ -31,14 +40,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainsweep import phases
 from trainsweep.cost import billing
 from trainsweep.cost.metrics import OK, SAGEMAKER, ConfigMetrics, RunMetrics, aggregate, run_metrics
 from trainsweep.cost.prices import hourly_usd
 from trainsweep.cost.recommend import config_dict, recommend
+from trainsweep.errors import TrainsweepError
 from trainsweep.importer import ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.predict import SteadyState, StopRule, replay
-from trainsweep.spec import SweepSpec
+from trainsweep.spec import SweepSpec, load_spec
 
 _SAGEMAKER_JOB = {"platform": SAGEMAKER, "status": OK}
 """A simulated sweep runs SageMaker jobs, whatever platform the logs were recorded on."""
@@ -84,6 +95,12 @@ class Simulation:
     logs_outside_spec: list[dict[str, Any]] = field(default_factory=list)
     logs_unused: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    target: dict[str, Any] | None = None
+    """The spec's target (``metric``, ``value``): picks, truth and regret are then to the target."""
+    missed_target: list[dict[str, Any]] = field(default_factory=list)
+    """With a target: the configurations the exhaustive runs show not reaching it (never recommended)."""
+    phases: dict[str, Any] | None = None
+    """``phases: [scan, confirm]``: each phase's bill, the scan's ranking and the cells confirmed."""
 
     @property
     def cost_ratio(self) -> float | None:
@@ -101,7 +118,8 @@ class Simulation:
             "picks": self.picks,
             "truth": self.truth,
             # how much slower the picked fastest really is than the true fastest, and how much dearer
-            # the picked cheapest than the true cheapest (fractions; 0 = the same answer)
+            # the picked cheapest than the true cheapest (fractions; 0 = the same answer); with a
+            # target, in time and cost to reach it
             "regret_time": fastest.get("time"),
             "regret_cost": cheapest.get("cost"),
             "regret": self.regret,
@@ -112,6 +130,9 @@ class Simulation:
             "cells_without_logs": self.cells_without_logs,
             "logs_outside_spec": self.logs_outside_spec,
             "logs_unused": self.logs_unused,
+            "target": self.target,
+            "missed_target": self.missed_target,
+            "phases": self.phases,
             "notes": self.notes,
         }
 
@@ -138,6 +159,7 @@ def samples_from(
     """
     copies = _left_out_copies(result)
     cells = {(t, b) for t in spec.instance_types for b in spec.batch_sizes}
+    target = spec.target.value if spec.target is not None else None
     by_cell: dict[tuple[str, int], list[tuple[int, str, Sample]]] = {}
     outside: list[dict[str, Any]] = []
     unused: list[dict[str, str]] = []
@@ -161,7 +183,10 @@ def samples_from(
         if (o.instance_type, o.batch_size) not in cells:
             outside.append({"path": o.path, "instance_type": o.instance_type, "batch_size": o.batch_size})
             continue
-        full = run_metrics(run, epochs=spec.workload.epochs, job=_SAGEMAKER_JOB)
+        full = run_metrics(run, epochs=spec.workload.epochs, job=_SAGEMAKER_JOB, target_value=target)
+        if full.target_epoch is not None and full.target_epoch > spec.workload.epochs:
+            # reached after the spec's epochs: a run of the spec's epochs ends before it
+            full.target_epoch = full.time_to_target_s = full.billable_to_target_s = None
         if full.status != OK or full.time_to_train_s is None:
             unused.append({"path": o.path, "reason": full.reason or "no time to train"})
             continue
@@ -193,22 +218,41 @@ class _Observed:
     """How the run was replayed: ``full`` (paid whole), ``step`` (live rule, step by step) or ``epoch``."""
 
 
+_UNEVALUATED = {
+    "eval_accuracy": None,
+    "target_epoch": None,
+    "time_to_target_s": None,
+    "billable_to_target_s": None,
+}
+"""What an early-stopped run does not know: it never evaluates."""
+
+
+def to_target_seconds(sample: Sample, spec: SweepSpec) -> float:
+    """Training seconds of the sample's full run under the spec: to its first evaluation reaching the
+    target (the container ends a full run there), else every epoch (no target, or never reached)."""
+    full = sample.full
+    assert full.time_to_train_s is not None
+    if spec.target is not None and full.time_to_target_s is not None:
+        return full.time_to_target_s
+    return full.time_to_train_s
+
+
 def observe(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
     """What one run costs and tells under the spec's mode."""
     full = sample.full
-    assert full.time_to_train_s is not None
     if spec.mode != "early-stop":
-        return _Observed(full, full.time_to_train_s, full.step_s)
+        return _Observed(full, to_target_seconds(sample, spec), full.step_s)
     seen = _live_rule(sample, spec, rule) or _epoch_replay(sample, spec, rule)
-    if seen.metrics.eval_accuracy is not None:  # early-stop mode never evaluates, even run to the end
-        seen.metrics = RunMetrics(**{**seen.metrics.to_dict(), "eval_accuracy": None})
+    if any(getattr(seen.metrics, k) is not None for k in _UNEVALUATED):
+        # early-stop mode never evaluates, even run to the end
+        seen.metrics = RunMetrics(**{**seen.metrics.to_dict(), **_UNEVALUATED})
     return seen
 
 
 def _seen(full: RunMetrics, predicted: float) -> RunMetrics:
     # an early-stopped run never evaluates: what the full log's evaluation said is not seen
     seen = RunMetrics(
-        **{**full.to_dict(), "time_to_train_s": predicted, "prediction_used": True, "eval_accuracy": None}
+        **{**full.to_dict(), **_UNEVALUATED, "time_to_train_s": predicted, "prediction_used": True}
     )
     seen.billable_s, seen.billable_source = billing.modelled_billable_s(predicted), "model"
     return seen
@@ -397,12 +441,32 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
 
 
 # The fields of a pick in the simulation's JSON, in their order.
-_ROW_FIELDS = ("instance_type", "batch_size", "time_to_train_s", "cost_to_train_usd", "runs", "eval_accuracy")
+_ROW_FIELDS = (
+    "instance_type",
+    "batch_size",
+    "time_to_train_s",
+    "cost_to_train_usd",
+    "time_to_target_s",
+    "cost_to_target_usd",
+    "runs",
+    "eval_accuracy",
+)
 
 
-def _picks(rows: list[ConfigMetrics]) -> dict[str, ConfigMetrics | None]:
-    rec = recommend(rows)
+def _target_said(spec: SweepSpec) -> str | None:
+    """The target as the report says it (``eval_accuracy >= 0.97``), or None."""
+    return None if spec.target is None else f"{spec.target.metric} >= {spec.target.value:g}"
+
+
+def _picks(rows: list[ConfigMetrics], target: str | None = None) -> dict[str, ConfigMetrics | None]:
+    rec = recommend(rows, target=target)
     return {"fastest": rec.fastest, "cheapest": rec.cheapest, "recommended": rec.pick}
+
+
+def _time_cost(row: ConfigMetrics, by_target: bool) -> tuple[float | None, float | None]:
+    if by_target:
+        return row.time_to_target_s, row.cost_to_target_usd
+    return row.time_to_train_s, row.cost_to_train_usd
 
 
 def _spread(values: Sequence[float | None]) -> float | None:
@@ -412,10 +476,140 @@ def _spread(values: Sequence[float | None]) -> float | None:
     return (max(xs) - min(xs)) / statistics.fmean(xs)
 
 
+# ---- one sweep, and the two phases ---------------------------------------------------------------
+
+
+def replay_sweep(
+    spec: SweepSpec, by_cell: dict[tuple[str, int], list[Sample]], region: str, rule: StopRule
+) -> tuple[dict[str, Any], list[ConfigMetrics]]:
+    """One sweep of ``spec`` (its ``cells`` only, when it lists some) replayed on the samples: its bill
+    and how it replayed the runs, and the rows its report would aggregate (to the target, with one)."""
+    wanted = {(c.instance_type, c.batch_size) for c in spec.cells} if spec.cells else None
+    chosen = {
+        cell: xs[: spec.repetitions] for cell, xs in by_cell.items() if wanted is None or cell in wanted
+    }
+    observed = {s.path: observe(s, spec, rule) for xs in chosen.values() for s in xs}
+    chosen, skipped = search_batch_sizes(chosen, spec, observed)
+    observed = {s.path: observed[s.path] for xs in chosen.values() for s in xs}
+    jobs = plan_jobs(chosen, spec, {p: o.job_seconds for p, o in observed.items()})
+    strategy = bill(jobs, spec, region)
+    strategy.update(
+        mode=spec.mode,
+        packing=spec.packing,
+        repetitions=spec.repetitions,
+        warm_pool_seconds=spec.warm_pool_seconds,
+        early_stopped_runs=sum(1 for o in observed.values() if o.metrics.prediction_used),
+        early_stop_replay={
+            how: sum(1 for o in observed.values() if o.replay == how) for how in ("step", "epoch")
+        },
+        batch_size_search=spec.batch_size_search is not None,
+        skipped_by_search=skipped,
+    )
+    rows = aggregate(
+        [o.metrics for o in observed.values()],
+        region=region,
+        instance_count=spec.instance_count,
+        quality_margin=spec.quality_margin,
+        target=spec.target.value if spec.target is not None else None,
+    )
+    return strategy, rows
+
+
+def replay_phases(
+    spec: SweepSpec, by_cell: dict[tuple[str, int], list[Sample]], region: str, rule: StopRule
+) -> tuple[dict[str, Any], list[ConfigMetrics], dict[str, Any]]:
+    """``phases: [scan, confirm]`` replayed as ``trainsweep run`` runs it: the scan sweep
+    (:func:`trainsweep.phases.scan_spec`), its configurations ranked by :func:`trainsweep.phases.rank_scan`,
+    then the confirm sweep of the ``confirm_top_k`` best (:func:`trainsweep.phases.confirm_spec`: full
+    runs to the target, one job per cell, on the first ``repetitions`` logs of each cell).
+
+    Returns the strategy's bill (both sweeps: the confirm sweep starts when the scan has ended), the
+    confirmed rows the picks come from, and the ``phases`` block of the JSON.
+    """
+    scan_spec = load_spec(phases.scan_spec(spec), allow_retired=True)
+    scan, scan_rows = replay_sweep(scan_spec, by_cell, region, rule)
+    recommend(scan_rows)  # as the scan's report: every row it cannot judge says why
+    try:
+        ranked = phases.rank_scan({"configurations": [r.to_dict() for r in scan_rows]})
+    except TrainsweepError:
+        why = "; ".join(f"{r.label}: {r.not_judged}" for r in scan_rows if r.not_judged)
+        raise TrainsweepError(
+            f"the replayed scan judged no configuration ({why or 'no rows'}): nothing to confirm"
+        ) from None
+    cells = phases.confirm_cells(ranked, spec.confirm_top_k)
+    confirm_spec = load_spec(phases.confirm_spec(spec, cells), allow_retired=True)
+    confirm, rows = replay_sweep(confirm_spec, by_cell, region, rule)
+    both = (scan, confirm)
+    costs = [b["cost_usd"] for b in both]
+    strategy = {
+        "jobs": sum(b["jobs"] for b in both),
+        "runs": sum(b["runs"] for b in both),
+        "billable_s": sum(b["billable_s"] for b in both),
+        "warm_pool_retained_s": sum(b["warm_pool_retained_s"] for b in both),
+        "warm_starts": sum(b["warm_starts"] for b in both),
+        "cost_usd": None if None in costs else sum(c for c in costs if c is not None),
+        "unpriced_instance_types": sorted({t for b in both for t in b["unpriced_instance_types"]}),
+        "wall_s": scan["wall_s"] + confirm["wall_s"],
+        "mode": "phases",
+        "packing": f"scan {scan['packing']}, confirm {confirm['packing']}",
+        "repetitions": spec.repetitions,
+        "warm_pool_seconds": spec.warm_pool_seconds,
+        "early_stopped_runs": scan["early_stopped_runs"],
+        "early_stop_replay": scan["early_stop_replay"],
+        "batch_size_search": scan["batch_size_search"],
+        "skipped_by_search": scan["skipped_by_search"],
+    }
+    block = {
+        "scan": scan,
+        "ranking": ranked,
+        "confirm_top_k": spec.confirm_top_k,
+        "confirmed": [{"instance_type": t, "batch_size": b} for t, b in cells],
+        "confirm": confirm,
+    }
+    return strategy, rows, block
+
+
+def _check_target_metric(spec: SweepSpec, samples: list[Sample], notes: list[str]) -> None:
+    """Refuse a target no log can tell (rather than rank by time to train); say which logs cannot."""
+    if spec.target is None or not samples:
+        return
+    metric, said = spec.target.metric, _target_said(spec)
+    blind = [s for s in samples if s.full.eval_accuracy is None]
+    if len(blind) == len(samples):
+        raise TrainsweepError(
+            f"no log of the spec's grid records {metric}, the target's metric: the time to reach {said} "
+            f"cannot be replayed (ranking by time to train instead would answer another question). "
+            f"Give logs that evaluate {metric} every epoch, or remove target"
+            + (" and phases" if spec.phases else "")
+        )
+    if blind:
+        notes.append(
+            f"{len(blind)} of {len(samples)} logs record no {metric}: their configurations count as "
+            f"not reaching {said} (the report's 'no evaluation')"
+        )
+    short = [
+        s
+        for s in samples
+        if s.full.epochs_measured < spec.workload.epochs
+        and s.full.eval_accuracy is not None
+        and s.full.time_to_target_s is None
+    ]
+    if short:
+        notes.append(
+            f"{len(short)} logs ran fewer epochs than the spec's {spec.workload.epochs} and did not reach "
+            f"{said} within them: whether they would in the later epochs is not in the logs; they count "
+            "as not reaching it"
+        )
+
+
 def simulate(
     spec: SweepSpec, result: ImportResult, *, region: str = "us-east-1", rule: StopRule | None = None
 ) -> Simulation:
-    """Replay ``spec``'s strategy on the logs ``result`` read (:func:`trainsweep.importer.read_dir`)."""
+    """Replay ``spec``'s strategy on the logs ``result`` read (:func:`trainsweep.importer.read_dir`).
+
+    Raises :class:`TrainsweepError` when the spec has a target and no log records its metric, or when
+    the replayed scan of ``phases: [scan, confirm]`` can judge no configuration.
+    """
     rule = rule or StopRule()
     by_cell, outside, unused = samples_from(result, spec)
     notes: list[str] = []
@@ -445,71 +639,63 @@ def simulate(
         if (t, b) not in by_cell
     ]
 
-    # the exhaustive grid: every configuration, every repetition, full runs, one job each
+    # the exhaustive grid: every configuration, every repetition, full runs (to the target, with one),
+    # one job each
     everything = [s for xs in by_cell.values() for s in xs]
-    # the exhaustive sweep's report flags (and never recommends) configurations that learn worse
-    margin = spec.quality_margin
+    _check_target_metric(spec, everything, notes)
+    target, said = (spec.target.value if spec.target is not None else None), _target_said(spec)
+    by_target = target is not None
+    # the exhaustive sweep's report flags (and never recommends) configurations that learn worse, or,
+    # with a target, that do not reach it
     truth_rows = aggregate(
         [s.full for s in everything],
         region=region,
         instance_count=spec.instance_count,
-        quality_margin=margin,
+        quality_margin=spec.quality_margin,
+        target=target,
     )
-    truth = _picks(truth_rows)
-    full_seconds = {s.path: s.full.time_to_train_s or 0.0 for s in everything}
-    exhaustive_jobs = [Job(s.instance_type, [s], full_seconds[s.path]) for s in everything]
+    truth = _picks(truth_rows, said)
+    exhaustive_jobs = [Job(s.instance_type, [s], to_target_seconds(s, spec)) for s in everything]
     no_warm = spec.model_copy(update={"warm_pool_seconds": 0})
     exhaustive = bill(exhaustive_jobs, no_warm, region)
+    missed = [
+        {"instance_type": r.instance_type, "batch_size": r.batch_size, "reason": r.quality or r.not_judged}
+        for r in truth_rows
+        if by_target and r.status == OK and r.time_to_target_s is None
+    ]
+    if everything and by_target and truth["fastest"] is None:
+        notes.append(f"no configuration reaches {said} in every one of its logs: nothing to recommend")
 
     # the strategy
-    chosen = {cell: xs[: spec.repetitions] for cell, xs in by_cell.items()}
-    short = sorted({len(xs) for xs in chosen.values() if len(xs) < spec.repetitions})
+    short = sorted({len(xs) for xs in by_cell.values() if len(xs) < spec.repetitions})
     if short:
         notes.append(
             f"some configurations have fewer logs than the spec's {spec.repetitions} repetitions "
             f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
         )
-    observed = {s.path: observe(s, spec, rule) for xs in chosen.values() for s in xs}
-    chosen, skipped = search_batch_sizes(chosen, spec, observed)
-    observed = {s.path: observed[s.path] for xs in chosen.values() for s in xs}
-    jobs = plan_jobs(chosen, spec, {p: o.job_seconds for p, o in observed.items()})
-    strategy = bill(jobs, spec, region)
-    strategy.update(
-        mode=spec.mode,
-        packing=spec.packing,
-        repetitions=spec.repetitions,
-        warm_pool_seconds=spec.warm_pool_seconds,
-        early_stopped_runs=sum(1 for o in observed.values() if o.metrics.prediction_used),
-        early_stop_replay={
-            how: sum(1 for o in observed.values() if o.replay == how) for how in ("step", "epoch")
-        },
-        batch_size_search=spec.batch_size_search is not None,
-        skipped_by_search=skipped,
-    )
-    strategy_rows = aggregate(
-        [o.metrics for o in observed.values()],
-        region=region,
-        instance_count=spec.instance_count,
-        quality_margin=margin,
-    )
-    picks = _picks(strategy_rows)
+    block: dict[str, Any] | None = None
+    if spec.phases:
+        strategy, strategy_rows, block = replay_phases(spec, by_cell, region, rule)
+    else:
+        strategy, strategy_rows = replay_sweep(spec, by_cell, region, rule)
+    picks = _picks(strategy_rows, said)
+    if by_target and picks["fastest"] is None and truth["fastest"] is not None:
+        ran = "confirmed configurations" if spec.phases else "configurations the strategy ran"
+        notes.append(f"none of the {ran} reaches {said}: the strategy recommends nothing")
 
     truth_by_cell = {(r.instance_type, r.batch_size): r for r in truth_rows}
-    best_time = truth["fastest"].time_to_train_s if truth["fastest"] else None
-    best_cost = truth["cheapest"].cost_to_train_usd if truth["cheapest"] else None
+    best_time = _time_cost(truth["fastest"], by_target)[0] if truth["fastest"] else None
+    best_cost = _time_cost(truth["cheapest"], by_target)[1] if truth["cheapest"] else None
     regret: dict[str, dict[str, float | None]] = {}
     learns_worse: dict[str, str] = {}
     for name, row in picks.items():
         real = truth_by_cell.get((row.instance_type, row.batch_size)) if row is not None else None
         if real is not None and real.quality:
             learns_worse[name] = real.quality
+        time, cost = _time_cost(real, by_target) if real is not None else (None, None)
         regret[name] = {
-            "time": real.time_to_train_s / best_time - 1
-            if real and real.time_to_train_s is not None and best_time
-            else None,
-            "cost": real.cost_to_train_usd / best_cost - 1
-            if real and real.cost_to_train_usd is not None and best_cost
-            else None,
+            "time": time / best_time - 1 if time is not None and best_time else None,
+            "cost": cost / best_cost - 1 if cost is not None and best_cost else None,
         }
     if learns_worse:
         by_config: dict[str, list[str]] = {}
@@ -517,14 +703,21 @@ def simulate(
             row = picks[name]
             assert row is not None
             by_config.setdefault(f"{row.label} ({quality})", []).append(name)
-        notes.append(
-            "the strategy picks a configuration the exhaustive runs flag: "
-            + "; ".join(f"{', '.join(names)}: {what}" for what, names in by_config.items())
-            + ". The exhaustive sweep's report would not recommend it, and its regret is measured against "
-            "the best configuration that does not learn worse. Early-stopped runs do not evaluate: "
-            "phases: [scan, confirm] with a target confirms the scan's best before recommending"
-        )
-    spread = _spreads(by_cell, truth)
+        flagged = "; ".join(f"{', '.join(names)}: {what}" for what, names in by_config.items())
+        if by_target:
+            notes.append(
+                f"the strategy picks a configuration the exhaustive runs show missing {said}: {flagged}. "
+                "The runs the strategy replayed reached it, not every repetition of the exhaustive grid; "
+                "its report would not recommend it, and its regret has no time or cost to the target"
+            )
+        else:
+            notes.append(
+                f"the strategy picks a configuration the exhaustive runs flag: {flagged}. The exhaustive "
+                "sweep's report would not recommend it, and its regret is measured against the best "
+                "configuration that does not learn worse. Early-stopped runs do not evaluate: "
+                "phases: [scan, confirm] with a target confirms the scan's best before recommending"
+            )
+    spread = _spreads(by_cell, truth, by_target)
     return Simulation(
         strategy=strategy,
         exhaustive=exhaustive,
@@ -537,14 +730,20 @@ def simulate(
         logs_outside_spec=outside,
         logs_unused=unused,
         notes=notes,
+        target=None if spec.target is None else spec.target.model_dump(mode="json"),
+        missed_target=missed,
+        phases=block,
     )
 
 
 def _spreads(
-    by_cell: dict[tuple[str, int], list[Sample]], truth: dict[str, ConfigMetrics | None]
+    by_cell: dict[tuple[str, int], list[Sample]], truth: dict[str, ConfigMetrics | None], by_target: bool
 ) -> dict[str, float | None]:
     """(max - min) / mean between the repetitions of a configuration, of time to train and of cost
-    (billable seconds: the price is the same): of the true fastest and cheapest, and the median."""
+    (billable seconds: the price is the same), to the target with one: of the true fastest and
+    cheapest, and the median."""
+    time_of = "time_to_target_s" if by_target else "time_to_train_s"
+    cost_of = "billable_to_target_s" if by_target else "billable_s"
 
     def of(row: ConfigMetrics | None, what: str) -> float | None:
         if row is None or row.batch_size is None:
@@ -553,10 +752,12 @@ def _spreads(
         return _spread([getattr(s.full, what) for s in xs])
 
     times = [
-        v for v in (_spread([s.full.time_to_train_s for s in xs]) for xs in by_cell.values()) if v is not None
+        v
+        for v in (_spread([getattr(s.full, time_of) for s in xs]) for xs in by_cell.values())
+        if v is not None
     ]
     return {
-        "time_of_true_fastest": of(truth["fastest"], "time_to_train_s"),
-        "cost_of_true_cheapest": of(truth["cheapest"], "billable_s"),
+        "time_of_true_fastest": of(truth["fastest"], time_of),
+        "cost_of_true_cheapest": of(truth["cheapest"], cost_of),
         "time_median": statistics.median(times) if times else None,
     }

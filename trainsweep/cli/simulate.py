@@ -31,8 +31,9 @@ def simulate_command(
         int | None, typer.Option("--workers", min=1, help="Parallel processes reading the logs.")
     ] = None,
 ) -> None:
-    """What SPEC's strategy (mode, packing, repetitions, warm pool) would cost, take and pick, replayed on
-    the logs in the --from folder, beside the exhaustive grid of the same logs and its cost."""
+    """What SPEC's strategy (mode, packing, repetitions, batch-size search, warm pool, target, phases)
+    would cost, take and pick, replayed on the logs in the --from folder, beside the exhaustive grid of
+    the same logs and its cost."""
     from trainsweep.errors import SpecError, TrainsweepError
     from trainsweep.importer import read_dir
     from trainsweep.simulate import simulate
@@ -47,19 +48,15 @@ def simulate_command(
             f"{spec_path}: simulate replays one instance count per job, not the instance_counts axis "
             f"{spec.node_counts}: give instance_count (the logs' own count) instead"
         )
-    if spec.phases or spec.target is not None:
-        what = "phases: [scan, confirm] and its target" if spec.phases else "a target"
-        raise fail(
-            f"{spec_path}: simulate does not replay {what} yet (it would pick by time and cost to train, "
-            "not to the target): remove "
-            + ("phases and target to replay the scan's strategy alone" if spec.phases else "target")
-        )
     try:
         logs = read_dir(source, workers=workers)
     except TrainsweepError as e:
         raise fail(str(e)) from None
-    sim = simulate(spec, logs, region=region or spec.region or "us-east-1")
-    if not sim.truth["fastest"]:
+    try:
+        sim = simulate(spec, logs, region=region or spec.region or "us-east-1")
+    except TrainsweepError as e:
+        raise fail(f"{spec_path} on {source}: {e}") from None
+    if not sim.exhaustive["runs"]:
         raise fail(
             f"no complete log in {source} matches a configuration of {spec_path} "
             f"({len(sim.logs_outside_spec)} logs outside the spec's grid, "
@@ -99,13 +96,26 @@ def _print(d: dict[str, Any]) -> None:
     s, e = d["strategy"], d["exhaustive"]
     warm = f", warm pool {s['warm_pool_seconds']} s" if s["warm_pool_seconds"] else ""
     ratio = "-" if d["cost_ratio"] is None else f"{d['cost_ratio']:.3f}"
-    console.print(
-        f"Strategy ({s['mode']}, {s['packing']}, {s['repetitions']} repetition(s){warm}): "
-        f"{s['jobs']} jobs over {s['runs']} runs, {_usd(s['cost_usd'])}, {_dur(s['wall_s'])} wall-clock. "
-        f"Exhaustive grid (every configuration and repetition, full runs, one job each): {e['jobs']} jobs, "
-        f"{_usd(e['cost_usd'])}, {_dur(e['wall_s'])}. Cost ratio {ratio}."
+    target = d["target"]
+    to = f" to {target['metric']} {target['value']:g}" if target else ""
+    exhaustive = (
+        f"Exhaustive grid (every configuration and repetition, full runs{to}, one job each): {e['jobs']} "
+        f"jobs, {_usd(e['cost_usd'])}, {_dur(e['wall_s'])}. Cost ratio {ratio}."
     )
-    table = Table(title="what the strategy picks, and what the exhaustive grid shows", show_lines=False)
+    if d["phases"]:
+        _print_phases(console, d, warm)
+        console.print(
+            f"Both phases: {s['jobs']} jobs over {s['runs']} runs, {_usd(s['cost_usd'])}, "
+            f"{_dur(s['wall_s'])} wall-clock. {exhaustive}"
+        )
+    else:
+        console.print(
+            f"Strategy ({s['mode']}{to}, {s['packing']}, {s['repetitions']} repetition(s){warm}): "
+            f"{s['jobs']} jobs over {s['runs']} runs, {_usd(s['cost_usd'])}, {_dur(s['wall_s'])} "
+            f"wall-clock. {exhaustive}"
+        )
+    title = "what the strategy picks, and what the exhaustive grid shows"
+    table = Table(title=title + (f" (time and cost{to})" if target else ""), show_lines=False)
     for col in ("", "strategy picks", "truth", "regret"):
         table.add_column(col)
     for name, by in (("fastest", "time"), ("cheapest", "cost"), ("recommended", "cost")):
@@ -117,9 +127,10 @@ def _print(d: dict[str, Any]) -> None:
             "-" if regret is None else f"{_pct(regret)} {'slower' if by == 'time' else 'dearer'}",
         )
     replayed = s.get("early_stop_replay") or {}
-    if s["mode"] == "early-stop":
+    if s["mode"] in ("early-stop", "phases"):
+        runs = f"the scan's {d['phases']['scan']['runs']}" if d["phases"] else s["runs"]
         console.print(
-            f"Early stop: {s['early_stopped_runs']} of {s['runs']} runs stopped before the spec's epochs "
+            f"Early stop: {s['early_stopped_runs']} of {runs} runs stopped before the spec's epochs "
             f"(the container's rule replayed step by step on {replayed.get('step', 0)}, on whole epochs on "
             f"{replayed.get('epoch', 0)}: logs of one epoch or without step times); the others would run to "
             "the end."
@@ -127,7 +138,7 @@ def _print(d: dict[str, Any]) -> None:
     console.print(table)
     sp = d["repetition_spread"]
     console.print(
-        f"Spread between repetitions (max - min over mean): time of the true fastest "
+        f"Spread between repetitions (max - min over mean{',' + to if to else ''}): time of the true fastest "
         f"{_pct(sp['time_of_true_fastest'])}, cost of the true cheapest {_pct(sp['cost_of_true_cheapest'])}, "
         f"median time spread over configurations {_pct(sp['time_median'])}."
     )
@@ -155,8 +166,38 @@ def _print(d: dict[str, Any]) -> None:
             + "; ".join(f"{x['path']}: {x['reason']}" for x in d["logs_unused"][:20])
             + (" ..." if len(d["logs_unused"]) > 20 else "")
         )
+    if d["missed_target"]:
+        console.print(
+            f"{len(d['missed_target'])} configurations do not reach the target (never recommended): "
+            + "; ".join(f"{_config(x)}: {x['reason']}" for x in d["missed_target"][:20])
+            + (" ..." if len(d["missed_target"]) > 20 else "")
+        )
     for note in d["notes"]:
         console.print(f"Note: {note}")
+
+
+def _print_phases(console: Any, d: dict[str, Any], warm: str) -> None:
+    """The two phases of ``phases: [scan, confirm]``: what each paid, the ranking, what it confirmed."""
+    p, target = d["phases"], d["target"]
+    scan, confirm = p["scan"], p["confirm"]
+    confirmed = {(c["instance_type"], c["batch_size"]) for c in p["confirmed"]}
+    console.print(
+        f"Phase 1, scan (early-stop, packed, 1 repetition{warm}): {scan['jobs']} jobs over {scan['runs']} "
+        f"runs, {_usd(scan['cost_usd'])}, {_dur(scan['wall_s'])} wall-clock. Ranked by cost, then time "
+        "to train: "
+        + ", ".join(
+            f"{i}. {_config(r)} {_usd(r['cost_to_train_usd'])}"
+            + (" (confirmed)" if (r["instance_type"], r["batch_size"]) in confirmed else "")
+            for i, r in enumerate(p["ranking"][:20], 1)
+        )
+        + (" ..." if len(p["ranking"]) > 20 else "")
+    )
+    console.print(
+        f"Phase 2, confirm (the best {len(p['confirmed'])} of {len(p['ranking'])}, full runs to "
+        f"{target['metric']} {target['value']:g}, one job per cell, {confirm['repetitions']} "
+        f"repetition(s){warm}): {confirm['jobs']} jobs, {_usd(confirm['cost_usd'])}, "
+        f"{_dur(confirm['wall_s'])} wall-clock. The picks come from the confirmed runs."
+    )
 
 
 def register(app: typer.Typer) -> None:
