@@ -521,7 +521,7 @@ def replay_phases(
     """``phases: [scan, confirm]`` replayed as ``trainsweep run`` runs it: the scan sweep
     (:func:`trainsweep.phases.scan_spec`), its configurations ranked by :func:`trainsweep.phases.rank_scan`,
     then the confirm sweep of the ``confirm_top_k`` best (:func:`trainsweep.phases.confirm_spec`: full
-    runs to the target, one job per cell, on the first ``repetitions`` logs of each cell).
+    runs to the target, one job per cell, on the ``repetitions`` logs after the one the scan watched).
 
     Returns the strategy's bill (both sweeps: the confirm sweep starts when the scan has ended), the
     confirmed rows the picks come from, and the ``phases`` block of the JSON.
@@ -538,7 +538,10 @@ def replay_phases(
         ) from None
     cells = phases.confirm_cells(ranked, spec.confirm_top_k)
     confirm_spec = load_spec(phases.confirm_spec(spec, cells), allow_retired=True)
-    confirm, rows = replay_sweep(confirm_spec, by_cell, region, rule)
+    # The confirm sweep's runs are new runs: where a cell has more logs than the one the scan watched,
+    # they come from the next ones (wrapping round), so the scan's luck is not confirmed by itself.
+    fresh = {cell: xs[1:] + xs[:1] for cell, xs in by_cell.items()}
+    confirm, rows = replay_sweep(confirm_spec, fresh, region, rule)
     both = (scan, confirm)
     costs = [b["cost_usd"] for b in both]
     strategy = {

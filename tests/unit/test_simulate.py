@@ -508,6 +508,19 @@ def test_phases_confirm_the_scans_best_and_can_miss_the_true_best(tmp_path):
     assert "none of the confirmed configurations reaches eval_accuracy >= 0.9" in " ".join(one["notes"])
 
 
+def test_the_confirm_phase_replays_new_runs_not_the_logs_the_scan_watched(tmp_path):
+    # x 512 has a second repetition that reaches 0.9 an epoch sooner (and warms up 1 s longer): the scan
+    # watches repetition 0, the confirm sweep's run is a new one, repetition 1
+    runs = {**PHASED, (512, 1): (40, 1.0, [0.70, 0.90, 0.92, 0.93], 5)}
+    out = _simulate(_phased_spec(tmp_path, confirm_top_k=2), _curves(tmp_path, "fresh", runs))
+    p = out["phases"]
+    assert p["confirmed"] == [{"instance_type": P3, "batch_size": b} for b in (1024, 512)]
+    scan = FIXED_OVERHEAD_S + (5.5 + 15 + 2) + (5 + 10 + 2) + (5 + 10 + 2)
+    assert p["scan"]["billable_s"] == pytest.approx(scan)
+    # x 512 to the target on repetition 1: 40 + 5 + 2 + 40.5 s; x 1024 has one log: all its epochs
+    assert p["confirm"]["billable_s"] == pytest.approx(2 * FIXED_OVERHEAD_S + _to(40, 1.0, 2, w=5) + 127.5)
+
+
 def test_phases_reuse_a_warm_pool_and_say_both_phases(tmp_path):
     logs = _curves(tmp_path, "warm", PHASED)
     spec = _phased_spec(tmp_path, confirm_top_k=2, warm_pool_seconds=60, max_concurrency=1)
