@@ -341,6 +341,49 @@ def test_resume_after_ctrl_c_with_every_run_finished_still_aggregates_and_report
     assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()
 
 
+def test_resuming_a_script_sweep_says_when_the_scripts_files_changed_since_it_ran(tmp_path: Path) -> None:
+    """The re-run cells of a resumed script sweep train the folder as it is now: when its files differ
+    from the archive the sweep ran, the resume says so (before, only spec fields were compared)."""
+    from trainsweep.artefacts import run_artefacts
+    from trainsweep.logs import parse
+    from trainsweep.sourcedir import spec_with_source, stage
+    from trainsweep.spec import load_spec, plan_sweep
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("print('v1')\n")
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: e2e\nworkload: {entry_point: project/train.py, epochs: 1}\ninstance_types: [local]\n"
+        "batch_sizes: [16]\nmax_runtime_seconds: 300\n"
+    )
+    sweep_id = "e2e-20260101-000002"
+    out = tmp_path / "results"
+    folder = out / sweep_id
+    plan = plan_sweep(spec, sweep_id=sweep_id)
+    staged = stage(load_spec(spec).workload, tmp_path, check_requirements=False)
+    assert staged is not None
+    uri = f"s3://bucket/{layout.code_key(sweep_id, staged.packed.digest)}"
+    (folder / layout.RESULTS_DIR).mkdir(parents=True)
+    (folder / layout.JOBS_JSON).write_bytes(plan.jobs_json())
+    (folder / layout.SPEC_JSON).write_text(json.dumps(spec_with_source(plan.spec.to_dict(), staged, uri)))
+    run16 = f"{sweep_id}-local-cpu-16-e0"
+    for rel, data in run_artefacts(parse(_cloudml_log(16), name=run16)).items():
+        (folder / layout.RESULTS_DIR / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / layout.RESULTS_DIR / rel).write_bytes(data)
+    args = ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
+
+    same = CliRunner().invoke(app, args)
+    assert same.exit_code == 0, same.output
+    assert "differs from sweep" not in same.output  # the same files: nothing to say
+    (project / "train.py").write_text("print('v2')\n")
+    edited = CliRunner().invoke(app, args)
+    assert edited.exit_code == 0, edited.output
+    words = " ".join(edited.output.split())
+    assert "differs from sweep e2e-20260101-000002's spec in workload.source_dir (its files changed)" in words
+    assert "the script's files as they are now" in words
+
+
 def test_a_sweep_the_stack_refuses_prints_one_line_and_logs_the_details(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -547,14 +547,19 @@ def reaggregate(
 
 
 _SOURCE_KEYS = ("source_dir", "entry_point", "requirements")
+CODE_CHANGED = "workload.source_dir (its files changed)"
 
 
-def spec_differences(saved: dict[str, Any], given: dict[str, Any], sweep_id: str) -> list[str]:
+def spec_differences(
+    saved: dict[str, Any], given: dict[str, Any], sweep_id: str, code_digest: str | None = None
+) -> list[str]:
     """The fields (``workload.epochs``, ``max_runtime_seconds``...) where the spec given to a resume
     differs from the sweep's ``spec.json``; the re-run cells use the given one.
 
     What uploading rewrites is not a difference: a ``file://`` data URI (uploaded under the sweep's
-    ``data/`` prefix) and a script's source folder (uploaded as the sweep's ``code/`` archive).
+    ``data/`` prefix) and a script's source folder (uploaded as the sweep's ``code/`` archive). What the
+    folder holds is: with ``code_digest`` (the given source dir's archive digest), an archive other than
+    the sweep's is named as ``workload.source_dir (its files changed)``.
     """
 
     def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -571,10 +576,16 @@ def spec_differences(saved: dict[str, Any], given: dict[str, Any], sweep_id: str
         old.get("data") or ""
     ):
         old["data"] = new["data"]
-    if layout.code_prefix(sweep_id) in str(old.get("workload.source_dir") or ""):
+    code_changed = False
+    uploaded = str(old.get("workload.source_dir") or "")
+    if layout.code_prefix(sweep_id) in uploaded:
         for k in _SOURCE_KEYS:
             old[f"workload.{k}"] = new.get(f"workload.{k}")
-    return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+        code_changed = code_digest is not None and not uploaded.endswith(
+            layout.code_key(sweep_id, code_digest)
+        )
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
+    return [*changed, CODE_CHANGED] if code_changed else changed
 
 
 @dataclass

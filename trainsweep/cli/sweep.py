@@ -314,7 +314,7 @@ def _run_local(
     if resume:
         saved = out / resume / layout.SPEC_JSON
         if saved.is_file():
-            _say_spec_changes(console, json.loads(saved.read_text()), spec_path, resume)
+            _say_spec_changes(console, json.loads(saved.read_text()), spec_path, resume, spec_folder)
     console.print("Starting the embedded AWS and deploying the stack (local mode)…", highlight=False)
     update, close = _watch_factory(console, watch)
     try:
@@ -365,20 +365,31 @@ def _run_local(
 
 
 def _say_spec_changes(
-    console: Console, saved: Any, spec_source: Path | dict[str, Any], sweep_id: str
+    console: Console,
+    saved: Any,
+    spec_source: Path | dict[str, Any],
+    sweep_id: str,
+    spec_folder: Path | None = None,
 ) -> None:
     """Tell the user when the spec given to ``--resume`` is not the sweep's own (it is the one that runs)."""
     from trainsweep.aws import sweeps
+    from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec
 
     if not isinstance(saved, dict):
         return
-    changed = sweeps.spec_differences(saved, load_spec(spec_source).to_dict(), sweep_id)
+    spec = load_spec(spec_source)
+    # the script's folder as the resume will pack it: another archive means other code for the re-run cells
+    staged = stage(spec.workload, spec_folder or spec_dir(spec_source), check_requirements=False)
+    digest = staged.packed.digest if staged is not None else None
+    changed = sweeps.spec_differences(saved, spec.to_dict(), sweep_id, digest)
     if changed:
         console.print(
             Text(
                 f"note: {spec_source} differs from sweep {sweep_id}'s spec in {', '.join(changed)}; "
-                "the re-run cells use the spec given here.",
+                "the re-run cells use the spec given here"
+                + (" and the script's files as they are now" if sweeps.CODE_CHANGED in changed else "")
+                + ".",
                 style="yellow",
             )
         )
@@ -496,7 +507,8 @@ def _run_cloud(
         from trainsweep import layout
         from trainsweep.aws import s3 as s3io
 
-        _say_spec_changes(console, s3io.get_json(s3, bucket, layout.spec_key(sweep_id)), spec_path, sweep_id)
+        saved_spec = s3io.get_json(s3, bucket, layout.spec_key(sweep_id))
+        _say_spec_changes(console, saved_spec, spec_path, sweep_id, spec_folder)
         outcome = sweeps.resume_sweep(
             s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=session.client("lambda"),
             stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,
