@@ -242,6 +242,7 @@ def startup_s(t: Timed) -> float:
 def overhead(reps: int, epochs: int, batch_size: int, threads: int | None) -> dict[str, Any]:
     plain: list[Timed] = []
     inst: list[Timed] = []
+    epoch_steps = 0
     with tempfile.TemporaryDirectory(prefix="bench-byo-overhead-") as tmp:
         folder = Path(tmp)
         for i in range(reps):
@@ -259,6 +260,7 @@ def overhead(reps: int, epochs: int, batch_size: int, threads: int | None) -> di
                     check = parse(folder / f"{run}.log")
                     if check.status != "complete" or len(check.epochs) != epochs:
                         raise RuntimeError(f"{run}: the instrumentation's log is {check.status}")
+                    epoch_steps = len(check.epochs[-1].step_s)
 
     def med(values: list[float]) -> float:
         return statistics.median(values)
@@ -307,8 +309,81 @@ def overhead(reps: int, epochs: int, batch_size: int, threads: int | None) -> di
         "instrumented_startup_median_s": med(b_start),
         "plain_tail_median_s": med(a_tail),
         "instrumented_tail_median_s": med(b_tail),
+        "step_cost": step_cost(threads),
+        "epoch_steps": epoch_steps,
         "met": med(pairs) - 1 <= OVERHEAD_TARGET,
     }
+
+
+STEP_COST_CHILD = """
+import json, sys, tempfile, time
+from pathlib import Path
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from trainsweep.instrument import auto
+from trainsweep.instrument.session import activate, open_session
+from trainsweep.training import contract
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+data = TensorDataset(torch.randn(4096, 4), torch.randint(0, 2, (4096,)))
+steps = 3 * 4096 // 8
+
+def loop():  # a model too small to cost anything: what is left is the loop's Python and the hooks'
+    model, loss = nn.Linear(4, 2), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(3):
+        for x, y in DataLoader(data, batch_size=8, shuffle=True):
+            opt.zero_grad()
+            loss(model(x), y).backward()
+            opt.step()
+
+def cpu_per_step():
+    t0 = time.process_time()
+    loop()
+    return (time.process_time() - t0) / steps
+
+plain, instrumented, logged = [], [], 0
+with tempfile.TemporaryDirectory() as tmp:
+    for k in range(5):  # interleaved, plain first then instrumented first, so neither gets the quiet spells
+        for on in (k % 2 == 1, k % 2 == 0):
+            if not on:
+                plain.append(cpu_per_step())
+                continue
+            cfg = contract.InstrumentConfig(
+                run_name="cost-local-cpu-8-e0", batch_size=8, epochs=3, log_file=f"{tmp}/cost-{k}.log",
+                status_file=f"{tmp}/status.json", prediction_file=f"{tmp}/prediction.json",
+            )
+            session = open_session(cfg, workload="cost.py", rank=0)
+            installed = auto.install(session)
+            activate(session)
+            instrumented.append(cpu_per_step())
+            installed.remove()
+            activate(None)
+            session.writer.log.close()
+            text = Path(cfg.log_file).read_text()
+            logged += sum(1 for line in text.splitlines() if "step training time" in line)
+print(json.dumps({"plain_s": plain, "instrumented_s": instrumented, "steps": steps, "logged": logged}))
+"""
+
+
+def step_cost(threads: int | None) -> dict[str, Any]:
+    """In-process CPU time per step of a loop with almost no compute, plain and instrumented (best of 5
+    each, interleaved, one child process): the instrumentation's own cost per step, free of the
+    epoch-to-epoch noise of a real model. With stdout a pipe and PYTHONUNBUFFERED as SageMaker's images
+    set it."""
+    env = {**child_env(threads), "PYTHONUNBUFFERED": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", STEP_COST_CHILD], env=env, capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"the step-cost child failed: {out.stderr[-2000:]}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    if r["logged"] != 5 * r["steps"]:  # every step of the 5 instrumented loops
+        raise RuntimeError(f"the step-cost child logged {r['logged']} steps of {5 * r['steps']}")
+    plain, inst = min(r["plain_s"]), min(r["instrumented_s"])
+    return {"plain_step_us": 1e6 * plain, "instrumented_step_us": 1e6 * inst, "cost_us": 1e6 * (inst - plain)}
 
 
 def print_overhead(o: dict[str, Any]) -> None:
@@ -345,6 +420,14 @@ def print_overhead(o: dict[str, Any]) -> None:
     print(
         f"  whole process (wall):               plain {o['plain_wall_median_s']:.2f} s   instrumented "
         f"{o['instrumented_wall_median_s']:.2f} s"
+    )
+    c = o["step_cost"]
+    steps = o["epoch_steps"]
+    print(
+        f"  in process, a loop with no compute (CPU time per step): plain {c['plain_step_us']:.1f} us   "
+        f"instrumented {c['instrumented_step_us']:.1f} us: {c['cost_us']:+.1f} us per step; "
+        f"x {steps} steps of this epoch = "
+        f"{100 * c['cost_us'] * 1e-6 * steps / o['plain_epoch_median_s']:+.2f} %"
     )
     paired = " ".join(f"{100 * (x - 1):+.1f}" for x in o["paired_ratios"])
     print(

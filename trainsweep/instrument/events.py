@@ -26,6 +26,7 @@ class StdoutLog(RunLog):
         self.rank = rank
         self.echo = True
         self._fd = None
+        self._hold()
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,7 @@ class RunWriter:
         self.legacy(f"Epoch {index}/{epochs}" if epochs else f"Epoch {index}")
 
     def step(self, epoch: int, n: int, step_s: float, wait_s: float, compute_s: float) -> None:
-        value = {"step": n, "step_s": step_s, "data_wait_s": wait_s, "compute_s": compute_s}
-        self.log.event(mllog.STEP, value, epoch_num=epoch)
-        self.legacy(f"{n} step training time: {step_s}s")
+        self.log.step(epoch, n, step_s, wait_s, compute_s, legacy=self.primary)
 
     def evaluation(self, epoch: int, *, wall0: float | None = None, wall1: float | None = None) -> None:
         """EVAL_START and EVAL_STOP of one evaluation pass (its time counts at the epoch's end)."""

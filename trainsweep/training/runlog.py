@@ -1,4 +1,4 @@
-"""One run's log file: ``:::MLLOG`` events next to the seeds' human-readable lines, flushed as written.
+"""One run's log file: ``:::MLLOG`` events next to the seeds' human-readable lines, written as they come.
 
 Every line is one ``os.write`` on a file opened with ``O_APPEND``, so several ranks (and the supervisor)
 can append to the same log without tearing lines.
@@ -6,13 +6,20 @@ can append to the same log without tearing lines.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from trainsweep.logs import mllog
+
+ECHO_HOLD_BYTES = 64 * 1024
+ECHO_HOLD_SECONDS = 1.0
+"""Per-step lines are echoed to stdout in blocks of about ECHO_HOLD_BYTES, at least every
+ECHO_HOLD_SECONDS (a slow loop still shows its progress), and with the next other line."""
 
 
 class RunLog:
@@ -24,15 +31,44 @@ class RunLog:
         self.rank = rank
         self.echo = echo and rank == 0
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._hold()
+
+    def _hold(self) -> None:
+        """Start holding per-step lines for the echo (none held yet)."""
+        self._held: list[str] = []
+        self._held_bytes = 0
+        self._echoed_at = time.monotonic()
 
     def line(self, text: str) -> None:
         """A raw line (the seeds' format); no trailing newline needed."""
-        data = (text.rstrip("\n") + "\n").encode()
+        self.lines((text,))
+
+    def lines(self, texts: Sequence[str], *, flush: bool = True) -> None:
+        """Several lines in one ``os.write`` (one step's event and its legacy line stay together); the
+        echo is flushed unless ``flush`` is False (per-step lines: the next other line, or close, flushes
+        them, in order, so a fast loop does not pay a flush to stdout per step)."""
+        text = "".join(t.rstrip("\n") + "\n" for t in texts)
         if self._fd is not None:
-            os.write(self._fd, data)
+            os.write(self._fd, text.encode())
         if self.echo:
-            sys.stdout.write(data.decode())
-            sys.stdout.flush()
+            # held here, not in sys.stdout: with PYTHONUNBUFFERED (as SageMaker's images set it) every
+            # write to stdout is a system call
+            self._held.append(text)
+            self._held_bytes += len(text)
+            if (
+                flush
+                or self._held_bytes >= ECHO_HOLD_BYTES
+                or time.monotonic() - self._echoed_at >= ECHO_HOLD_SECONDS
+            ):
+                self._echo()
+
+    def _echo(self) -> None:
+        if self._held:
+            sys.stdout.write("".join(self._held))
+            self._held.clear()
+            self._held_bytes = 0
+        sys.stdout.flush()
+        self._echoed_at = time.monotonic()
 
     def event(
         self,
@@ -47,10 +83,31 @@ class RunLog:
         meta = {"rank": self.rank, **metadata}
         self.line(mllog.format_line(key, value, event_type=event_type, metadata=meta, time_ms=time_ms))
 
+    def step(
+        self, epoch: int, n: int, step_s: float, wait_s: float, compute_s: float, *, legacy: bool
+    ) -> None:
+        """One training step: its ``:::MLLOG`` event (and, with ``legacy``, the seeds' line) in one write,
+        echoed with the next other line. The event's bytes are :func:`mllog.format_line`'s, built without
+        the JSON encoder (a per-step cost a fast loop feels)."""
+        times = (step_s, wait_s, compute_s)
+        if all(type(x) is float and math.isfinite(x) for x in times):
+            event = (
+                f'{mllog.TOKEN} {{"namespace": "", "time_ms": {int(time.time() * 1000)}, '
+                f'"event_type": "{mllog.POINT}", "key": "{mllog.STEP}", "value": {{"step": {int(n)}, '
+                f'"step_s": {step_s!r}, "data_wait_s": {wait_s!r}, "compute_s": {compute_s!r}}}, '
+                f'"metadata": {{"rank": {int(self.rank)}, "epoch_num": {int(epoch)}}}}}'
+            )
+        else:  # not a finite float: the encoder says what is wrong with it
+            value = {"step": n, "step_s": step_s, "data_wait_s": wait_s, "compute_s": compute_s}
+            event = mllog.format_line(mllog.STEP, value, metadata={"rank": self.rank, "epoch_num": epoch})
+        self.lines((event, f"{n} step training time: {step_s}s") if legacy else (event,), flush=False)
+
     def real_time(self) -> None:
         self.line(f"Real time: {time.time()}")
 
     def close(self) -> None:
+        if self.echo:
+            self._echo()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -135,13 +135,7 @@ class CellRun:
             self.log.event(key, value, **metadata)
 
     def _on_step(self, n: int, step_s: float, wait_s: float, compute_s: float) -> None:
-        self.log.event(
-            mllog.STEP,
-            {"step": n, "step_s": step_s, "data_wait_s": wait_s, "compute_s": compute_s},
-            epoch_num=self.epoch,
-        )
-        if self.primary:
-            self.log.line(f"{n} step training time: {step_s}s")
+        self.log.step(self.epoch, n, step_s, wait_s, compute_s, legacy=self.primary)
         if self.monitor is not None:
             self.monitor.add(step_s)
 
