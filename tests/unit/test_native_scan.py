@@ -351,3 +351,34 @@ def test_contains_is_in() -> None:
     assert CONTAINS is not None
     for data, literal in [(b"a:::MLLOG", b":::MLLOG"), (b"::MLLOG", b":::MLLOG"), (b"", b"x"), (b"x", b"")]:
         assert CONTAINS(data, literal) is (literal in data)
+
+
+def test_newlines_are_counted_in_long_data_at_every_alignment() -> None:
+    # the byte counters of the sixteen-at-a-time count are summed every 255 blocks: data longer than that,
+    # all newlines (every counter at its top) and a random mixture, from every offset and to every end
+    assert native.count_newlines is not None
+    rng = random.Random(15)
+    mixed = bytes(rng.choice(b"\n\nab\r") for _ in range(20_000))
+    for data in (b"\n" * 20_000, mixed):
+        for offset in range(17):
+            for cut in (0, 1, 15, 16, 4080, 4081):
+                part = memoryview(data)[offset : len(data) - cut]
+                assert native.count_newlines(part) == bytes(part).count(b"\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80), st.sampled_from([b":::MLLOG", b"[MO833]", b"val_acc", b"ab", b"a", b"aba"]))
+def test_literals_are_found_where_bytes_finds_them(noise: bytes, literal: bytes) -> None:
+    # the sixteen-at-a-time search: the literal or pieces of it at every position, near either end
+    assert FIND_ALL is not None and CONTAINS is not None
+    pieces = [noise, literal, noise[:7], literal[:-1], literal, literal[1:], noise[3:]]
+    data = b"".join(pieces)
+    for start in range(min(len(data), 20)):
+        for end in (len(data), len(data) - 1, len(data) - len(literal)):
+            part = data[start:end]
+            expected, pos = [], 0
+            while (hit := part.find(literal, pos)) >= 0:
+                expected.append(hit)
+                pos = hit + len(literal)
+            assert FIND_ALL(part, literal) == expected
+            assert CONTAINS(part, literal) is (literal in part)

@@ -19,10 +19,10 @@
  * rare_lines() finds the lines that may be rare ones (those that begin with one of the literals the rare
  * lines' regular expression begins with), so that the expression is tried on them only.
  *
- * find_all() and contains() look for the literals the readers' regular expressions begin with (memmem is
- * faster than the regex engine and than bytes' own search).
+ * find_all() and contains() look for the literals the readers' regular expressions begin with (sixteen
+ * bytes at a time: faster than the regex engine, than bytes' own search and than memmem).
  *
- * count_newlines() counts the lines of every chunk of a log for the parser (bytes.count, faster).
+ * count_newlines() counts the lines of every chunk of a log for the parser (as bytes.count, faster).
  *
  * json_layout() is the JSON writer's (trainsweep/jsonstream.py): orjson's compact text of a group of a
  * run record's epochs, laid out with json.dumps's indent (tests/unit/test_jsonstream.py).
@@ -33,6 +33,9 @@
 #include <float.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 static const char STEP_LIT[] = "step training time: ";
 static const char REAL_LIT[] = "Real time: ";
@@ -453,7 +456,35 @@ done:
     return result;
 }
 
-/* find_all(data, literal): where literal occurs in data, in order, not overlapping (memmem). */
+/* The first occurrence of lit (n > 0 bytes) in [p, end), or NULL. Where SSE2 is there, sixteen candidate
+ * positions at a time: those where both the literal's first and its last byte are in place (for the
+ * literals looked for, ":::MLLOG", "[MO833]", "val_acc", rarely more than one in a line), each then
+ * compared whole; elsewhere memmem. Faster than memmem and than bytes' own search on log text. */
+static const char *find_literal(const char *p, const char *end, const char *lit, Py_ssize_t n) {
+    if (end - p < n) return NULL;
+    if (n == 1) return memchr(p, lit[0], (size_t)(end - p));
+#if defined(__SSE2__)
+    const __m128i first = _mm_set1_epi8(lit[0]), last = _mm_set1_epi8(lit[n - 1]);
+    const char *stop = end - n + 1; /* candidates are the positions before stop */
+    for (; stop - p >= 16; p += 16) {
+        __m128i a = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), first);
+        __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + n - 1)), last);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(a, b));
+        while (mask) {
+            int i = __builtin_ctz(mask);
+            if (memcmp(p + i + 1, lit + 1, (size_t)(n - 2)) == 0) return p + i;
+            mask &= mask - 1;
+        }
+    }
+    for (; p < stop; p++)
+        if (*p == lit[0] && memcmp(p + 1, lit + 1, (size_t)(n - 1)) == 0) return p;
+    return NULL;
+#else
+    return memmem(p, (size_t)(end - p), lit, (size_t)n);
+#endif
+}
+
+/* find_all(data, literal): where literal occurs in data, in order, not overlapping (find_literal). */
 static PyObject *find_all(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view, lit;
@@ -467,7 +498,7 @@ static PyObject *find_all(PyObject *self, PyObject *args) {
     if (result == NULL) goto done;
     const char *base = view.buf, *end = base + view.len;
     for (const char *p = base; end - p >= lit.len;) {
-        const char *hit = memmem(p, (size_t)(end - p), lit.buf, (size_t)lit.len);
+        const char *hit = find_literal(p, end, lit.buf, lit.len);
         if (hit == NULL) break;
         PyObject *at = PyLong_FromSsize_t(hit - base);
         if (at == NULL || PyList_Append(result, at) < 0) {
@@ -484,37 +515,59 @@ done:
     return result;
 }
 
-/* contains(data, literal): literal in data, by memmem (bytes' own search slows down on literals whose
+/* contains(data, literal): literal in data, by find_literal (bytes' own search slows down on literals whose
  * bytes are frequent in logs, such as ":::MLLOG"). */
 static PyObject *contains(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view, lit;
     if (!PyArg_ParseTuple(args, "y*y*", &view, &lit)) return NULL;
-    int found = lit.len == 0 || (view.len >= lit.len &&
-                                 memmem(view.buf, (size_t)view.len, lit.buf, (size_t)lit.len) != NULL);
+    const char *base = view.buf;
+    int found = lit.len == 0 || find_literal(base, base + view.len, lit.buf, lit.len) != NULL;
     PyBuffer_Release(&view);
     PyBuffer_Release(&lit);
     return PyBool_FromLong(found);
 }
 
-/* count_newlines(data): data.count(b"\n"), eight bytes at a time (bytes.count reads one at a time). A
- * byte b of x = word ^ "\n\n\n\n\n\n\n\n" is zero where the word has a newline; ((b & 0x7f) + 0x7f) | b has its
- * high bit set exactly when b is not zero, and no carry crosses into the next byte. */
-static PyObject *count_newlines(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
-    const unsigned char *p = view.buf, *end = p + view.len;
+/* count_newlines(data): data.count(b"\n"), sixteen bytes at a time where SSE2 is there (every x86-64):
+ * each compare gives -1 in the bytes that hold a newline, subtracted into sixteen byte counters, which are
+ * summed (psadbw) before any can pass 255. Elsewhere eight bytes at a time: a byte b of
+ * x = word ^ "\n\n\n\n\n\n\n\n" is zero where the word has a newline; ((b & 0x7f) + 0x7f) | b has its high
+ * bit set exactly when b is not zero, and no carry crosses into the next byte. */
+static Py_ssize_t newlines_in(const unsigned char *p, const unsigned char *end) {
+    Py_ssize_t count = 0;
+#if defined(__SSE2__)
+    const __m128i newline = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+    while (end - p >= 16) {
+        __m128i counters = zero;
+        Py_ssize_t blocks = (end - p) / 16;
+        if (blocks > 255) blocks = 255;
+        for (Py_ssize_t i = 0; i < blocks; i++, p += 16) {
+            __m128i bytes = _mm_loadu_si128((const __m128i *)p);
+            counters = _mm_sub_epi8(counters, _mm_cmpeq_epi8(bytes, newline));
+        }
+        __m128i sums = _mm_sad_epu8(counters, zero);
+        count += _mm_cvtsi128_si32(sums) + _mm_cvtsi128_si32(_mm_srli_si128(sums, 8));
+    }
+#else
     const uint64_t newlines = 0x0a0a0a0a0a0a0a0aULL, low7 = 0x7f7f7f7f7f7f7f7fULL;
     const uint64_t high = 0x8080808080808080ULL;
-    Py_ssize_t count = 0;
     for (; end - p >= 8; p += 8) {
         uint64_t word;
         memcpy(&word, p, 8);
         uint64_t x = word ^ newlines;
         count += __builtin_popcountll(~(((x & low7) + low7) | x) & high);
     }
+#endif
     for (; p < end; p++) count += *p == '\n';
+    return count;
+}
+
+static PyObject *count_newlines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    const unsigned char *p = view.buf;
+    Py_ssize_t count = newlines_in(p, p + view.len);
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(count);
 }
@@ -529,9 +582,10 @@ static PyMethodDef methods[] = {
      "The offsets of the newlines of region followed by one of the bytes of the tuple starts."},
     {"find_all", find_all, METH_VARARGS,
      "find_all(data, literal) -> list[int]\n\nWhere literal occurs in data, in order, not overlapping."},
-    {"contains", contains, METH_VARARGS, "contains(data, literal) -> bool\n\nliteral in data, by memmem."},
+    {"contains", contains, METH_VARARGS,
+     "contains(data, literal) -> bool\n\nliteral in data, sixteen bytes at a time."},
     {"count_newlines", count_newlines, METH_VARARGS,
-     "count_newlines(data) -> int\n\ndata.count(b'\\n'), eight bytes at a time."},
+     "count_newlines(data) -> int\n\ndata.count(b'\\n'), sixteen bytes at a time."},
     {"json_layout", json_layout, METH_VARARGS,
      "json_layout(compact, indent, level) -> str | None\n\n"
      "orjson's compact text laid out as json.dumps(value, indent=indent) at nesting level `level`;\n"

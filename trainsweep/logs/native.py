@@ -44,7 +44,7 @@ not built or turned off."""
 contains: Callable[[bytes, bytes], bool] | None = _module.contains if _module is not None else None
 """``contains(data, literal)``: ``literal in data``, by memmem; None when not built or turned off."""
 count_newlines: Callable[[bytes], int] | None = _module.count_newlines if _module is not None else None
-"""``count_newlines(data)``: ``data.count(b"\\n")``, eight bytes at a time; None when not built or
+"""``count_newlines(data)``: ``data.count(b"\\n")``, sixteen bytes at a time; None when not built or
 turned off."""
 json_layout: JsonLayout | None = _module.json_layout if _module is not None else None
 """``json_layout(compact, indent, level)``: orjson's compact text laid out as ``json.dumps(value,
