@@ -23,6 +23,7 @@ from trainsweep.logs import cloudml, native, parse
 from trainsweep.logs.numbers import MAX_DURATION_S
 
 SCAN = native.scan_stretch
+SCAN_MANY = native.scan_stretches
 RARE_LINES = native.rare_lines
 FIND_ALL = native.find_all
 CONTAINS = native.contains
@@ -44,16 +45,19 @@ def test_the_scanner_is_built_and_used_by_default() -> None:
 def records(source, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """The run record of ``source`` read with the scanner and with the Python path alone."""
     monkeypatch.setattr(native, "scan_stretch", SCAN)
+    monkeypatch.setattr(native, "scan_stretches", SCAN_MANY)
     monkeypatch.setattr(native, "rare_lines", RARE_LINES)
     monkeypatch.setattr(native, "find_all", FIND_ALL)
     monkeypatch.setattr(native, "contains", CONTAINS)
     fast = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", None)
+    monkeypatch.setattr(native, "scan_stretches", None)
     monkeypatch.setattr(native, "rare_lines", None)
     monkeypatch.setattr(native, "find_all", None)
     monkeypatch.setattr(native, "contains", None)
     slow = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", SCAN)
+    monkeypatch.setattr(native, "scan_stretches", SCAN_MANY)
     monkeypatch.setattr(native, "rare_lines", RARE_LINES)
     monkeypatch.setattr(native, "find_all", FIND_ALL)
     monkeypatch.setattr(native, "contains", CONTAINS)
@@ -277,12 +281,42 @@ def test_the_reader_uses_it(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
     def spy(*args):
-        calls.append(args[1:3])
-        return SCAN(*args)
+        calls.append(args[1])
+        return SCAN_MANY(*args)
 
-    monkeypatch.setattr(native, "scan_stretch", spy)
+    monkeypatch.setattr(native, "scan_stretches", spy)
     run = parse(b"Epoch 1/1\n1 step training time: 0.5s\n2 step training time: 0.25s\nEpoch time: 1s\n")
     assert calls and run.epochs[0].step_s.tolist() == [0.5, 0.25]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines, st.lists(st.integers(-3, 2000), max_size=20))
+def test_stretches_read_in_one_call_are_each_read_as_alone(parts: list[bytes], points: list[int]) -> None:
+    # scan_stretches is scan_stretch of each stretch: None for one under 12 bytes or with nothing read,
+    # False where scan_stretch gives None (the Python path), else the same tuple; cuts in any order
+    assert SCAN is not None and SCAN_MANY is not None
+    region = b"\n" + b"\n".join(parts) + b"\n"
+    cuts = [min(p, len(region) + 5) for p in points[: len(points) // 2 * 2]] + [0, len(region)]
+    many = SCAN_MANY(region, cuts, MAX_DURATION_S)
+    assert len(many) == len(cuts) // 2
+    for (start, end), got in zip(zip(cuts[::2], cuts[1::2], strict=True), many, strict=True):
+        alone = SCAN(region, start, end, MAX_DURATION_S)
+        if min(end, len(region)) - max(start, 0) < 12:
+            assert got is None
+        elif alone is None:
+            assert got is False
+        elif not alone[0] and not alone[3]:
+            assert got is None
+        else:
+            assert got == alone
+
+
+def test_stretches_need_a_start_and_an_end_each() -> None:
+    assert SCAN_MANY is not None
+    with pytest.raises(ValueError):
+        SCAN_MANY(b"\n", [0], MAX_DURATION_S)
+    with pytest.raises(TypeError):
+        SCAN_MANY(b"\n", [0, "1"], MAX_DURATION_S)
 
 
 def _literal_prefixes(ops) -> list[str]:

@@ -195,21 +195,15 @@ static int take_value(const char *v, const char *hi, double max, Buf *out, const
     return 1;
 }
 
-static PyObject *scan_stretch(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer view;
-    Py_ssize_t start, end;
-    double max_duration;
-    if (!PyArg_ParseTuple(args, "y*nnd", &view, &start, &end, &max_duration)) return NULL;
+/* The reading of base[start:end]: a new reference to the tuple (step times, step numbers or None when
+ * consecutive, first step number, stamps), or to None when the Python path must read the stretch; NULL
+ * with a Python error set. *found is set to whether a step or a stamp was read. */
+static PyObject *stretch(const char *base, Py_ssize_t start, Py_ssize_t end, double max_duration, int *found) {
     PyObject *result = NULL;
     Buf times = {0}, numbers = {0}, stamps = {0};
     Py_ssize_t n_numbers = 0;
     int consecutive = 1, bail = 0;
     long long first = 0, expect = 0;
-
-    if (start < 0) start = 0;
-    if (end > view.len) end = view.len;
-    const char *base = view.buf;
     const char *lo = base + start, *hi = base + (end > start ? end : start);
 
     /* One pass over the colons: both literals end with ": ", so every occurrence of either is found at
@@ -245,11 +239,11 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
         }
     }
 
+    *found = times.len > 0 || stamps.len > 0;
     if (bail) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    /* (step times, step numbers or None when consecutive, first step number, stamps) */
     PyObject *t = PyBytes_FromStringAndSize(times.data, times.len * 8);
     PyObject *nums = (times.len == 0 || consecutive)
                          ? Py_NewRef(Py_None)
@@ -266,6 +260,71 @@ done:
     PyMem_Free(times.data);
     PyMem_Free(numbers.data);
     PyMem_Free(stamps.data);
+    return result;
+}
+
+static PyObject *scan_stretch(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t start, end;
+    double max_duration;
+    if (!PyArg_ParseTuple(args, "y*nnd", &view, &start, &end, &max_duration)) return NULL;
+    if (start < 0) start = 0;
+    if (end > view.len) end = view.len;
+    int found = 0;
+    PyObject *result = stretch(view.buf, start, end, max_duration, &found);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* scan_stretches(region, cuts, max_duration): the stretches region[cuts[0]:cuts[1]],
+ * region[cuts[2]:cuts[3]], ... read in one call (a region has hundreds, most of them without a step):
+ * for each, None when it is shorter than MIN_STRETCH bytes or holds no step and no stamp (the reader has
+ * nothing to do), False when the Python path must read it, else scan_stretch's tuple. */
+#define MIN_STRETCH 12 /* cloudml.CloudMLReader._bulk skips shorter stretches: too short for a step line */
+
+static PyObject *scan_stretches(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    PyObject *cuts;
+    double max_duration;
+    if (!PyArg_ParseTuple(args, "y*O!d", &view, &PyList_Type, &cuts, &max_duration)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(cuts);
+    if (n % 2) {
+        PyErr_SetString(PyExc_ValueError, "cuts must hold a start and an end for each stretch");
+        goto done;
+    }
+    result = PyList_New(n / 2);
+    if (result == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n / 2; i++) {
+        Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(cuts, 2 * i));
+        Py_ssize_t end = PyLong_AsSsize_t(PyList_GET_ITEM(cuts, 2 * i + 1));
+        if ((start == -1 || end == -1) && PyErr_Occurred()) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        if (start < 0) start = 0;
+        if (end > view.len) end = view.len;
+        PyObject *item;
+        if (end - start < MIN_STRETCH) {
+            item = Py_NewRef(Py_None);
+        } else {
+            int found = 0;
+            item = stretch(view.buf, start, end, max_duration, &found);
+            if (item == NULL) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            if (item == Py_None) {
+                Py_SETREF(item, Py_NewRef(Py_False));
+            } else if (!found) {
+                Py_SETREF(item, Py_NewRef(Py_None));
+            }
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+done:
     PyBuffer_Release(&view);
     return result;
 }
@@ -577,6 +636,10 @@ static PyMethodDef methods[] = {
      "scan_stretch(region, start, end, max_duration) -> (times, numbers, first, stamps) | None\n\n"
      "Step times, step numbers (None when consecutive from first) and wall-clock stamps of\n"
      "region[start:end] as bytes of native 8-byte values; None when the Python path must read it."},
+    {"scan_stretches", scan_stretches, METH_VARARGS,
+     "scan_stretches(region, cuts, max_duration) -> list[tuple | None | False]\n\n"
+     "scan_stretch of region[cuts[0]:cuts[1]], region[cuts[2]:cuts[3]], ...: for each, None when it is\n"
+     "shorter than 12 bytes or holds nothing to read, False when the Python path must read it."},
     {"rare_lines", rare_lines, METH_VARARGS,
      "rare_lines(region, starts) -> list[int]\n\n"
      "The offsets of the newlines of region followed by one of the bytes of the tuple starts."},
