@@ -297,7 +297,7 @@ def test_stretches_read_in_one_call_are_each_read_as_alone(parts: list[bytes], p
     assert SCAN is not None and SCAN_MANY is not None
     region = b"\n" + b"\n".join(parts) + b"\n"
     cuts = [min(p, len(region) + 5) for p in points[: len(points) // 2 * 2]] + [0, len(region)]
-    many = SCAN_MANY(region, cuts, MAX_DURATION_S)
+    many = SCAN_MANY(region, cuts, MAX_DURATION_S, b"")
     assert len(many) == len(cuts) // 2
     for (start, end), got in zip(zip(cuts[::2], cuts[1::2], strict=True), many, strict=True):
         alone = SCAN(region, start, end, MAX_DURATION_S)
@@ -314,9 +314,19 @@ def test_stretches_read_in_one_call_are_each_read_as_alone(parts: list[bytes], p
 def test_stretches_need_a_start_and_an_end_each() -> None:
     assert SCAN_MANY is not None
     with pytest.raises(ValueError):
-        SCAN_MANY(b"\n", [0], MAX_DURATION_S)
+        SCAN_MANY(b"\n", [0], MAX_DURATION_S, b"")
     with pytest.raises(TypeError):
-        SCAN_MANY(b"\n", [0, "1"], MAX_DURATION_S)
+        SCAN_MANY(b"\n", [0, "1"], MAX_DURATION_S, b"")
+
+
+def test_a_stretch_with_the_literal_to_avoid_goes_to_the_python_path() -> None:
+    assert SCAN_MANY is not None
+    region = b"\n1 step training time: 0.5s\n40 steps training: 2.58s\n2 step training time: 0.5s\n"
+    middle = region.index(b"40")
+    cuts = [0, middle, middle, len(region), 0, len(region)]
+    plain = SCAN_MANY(region, cuts, MAX_DURATION_S, b"")
+    assert plain[0] is not None and plain[0] is not False  # the C path does not see the last-step form
+    assert SCAN_MANY(region, cuts, MAX_DURATION_S, cloudml.LAST_STEP_LIT) == [plain[0], False, False]
 
 
 def _literal_prefixes(ops) -> list[str]:

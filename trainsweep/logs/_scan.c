@@ -65,6 +65,34 @@ static int buf_push(Buf *b, const void *item) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* The first occurrence of lit (n > 0 bytes) in [p, end), or NULL. Where SSE2 is there, sixteen candidate
+ * positions at a time: those where both the literal's first and its last byte are in place (for the
+ * literals looked for, ":::MLLOG", "[MO833]", "val_acc", rarely more than one in a line), each then
+ * compared whole; elsewhere memmem. Faster than memmem and than bytes' own search on log text. */
+static const char *find_literal(const char *p, const char *end, const char *lit, Py_ssize_t n) {
+    if (end - p < n) return NULL;
+    if (n == 1) return memchr(p, lit[0], (size_t)(end - p));
+#if defined(__SSE2__)
+    const __m128i first = _mm_set1_epi8(lit[0]), last = _mm_set1_epi8(lit[n - 1]);
+    const char *stop = end - n + 1; /* candidates are the positions before stop */
+    for (; stop - p >= 16; p += 16) {
+        __m128i a = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), first);
+        __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + n - 1)), last);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(a, b));
+        while (mask) {
+            int i = __builtin_ctz(mask);
+            if (memcmp(p + i + 1, lit + 1, (size_t)(n - 2)) == 0) return p + i;
+            mask &= mask - 1;
+        }
+    }
+    for (; p < stop; p++)
+        if (*p == lit[0] && memcmp(p + 1, lit + 1, (size_t)(n - 1)) == 0) return p;
+    return NULL;
+#else
+    return memmem(p, (size_t)(end - p), lit, (size_t)n);
+#endif
+}
+
 #if (defined(__x86_64__) || defined(__i386__)) && LDBL_MANT_DIG == 64
 /* A decimal (digits, at most one dot) times 10^exponent, with at most 19 significant digits and a power
  * of ten between 10^-27 and 10^27, as the correctly rounded double that float() gives: the digits m and
@@ -277,18 +305,20 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* scan_stretches(region, cuts, max_duration): the stretches region[cuts[0]:cuts[1]],
+/* scan_stretches(region, cuts, max_duration, avoid): the stretches region[cuts[0]:cuts[1]],
  * region[cuts[2]:cuts[3]], ... read in one call (a region has hundreds, most of them without a step):
  * for each, None when it is shorter than MIN_STRETCH bytes or holds no step and no stamp (the reader has
- * nothing to do), False when the Python path must read it, else scan_stretch's tuple. */
+ * nothing to do), False when the Python path must read it (it is not plain, or it holds the literal
+ * avoid, unless that is empty: the oldest logs' last-step form, which only the Python path reads), else
+ * scan_stretch's tuple. */
 #define MIN_STRETCH 12 /* cloudml.CloudMLReader._bulk skips shorter stretches: too short for a step line */
 
 static PyObject *scan_stretches(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer view;
+    Py_buffer view, avoid;
     PyObject *cuts;
     double max_duration;
-    if (!PyArg_ParseTuple(args, "y*O!d", &view, &PyList_Type, &cuts, &max_duration)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*O!dy*", &view, &PyList_Type, &cuts, &max_duration, &avoid)) return NULL;
     PyObject *result = NULL;
     Py_ssize_t n = PyList_GET_SIZE(cuts);
     if (n % 2) {
@@ -309,6 +339,9 @@ static PyObject *scan_stretches(PyObject *self, PyObject *args) {
         PyObject *item;
         if (end - start < MIN_STRETCH) {
             item = Py_NewRef(Py_None);
+        } else if (avoid.len && find_literal((const char *)view.buf + start, (const char *)view.buf + end,
+                                             avoid.buf, avoid.len) != NULL) {
+            item = Py_NewRef(Py_False);
         } else {
             int found = 0;
             item = stretch(view.buf, start, end, max_duration, &found);
@@ -326,6 +359,7 @@ static PyObject *scan_stretches(PyObject *self, PyObject *args) {
     }
 done:
     PyBuffer_Release(&view);
+    PyBuffer_Release(&avoid);
     return result;
 }
 
@@ -515,34 +549,6 @@ done:
     return result;
 }
 
-/* The first occurrence of lit (n > 0 bytes) in [p, end), or NULL. Where SSE2 is there, sixteen candidate
- * positions at a time: those where both the literal's first and its last byte are in place (for the
- * literals looked for, ":::MLLOG", "[MO833]", "val_acc", rarely more than one in a line), each then
- * compared whole; elsewhere memmem. Faster than memmem and than bytes' own search on log text. */
-static const char *find_literal(const char *p, const char *end, const char *lit, Py_ssize_t n) {
-    if (end - p < n) return NULL;
-    if (n == 1) return memchr(p, lit[0], (size_t)(end - p));
-#if defined(__SSE2__)
-    const __m128i first = _mm_set1_epi8(lit[0]), last = _mm_set1_epi8(lit[n - 1]);
-    const char *stop = end - n + 1; /* candidates are the positions before stop */
-    for (; stop - p >= 16; p += 16) {
-        __m128i a = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), first);
-        __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + n - 1)), last);
-        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(a, b));
-        while (mask) {
-            int i = __builtin_ctz(mask);
-            if (memcmp(p + i + 1, lit + 1, (size_t)(n - 2)) == 0) return p + i;
-            mask &= mask - 1;
-        }
-    }
-    for (; p < stop; p++)
-        if (*p == lit[0] && memcmp(p + 1, lit + 1, (size_t)(n - 1)) == 0) return p;
-    return NULL;
-#else
-    return memmem(p, (size_t)(end - p), lit, (size_t)n);
-#endif
-}
-
 /* find_all(data, literal): where literal occurs in data, in order, not overlapping (find_literal). */
 static PyObject *find_all(PyObject *self, PyObject *args) {
     (void)self;
@@ -637,9 +643,10 @@ static PyMethodDef methods[] = {
      "Step times, step numbers (None when consecutive from first) and wall-clock stamps of\n"
      "region[start:end] as bytes of native 8-byte values; None when the Python path must read it."},
     {"scan_stretches", scan_stretches, METH_VARARGS,
-     "scan_stretches(region, cuts, max_duration) -> list[tuple | None | False]\n\n"
+     "scan_stretches(region, cuts, max_duration, avoid) -> list[tuple | None | False]\n\n"
      "scan_stretch of region[cuts[0]:cuts[1]], region[cuts[2]:cuts[3]], ...: for each, None when it is\n"
-     "shorter than 12 bytes or holds nothing to read, False when the Python path must read it."},
+     "shorter than 12 bytes or holds nothing to read, False when the Python path must read it (or it\n"
+     "holds avoid, when that is not empty)."},
     {"rare_lines", rare_lines, METH_VARARGS,
      "rare_lines(region, starts) -> list[int]\n\n"
      "The offsets of the newlines of region followed by one of the bytes of the tuple starts."},

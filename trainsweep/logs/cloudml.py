@@ -305,8 +305,9 @@ class CloudMLReader:
             cut(m.end())
         cut(len(region))
         scan = native.scan_stretches
-        if scan is not None and not self._last_form_here:
-            read = scan(region, cuts, MAX_DURATION_S)  # every stretch in one call (C); False: not plain
+        if scan is not None:
+            # every stretch in one call (C); False: not plain, or the oldest logs' last-step form
+            read = scan(region, cuts, MAX_DURATION_S, LAST_STEP_LIT if self._last_form_here else b"")
         else:
             read = [False] * (len(events) + 1)
         bulk, rare = self._bulk, self._rare

@@ -39,9 +39,10 @@ _module = _load()
 scan_stretch: ScanStretch | None = _module.scan_stretch if _module is not None else None
 """``scan_stretch(region, start, end, max_duration)``: see ``_scan.c``; None when not built or turned off."""
 scan_stretches: ScanStretches | None = _module.scan_stretches if _module is not None else None
-"""``scan_stretches(region, cuts, max_duration)``: :data:`scan_stretch` of ``region[cuts[0]:cuts[1]]``,
+"""``scan_stretches(region, cuts, max_duration, avoid)``: :data:`scan_stretch` of ``region[cuts[0]:cuts[1]]``,
 ``region[cuts[2]:cuts[3]]``, ... in one call; for each stretch None when it is shorter than 12 bytes or
-holds no step and no stamp, False when the Python path must read it. None when not built or turned off."""
+holds no step and no stamp, False when the Python path must read it (or it holds ``avoid``, when that is
+not empty). None when not built or turned off."""
 rare_lines: RareLines | None = _module.rare_lines if _module is not None else None
 """``rare_lines(region, starts)``: the offsets of the newlines of ``region`` followed by one of the bytes
 of the tuple ``starts``; None when not built or turned off."""
