@@ -94,35 +94,22 @@ static const char *find_literal(const char *p, const char *end, const char *lit,
 }
 
 #if (defined(__x86_64__) || defined(__i386__)) && LDBL_MANT_DIG == 64
-/* A decimal (digits, at most one dot) times 10^exponent, with at most 19 significant digits and a power
- * of ten between 10^-27 and 10^27, as the correctly rounded double that float() gives: the digits m and
+/* m / 10^k (k >= 0) or m * 10^-k (k < 0), for a decimal's significant digits m (at most 19 of them) and
+ * a power of ten between 10^-27 and 10^27, as the correctly rounded double that float() gives: m and
  * 10^k are exact in the x87 80-bit format (64-bit mantissa), their quotient or product is rounded once to
  * 64 bits, then to 53. That second rounding can only differ from rounding the exact value when the 64-bit
  * result lies exactly half-way between two doubles: then 0 is returned and the caller uses CPython's own
  * (slower) conversion. */
-static int fast_decimal(const char *p, const char *end, long exponent, double *out) {
+static int fast_decimal(uint64_t m, long k, double *out) {
     static long double powers_of_ten[28];
     if (powers_of_ten[0] == 0.0L) {
         long double x = 1.0L;
         for (int i = 0; i < 28; i++, x *= 10.0L) powers_of_ten[i] = x;
     }
-    uint64_t m = 0;
-    int significant = 0, after_dot = -1;
-    for (const char *c = p; c < end; c++) {
-        if (*c == '.') {
-            after_dot = 0;
-            continue;
-        }
-        if (after_dot >= 0) after_dot++;
-        if (m == 0 && *c == '0') continue;
-        if (++significant > 19) return 0;
-        m = m * 10 + (uint64_t)(*c - '0');
-    }
     if (m == 0) {
         *out = 0.0;
         return 1;
     }
-    long k = (after_dot > 0 ? after_dot : 0) - exponent; /* value = m / 10^k */
     if (k > 27 || k < -27) return 0;
     long double q = k >= 0 ? (long double)m / powers_of_ten[k] : (long double)m * powers_of_ten[-k];
     union {
@@ -141,8 +128,8 @@ static int fast_decimal(const char *p, const char *end, long exponent, double *o
     return 1;
 }
 #else
-static int fast_decimal(const char *p, const char *end, long exponent, double *out) {
-    (void)p, (void)end, (void)exponent, (void)out;
+static int fast_decimal(uint64_t m, long k, double *out) {
+    (void)m, (void)k, (void)out;
     return 0;
 }
 #endif
@@ -151,17 +138,28 @@ static int fast_decimal(const char *p, const char *end, long exponent, double *o
  * at least one digit) with an optional exponent (e or E, an optional sign, digits), followed by an
  * optional "s", an optional "\r" and the line's newline; *next is then set to that newline. 0 when the
  * Python path must look at it (no such value, or something else before the line end), -1 on a Python
- * error. */
+ * error. The digits are read once: their significant ones (from the first that is not 0) make m, for
+ * fast_decimal, while there are at most 19 of them. */
 static int plain_value(const char *p, const char *end, double *out, const char **next) {
     const char *q = p;
-    int digits = 0;
-    while (q < end && is_digit(*q)) q++, digits++;
+    int digits = 0, significant = 0, after_dot = 0;
+    uint64_t m = 0;
+#define DIGIT()                                                                  \
+    do {                                                                         \
+        unsigned d_ = (unsigned)(*q++ - '0');                                    \
+        digits++;                                                                \
+        if ((m != 0 || d_ != 0) && ++significant <= 19) m = m * 10 + d_;          \
+    } while (0)
+    while (q < end && is_digit(*q)) DIGIT();
     if (q < end && *q == '.') {
         q++;
-        while (q < end && is_digit(*q)) q++, digits++;
+        while (q < end && is_digit(*q)) {
+            DIGIT();
+            after_dot++;
+        }
     }
+#undef DIGIT
     if (digits == 0) return 0;
-    const char *mantissa_end = q;
     long exponent = 0;
     if (q < end && (*q == 'e' || *q == 'E')) {
         q++;
@@ -181,7 +179,7 @@ static int plain_value(const char *p, const char *end, double *out, const char *
     *next = q;
     Py_ssize_t n = value_end - p;
     if (n >= MAX_VALUE) return 0;
-    if (fast_decimal(p, mantissa_end, exponent, out)) return 1;
+    if (significant <= 19 && fast_decimal(m, after_dot - exponent, out)) return 1;
     char tmp[MAX_VALUE];
     memcpy(tmp, p, (size_t)n);
     tmp[n] = '\0';
@@ -371,6 +369,12 @@ done:
  * sure that it stands for None, not for a NaN or an infinity (orjson writes those as null too). */
 #define LAYOUT_MAX_DEPTH 1000
 
+/* The bytes of a number's digits: 0-9 and the dot. */
+static const unsigned char NUMBER_BYTE[256] = {
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['.'] = 1,
+};
+
 static PyObject *json_layout(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
@@ -412,7 +416,7 @@ static PyObject *json_layout(PyObject *self, PyObject *args) {
         if (c == '-' || is_digit((char)c)) {
             const unsigned char *digits = p + (c == '-');
             const unsigned char *q = digits;
-            while (q < end && (is_digit((char)*q) || *q == '.')) q++;
+            while (q < end && NUMBER_BYTE[*q]) q++;
             if (q == digits || (q < end && (*q == 'e' || *q == 'E'))) {
                 ok = 0;
                 break;

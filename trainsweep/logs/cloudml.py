@@ -560,9 +560,8 @@ class CloudMLReader:
 
     def _start_epoch(self, index: int | None) -> Epoch:
         """Open epoch ``index`` with the stamps seen before it; the previous epoch's arrays are compacted."""
-        ep = Epoch(index=index, real_time=array("d", self._pending_rt))  # type: ignore[arg-type]
-        ep.start_time = self._pending_start
-        del self._pending_rt[:]
+        ep = Epoch(index=index, real_time=self._pending_rt, start_time=self._pending_start)  # type: ignore[arg-type]
+        self._pending_rt = array("d")
         self._pending_start = None
         if len(self.epochs) >= MAX_EPOCHS:
             # Not a real run (a crafted or broken log): this epoch is read but not kept, so memory stays
@@ -638,6 +637,8 @@ class CloudMLReader:
 
     def _duration(self, what: str, raw: bytes, lc: LineCounter, pos: int) -> float | None:
         v = float(raw)
+        if 0.0 < v <= MAX_DURATION_S:
+            return v  # the usual case: duration_problem finds nothing wrong with it
         why = duration_problem(v)
         if why is not None:
             self._problem("absurd-value", f"{what} {v!r} {why}; ignored", lc.at(pos))
