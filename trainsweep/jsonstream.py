@@ -277,18 +277,17 @@ def _plain_mapping(item: Any, last_range: dict[range, list[int]]) -> tuple[dict[
     return plain, count
 
 
-def _mappings_text(plain: list[dict[str, Any]], indent: int, level: int) -> str | None:
-    """The items of a sequence of plain mappings at ``level`` (as :func:`_chunk_text`), laid out in C."""
+def _mappings_text(plain: list[dict[str, Any]], indent: int, level: int, sep: str) -> str | None:
+    """``sep`` and the items of a sequence of plain mappings at ``level`` (as :func:`_chunk_text`), laid
+    out in C."""
     layout = native.json_layout
     if layout is None:
         return None
     try:
-        text = layout(orjson.dumps(plain), indent, level)
+        # the items only (without the list's "[" and its "\n<indent>]"), after sep
+        return layout(orjson.dumps(plain), indent, level, sep.encode())
     except (orjson.JSONEncodeError, TypeError):  # an int beyond 64 bits
         return None
-    if text is None:
-        return None
-    return text[1 : len(text) - 2 - indent * level]  # without the list's "[" and its "\n<indent>]"
 
 
 def _groups(items: Iterable[Any]) -> Iterator[tuple[list[Any], list[dict[str, Any]] | None]]:
@@ -322,9 +321,9 @@ def _containers(items: Iterator[Any], indent: int, dumps: Callable[[Any], str], 
     sep = "["
     grouped = _groups(items) if native.json_layout is not None else (([x], None) for x in items)
     for group, plain in grouped:
-        body = _mappings_text(plain, indent, level) if plain is not None else None
-        if body is not None:
-            yield sep + body
+        text = _mappings_text(plain, indent, level, sep) if plain is not None else None
+        if text is not None:
+            yield text
             sep = ","
             continue
         for x in group:

@@ -360,9 +360,9 @@ def test_plain_epochs_are_laid_out_in_c_a_group_at_a_time(monkeypatch: pytest.Mo
     calls = []
     c_layout = native.json_layout
 
-    def layout(compact: bytes, indent: int, level: int):
+    def layout(compact: bytes, indent: int, level: int, *lead: bytes):
         calls.append(level)
-        return c_layout(compact, indent, level)
+        return c_layout(compact, indent, level, *lead)
 
     monkeypatch.setattr(jsonstream, "GROUP_VALUES", 40)  # 8 numbers an epoch: 5 epochs a group
     monkeypatch.setattr(native, "json_layout", layout)
@@ -375,3 +375,30 @@ def test_plain_epochs_are_laid_out_in_c_a_group_at_a_time(monkeypatch: pytest.Mo
 def test_mappings_with_keys_that_are_not_str_keep_the_json_dumps_text() -> None:
     value = [{"a": 1, "b": [0.5]}, {7: "x", "b": 2.5, None: [1]}, {"a": 2, "b": [0.25]}]
     assert streamed(value, 1) == json.dumps(value, indent=1)
+
+
+@needs_layout
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.sampled_from("abc"), st.lists(st.floats(0.5, 1e6), max_size=3)), min_size=1),
+    st.integers(0, 3),
+    st.integers(0, 4),
+    st.sampled_from([b"[", b",", b""]),
+)
+def test_the_layout_gives_a_lists_items_after_a_lead(
+    value: list[dict[str, list[float]]], indent: int, level: int, lead: bytes
+) -> None:
+    # what the writer yields for a group of epochs: the lead, then the items without the list's "[" and
+    # its closing line, in one piece (it was sliced and concatenated in Python)
+    whole = native.json_layout(orjson.dumps(value), indent, level)
+    items = native.json_layout(orjson.dumps(value), indent, level, lead)
+    assert whole is not None
+    assert items == lead.decode() + whole[1 : len(whole) - 2 - indent * level]
+
+
+@needs_layout
+def test_the_layout_with_a_lead_refuses_what_is_not_a_non_empty_list() -> None:
+    for compact in (b"[]", b"{}", b'{"a":1}', b"1", b'"x"'):
+        assert native.json_layout(compact, 1, 0, b",") is None
+    assert native.json_layout(b"[1]", 1, 0, b"\xc3\xa9") is None  # the text is ASCII
+    assert native.json_layout(b"[1,2]", 1, 0, b",") == ",\n 1,\n 2"

@@ -379,7 +379,9 @@ static PyObject *json_layout(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     Py_ssize_t indent, level;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &indent, &level)) return NULL;
+    const char *lead = NULL;
+    Py_ssize_t lead_len = 0;
+    if (!PyArg_ParseTuple(args, "y*nn|y#", &view, &indent, &level, &lead, &lead_len)) return NULL;
     PyObject *result = NULL;
     const unsigned char *p = view.buf, *end = p + view.len;
     if (indent < 0 || level < 0 || indent > 64 || level > LAYOUT_MAX_DEPTH) {
@@ -483,11 +485,27 @@ static PyObject *json_layout(PyObject *self, PyObject *args) {
     }
 #undef RESERVE
 #undef NEWLINE
+    /* With lead, a list's items only: lead, then the text without the list's "[" and its closing
+     * "\n<indent>]" (one copy, where slicing and concatenating in Python would make two more). */
+    Py_ssize_t from = 0, tail = level * indent + 2;
+    if (ok && lead != NULL) {
+        if (o - out <= tail || out[0] != '[' || o[-1] != ']' || o[-tail] != '\n') ok = 0;
+        from = 1;
+    } else {
+        tail = 0;
+    }
+    if (ok && lead != NULL)
+        for (const char *c = lead; c < lead + lead_len; c++)
+            if ((unsigned char)*c >= 0x80) ok = 0; /* the text is ASCII */
     if (!ok || depth != level) {
         result = Py_NewRef(Py_None);
     } else {
-        result = PyUnicode_New(o - out, 127);
-        if (result != NULL && o > out) memcpy(PyUnicode_1BYTE_DATA(result), out, (size_t)(o - out));
+        Py_ssize_t size = (o - out) - from - tail;
+        result = PyUnicode_New(lead_len + size, 127);
+        if (result != NULL) {
+            if (lead_len) memcpy(PyUnicode_1BYTE_DATA(result), lead, (size_t)lead_len);
+            if (size) memcpy(PyUnicode_1BYTE_DATA(result) + lead_len, out + from, (size_t)size);
+        }
     }
     PyMem_Free(out);
     PyBuffer_Release(&view);
@@ -661,9 +679,11 @@ static PyMethodDef methods[] = {
     {"count_newlines", count_newlines, METH_VARARGS,
      "count_newlines(data) -> int\n\ndata.count(b'\\n'), sixteen bytes at a time."},
     {"json_layout", json_layout, METH_VARARGS,
-     "json_layout(compact, indent, level) -> str | None\n\n"
+     "json_layout(compact, indent, level[, lead]) -> str | None\n\n"
      "orjson's compact text laid out as json.dumps(value, indent=indent) at nesting level `level`;\n"
-     "None where that text could differ from json.dumps's (exponents, numbers below 1e-4, escapes)."},
+     "None where that text could differ from json.dumps's (exponents, numbers below 1e-4, escapes).\n"
+     "With lead (ASCII bytes), a non-empty list's items only, after lead: the text without the list's\n"
+     "'[' and its closing line."},
     {NULL, NULL, 0, NULL},
 };
 
