@@ -426,3 +426,26 @@ def test_literals_are_found_where_bytes_finds_them(noise: bytes, literal: bytes)
                 pos = hit + len(literal)
             assert FIND_ALL(part, literal) == expected
             assert CONTAINS(part, literal) is (literal in part)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"Epoch 1/2", b"Epoc", b"E", b"on_epoch_end: 1", b"on_epoch", b"on_train_batch_begin: 1",
+             b"Train", b"Trai", b" - Total: 5", b" -", b"", b"x", b"Test loss: 1", b"('Tempo de ", b"Tempo "]
+        ),
+        max_size=40,
+    ),
+    st.integers(0, 15),
+)  # fmt: skip
+def test_rare_lines_are_found_at_every_alignment(lines: list[bytes], pad: int) -> None:
+    # the newlines are found sixteen bytes at a time and a line's first four bytes compared at once:
+    # near-misses of the starts (a shorter prefix, "on_train" against "on_epoch_"), at every offset
+    assert RARE_LINES is not None
+    region = b"x" * pad + b"\n" + b"\n".join(lines)
+    expected = [
+        i for i in range(len(region) - 1)
+        if region[i] == 10 and region[i + 1 :].startswith(cloudml.RARE_STARTS)
+    ]  # fmt: skip
+    assert RARE_LINES(region, cloudml.RARE_STARTS) == expected

@@ -520,6 +520,32 @@ nomem:
  * strings of the tuple starts, in order: where a line that begins with one of them starts. */
 #define MAX_STARTS 64
 
+/* Appends the offset of the newline nl to result when the line after it begins with one of the n starts;
+ * -1 on a Python error. */
+static int rare_line_at(PyObject *result, const char *base, const char *nl, const char *end, Py_ssize_t n,
+                        const char *const *start, const Py_ssize_t *length) {
+    const char *line = nl + 1;
+    uint32_t head = 0; /* the line's first four bytes: most lines that share a start's first byte differ there */
+    if (end - line >= 4) memcpy(&head, line, 4);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (start[i][0] != *line || end - line < length[i]) continue;
+        if (length[i] >= 4) {
+            uint32_t want;
+            memcpy(&want, start[i], 4);
+            if (want != head) continue;
+        }
+        if (memcmp(line, start[i], (size_t)length[i])) continue;
+        PyObject *at = PyLong_FromSsize_t(nl - base);
+        if (at == NULL || PyList_Append(result, at) < 0) {
+            Py_XDECREF(at);
+            return -1;
+        }
+        Py_DECREF(at);
+        return 0;
+    }
+    return 0;
+}
+
 static PyObject *rare_lines(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
@@ -546,24 +572,28 @@ static PyObject *rare_lines(PyObject *self, PyObject *args) {
     }
     result = PyList_New(0);
     if (result == NULL) goto done;
-    const char *base = view.buf, *end = base + view.len;
-    for (const char *p = base; p < end;) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (nl == NULL || nl + 1 >= end) break;
-        const char *line = nl + 1;
-        p = line;
-        if (!first[(unsigned char)*line]) continue;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (start[i][0] != *line || end - line < length[i] || memcmp(line, start[i], (size_t)length[i]))
-                continue;
-            PyObject *at = PyLong_FromSsize_t(nl - base);
-            if (at == NULL || PyList_Append(result, at) < 0) {
-                Py_XDECREF(at);
+    const char *base = view.buf, *end = base + view.len, *p = base;
+#if defined(__SSE2__)
+    /* Sixteen bytes at a time: the newlines of a block, each line start then tested by its first byte. */
+    const __m128i newline = _mm_set1_epi8('\n');
+    for (; end - p >= 16; p += 16) {
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), newline));
+        for (; mask; mask &= mask - 1) {
+            const char *nl = p + __builtin_ctz(mask);
+            if (nl + 1 < end && first[(unsigned char)nl[1]] && rare_line_at(result, base, nl, end, n, start, length) < 0) {
                 Py_CLEAR(result);
                 goto done;
             }
-            Py_DECREF(at);
-            break;
+        }
+    }
+#endif
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL || nl + 1 >= end) break;
+        p = nl + 1;
+        if (first[(unsigned char)nl[1]] && rare_line_at(result, base, nl, end, n, start, length) < 0) {
+            Py_CLEAR(result);
+            goto done;
         }
     }
 done:
