@@ -449,3 +449,10 @@ def test_rare_lines_are_found_at_every_alignment(lines: list[bytes], pad: int) -
         if region[i] == 10 and region[i + 1 :].startswith(cloudml.RARE_STARTS)
     ]  # fmt: skip
     assert RARE_LINES(region, cloudml.RARE_STARTS) == expected
+
+
+def test_the_mllog_reader_skips_a_region_by_what_its_two_literals_begin_with() -> None:
+    # MllogReader.feed looks for ":::" once, and for SYSJSON and TOKEN only where it is there
+    from trainsweep.logs import mlperf
+
+    assert mlperf.TOKEN.startswith(mlperf._COLONS) and mlperf.SYSJSON.startswith(mlperf._COLONS)
