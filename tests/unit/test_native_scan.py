@@ -456,3 +456,30 @@ def test_the_mllog_reader_skips_a_region_by_what_its_two_literals_begin_with() -
     from trainsweep.logs import mlperf
 
     assert mlperf.TOKEN.startswith(mlperf._COLONS) and mlperf.SYSJSON.startswith(mlperf._COLONS)
+
+
+def test_a_stretch_reads_the_same_in_c_and_in_python_wherever_it_starts_and_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the colons that end the literals are found sixteen at a time: literals at the stretch's edges, a
+    # colon at its first or last byte, "e: " that is neither literal, a stamp in the middle of a line
+    from trainsweep.logs.lines import LineCounter
+
+    region = (
+        b"\n12 step training time: 0.25s\nReal time: 1596431472.93\non_train_batch_end: 1.5s\n"
+        b"x time: 3\nETA: 3s - loss: 0.0167 - accuracy: 0.99\n13 step training time: 1.5e-02s\r\n"
+        b"a Real time: 2.5\ne:\n14 step training time: 0.5\n"
+    )
+
+    def read(start: int, end: int, scan) -> tuple:
+        monkeypatch.setattr(native, "scan_stretch", scan)
+        reader = cloudml.CloudMLReader()
+        reader._bulk(region, start, end, LineCounter(region, 0))
+        ep = reader._cur
+        stamps = (ep.real_time if ep is not None else reader._pending_rt).tolist()
+        steps = (ep.step_s.tolist(), list(ep.step_numbers)) if ep is not None else None
+        return steps, stamps, list(reader.problems)
+
+    for start in range(0, len(region), 3):
+        for end in range(start, len(region) + 1, 5):
+            assert read(start, end, SCAN) == read(start, end, None), (start, end)

@@ -221,6 +221,25 @@ static int take_value(const char *v, const char *hi, double max, Buf *out, const
     return 1;
 }
 
+/* The first colon at or after p, in (lo, hi - 1), between an "e" and a space: where "step training time: "
+ * and "Real time: " end (other colons are skipped). Sixteen positions at a time where SSE2 is there. */
+static const char *time_colon(const char *p, const char *lo, const char *hi) {
+    if (p <= lo) p = lo + 1;
+#if defined(__SSE2__)
+    const __m128i e = _mm_set1_epi8('e'), colon = _mm_set1_epi8(':'), space = _mm_set1_epi8(' ');
+    for (; hi - p >= 17; p += 16) { /* the loads read p - 1 .. p + 16, all before hi */
+        __m128i a = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p - 1)), e);
+        __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), colon);
+        __m128i c = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + 1)), space);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_and_si128(a, b), c));
+        if (mask) return p + __builtin_ctz(mask);
+    }
+#endif
+    for (; p + 1 < hi; p++)
+        if (*p == ':' && p[-1] == 'e' && p[1] == ' ') return p;
+    return NULL;
+}
+
 /* The reading of base[start:end]: a new reference to the tuple (step times, step numbers or None when
  * consecutive, first step number, stamps), or to None when the Python path must read the stretch; NULL
  * with a Python error set. *found is set to whether a step or a stamp was read. */
@@ -236,10 +255,9 @@ static PyObject *stretch(const char *base, Py_ssize_t start, Py_ssize_t end, dou
      * its colon, in order (at most one of them ends at a given colon). Step times go with the step
      * numbers before them (paired by order); stamps are kept apart. */
     for (const char *p = lo; !bail && p < hi;) {
-        const char *colon = memchr(p, ':', (size_t)(hi - p));
-        if (colon == NULL || colon + 1 >= hi) break;
+        const char *colon = time_colon(p, lo, hi); /* both literals end "time: " */
+        if (colon == NULL) break;
         p = colon + 1;
-        if (colon[1] != ' ' || colon == lo || colon[-1] != 'e') continue; /* both literals end "time: " */
         const char *hit = colon - (STEP_LEN - 2);
         if (hit >= lo && memcmp(hit, STEP_LIT, STEP_LEN - 2) == 0) {
             long long number = 0;
