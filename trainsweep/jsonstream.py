@@ -242,6 +242,9 @@ def _plain_mapping(item: Any, last_range: dict[range, list[int]]) -> tuple[dict[
     ``last_range`` holds the list of the last range seen (consecutive epochs share their step numbers)."""
     if type(item) is not dict:
         return None
+    fast = native.plain_mapping  # the usual entry (arrays of doubles or longs, ranges, scalars), in C
+    if fast is not None and (found := fast(item, CHUNK_ITEMS, array, last_range)) is not None:
+        return found
     plain: dict[str, Any] = {}
     count = 0
     for key, v in item.items():  # a key that is not a str: orjson refuses it

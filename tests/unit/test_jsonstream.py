@@ -402,3 +402,48 @@ def test_the_layout_with_a_lead_refuses_what_is_not_a_non_empty_list() -> None:
         assert native.json_layout(compact, 1, 0, b",") is None
     assert native.json_layout(b"[1]", 1, 0, b"\xc3\xa9") is None  # the text is ASCII
     assert native.json_layout(b"[1,2]", 1, 0, b",") == ",\n 1,\n 2"
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.lists(st.floats(-1e308, 1e308), max_size=4).map(lambda x: array("d", x)),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=3).map(lambda x: array("d", x)),
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4).map(lambda x: array("l", x)),
+    st.lists(st.integers(0, 9), max_size=3).map(lambda x: array("i", x)),
+    st.builds(range, st.integers(-3, 3), st.integers(-3, 40)),
+    st.lists(st.floats(0, 1), max_size=3),
+    st.tuples(st.integers(0, 3)),
+)
+
+
+@pytest.mark.skipif(native.plain_mapping is None, reason="the C extension is not built")
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.one_of(st.text(max_size=4), st.integers(0, 3)), _VALUES, max_size=8))
+def test_the_plain_mapping_in_c_is_the_python_one(item: dict) -> None:
+    # what C answers (the usual epoch entry: scalars, arrays of doubles or longs, ranges) equals what the
+    # Python function answers; where C leaves it to Python (None), Python's answer is what is used
+    fast = native.plain_mapping(item, jsonstream.CHUNK_ITEMS, array, {})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, "plain_mapping", None)
+        slow = jsonstream._plain_mapping(item, {})
+    if fast is not None:
+        assert fast == slow
+        assert [type(v) for v in fast[0].values()] == [type(v) for v in slow[0].values()]
+    assert jsonstream._plain_mapping(item, {}) == slow  # the writer's answer is Python's either way
+
+
+@pytest.mark.skipif(native.plain_mapping is None, reason="the C extension is not built")
+def test_the_plain_mapping_in_c_shares_the_last_ranges_list_and_refuses_what_python_must_read() -> None:
+    last: dict = {}
+    one = native.plain_mapping({"n": range(1, 4)}, 16, array, last)
+    two = native.plain_mapping({"n": range(1, 4), "x": 0.5}, 16, array, last)
+    assert one == ({"n": [1, 2, 3]}, 3) and two == ({"n": [1, 2, 3], "x": 0.5}, 3)
+    assert one[0]["n"] is two[0]["n"]  # consecutive epochs share their step numbers' list
+    assert native.plain_mapping({"s": array("d", [1e308, 1e308])}, 16, array, {}) is None  # sum beyond floats
+    assert native.plain_mapping({"s": array("d", [0.5] * 17)}, 16, array, {}) is None  # longer than limit
+    assert native.plain_mapping({"s": [0.5]}, 16, array, {}) is None  # a list: Python reads it
+    assert native.plain_mapping({1: 0.5}, 16, array, {}) is None  # a key that is not a str

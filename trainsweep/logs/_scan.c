@@ -31,6 +31,7 @@
 #define _GNU_SOURCE
 #include <Python.h>
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -534,6 +535,98 @@ nomem:
     return PyErr_NoMemory();
 }
 
+/* plain_mapping(item, limit, array_type, last_range): jsonstream._plain_mapping for the usual epoch entry,
+ * in C: (plain, count) where plain is item with its arrays of 8-byte doubles or longs as lists and its
+ * ranges as lists (the list of the last range seen, kept in the dict last_range, is shared), when every
+ * key is a str and every value None, a bool, an int, a finite float, a str, such an array (its numbers
+ * finite, and their sum as Python's sum() adds them) or a range, of at most limit numbers each; count is
+ * how many numbers the sequences hold. None for anything else: the Python function then decides. */
+static PyObject *plain_mapping(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *item, *array_type, *last_range;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "O!nOO!", &PyDict_Type, &item, &limit, &array_type, &PyDict_Type, &last_range))
+        return NULL;
+    PyObject *plain = PyDict_New();
+    if (plain == NULL) return NULL;
+    Py_ssize_t count = 0, pos = 0;
+    PyObject *key, *v;
+    while (PyDict_Next(item, &pos, &key, &v)) {
+        if (!PyUnicode_CheckExact(key)) goto refuse;
+        PyTypeObject *t = Py_TYPE(v);
+        PyObject *out = NULL;
+        if (t == &PyFloat_Type) {
+            if (!isfinite(PyFloat_AS_DOUBLE(v))) goto refuse;
+            out = Py_NewRef(v);
+        } else if (v == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyUnicode_Type) {
+            out = Py_NewRef(v);
+        } else if ((PyObject *)t == array_type) {
+            Py_buffer view;
+            if (PyObject_GetBuffer(v, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto error;
+            int is_double = view.itemsize == 8 && view.format && strcmp(view.format, "d") == 0;
+            int is_long = view.itemsize == 8 && view.format && strcmp(view.format, "l") == 0;
+            Py_ssize_t n = view.len / 8;
+            if ((!is_double && !is_long) || n > limit) {
+                PyBuffer_Release(&view);
+                goto refuse;
+            }
+            out = PyList_New(n);
+            double sum = 0.0;
+            for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+                PyObject *x;
+                if (is_double) {
+                    double d;
+                    memcpy(&d, (const char *)view.buf + 8 * i, 8);
+                    sum += d;
+                    x = PyFloat_FromDouble(d);
+                } else {
+                    long l;
+                    memcpy(&l, (const char *)view.buf + 8 * i, 8);
+                    x = PyLong_FromLong(l);
+                }
+                if (x == NULL) Py_CLEAR(out);
+                else PyList_SET_ITEM(out, i, x);
+            }
+            PyBuffer_Release(&view);
+            if (out == NULL) goto error;
+            if (is_double && !isfinite(sum)) { /* a NaN or an infinity among them, or a sum beyond floats */
+                Py_DECREF(out);
+                goto refuse;
+            }
+            count += n;
+        } else if (t == &PyRange_Type) {
+            Py_ssize_t n = PyObject_Length(v);
+            if (n < 0) goto error;
+            if (n > limit) goto refuse;
+            out = PyDict_GetItemWithError(last_range, v);
+            if (out != NULL) {
+                Py_INCREF(out);
+            } else {
+                if (PyErr_Occurred()) goto error;
+                PyDict_Clear(last_range);
+                out = PySequence_List(v);
+                if (out == NULL || PyDict_SetItem(last_range, v, out) < 0) {
+                    Py_XDECREF(out);
+                    goto error;
+                }
+            }
+            count += n;
+        } else {
+            goto refuse;
+        }
+        int failed = PyDict_SetItem(plain, key, out);
+        Py_DECREF(out);
+        if (failed < 0) goto error;
+    }
+    return Py_BuildValue("(Nn)", plain, count);
+refuse:
+    Py_DECREF(plain);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(plain);
+    return NULL;
+}
+
 /* rare_lines(region, starts): the offsets of the newlines of region that are followed by one of the byte
  * strings of the tuple starts, in order: where a line that begins with one of them starts. */
 #define MAX_STARTS 64
@@ -726,6 +819,9 @@ static PyMethodDef methods[] = {
      "contains(data, literal) -> bool\n\nliteral in data, sixteen bytes at a time."},
     {"count_newlines", count_newlines, METH_VARARGS,
      "count_newlines(data) -> int\n\ndata.count(b'\\n'), sixteen bytes at a time."},
+    {"plain_mapping", plain_mapping, METH_VARARGS,
+     "plain_mapping(item, limit, array_type, last_range) -> tuple[dict, int] | None\n\n"
+     "jsonstream._plain_mapping of the usual epoch entry; None where the Python function decides."},
     {"json_layout", json_layout, METH_VARARGS,
      "json_layout(compact, indent, level[, lead]) -> str | None\n\n"
      "orjson's compact text laid out as json.dumps(value, indent=indent) at nesting level `level`;\n"

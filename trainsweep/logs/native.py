@@ -60,6 +60,14 @@ indent=indent)`` at ``level``, or None where the two could differ; see ``_scan.c
 :mod:`trainsweep.jsonstream`. None when not built or turned off."""
 
 
+plain_mapping: Callable[[dict, int, type, dict], tuple[dict[str, Any], int] | None] | None = (
+    _module.plain_mapping if _module is not None else None
+)
+"""``plain_mapping(item, limit, array_type, last_range)``: :func:`trainsweep.jsonstream._plain_mapping` for
+the usual epoch entry (its arrays of 8-byte doubles or longs and its ranges as lists, its scalars as they
+are), or None where that function must decide; see ``_scan.c``. None when not built or turned off."""
+
+
 def has(region: bytes, literal: bytes) -> bool:
     """``literal in region``, in C where it is built."""
     found = contains
