@@ -18,7 +18,8 @@ the C layout is built (:data:`trainsweep.logs.native.json_layout`): the group's 
 and numbers in one orjson call, then laid out with the indent in C, which refuses what could differ from
 ``json.dumps``'s text (then the group is written as above). Only mappings of ``str`` keys to ``None``,
 bools, ints, finite floats, ASCII strings and sequences of at most :data:`CHUNK_ITEMS` finite numbers go
-that way, so that a ``null`` there is always a ``None``.
+that way, so that a ``null`` there is always a ``None``; the usual epoch is checked and made plain in C
+(:data:`trainsweep.logs.native.plain_mapping`), any other mapping by :func:`_plain_mapping` itself.
 """
 
 from __future__ import annotations
