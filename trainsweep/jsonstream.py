@@ -117,6 +117,18 @@ _BELOW_1E_4 = re.compile(rb"[\[,:]-?0\.0000")
 """A number orjson wrote without an exponent that Python's ``repr`` writes with one (``1e-05``)."""
 
 
+def _below_1e_4(text: bytes) -> bool:
+    """Whether :data:`_BELOW_1E_4` is found in ``text``: tried only where ``0.0000`` is (stamps such as
+    ``1596431480.00003`` hold it too, and the regex is slow over a whole chunk)."""
+    at = text.find(b"0.0000")
+    while at >= 0:
+        before = at - 1 if at > 0 and text[at - 1] == 0x2D else at  # "-0.0000..."
+        if before > 0 and text[before - 1] in b"[,:":
+            return True
+        at = text.find(b"0.0000", at + 1)
+    return False
+
+
 def _is_container(x: Any) -> bool:
     return isinstance(x, Mapping | LazyMapping | RawJSON) or _is_sequence(x)
 
@@ -147,7 +159,7 @@ def _numbers_text(chunk: list[float | int], join: str) -> str | None:
         text = orjson.dumps(chunk)
     except orjson.JSONEncodeError:  # an int beyond 64 bits
         return None
-    if b"e" in text or b"n" in text or (b"0.0000" in text and _BELOW_1E_4.search(text)):
+    if b"e" in text or b"n" in text or _below_1e_4(text):
         return None
     return text[1:-1].decode().replace(",", join)
 
@@ -175,7 +187,7 @@ def number_items_text(keys: Sequence[str], values: Sequence[float | int], join: 
         text = orjson.dumps(items)
     except orjson.JSONEncodeError:  # an int beyond 64 bits
         return None
-    if b"e" in text or b"n" in text or (b"0.0000" in text and _BELOW_1E_4.search(text)):
+    if b"e" in text or b"n" in text or _below_1e_4(text):
         return None
     return text[1:-1].decode().replace('":', '": ').replace(',"', join + '"')
 

@@ -447,3 +447,10 @@ def test_the_plain_mapping_in_c_shares_the_last_ranges_list_and_refuses_what_pyt
     assert native.plain_mapping({"s": array("d", [0.5] * 17)}, 16, array, {}) is None  # longer than limit
     assert native.plain_mapping({"s": [0.5]}, 16, array, {}) is None  # a list: Python reads it
     assert native.plain_mapping({1: 0.5}, 16, array, {}) is None  # a key that is not a str
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([b"0.0000", b"-", b"[", b",", b":", b"1", b"0", b".", b"5"]), max_size=14))
+def test_numbers_below_1e_4_are_found_where_the_regex_finds_them(parts: list[bytes]) -> None:
+    text = b"".join(parts)
+    assert jsonstream._below_1e_4(text) is (jsonstream._BELOW_1E_4.search(text) is not None)
