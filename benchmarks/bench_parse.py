@@ -91,10 +91,11 @@ def throughput(tmp: Path, megabytes: float) -> None:
 
     def run_parser_python_path() -> None:
         scan, native.scan_stretch = native.scan_stretch, None
+        many, native.scan_stretches = native.scan_stretches, None
         try:
             parse(corpus)
         finally:
-            native.scan_stretch = scan
+            native.scan_stretch, native.scan_stretches = scan, many
 
     def run_baseline() -> None:
         with corpus.open("r", encoding="utf-8", errors="replace") as f:  # the original read sys.stdin

@@ -18,7 +18,8 @@ the C layout is built (:data:`trainsweep.logs.native.json_layout`): the group's 
 and numbers in one orjson call, then laid out with the indent in C, which refuses what could differ from
 ``json.dumps``'s text (then the group is written as above). Only mappings of ``str`` keys to ``None``,
 bools, ints, finite floats, ASCII strings and sequences of at most :data:`CHUNK_ITEMS` finite numbers go
-that way, so that a ``null`` there is always a ``None``.
+that way, so that a ``null`` there is always a ``None``; the usual epoch is checked and made plain in C
+(:data:`trainsweep.logs.native.plain_mapping`), any other mapping by :func:`_plain_mapping` itself.
 """
 
 from __future__ import annotations
@@ -116,6 +117,18 @@ _BELOW_1E_4 = re.compile(rb"[\[,:]-?0\.0000")
 """A number orjson wrote without an exponent that Python's ``repr`` writes with one (``1e-05``)."""
 
 
+def _below_1e_4(text: bytes) -> bool:
+    """Whether :data:`_BELOW_1E_4` is found in ``text``: tried only where ``0.0000`` is (stamps such as
+    ``1596431480.00003`` hold it too, and the regex is slow over a whole chunk)."""
+    at = text.find(b"0.0000")
+    while at >= 0:
+        before = at - 1 if at > 0 and text[at - 1] == 0x2D else at  # "-0.0000..."
+        if before > 0 and text[before - 1] in b"[,:":
+            return True
+        at = text.find(b"0.0000", at + 1)
+    return False
+
+
 def _is_container(x: Any) -> bool:
     return isinstance(x, Mapping | LazyMapping | RawJSON) or _is_sequence(x)
 
@@ -146,7 +159,7 @@ def _numbers_text(chunk: list[float | int], join: str) -> str | None:
         text = orjson.dumps(chunk)
     except orjson.JSONEncodeError:  # an int beyond 64 bits
         return None
-    if b"e" in text or b"n" in text or (b"0.0000" in text and _BELOW_1E_4.search(text)):
+    if b"e" in text or b"n" in text or _below_1e_4(text):
         return None
     return text[1:-1].decode().replace(",", join)
 
@@ -174,7 +187,7 @@ def number_items_text(keys: Sequence[str], values: Sequence[float | int], join: 
         text = orjson.dumps(items)
     except orjson.JSONEncodeError:  # an int beyond 64 bits
         return None
-    if b"e" in text or b"n" in text or (b"0.0000" in text and _BELOW_1E_4.search(text)):
+    if b"e" in text or b"n" in text or _below_1e_4(text):
         return None
     return text[1:-1].decode().replace('":', '": ').replace(',"', join + '"')
 
@@ -242,6 +255,9 @@ def _plain_mapping(item: Any, last_range: dict[range, list[int]]) -> tuple[dict[
     ``last_range`` holds the list of the last range seen (consecutive epochs share their step numbers)."""
     if type(item) is not dict:
         return None
+    fast = native.plain_mapping  # the usual entry (arrays of doubles or longs, ranges, scalars), in C
+    if fast is not None and (found := fast(item, CHUNK_ITEMS, array, last_range)) is not None:
+        return found
     plain: dict[str, Any] = {}
     count = 0
     for key, v in item.items():  # a key that is not a str: orjson refuses it
@@ -249,15 +265,20 @@ def _plain_mapping(item: Any, last_range: dict[range, list[int]]) -> tuple[dict[
         if kind is float:
             if v - v != 0.0:  # NaN or an infinity: orjson would write null
                 return None
+        elif kind is array:  # the usual sequence (step times, stamps): its kind is its typecode
+            kinds = _ARRAY_KINDS.get(v.typecode)
+            if kinds is None or len(v) > CHUNK_ITEMS:
+                return None
+            v = v.tolist()
+            if kinds is not _INT and (total := sum(v)) - total != 0.0:
+                return None  # a NaN or an infinity among them (or a sum beyond floats)
+            count += len(v)
+        elif kind in _PLAIN_SCALARS:
+            pass
         elif kind in _SLICED:
             if len(v) > CHUNK_ITEMS:
                 return None
-            if kind is array:
-                kinds = _ARRAY_KINDS.get(v.typecode)
-                if kinds is None:
-                    return None
-                v = v.tolist()
-            elif kind is range:
+            if kind is range:
                 kinds = _INT
                 if v not in last_range:
                     last_range.clear()
@@ -271,24 +292,23 @@ def _plain_mapping(item: Any, last_range: dict[range, list[int]]) -> tuple[dict[
             if kinds is not _INT and (total := sum(v)) - total != 0.0:
                 return None  # a NaN or an infinity among them (or a sum beyond floats)
             count += len(v)
-        elif kind not in _PLAIN_SCALARS:
+        else:
             return None
         plain[key] = v
     return plain, count
 
 
-def _mappings_text(plain: list[dict[str, Any]], indent: int, level: int) -> str | None:
-    """The items of a sequence of plain mappings at ``level`` (as :func:`_chunk_text`), laid out in C."""
+def _mappings_text(plain: list[dict[str, Any]], indent: int, level: int, sep: str) -> str | None:
+    """``sep`` and the items of a sequence of plain mappings at ``level`` (as :func:`_chunk_text`), laid
+    out in C."""
     layout = native.json_layout
     if layout is None:
         return None
     try:
-        text = layout(orjson.dumps(plain), indent, level)
+        # the items only (without the list's "[" and its "\n<indent>]"), after sep
+        return layout(orjson.dumps(plain), indent, level, sep.encode())
     except (orjson.JSONEncodeError, TypeError):  # an int beyond 64 bits
         return None
-    if text is None:
-        return None
-    return text[1 : len(text) - 2 - indent * level]  # without the list's "[" and its "\n<indent>]"
 
 
 def _groups(items: Iterable[Any]) -> Iterator[tuple[list[Any], list[dict[str, Any]] | None]]:
@@ -322,9 +342,9 @@ def _containers(items: Iterator[Any], indent: int, dumps: Callable[[Any], str], 
     sep = "["
     grouped = _groups(items) if native.json_layout is not None else (([x], None) for x in items)
     for group, plain in grouped:
-        body = _mappings_text(plain, indent, level) if plain is not None else None
-        if body is not None:
-            yield sep + body
+        text = _mappings_text(plain, indent, level, sep) if plain is not None else None
+        if text is not None:
+            yield text
             sep = ","
             continue
         for x in group:

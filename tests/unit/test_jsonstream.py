@@ -360,9 +360,9 @@ def test_plain_epochs_are_laid_out_in_c_a_group_at_a_time(monkeypatch: pytest.Mo
     calls = []
     c_layout = native.json_layout
 
-    def layout(compact: bytes, indent: int, level: int):
+    def layout(compact: bytes, indent: int, level: int, *lead: bytes):
         calls.append(level)
-        return c_layout(compact, indent, level)
+        return c_layout(compact, indent, level, *lead)
 
     monkeypatch.setattr(jsonstream, "GROUP_VALUES", 40)  # 8 numbers an epoch: 5 epochs a group
     monkeypatch.setattr(native, "json_layout", layout)
@@ -375,3 +375,82 @@ def test_plain_epochs_are_laid_out_in_c_a_group_at_a_time(monkeypatch: pytest.Mo
 def test_mappings_with_keys_that_are_not_str_keep_the_json_dumps_text() -> None:
     value = [{"a": 1, "b": [0.5]}, {7: "x", "b": 2.5, None: [1]}, {"a": 2, "b": [0.25]}]
     assert streamed(value, 1) == json.dumps(value, indent=1)
+
+
+@needs_layout
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.sampled_from("abc"), st.lists(st.floats(0.5, 1e6), max_size=3)), min_size=1),
+    st.integers(0, 3),
+    st.integers(0, 4),
+    st.sampled_from([b"[", b",", b""]),
+)
+def test_the_layout_gives_a_lists_items_after_a_lead(
+    value: list[dict[str, list[float]]], indent: int, level: int, lead: bytes
+) -> None:
+    # what the writer yields for a group of epochs: the lead, then the items without the list's "[" and
+    # its closing line, in one piece (it was sliced and concatenated in Python)
+    whole = native.json_layout(orjson.dumps(value), indent, level)
+    items = native.json_layout(orjson.dumps(value), indent, level, lead)
+    assert whole is not None
+    assert items == lead.decode() + whole[1 : len(whole) - 2 - indent * level]
+
+
+@needs_layout
+def test_the_layout_with_a_lead_refuses_what_is_not_a_non_empty_list() -> None:
+    for compact in (b"[]", b"{}", b'{"a":1}', b"1", b'"x"'):
+        assert native.json_layout(compact, 1, 0, b",") is None
+    assert native.json_layout(b"[1]", 1, 0, b"\xc3\xa9") is None  # the text is ASCII
+    assert native.json_layout(b"[1,2]", 1, 0, b",") == ",\n 1,\n 2"
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.lists(st.floats(-1e308, 1e308), max_size=4).map(lambda x: array("d", x)),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=3).map(lambda x: array("d", x)),
+    st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4).map(lambda x: array("l", x)),
+    st.lists(st.integers(0, 9), max_size=3).map(lambda x: array("i", x)),
+    st.builds(range, st.integers(-3, 3), st.integers(-3, 40)),
+    st.lists(st.floats(0, 1), max_size=3),
+    st.tuples(st.integers(0, 3)),
+)
+
+
+@pytest.mark.skipif(native.plain_mapping is None, reason="the C extension is not built")
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.one_of(st.text(max_size=4), st.integers(0, 3)), _VALUES, max_size=8))
+def test_the_plain_mapping_in_c_is_the_python_one(item: dict) -> None:
+    # what C answers (the usual epoch entry: scalars, arrays of doubles or longs, ranges) equals what the
+    # Python function answers; where C leaves it to Python (None), Python's answer is what is used
+    fast = native.plain_mapping(item, jsonstream.CHUNK_ITEMS, array, {})
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native, "plain_mapping", None)
+        slow = jsonstream._plain_mapping(item, {})
+    if fast is not None:
+        assert fast == slow
+        assert [type(v) for v in fast[0].values()] == [type(v) for v in slow[0].values()]
+    assert jsonstream._plain_mapping(item, {}) == slow  # the writer's answer is Python's either way
+
+
+@pytest.mark.skipif(native.plain_mapping is None, reason="the C extension is not built")
+def test_the_plain_mapping_in_c_shares_the_last_ranges_list_and_refuses_what_python_must_read() -> None:
+    last: dict = {}
+    one = native.plain_mapping({"n": range(1, 4)}, 16, array, last)
+    two = native.plain_mapping({"n": range(1, 4), "x": 0.5}, 16, array, last)
+    assert one == ({"n": [1, 2, 3]}, 3) and two == ({"n": [1, 2, 3], "x": 0.5}, 3)
+    assert one[0]["n"] is two[0]["n"]  # consecutive epochs share their step numbers' list
+    assert native.plain_mapping({"s": array("d", [1e308, 1e308])}, 16, array, {}) is None  # sum beyond floats
+    assert native.plain_mapping({"s": array("d", [0.5] * 17)}, 16, array, {}) is None  # longer than limit
+    assert native.plain_mapping({"s": [0.5]}, 16, array, {}) is None  # a list: Python reads it
+    assert native.plain_mapping({1: 0.5}, 16, array, {}) is None  # a key that is not a str
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([b"0.0000", b"-", b"[", b",", b":", b"1", b"0", b".", b"5"]), max_size=14))
+def test_numbers_below_1e_4_are_found_where_the_regex_finds_them(parts: list[bytes]) -> None:
+    text = b"".join(parts)
+    assert jsonstream._below_1e_4(text) is (jsonstream._BELOW_1E_4.search(text) is not None)

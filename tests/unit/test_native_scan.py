@@ -23,6 +23,7 @@ from trainsweep.logs import cloudml, native, parse
 from trainsweep.logs.numbers import MAX_DURATION_S
 
 SCAN = native.scan_stretch
+SCAN_MANY = native.scan_stretches
 RARE_LINES = native.rare_lines
 FIND_ALL = native.find_all
 CONTAINS = native.contains
@@ -44,16 +45,19 @@ def test_the_scanner_is_built_and_used_by_default() -> None:
 def records(source, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """The run record of ``source`` read with the scanner and with the Python path alone."""
     monkeypatch.setattr(native, "scan_stretch", SCAN)
+    monkeypatch.setattr(native, "scan_stretches", SCAN_MANY)
     monkeypatch.setattr(native, "rare_lines", RARE_LINES)
     monkeypatch.setattr(native, "find_all", FIND_ALL)
     monkeypatch.setattr(native, "contains", CONTAINS)
     fast = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", None)
+    monkeypatch.setattr(native, "scan_stretches", None)
     monkeypatch.setattr(native, "rare_lines", None)
     monkeypatch.setattr(native, "find_all", None)
     monkeypatch.setattr(native, "contains", None)
     slow = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
     monkeypatch.setattr(native, "scan_stretch", SCAN)
+    monkeypatch.setattr(native, "scan_stretches", SCAN_MANY)
     monkeypatch.setattr(native, "rare_lines", RARE_LINES)
     monkeypatch.setattr(native, "find_all", FIND_ALL)
     monkeypatch.setattr(native, "contains", CONTAINS)
@@ -277,12 +281,52 @@ def test_the_reader_uses_it(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
     def spy(*args):
-        calls.append(args[1:3])
-        return SCAN(*args)
+        calls.append(args[1])
+        return SCAN_MANY(*args)
 
-    monkeypatch.setattr(native, "scan_stretch", spy)
+    monkeypatch.setattr(native, "scan_stretches", spy)
     run = parse(b"Epoch 1/1\n1 step training time: 0.5s\n2 step training time: 0.25s\nEpoch time: 1s\n")
     assert calls and run.epochs[0].step_s.tolist() == [0.5, 0.25]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines, st.lists(st.integers(-3, 2000), max_size=20))
+def test_stretches_read_in_one_call_are_each_read_as_alone(parts: list[bytes], points: list[int]) -> None:
+    # scan_stretches is scan_stretch of each stretch: None for one under 12 bytes or with nothing read,
+    # False where scan_stretch gives None (the Python path), else the same tuple; cuts in any order
+    assert SCAN is not None and SCAN_MANY is not None
+    region = b"\n" + b"\n".join(parts) + b"\n"
+    cuts = [min(p, len(region) + 5) for p in points[: len(points) // 2 * 2]] + [0, len(region)]
+    many = SCAN_MANY(region, cuts, MAX_DURATION_S, b"")
+    assert len(many) == len(cuts) // 2
+    for (start, end), got in zip(zip(cuts[::2], cuts[1::2], strict=True), many, strict=True):
+        alone = SCAN(region, start, end, MAX_DURATION_S)
+        if min(end, len(region)) - max(start, 0) < 12:
+            assert got is None
+        elif alone is None:
+            assert got is False
+        elif not alone[0] and not alone[3]:
+            assert got is None
+        else:
+            assert got == alone
+
+
+def test_stretches_need_a_start_and_an_end_each() -> None:
+    assert SCAN_MANY is not None
+    with pytest.raises(ValueError):
+        SCAN_MANY(b"\n", [0], MAX_DURATION_S, b"")
+    with pytest.raises(TypeError):
+        SCAN_MANY(b"\n", [0, "1"], MAX_DURATION_S, b"")
+
+
+def test_a_stretch_with_the_literal_to_avoid_goes_to_the_python_path() -> None:
+    assert SCAN_MANY is not None
+    region = b"\n1 step training time: 0.5s\n40 steps training: 2.58s\n2 step training time: 0.5s\n"
+    middle = region.index(b"40")
+    cuts = [0, middle, middle, len(region), 0, len(region)]
+    plain = SCAN_MANY(region, cuts, MAX_DURATION_S, b"")
+    assert plain[0] is not None and plain[0] is not False  # the C path does not see the last-step form
+    assert SCAN_MANY(region, cuts, MAX_DURATION_S, cloudml.LAST_STEP_LIT) == [plain[0], False, False]
 
 
 def _literal_prefixes(ops) -> list[str]:
@@ -351,3 +395,91 @@ def test_contains_is_in() -> None:
     assert CONTAINS is not None
     for data, literal in [(b"a:::MLLOG", b":::MLLOG"), (b"::MLLOG", b":::MLLOG"), (b"", b"x"), (b"x", b"")]:
         assert CONTAINS(data, literal) is (literal in data)
+
+
+def test_newlines_are_counted_in_long_data_at_every_alignment() -> None:
+    # the byte counters of the sixteen-at-a-time count are summed every 255 blocks: data longer than that,
+    # all newlines (every counter at its top) and a random mixture, from every offset and to every end
+    assert native.count_newlines is not None
+    rng = random.Random(15)
+    mixed = bytes(rng.choice(b"\n\nab\r") for _ in range(20_000))
+    for data in (b"\n" * 20_000, mixed):
+        for offset in range(17):
+            for cut in (0, 1, 15, 16, 4080, 4081):
+                part = memoryview(data)[offset : len(data) - cut]
+                assert native.count_newlines(part) == bytes(part).count(b"\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=80), st.sampled_from([b":::MLLOG", b"[MO833]", b"val_acc", b"ab", b"a", b"aba"]))
+def test_literals_are_found_where_bytes_finds_them(noise: bytes, literal: bytes) -> None:
+    # the sixteen-at-a-time search: the literal or pieces of it at every position, near either end
+    assert FIND_ALL is not None and CONTAINS is not None
+    pieces = [noise, literal, noise[:7], literal[:-1], literal, literal[1:], noise[3:]]
+    data = b"".join(pieces)
+    for start in range(min(len(data), 20)):
+        for end in (len(data), len(data) - 1, len(data) - len(literal)):
+            part = data[start:end]
+            expected, pos = [], 0
+            while (hit := part.find(literal, pos)) >= 0:
+                expected.append(hit)
+                pos = hit + len(literal)
+            assert FIND_ALL(part, literal) == expected
+            assert CONTAINS(part, literal) is (literal in part)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"Epoch 1/2", b"Epoc", b"E", b"on_epoch_end: 1", b"on_epoch", b"on_train_batch_begin: 1",
+             b"Train", b"Trai", b" - Total: 5", b" -", b"", b"x", b"Test loss: 1", b"('Tempo de ", b"Tempo "]
+        ),
+        max_size=40,
+    ),
+    st.integers(0, 15),
+)  # fmt: skip
+def test_rare_lines_are_found_at_every_alignment(lines: list[bytes], pad: int) -> None:
+    # the newlines are found sixteen bytes at a time and a line's first four bytes compared at once:
+    # near-misses of the starts (a shorter prefix, "on_train" against "on_epoch_"), at every offset
+    assert RARE_LINES is not None
+    region = b"x" * pad + b"\n" + b"\n".join(lines)
+    expected = [
+        i for i in range(len(region) - 1)
+        if region[i] == 10 and region[i + 1 :].startswith(cloudml.RARE_STARTS)
+    ]  # fmt: skip
+    assert RARE_LINES(region, cloudml.RARE_STARTS) == expected
+
+
+def test_the_mllog_reader_skips_a_region_by_what_its_two_literals_begin_with() -> None:
+    # MllogReader.feed looks for ":::" once, and for SYSJSON and TOKEN only where it is there
+    from trainsweep.logs import mlperf
+
+    assert mlperf.TOKEN.startswith(mlperf._COLONS) and mlperf.SYSJSON.startswith(mlperf._COLONS)
+
+
+def test_a_stretch_reads_the_same_in_c_and_in_python_wherever_it_starts_and_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the colons that end the literals are found sixteen at a time: literals at the stretch's edges, a
+    # colon at its first or last byte, "e: " that is neither literal, a stamp in the middle of a line
+    from trainsweep.logs.lines import LineCounter
+
+    region = (
+        b"\n12 step training time: 0.25s\nReal time: 1596431472.93\non_train_batch_end: 1.5s\n"
+        b"x time: 3\nETA: 3s - loss: 0.0167 - accuracy: 0.99\n13 step training time: 1.5e-02s\r\n"
+        b"a Real time: 2.5\ne:\n14 step training time: 0.5\n"
+    )
+
+    def read(start: int, end: int, scan) -> tuple:
+        monkeypatch.setattr(native, "scan_stretch", scan)
+        reader = cloudml.CloudMLReader()
+        reader._bulk(region, start, end, LineCounter(region, 0))
+        ep = reader._cur
+        stamps = (ep.real_time if ep is not None else reader._pending_rt).tolist()
+        steps = (ep.step_s.tolist(), list(ep.step_numbers)) if ep is not None else None
+        return steps, stamps, list(reader.problems)
+
+    for start in range(0, len(region), 3):
+        for end in range(start, len(region) + 1, 5):
+            assert read(start, end, SCAN) == read(start, end, None), (start, end)

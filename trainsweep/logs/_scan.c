@@ -19,10 +19,10 @@
  * rare_lines() finds the lines that may be rare ones (those that begin with one of the literals the rare
  * lines' regular expression begins with), so that the expression is tried on them only.
  *
- * find_all() and contains() look for the literals the readers' regular expressions begin with (memmem is
- * faster than the regex engine and than bytes' own search).
+ * find_all() and contains() look for the literals the readers' regular expressions begin with (sixteen
+ * bytes at a time: faster than the regex engine, than bytes' own search and than memmem).
  *
- * count_newlines() counts the lines of every chunk of a log for the parser (bytes.count, faster).
+ * count_newlines() counts the lines of every chunk of a log for the parser (as bytes.count, faster).
  *
  * json_layout() is the JSON writer's (trainsweep/jsonstream.py): orjson's compact text of a group of a
  * run record's epochs, laid out with json.dumps's indent (tests/unit/test_jsonstream.py).
@@ -31,8 +31,12 @@
 #define _GNU_SOURCE
 #include <Python.h>
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 static const char STEP_LIT[] = "step training time: ";
 static const char REAL_LIT[] = "Real time: ";
@@ -62,36 +66,51 @@ static int buf_push(Buf *b, const void *item) {
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
+/* The first occurrence of lit (n > 0 bytes) in [p, end), or NULL. Where SSE2 is there, sixteen candidate
+ * positions at a time: those where both the literal's first and its last byte are in place (for the
+ * literals looked for, ":::MLLOG", "[MO833]", "val_acc", rarely more than one in a line), each then
+ * compared whole; elsewhere memmem. Faster than memmem and than bytes' own search on log text. */
+static const char *find_literal(const char *p, const char *end, const char *lit, Py_ssize_t n) {
+    if (end - p < n) return NULL;
+    if (n == 1) return memchr(p, lit[0], (size_t)(end - p));
+#if defined(__SSE2__)
+    const __m128i first = _mm_set1_epi8(lit[0]), last = _mm_set1_epi8(lit[n - 1]);
+    const char *stop = end - n + 1; /* candidates are the positions before stop */
+    for (; stop - p >= 16; p += 16) {
+        __m128i a = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), first);
+        __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + n - 1)), last);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(a, b));
+        while (mask) {
+            int i = __builtin_ctz(mask);
+            if (memcmp(p + i + 1, lit + 1, (size_t)(n - 2)) == 0) return p + i;
+            mask &= mask - 1;
+        }
+    }
+    for (; p < stop; p++)
+        if (*p == lit[0] && memcmp(p + 1, lit + 1, (size_t)(n - 1)) == 0) return p;
+    return NULL;
+#else
+    return memmem(p, (size_t)(end - p), lit, (size_t)n);
+#endif
+}
+
 #if (defined(__x86_64__) || defined(__i386__)) && LDBL_MANT_DIG == 64
-/* A decimal (digits, at most one dot) times 10^exponent, with at most 19 significant digits and a power
- * of ten between 10^-27 and 10^27, as the correctly rounded double that float() gives: the digits m and
+/* m / 10^k (k >= 0) or m * 10^-k (k < 0), for a decimal's significant digits m (at most 19 of them) and
+ * a power of ten between 10^-27 and 10^27, as the correctly rounded double that float() gives: m and
  * 10^k are exact in the x87 80-bit format (64-bit mantissa), their quotient or product is rounded once to
  * 64 bits, then to 53. That second rounding can only differ from rounding the exact value when the 64-bit
  * result lies exactly half-way between two doubles: then 0 is returned and the caller uses CPython's own
  * (slower) conversion. */
-static int fast_decimal(const char *p, const char *end, long exponent, double *out) {
+static int fast_decimal(uint64_t m, long k, double *out) {
     static long double powers_of_ten[28];
     if (powers_of_ten[0] == 0.0L) {
         long double x = 1.0L;
         for (int i = 0; i < 28; i++, x *= 10.0L) powers_of_ten[i] = x;
     }
-    uint64_t m = 0;
-    int significant = 0, after_dot = -1;
-    for (const char *c = p; c < end; c++) {
-        if (*c == '.') {
-            after_dot = 0;
-            continue;
-        }
-        if (after_dot >= 0) after_dot++;
-        if (m == 0 && *c == '0') continue;
-        if (++significant > 19) return 0;
-        m = m * 10 + (uint64_t)(*c - '0');
-    }
     if (m == 0) {
         *out = 0.0;
         return 1;
     }
-    long k = (after_dot > 0 ? after_dot : 0) - exponent; /* value = m / 10^k */
     if (k > 27 || k < -27) return 0;
     long double q = k >= 0 ? (long double)m / powers_of_ten[k] : (long double)m * powers_of_ten[-k];
     union {
@@ -110,8 +129,8 @@ static int fast_decimal(const char *p, const char *end, long exponent, double *o
     return 1;
 }
 #else
-static int fast_decimal(const char *p, const char *end, long exponent, double *out) {
-    (void)p, (void)end, (void)exponent, (void)out;
+static int fast_decimal(uint64_t m, long k, double *out) {
+    (void)m, (void)k, (void)out;
     return 0;
 }
 #endif
@@ -120,17 +139,28 @@ static int fast_decimal(const char *p, const char *end, long exponent, double *o
  * at least one digit) with an optional exponent (e or E, an optional sign, digits), followed by an
  * optional "s", an optional "\r" and the line's newline; *next is then set to that newline. 0 when the
  * Python path must look at it (no such value, or something else before the line end), -1 on a Python
- * error. */
+ * error. The digits are read once: their significant ones (from the first that is not 0) make m, for
+ * fast_decimal, while there are at most 19 of them. */
 static int plain_value(const char *p, const char *end, double *out, const char **next) {
     const char *q = p;
-    int digits = 0;
-    while (q < end && is_digit(*q)) q++, digits++;
+    int digits = 0, significant = 0, after_dot = 0;
+    uint64_t m = 0;
+#define DIGIT()                                                                  \
+    do {                                                                         \
+        unsigned d_ = (unsigned)(*q++ - '0');                                    \
+        digits++;                                                                \
+        if ((m != 0 || d_ != 0) && ++significant <= 19) m = m * 10 + d_;          \
+    } while (0)
+    while (q < end && is_digit(*q)) DIGIT();
     if (q < end && *q == '.') {
         q++;
-        while (q < end && is_digit(*q)) q++, digits++;
+        while (q < end && is_digit(*q)) {
+            DIGIT();
+            after_dot++;
+        }
     }
+#undef DIGIT
     if (digits == 0) return 0;
-    const char *mantissa_end = q;
     long exponent = 0;
     if (q < end && (*q == 'e' || *q == 'E')) {
         q++;
@@ -150,7 +180,7 @@ static int plain_value(const char *p, const char *end, double *out, const char *
     *next = q;
     Py_ssize_t n = value_end - p;
     if (n >= MAX_VALUE) return 0;
-    if (fast_decimal(p, mantissa_end, exponent, out)) return 1;
+    if (significant <= 19 && fast_decimal(m, after_dot - exponent, out)) return 1;
     char tmp[MAX_VALUE];
     memcpy(tmp, p, (size_t)n);
     tmp[n] = '\0';
@@ -192,31 +222,43 @@ static int take_value(const char *v, const char *hi, double max, Buf *out, const
     return 1;
 }
 
-static PyObject *scan_stretch(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer view;
-    Py_ssize_t start, end;
-    double max_duration;
-    if (!PyArg_ParseTuple(args, "y*nnd", &view, &start, &end, &max_duration)) return NULL;
+/* The first colon at or after p, in (lo, hi - 1), between an "e" and a space: where "step training time: "
+ * and "Real time: " end (other colons are skipped). Sixteen positions at a time where SSE2 is there. */
+static const char *time_colon(const char *p, const char *lo, const char *hi) {
+    if (p <= lo) p = lo + 1;
+#if defined(__SSE2__)
+    const __m128i e = _mm_set1_epi8('e'), colon = _mm_set1_epi8(':'), space = _mm_set1_epi8(' ');
+    for (; hi - p >= 17; p += 16) { /* the loads read p - 1 .. p + 16, all before hi */
+        __m128i a = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p - 1)), e);
+        __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), colon);
+        __m128i c = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + 1)), space);
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_and_si128(a, b), c));
+        if (mask) return p + __builtin_ctz(mask);
+    }
+#endif
+    for (; p + 1 < hi; p++)
+        if (*p == ':' && p[-1] == 'e' && p[1] == ' ') return p;
+    return NULL;
+}
+
+/* The reading of base[start:end]: a new reference to the tuple (step times, step numbers or None when
+ * consecutive, first step number, stamps), or to None when the Python path must read the stretch; NULL
+ * with a Python error set. *found is set to whether a step or a stamp was read. */
+static PyObject *stretch(const char *base, Py_ssize_t start, Py_ssize_t end, double max_duration, int *found) {
     PyObject *result = NULL;
     Buf times = {0}, numbers = {0}, stamps = {0};
     Py_ssize_t n_numbers = 0;
     int consecutive = 1, bail = 0;
     long long first = 0, expect = 0;
-
-    if (start < 0) start = 0;
-    if (end > view.len) end = view.len;
-    const char *base = view.buf;
     const char *lo = base + start, *hi = base + (end > start ? end : start);
 
     /* One pass over the colons: both literals end with ": ", so every occurrence of either is found at
      * its colon, in order (at most one of them ends at a given colon). Step times go with the step
      * numbers before them (paired by order); stamps are kept apart. */
     for (const char *p = lo; !bail && p < hi;) {
-        const char *colon = memchr(p, ':', (size_t)(hi - p));
-        if (colon == NULL || colon + 1 >= hi) break;
+        const char *colon = time_colon(p, lo, hi); /* both literals end "time: " */
+        if (colon == NULL) break;
         p = colon + 1;
-        if (colon[1] != ' ' || colon == lo || colon[-1] != 'e') continue; /* both literals end "time: " */
         const char *hit = colon - (STEP_LEN - 2);
         if (hit >= lo && memcmp(hit, STEP_LIT, STEP_LEN - 2) == 0) {
             long long number = 0;
@@ -242,11 +284,11 @@ static PyObject *scan_stretch(PyObject *self, PyObject *args) {
         }
     }
 
+    *found = times.len > 0 || stamps.len > 0;
     if (bail) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    /* (step times, step numbers or None when consecutive, first step number, stamps) */
     PyObject *t = PyBytes_FromStringAndSize(times.data, times.len * 8);
     PyObject *nums = (times.len == 0 || consecutive)
                          ? Py_NewRef(Py_None)
@@ -263,7 +305,78 @@ done:
     PyMem_Free(times.data);
     PyMem_Free(numbers.data);
     PyMem_Free(stamps.data);
+    return result;
+}
+
+static PyObject *scan_stretch(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t start, end;
+    double max_duration;
+    if (!PyArg_ParseTuple(args, "y*nnd", &view, &start, &end, &max_duration)) return NULL;
+    if (start < 0) start = 0;
+    if (end > view.len) end = view.len;
+    int found = 0;
+    PyObject *result = stretch(view.buf, start, end, max_duration, &found);
     PyBuffer_Release(&view);
+    return result;
+}
+
+/* scan_stretches(region, cuts, max_duration, avoid): the stretches region[cuts[0]:cuts[1]],
+ * region[cuts[2]:cuts[3]], ... read in one call (a region has hundreds, most of them without a step):
+ * for each, None when it is shorter than MIN_STRETCH bytes or holds no step and no stamp (the reader has
+ * nothing to do), False when the Python path must read it (it is not plain, or it holds the literal
+ * avoid, unless that is empty: the oldest logs' last-step form, which only the Python path reads), else
+ * scan_stretch's tuple. */
+#define MIN_STRETCH 12 /* cloudml.CloudMLReader._bulk skips shorter stretches: too short for a step line */
+
+static PyObject *scan_stretches(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view, avoid;
+    PyObject *cuts;
+    double max_duration;
+    if (!PyArg_ParseTuple(args, "y*O!dy*", &view, &PyList_Type, &cuts, &max_duration, &avoid)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(cuts);
+    if (n % 2) {
+        PyErr_SetString(PyExc_ValueError, "cuts must hold a start and an end for each stretch");
+        goto done;
+    }
+    result = PyList_New(n / 2);
+    if (result == NULL) goto done;
+    for (Py_ssize_t i = 0; i < n / 2; i++) {
+        Py_ssize_t start = PyLong_AsSsize_t(PyList_GET_ITEM(cuts, 2 * i));
+        Py_ssize_t end = PyLong_AsSsize_t(PyList_GET_ITEM(cuts, 2 * i + 1));
+        if ((start == -1 || end == -1) && PyErr_Occurred()) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        if (start < 0) start = 0;
+        if (end > view.len) end = view.len;
+        PyObject *item;
+        if (end - start < MIN_STRETCH) {
+            item = Py_NewRef(Py_None);
+        } else if (avoid.len && find_literal((const char *)view.buf + start, (const char *)view.buf + end,
+                                             avoid.buf, avoid.len) != NULL) {
+            item = Py_NewRef(Py_False);
+        } else {
+            int found = 0;
+            item = stretch(view.buf, start, end, max_duration, &found);
+            if (item == NULL) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            if (item == Py_None) {
+                Py_SETREF(item, Py_NewRef(Py_False));
+            } else if (!found) {
+                Py_SETREF(item, Py_NewRef(Py_None));
+            }
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&avoid);
     return result;
 }
 
@@ -275,11 +388,19 @@ done:
  * sure that it stands for None, not for a NaN or an infinity (orjson writes those as null too). */
 #define LAYOUT_MAX_DEPTH 1000
 
+/* The bytes of a number's digits: 0-9 and the dot. */
+static const unsigned char NUMBER_BYTE[256] = {
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1,
+    ['9'] = 1, ['.'] = 1,
+};
+
 static PyObject *json_layout(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view;
     Py_ssize_t indent, level;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &indent, &level)) return NULL;
+    const char *lead = NULL;
+    Py_ssize_t lead_len = 0;
+    if (!PyArg_ParseTuple(args, "y*nn|y#", &view, &indent, &level, &lead, &lead_len)) return NULL;
     PyObject *result = NULL;
     const unsigned char *p = view.buf, *end = p + view.len;
     if (indent < 0 || level < 0 || indent > 64 || level > LAYOUT_MAX_DEPTH) {
@@ -316,7 +437,7 @@ static PyObject *json_layout(PyObject *self, PyObject *args) {
         if (c == '-' || is_digit((char)c)) {
             const unsigned char *digits = p + (c == '-');
             const unsigned char *q = digits;
-            while (q < end && (is_digit((char)*q) || *q == '.')) q++;
+            while (q < end && NUMBER_BYTE[*q]) q++;
             if (q == digits || (q < end && (*q == 'e' || *q == 'E'))) {
                 ok = 0;
                 break;
@@ -383,11 +504,27 @@ static PyObject *json_layout(PyObject *self, PyObject *args) {
     }
 #undef RESERVE
 #undef NEWLINE
+    /* With lead, a list's items only: lead, then the text without the list's "[" and its closing
+     * "\n<indent>]" (one copy, where slicing and concatenating in Python would make two more). */
+    Py_ssize_t from = 0, tail = level * indent + 2;
+    if (ok && lead != NULL) {
+        if (o - out <= tail || out[0] != '[' || o[-1] != ']' || o[-tail] != '\n') ok = 0;
+        from = 1;
+    } else {
+        tail = 0;
+    }
+    if (ok && lead != NULL)
+        for (const char *c = lead; c < lead + lead_len; c++)
+            if ((unsigned char)*c >= 0x80) ok = 0; /* the text is ASCII */
     if (!ok || depth != level) {
         result = Py_NewRef(Py_None);
     } else {
-        result = PyUnicode_New(o - out, 127);
-        if (result != NULL && o > out) memcpy(PyUnicode_1BYTE_DATA(result), out, (size_t)(o - out));
+        Py_ssize_t size = (o - out) - from - tail;
+        result = PyUnicode_New(lead_len + size, 127);
+        if (result != NULL) {
+            if (lead_len) memcpy(PyUnicode_1BYTE_DATA(result), lead, (size_t)lead_len);
+            if (size) memcpy(PyUnicode_1BYTE_DATA(result) + lead_len, out + from, (size_t)size);
+        }
     }
     PyMem_Free(out);
     PyBuffer_Release(&view);
@@ -398,9 +535,127 @@ nomem:
     return PyErr_NoMemory();
 }
 
+/* plain_mapping(item, limit, array_type, last_range): jsonstream._plain_mapping for the usual epoch entry,
+ * in C: (plain, count) where plain is item with its arrays of 8-byte doubles or longs as lists and its
+ * ranges as lists (the list of the last range seen, kept in the dict last_range, is shared), when every
+ * key is a str and every value None, a bool, an int, a finite float, a str, such an array (its numbers
+ * finite, and their sum as Python's sum() adds them) or a range, of at most limit numbers each; count is
+ * how many numbers the sequences hold. None for anything else: the Python function then decides. */
+static PyObject *plain_mapping(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *item, *array_type, *last_range;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "O!nOO!", &PyDict_Type, &item, &limit, &array_type, &PyDict_Type, &last_range))
+        return NULL;
+    PyObject *plain = PyDict_New();
+    if (plain == NULL) return NULL;
+    Py_ssize_t count = 0, pos = 0;
+    PyObject *key, *v;
+    while (PyDict_Next(item, &pos, &key, &v)) {
+        if (!PyUnicode_CheckExact(key)) goto refuse;
+        PyTypeObject *t = Py_TYPE(v);
+        PyObject *out = NULL;
+        if (t == &PyFloat_Type) {
+            if (!isfinite(PyFloat_AS_DOUBLE(v))) goto refuse;
+            out = Py_NewRef(v);
+        } else if (v == Py_None || t == &PyBool_Type || t == &PyLong_Type || t == &PyUnicode_Type) {
+            out = Py_NewRef(v);
+        } else if ((PyObject *)t == array_type) {
+            Py_buffer view;
+            if (PyObject_GetBuffer(v, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) goto error;
+            int is_double = view.itemsize == 8 && view.format && strcmp(view.format, "d") == 0;
+            int is_long = view.itemsize == 8 && view.format && strcmp(view.format, "l") == 0;
+            Py_ssize_t n = view.len / 8;
+            if ((!is_double && !is_long) || n > limit) {
+                PyBuffer_Release(&view);
+                goto refuse;
+            }
+            out = PyList_New(n);
+            double sum = 0.0;
+            for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+                PyObject *x;
+                if (is_double) {
+                    double d;
+                    memcpy(&d, (const char *)view.buf + 8 * i, 8);
+                    sum += d;
+                    x = PyFloat_FromDouble(d);
+                } else {
+                    long l;
+                    memcpy(&l, (const char *)view.buf + 8 * i, 8);
+                    x = PyLong_FromLong(l);
+                }
+                if (x == NULL) Py_CLEAR(out);
+                else PyList_SET_ITEM(out, i, x);
+            }
+            PyBuffer_Release(&view);
+            if (out == NULL) goto error;
+            if (is_double && !isfinite(sum)) { /* a NaN or an infinity among them, or a sum beyond floats */
+                Py_DECREF(out);
+                goto refuse;
+            }
+            count += n;
+        } else if (t == &PyRange_Type) {
+            Py_ssize_t n = PyObject_Length(v);
+            if (n < 0) goto error;
+            if (n > limit) goto refuse;
+            out = PyDict_GetItemWithError(last_range, v);
+            if (out != NULL) {
+                Py_INCREF(out);
+            } else {
+                if (PyErr_Occurred()) goto error;
+                PyDict_Clear(last_range);
+                out = PySequence_List(v);
+                if (out == NULL || PyDict_SetItem(last_range, v, out) < 0) {
+                    Py_XDECREF(out);
+                    goto error;
+                }
+            }
+            count += n;
+        } else {
+            goto refuse;
+        }
+        int failed = PyDict_SetItem(plain, key, out);
+        Py_DECREF(out);
+        if (failed < 0) goto error;
+    }
+    return Py_BuildValue("(Nn)", plain, count);
+refuse:
+    Py_DECREF(plain);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(plain);
+    return NULL;
+}
+
 /* rare_lines(region, starts): the offsets of the newlines of region that are followed by one of the byte
  * strings of the tuple starts, in order: where a line that begins with one of them starts. */
 #define MAX_STARTS 64
+
+/* Appends the offset of the newline nl to result when the line after it begins with one of the n starts;
+ * -1 on a Python error. */
+static int rare_line_at(PyObject *result, const char *base, const char *nl, const char *end, Py_ssize_t n,
+                        const char *const *start, const Py_ssize_t *length) {
+    const char *line = nl + 1;
+    uint32_t head = 0; /* the line's first four bytes: most lines that share a start's first byte differ there */
+    if (end - line >= 4) memcpy(&head, line, 4);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (start[i][0] != *line || end - line < length[i]) continue;
+        if (length[i] >= 4) {
+            uint32_t want;
+            memcpy(&want, start[i], 4);
+            if (want != head) continue;
+        }
+        if (memcmp(line, start[i], (size_t)length[i])) continue;
+        PyObject *at = PyLong_FromSsize_t(nl - base);
+        if (at == NULL || PyList_Append(result, at) < 0) {
+            Py_XDECREF(at);
+            return -1;
+        }
+        Py_DECREF(at);
+        return 0;
+    }
+    return 0;
+}
 
 static PyObject *rare_lines(PyObject *self, PyObject *args) {
     (void)self;
@@ -428,24 +683,28 @@ static PyObject *rare_lines(PyObject *self, PyObject *args) {
     }
     result = PyList_New(0);
     if (result == NULL) goto done;
-    const char *base = view.buf, *end = base + view.len;
-    for (const char *p = base; p < end;) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (nl == NULL || nl + 1 >= end) break;
-        const char *line = nl + 1;
-        p = line;
-        if (!first[(unsigned char)*line]) continue;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (start[i][0] != *line || end - line < length[i] || memcmp(line, start[i], (size_t)length[i]))
-                continue;
-            PyObject *at = PyLong_FromSsize_t(nl - base);
-            if (at == NULL || PyList_Append(result, at) < 0) {
-                Py_XDECREF(at);
+    const char *base = view.buf, *end = base + view.len, *p = base;
+#if defined(__SSE2__)
+    /* Sixteen bytes at a time: the newlines of a block, each line start then tested by its first byte. */
+    const __m128i newline = _mm_set1_epi8('\n');
+    for (; end - p >= 16; p += 16) {
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), newline));
+        for (; mask; mask &= mask - 1) {
+            const char *nl = p + __builtin_ctz(mask);
+            if (nl + 1 < end && first[(unsigned char)nl[1]] && rare_line_at(result, base, nl, end, n, start, length) < 0) {
                 Py_CLEAR(result);
                 goto done;
             }
-            Py_DECREF(at);
-            break;
+        }
+    }
+#endif
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl == NULL || nl + 1 >= end) break;
+        p = nl + 1;
+        if (first[(unsigned char)nl[1]] && rare_line_at(result, base, nl, end, n, start, length) < 0) {
+            Py_CLEAR(result);
+            goto done;
         }
     }
 done:
@@ -453,7 +712,7 @@ done:
     return result;
 }
 
-/* find_all(data, literal): where literal occurs in data, in order, not overlapping (memmem). */
+/* find_all(data, literal): where literal occurs in data, in order, not overlapping (find_literal). */
 static PyObject *find_all(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view, lit;
@@ -467,7 +726,7 @@ static PyObject *find_all(PyObject *self, PyObject *args) {
     if (result == NULL) goto done;
     const char *base = view.buf, *end = base + view.len;
     for (const char *p = base; end - p >= lit.len;) {
-        const char *hit = memmem(p, (size_t)(end - p), lit.buf, (size_t)lit.len);
+        const char *hit = find_literal(p, end, lit.buf, lit.len);
         if (hit == NULL) break;
         PyObject *at = PyLong_FromSsize_t(hit - base);
         if (at == NULL || PyList_Append(result, at) < 0) {
@@ -484,37 +743,59 @@ done:
     return result;
 }
 
-/* contains(data, literal): literal in data, by memmem (bytes' own search slows down on literals whose
+/* contains(data, literal): literal in data, by find_literal (bytes' own search slows down on literals whose
  * bytes are frequent in logs, such as ":::MLLOG"). */
 static PyObject *contains(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer view, lit;
     if (!PyArg_ParseTuple(args, "y*y*", &view, &lit)) return NULL;
-    int found = lit.len == 0 || (view.len >= lit.len &&
-                                 memmem(view.buf, (size_t)view.len, lit.buf, (size_t)lit.len) != NULL);
+    const char *base = view.buf;
+    int found = lit.len == 0 || find_literal(base, base + view.len, lit.buf, lit.len) != NULL;
     PyBuffer_Release(&view);
     PyBuffer_Release(&lit);
     return PyBool_FromLong(found);
 }
 
-/* count_newlines(data): data.count(b"\n"), eight bytes at a time (bytes.count reads one at a time). A
- * byte b of x = word ^ "\n\n\n\n\n\n\n\n" is zero where the word has a newline; ((b & 0x7f) + 0x7f) | b has its
- * high bit set exactly when b is not zero, and no carry crosses into the next byte. */
-static PyObject *count_newlines(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
-    const unsigned char *p = view.buf, *end = p + view.len;
+/* count_newlines(data): data.count(b"\n"), sixteen bytes at a time where SSE2 is there (every x86-64):
+ * each compare gives -1 in the bytes that hold a newline, subtracted into sixteen byte counters, which are
+ * summed (psadbw) before any can pass 255. Elsewhere eight bytes at a time: a byte b of
+ * x = word ^ "\n\n\n\n\n\n\n\n" is zero where the word has a newline; ((b & 0x7f) + 0x7f) | b has its high
+ * bit set exactly when b is not zero, and no carry crosses into the next byte. */
+static Py_ssize_t newlines_in(const unsigned char *p, const unsigned char *end) {
+    Py_ssize_t count = 0;
+#if defined(__SSE2__)
+    const __m128i newline = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+    while (end - p >= 16) {
+        __m128i counters = zero;
+        Py_ssize_t blocks = (end - p) / 16;
+        if (blocks > 255) blocks = 255;
+        for (Py_ssize_t i = 0; i < blocks; i++, p += 16) {
+            __m128i bytes = _mm_loadu_si128((const __m128i *)p);
+            counters = _mm_sub_epi8(counters, _mm_cmpeq_epi8(bytes, newline));
+        }
+        __m128i sums = _mm_sad_epu8(counters, zero);
+        count += _mm_cvtsi128_si32(sums) + _mm_cvtsi128_si32(_mm_srli_si128(sums, 8));
+    }
+#else
     const uint64_t newlines = 0x0a0a0a0a0a0a0a0aULL, low7 = 0x7f7f7f7f7f7f7f7fULL;
     const uint64_t high = 0x8080808080808080ULL;
-    Py_ssize_t count = 0;
     for (; end - p >= 8; p += 8) {
         uint64_t word;
         memcpy(&word, p, 8);
         uint64_t x = word ^ newlines;
         count += __builtin_popcountll(~(((x & low7) + low7) | x) & high);
     }
+#endif
     for (; p < end; p++) count += *p == '\n';
+    return count;
+}
+
+static PyObject *count_newlines(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
+    const unsigned char *p = view.buf;
+    Py_ssize_t count = newlines_in(p, p + view.len);
     PyBuffer_Release(&view);
     return PyLong_FromSsize_t(count);
 }
@@ -524,18 +805,29 @@ static PyMethodDef methods[] = {
      "scan_stretch(region, start, end, max_duration) -> (times, numbers, first, stamps) | None\n\n"
      "Step times, step numbers (None when consecutive from first) and wall-clock stamps of\n"
      "region[start:end] as bytes of native 8-byte values; None when the Python path must read it."},
+    {"scan_stretches", scan_stretches, METH_VARARGS,
+     "scan_stretches(region, cuts, max_duration, avoid) -> list[tuple | None | False]\n\n"
+     "scan_stretch of region[cuts[0]:cuts[1]], region[cuts[2]:cuts[3]], ...: for each, None when it is\n"
+     "shorter than 12 bytes or holds nothing to read, False when the Python path must read it (or it\n"
+     "holds avoid, when that is not empty)."},
     {"rare_lines", rare_lines, METH_VARARGS,
      "rare_lines(region, starts) -> list[int]\n\n"
      "The offsets of the newlines of region followed by one of the bytes of the tuple starts."},
     {"find_all", find_all, METH_VARARGS,
      "find_all(data, literal) -> list[int]\n\nWhere literal occurs in data, in order, not overlapping."},
-    {"contains", contains, METH_VARARGS, "contains(data, literal) -> bool\n\nliteral in data, by memmem."},
+    {"contains", contains, METH_VARARGS,
+     "contains(data, literal) -> bool\n\nliteral in data, sixteen bytes at a time."},
     {"count_newlines", count_newlines, METH_VARARGS,
-     "count_newlines(data) -> int\n\ndata.count(b'\\n'), eight bytes at a time."},
+     "count_newlines(data) -> int\n\ndata.count(b'\\n'), sixteen bytes at a time."},
+    {"plain_mapping", plain_mapping, METH_VARARGS,
+     "plain_mapping(item, limit, array_type, last_range) -> tuple[dict, int] | None\n\n"
+     "jsonstream._plain_mapping of the usual epoch entry; None where the Python function decides."},
     {"json_layout", json_layout, METH_VARARGS,
-     "json_layout(compact, indent, level) -> str | None\n\n"
+     "json_layout(compact, indent, level[, lead]) -> str | None\n\n"
      "orjson's compact text laid out as json.dumps(value, indent=indent) at nesting level `level`;\n"
-     "None where that text could differ from json.dumps's (exponents, numbers below 1e-4, escapes)."},
+     "None where that text could differ from json.dumps's (exponents, numbers below 1e-4, escapes).\n"
+     "With lead (ASCII bytes), a non-empty list's items only, after lead: the text without the list's\n"
+     "'[' and its closing line."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -244,7 +244,7 @@ def _check_steps_per_epoch(run: RunTimings, train_samples: int | None) -> None:
         return
     expected = math.ceil(n / bs)
     short_by_last: list[int] = []
-    wrong: list[str] = []
+    wrong: list[Any] = []  # epochs; only the first ten are named in the message
     checked = _whole_epochs(run)
     for ep in checked:
         if ep.steps == expected:
@@ -252,7 +252,7 @@ def _check_steps_per_epoch(run: RunTimings, train_samples: int | None) -> None:
         if ep.steps == expected - 1 and ep.steps and ep.step_numbers[-1] == expected - 1:
             short_by_last.append(ep.index)
         else:
-            wrong.append(f"epoch {ep.index}: {ep.steps}")
+            wrong.append(ep)
     if short_by_last:
         every = len(short_by_last) == len(checked)
         which = "every epoch" if every else "epoch(s) " + ", ".join(map(str, short_by_last[:10]))
@@ -266,7 +266,7 @@ def _check_steps_per_epoch(run: RunTimings, train_samples: int | None) -> None:
         run.add_problem(
             "steps-per-epoch",
             f"steps per epoch differ from ceil({n}/{bs}) = {expected}: "
-            + "; ".join(wrong[:10])
+            + "; ".join(f"epoch {ep.index}: {ep.steps}" for ep in wrong[:10])
             + (f" (and {len(wrong) - 10} more)" if len(wrong) > 10 else ""),
         )
 

@@ -282,7 +282,7 @@ class CloudMLReader:
             self._exception_line(region, 0)
         if self._cmd_budget > 0:
             self._find_command_line(region)
-        self._last_form_here = LAST_STEP_LIT in region
+        self._last_form_here = native.has(region, LAST_STEP_LIT)
         self.last_step_form |= self._last_form_here
         rare_lines = native.rare_lines
         if rare_lines is not None:  # the same matches: RARE matches only at a newline, within its line
@@ -296,14 +296,35 @@ class CloudMLReader:
         if not events:
             self._bulk(region, 0, len(region), lc)
             return
-        pos = 0
+        # The stretches between the events: before each event (a rare line starts at a newline: the
+        # stretch before it keeps that newline, its last line's end) and after the last one.
+        cuts = [0]
+        cut = cuts.append
         for m in events:
-            # A rare line starts at a newline: the stretch before it keeps that newline, its last line's end.
-            self._bulk(region, pos, m.start() + 1 if m.re is RARE else m.start(), lc)
-            pos = m.end()
+            cut(m.start() + 1 if m.re is RARE else m.start())
+            cut(m.end())
+        cut(len(region))
+        scan = native.scan_stretches
+        if scan is not None:
+            # every stretch in one call (C); False: not plain, or the oldest logs' last-step form
+            read = scan(region, cuts, MAX_DURATION_S, LAST_STEP_LIT if self._last_form_here else b"")
+        else:
+            read = [False] * (len(events) + 1)
+        bulk, rare = self._bulk, self._rare
+        for i, m in enumerate(events):
+            found = read[i]
+            if found is not None:
+                if found is False:
+                    bulk(region, cuts[2 * i], cuts[2 * i + 1], lc)
+                else:
+                    self._add_scanned(*found)
             g = m.lastindex
-            self._rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
-        self._bulk(region, pos, len(region), lc)
+            rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
+        if (found := read[-1]) is not None:
+            if found is False:
+                bulk(region, cuts[-2], cuts[-1], lc)
+            else:
+                self._add_scanned(*found)
         self.records += len(events)
 
     def _bulk(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
@@ -352,12 +373,20 @@ class CloudMLReader:
                 self._add_stamps(values_rt)
 
     def _add_scanned(self, times: bytes, numbers: bytes | None, first: int, stamps: bytes) -> None:
-        """What :func:`native.scan_stretch` found: 8-byte step times, numbers (None: consecutive), stamps."""
+        """What :func:`native.scan_stretch` found: 8-byte step times, numbers (None: consecutive), stamps;
+        as :meth:`_add_steps` and :meth:`_add_stamps`, the values appended from their bytes."""
         if times:
-            n = len(times) // 8
-            self._add_steps(array("d", times), array("l", numbers) if numbers else range(first, first + n))
+            n = len(times) >> 3
+            self.records += n
+            ep = self._cur if self._cur is not None else self._open_implicit()
+            steps = array("l", numbers) if numbers else range(first, first + n)
+            if self.first_step_number is None:
+                self.first_step_number = steps[0]
+            ep.step_s.frombytes(times)
+            _add_step_numbers(ep, steps)
         if stamps:
-            self._add_stamps(array("d", stamps))
+            self.records += len(stamps) >> 3
+            (self._cur.real_time if self._cur is not None else self._pending_rt).frombytes(stamps)
 
     def _add_steps(self, times: array, numbers: range | array) -> None:
         """Checked step times of one stretch, with their logged numbers, into the current epoch."""
@@ -531,9 +560,8 @@ class CloudMLReader:
 
     def _start_epoch(self, index: int | None) -> Epoch:
         """Open epoch ``index`` with the stamps seen before it; the previous epoch's arrays are compacted."""
-        ep = Epoch(index=index, real_time=array("d", self._pending_rt))  # type: ignore[arg-type]
-        ep.start_time = self._pending_start
-        del self._pending_rt[:]
+        ep = Epoch(index=index, real_time=self._pending_rt, start_time=self._pending_start)  # type: ignore[arg-type]
+        self._pending_rt = array("d")
         self._pending_start = None
         if len(self.epochs) >= MAX_EPOCHS:
             # Not a real run (a crafted or broken log): this epoch is read but not kept, so memory stays
@@ -609,6 +637,8 @@ class CloudMLReader:
 
     def _duration(self, what: str, raw: bytes, lc: LineCounter, pos: int) -> float | None:
         v = float(raw)
+        if 0.0 < v <= MAX_DURATION_S:
+            return v  # the usual case: duration_problem finds nothing wrong with it
         why = duration_problem(v)
         if why is not None:
             self._problem("absurd-value", f"{what} {v!r} {why}; ignored", lc.at(pos))

@@ -31,6 +31,8 @@ _LINE = re.compile(re.escape(TOKEN) + rb"[ \t]*([^\n]*)")
 _RANK_PREFIX = re.compile(rb"[ \t]*(?:\[(\d{1,9})\]|(\d{1,9}):)[ \t]*")
 """A launcher's rank prefix, the whole of what precedes the token: ``0: `` (srun, mpirun) or ``[0] ``."""
 SYSJSON = b":::SYSJSON"
+_COLONS = b":::"
+"""What both :data:`SYSJSON` and :data:`TOKEN` begin with."""
 _SYSJSON_LINE = re.compile(re.escape(SYSJSON) + rb"[ \t]*([^\n]*)")
 
 _RUN_DURATIONS = {
@@ -78,6 +80,8 @@ class MllogReader:
         self.mlperf = MlperfRun()
 
     def feed(self, region: bytes, newlines_before: int) -> None:
+        if not native.has(region, _COLONS):
+            return  # neither SYSJSON nor TOKEN: one search instead of two (most logs have neither)
         if self.mlperf.system is None and native.has(region, SYSJSON):
             self._sysjson(region)
         if not native.has(region, TOKEN):

@@ -16,6 +16,9 @@ from typing import Any
 PURE_PYTHON_ENV = "TRAINSWEEP_PURE_PYTHON"
 
 ScanStretch = Callable[[bytes, int, int, float], "tuple[bytes, bytes | None, int, bytes] | None"]
+ScanStretches = Callable[
+    [bytes, list[int], float], "list[tuple[bytes, bytes | None, int, bytes] | bool | None]"
+]
 RareLines = Callable[[bytes, tuple[bytes, ...]], list[int]]
 JsonLayout = Callable[[bytes, int, int], "str | None"]
 
@@ -35,6 +38,11 @@ def _load() -> Any:
 _module = _load()
 scan_stretch: ScanStretch | None = _module.scan_stretch if _module is not None else None
 """``scan_stretch(region, start, end, max_duration)``: see ``_scan.c``; None when not built or turned off."""
+scan_stretches: ScanStretches | None = _module.scan_stretches if _module is not None else None
+"""``scan_stretches(region, cuts, max_duration, avoid)``: :data:`scan_stretch` of ``region[cuts[0]:cuts[1]]``,
+``region[cuts[2]:cuts[3]]``, ... in one call; for each stretch None when it is shorter than 12 bytes or
+holds no step and no stamp, False when the Python path must read it (or it holds ``avoid``, when that is
+not empty). None when not built or turned off."""
 rare_lines: RareLines | None = _module.rare_lines if _module is not None else None
 """``rare_lines(region, starts)``: the offsets of the newlines of ``region`` followed by one of the bytes
 of the tuple ``starts``; None when not built or turned off."""
@@ -44,12 +52,20 @@ not built or turned off."""
 contains: Callable[[bytes, bytes], bool] | None = _module.contains if _module is not None else None
 """``contains(data, literal)``: ``literal in data``, by memmem; None when not built or turned off."""
 count_newlines: Callable[[bytes], int] | None = _module.count_newlines if _module is not None else None
-"""``count_newlines(data)``: ``data.count(b"\\n")``, eight bytes at a time; None when not built or
+"""``count_newlines(data)``: ``data.count(b"\\n")``, sixteen bytes at a time; None when not built or
 turned off."""
 json_layout: JsonLayout | None = _module.json_layout if _module is not None else None
 """``json_layout(compact, indent, level)``: orjson's compact text laid out as ``json.dumps(value,
 indent=indent)`` at ``level``, or None where the two could differ; see ``_scan.c`` and
 :mod:`trainsweep.jsonstream`. None when not built or turned off."""
+
+
+plain_mapping: Callable[[dict, int, type, dict], tuple[dict[str, Any], int] | None] | None = (
+    _module.plain_mapping if _module is not None else None
+)
+"""``plain_mapping(item, limit, array_type, last_range)``: :func:`trainsweep.jsonstream._plain_mapping` for
+the usual epoch entry (its arrays of 8-byte doubles or longs and its ranges as lists, its scalars as they
+are), or None where that function must decide; see ``_scan.c``. None when not built or turned off."""
 
 
 def has(region: bytes, literal: bytes) -> bool:
