@@ -314,17 +314,17 @@ class CloudMLReader:
         for i, m in enumerate(events):
             found = read[i]
             if found is not None:
-                if found is False:
-                    bulk(region, cuts[2 * i], cuts[2 * i + 1], lc)
-                else:
+                if isinstance(found, tuple):
                     self._add_scanned(*found)
+                else:  # False
+                    bulk(region, cuts[2 * i], cuts[2 * i + 1], lc)
             g = m.lastindex
             rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
         if (found := read[-1]) is not None:
-            if found is False:
-                bulk(region, cuts[-2], cuts[-1], lc)
-            else:
+            if isinstance(found, tuple):
                 self._add_scanned(*found)
+            else:  # False
+                bulk(region, cuts[-2], cuts[-1], lc)
         self.records += len(events)
 
     def _bulk(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
@@ -386,7 +386,9 @@ class CloudMLReader:
             _add_step_numbers(ep, steps)
         if stamps:
             self.records += len(stamps) >> 3
-            (self._cur.real_time if self._cur is not None else self._pending_rt).frombytes(stamps)
+            into = self._cur.real_time if self._cur is not None else self._pending_rt
+            assert isinstance(into, array)  # the reader's epochs hold their stamps in arrays
+            into.frombytes(stamps)
 
     def _add_steps(self, times: array, numbers: range | array) -> None:
         """Checked step times of one stretch, with their logged numbers, into the current epoch."""

@@ -17,10 +17,10 @@ PURE_PYTHON_ENV = "TRAINSWEEP_PURE_PYTHON"
 
 ScanStretch = Callable[[bytes, int, int, float], "tuple[bytes, bytes | None, int, bytes] | None"]
 ScanStretches = Callable[
-    [bytes, list[int], float], "list[tuple[bytes, bytes | None, int, bytes] | bool | None]"
+    [bytes, list[int], float, bytes], "list[tuple[bytes, bytes | None, int, bytes] | bool | None]"
 ]
 RareLines = Callable[[bytes, tuple[bytes, ...]], list[int]]
-JsonLayout = Callable[[bytes, int, int], "str | None"]
+JsonLayout = Callable[[bytes, int, int, bytes], "str | None"]
 
 
 def _load() -> Any:
@@ -55,9 +55,9 @@ count_newlines: Callable[[bytes], int] | None = _module.count_newlines if _modul
 """``count_newlines(data)``: ``data.count(b"\\n")``, sixteen bytes at a time; None when not built or
 turned off."""
 json_layout: JsonLayout | None = _module.json_layout if _module is not None else None
-"""``json_layout(compact, indent, level)``: orjson's compact text laid out as ``json.dumps(value,
-indent=indent)`` at ``level``, or None where the two could differ; see ``_scan.c`` and
-:mod:`trainsweep.jsonstream`. None when not built or turned off."""
+"""``json_layout(compact, indent, level, lead)``: orjson's compact text laid out as ``json.dumps(value,
+indent=indent)`` at ``level`` (with a ``lead``, a list's items only, after it), or None where the two
+could differ; see ``_scan.c`` and :mod:`trainsweep.jsonstream`. None when not built or turned off."""
 
 
 plain_mapping: Callable[[dict, int, type, dict], tuple[dict[str, Any], int] | None] | None = (
