@@ -87,3 +87,34 @@ def test_text_chunks_are_refused_with_a_clear_problem() -> None:
     run = parse(["1 step training time: 0.5s\n"])
     assert run.status == "unreadable"
     assert "bytes, not str" in run.problems[0].message
+
+
+def test_the_sha256_of_a_log_of_many_chunks_is_the_whole_logs(cloudml_log) -> None:
+    data = cloudml_log() * 2000  # several 1 MiB chunks: hashed on a second thread from the second on
+    assert len(data) > 3 * 2**20
+    assert parse(data).sha256 == hashlib.sha256(data).hexdigest()
+    buffer = bytearray(1000)
+
+    def reused():  # a caller that hands over one buffer, refilled: each chunk is copied before it waits
+        for i in range(0, len(data), 1000):
+            piece = data[i : i + 1000]
+            buffer[: len(piece)] = piece
+            yield memoryview(buffer)[: len(piece)]
+
+    assert parse(reused()).sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_a_reader_that_crashes_ends_the_hashing_thread_with_it(cloudml_log, monkeypatch) -> None:
+    import threading
+
+    import pytest
+
+    from trainsweep.logs.cloudml import CloudMLReader
+
+    def crash(self, region, newlines_before):
+        raise RuntimeError("a reader's bug")
+
+    monkeypatch.setattr(CloudMLReader, "feed", crash)
+    with pytest.raises(RuntimeError, match="a reader's bug"):
+        parse([b"Epoch 1/1\n" * 1000] * 3)  # three chunks: the thread has started
+    assert not [t for t in threading.enumerate() if t.name == "trainsweep-sha256"]

@@ -12,7 +12,9 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
+import queue
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,43 @@ MAX_LINE = 1 << 22
 _TEXT_SAMPLE = 1 << 16
 _TEXT_BYTES = bytes(range(0x20, 0x7F)) + b"\t\n\r\x08\x0c\x1b"
 _LOG_SUFFIXES = (".txt", ".out", ".log")
+
+
+class _Sha256:
+    """The log's SHA-256, taken on a second thread from the second chunk on, while the readers parse
+    (hashlib lets go of the GIL for large buffers): on a machine with a spare core the hash costs the
+    parse no wall time. Chunks are handed over in order through a small bounded queue (memory stays
+    bounded); one that is not ``bytes`` (a view of the caller's buffer) is copied first."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+        self._queue: queue.Queue[bytes | None] | None = None
+        self._thread: threading.Thread | None = None
+        self._chunks = 0
+
+    def _run(self) -> None:
+        assert self._queue is not None
+        take, update = self._queue.get, self._sha.update
+        while (chunk := take()) is not None:
+            update(chunk)
+
+    def update(self, chunk: bytes | memoryview) -> None:
+        self._chunks += 1
+        if self._chunks == 1:
+            self._sha.update(chunk)  # a one-chunk log (most of them) starts no thread
+            return
+        if self._queue is None:
+            self._queue = queue.Queue(maxsize=4)
+            self._thread = threading.Thread(target=self._run, name="trainsweep-sha256", daemon=True)
+            self._thread.start()
+        self._queue.put(chunk if type(chunk) is bytes else bytes(chunk))
+
+    def hexdigest(self) -> str:
+        if self._queue is not None and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._queue = self._thread = None
+        return self._sha.hexdigest()
 
 
 def parse(
@@ -78,7 +117,7 @@ def parse(
     readers: tuple[CloudMLReader | Mo833Reader | MllogReader | PatternReader, ...] = (
         (user,) if user is not None else (cloud, mo, ml)
     )
-    sha = hashlib.sha256()
+    sha = _Sha256()
     count_newlines = native.count_newlines or _count_newlines
     text = _TextCheck()
     carry = b"\n"  # the virtual newline before the first line
@@ -118,12 +157,15 @@ def parse(
         run.sha256 = sha.hexdigest()
         run.lines_read = newlines
         return run
+    except BaseException:
+        sha.hexdigest()  # a reader's crash: the hashing thread ends with it
+        raise
+    run.sha256 = sha.hexdigest()  # every byte is read: the hashing thread, if any, ends here
     if len(carry) > 1:
         for r in readers:
             r.feed(carry, newlines_before)
     text.finish()
 
-    run.sha256 = sha.hexdigest()
     run.lines_read = newlines + (1 if last_byte not in (b"", b"\n") else 0)
     cloud.finish()
     ml.finish()
