@@ -311,10 +311,18 @@ def _run_local(
     from trainsweep import layout
     from trainsweep.local.sweep import SweepInterrupted, run_local_sweep
 
+    staged = None
     if resume:
         saved = out / resume / layout.SPEC_JSON
         if saved.is_file():
-            _say_spec_changes(console, json.loads(saved.read_text()), spec_path, resume, spec_folder)
+            from trainsweep.sourcedir import spec_dir, stage
+            from trainsweep.spec import load_spec
+
+            # packed once: the digest says whether the files changed, the run uploads the same archive
+            folder = spec_folder or spec_dir(spec_path)
+            staged = stage(load_spec(spec_path).workload, folder, check_requirements=True)
+            digest = staged.packed.digest if staged is not None else None
+            _say_spec_changes(console, json.loads(saved.read_text()), spec_path, resume, digest)
     console.print("Starting the embedded AWS and deploying the stack (local mode)…", highlight=False)
     update, close = _watch_factory(console, watch)
     try:
@@ -325,6 +333,7 @@ def _run_local(
             on_update=update,
             sweep_id=sweep_id,
             spec_folder=spec_folder,
+            staged=staged,
         )
     except SweepInterrupted as stop:
         close()
@@ -369,20 +378,17 @@ def _say_spec_changes(
     saved: Any,
     spec_source: Path | dict[str, Any],
     sweep_id: str,
-    spec_folder: Path | None = None,
+    code_digest: str | None = None,
 ) -> None:
-    """Tell the user when the spec given to ``--resume`` is not the sweep's own (it is the one that runs)."""
+    """Tell the user when the spec given to ``--resume`` is not the sweep's own (it is the one that runs);
+    ``code_digest``: the digest of the script's folder as the resume packed it (another archive than the
+    sweep's means other code for the re-run cells)."""
     from trainsweep.aws import sweeps
-    from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec
 
     if not isinstance(saved, dict):
         return
-    spec = load_spec(spec_source)
-    # the script's folder as the resume will pack it: another archive means other code for the re-run cells
-    staged = stage(spec.workload, spec_folder or spec_dir(spec_source), check_requirements=False)
-    digest = staged.packed.digest if staged is not None else None
-    changed = sweeps.spec_differences(saved, spec.to_dict(), sweep_id, digest)
+    changed = sweeps.spec_differences(saved, load_spec(spec_source).to_dict(), sweep_id, code_digest)
     if changed:
         console.print(
             Text(
@@ -508,7 +514,9 @@ def _run_cloud(
         from trainsweep.aws import s3 as s3io
 
         saved_spec = s3io.get_json(s3, bucket, layout.spec_key(sweep_id))
-        _say_spec_changes(console, saved_spec, spec_path, sweep_id, spec_folder)
+        _say_spec_changes(
+            console, saved_spec, spec_path, sweep_id, staged.packed.digest if staged is not None else None
+        )
         outcome = sweeps.resume_sweep(
             s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=session.client("lambda"),
             stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,

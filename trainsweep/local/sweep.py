@@ -19,11 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from trainsweep import layout
 from trainsweep.errors import LocalModeError
+
+if TYPE_CHECKING:
+    from trainsweep.sourcedir import StagedSource
 
 DEFAULT_RESULTS_DIR = Path("trainsweep-results")
 # Results are downloaded once every log notification is handled, or ParseRun made no progress this long.
@@ -172,12 +175,14 @@ def run_local_sweep(
     project_root: Path | None = None,
     sweep_id: str | None = None,
     spec_folder: Path | None = None,
+    staged: StagedSource | None = None,
 ) -> LocalRunResult:
     """Run (or resume) a sweep locally and download its results; see the module docstring.
 
     ``sweep_id`` names a new sweep (default: from the spec's name and the time; a phase of a two-phase
     sweep names its own); ``spec_folder`` is where the spec's relative paths start when ``spec_source``
-    is not a file (default: the file's folder, else the current one).
+    is not a file (default: the file's folder, else the current one); ``staged``: the script's folder as
+    the caller already packed (and checked) it, else it is packed here.
     """
     from trainsweep.aws import outputs as output_names
     from trainsweep.aws import sweeps
@@ -195,7 +200,8 @@ def run_local_sweep(
     spec = load_spec(spec_source)
     _check_local(spec, has_gpu or gpu_available)
     # The script, its folder and its requirements are checked before anything starts.
-    staged = stage(spec.workload, spec_folder or spec_dir(spec_source), check_requirements=True)
+    if staged is None:
+        staged = stage(spec.workload, spec_folder or spec_dir(spec_source), check_requirements=True)
     sweep_id = resume or sweep_id or make_sweep_id(spec.name, now or datetime.now(UTC))
     check_plan_fits(plan_sweep(spec, sweep_id=sweep_id))  # PlanSweep would refuse it once deployed
     dest = Path(out_root) / sweep_id
