@@ -51,7 +51,7 @@ from trainsweep.instrument import earlystop, probe
 from trainsweep.instrument.events import RunFacts, RunWriter, StdoutLog
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState, StopRule
-from trainsweep.training.contract import InstrumentConfig
+from trainsweep.training.contract import InstrumentConfig, job_gpus_said
 from trainsweep.training.runlog import RunLog
 from trainsweep.training.timing import StepClock
 
@@ -183,20 +183,15 @@ def _world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def _job_gpus() -> int:
-    """The job's GPUs as SageMaker (and local mode) say: ``SM_NUM_GPUS``; 0 when unset or unreadable."""
-    try:
-        return max(int(os.environ.get("SM_NUM_GPUS", "").strip() or 0), 0)
-    except ValueError:
-        return 0
-
-
 def _refuse_cpu_steps_on_a_gpu_job() -> None:
     """Before the first optimizer step is counted: a job with GPUs whose script has not touched CUDA trains
     on the CPU, and its timings would be filed under a GPU instance type (the built-in workloads refuse
     the same way). Ends the run with the reason."""
-    gpus = _job_gpus()
-    if gpus and not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+    try:
+        gpus = job_gpus_said() or 0
+    except ValueError:
+        return  # unreadable: the launcher's own checks say so; nothing to compare with here
+    if gpus > 0 and not (torch.cuda.is_available() and torch.cuda.is_initialized()):
         why = "" if torch.cuda.is_available() else " (and this torch cannot see a GPU)"
         raise EarlyStop(
             None,

@@ -123,6 +123,21 @@ class ScriptSite:
     network_interface: str = "eth0"
 
 
+def job_gpus_said() -> int | None:
+    """The job's GPUs as SageMaker (and local mode, :func:`sm_env`) say: ``SM_NUM_GPUS``; None when unset.
+
+    Raises:
+        ValueError: it is set but not a whole number.
+    """
+    text = os.environ.get("SM_NUM_GPUS", "").strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"SM_NUM_GPUS must be a whole number, got {text!r}") from None
+
+
 def sm_env(site: ScriptSite, hps: dict[str, Any]) -> dict[str, str]:
     """The ``SM_*`` environment of a script (sagemaker-training-toolkit's names and encodings)."""
     base = site.base

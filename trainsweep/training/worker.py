@@ -71,12 +71,12 @@ class UnusableGpuError(JobConfigError):
 
 def expected_gpus(paths: Paths) -> int:
     """GPUs this job's instance has: ``SM_NUM_GPUS`` when set, else the catalogue's count for its type."""
-    text = os.environ.get("SM_NUM_GPUS", "").strip()
-    if text:
-        try:
-            return int(text)
-        except ValueError:
-            raise JobConfigError(f"SM_NUM_GPUS must be a whole number, got {text!r}") from None
+    try:
+        said = contract.job_gpus_said()
+    except ValueError as e:
+        raise JobConfigError(str(e)) from None
+    if said is not None:
+        return said
     itype = instance_type(paths)
     known = instances.CATALOGUE.get(itype) if itype else None
     return known.gpus if known is not None else 0
