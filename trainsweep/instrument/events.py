@@ -15,18 +15,15 @@ from typing import Any
 
 from trainsweep.logs import mllog
 from trainsweep.predict import Prediction
-from trainsweep.training.runlog import RunLog
+from trainsweep.training.runlog import STDOUT_ONLY, RunLog
 
 
 class StdoutLog(RunLog):
     """A run log that only prints, on every rank (outside a job the platform collects stdout)."""
 
-    def __init__(self, *, rank: int = 0) -> None:  # no file: RunLog's writer with its fd left unset
-        self.path = Path("-")
-        self.rank = rank
-        self.echo = True
-        self._fd = None
-        self._hold()
+    def __init__(self, *, rank: int = 0) -> None:
+        super().__init__(STDOUT_ONLY, rank=rank)
+        self.echo = True  # every rank
 
 
 @dataclass(frozen=True)

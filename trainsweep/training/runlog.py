@@ -6,7 +6,6 @@ can append to the same log without tearing lines.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -16,6 +15,8 @@ from typing import Any
 
 from trainsweep.logs import mllog
 
+STDOUT_ONLY = Path("-")
+"""The path of a log that has no file, only its echo (:class:`trainsweep.instrument.events.StdoutLog`)."""
 ECHO_HOLD_BYTES = 64 * 1024
 ECHO_HOLD_SECONDS = 1.0
 """Per-step lines are echoed to stdout in blocks of about ECHO_HOLD_BYTES, at least every
@@ -27,15 +28,13 @@ class RunLog:
 
     def __init__(self, path: Path, *, rank: int = 0, echo: bool = True):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rank = rank
         self.echo = echo and rank == 0
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._hold()
-
-    def _hold(self) -> None:
-        """Start holding per-step lines for the echo (none held yet)."""
-        self._held: list[str] = []
+        self._fd: int | None = None
+        if self.path != STDOUT_ONLY:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._held: list[str] = []  # per-step lines not echoed yet
         self._held_bytes = 0
         self._echoed_at = time.monotonic()
 
@@ -86,20 +85,9 @@ class RunLog:
     def step(
         self, epoch: int, n: int, step_s: float, wait_s: float, compute_s: float, *, legacy: bool
     ) -> None:
-        """One training step: its ``:::MLLOG`` event (and, with ``legacy``, the seeds' line) in one write,
-        echoed with the next other line. The event's bytes are :func:`mllog.format_line`'s, built without
-        the JSON encoder (a per-step cost a fast loop feels)."""
-        times = (step_s, wait_s, compute_s)
-        if all(type(x) is float and math.isfinite(x) for x in times):
-            event = (
-                f'{mllog.TOKEN} {{"namespace": "", "time_ms": {int(time.time() * 1000)}, '
-                f'"event_type": "{mllog.POINT}", "key": "{mllog.STEP}", "value": {{"step": {int(n)}, '
-                f'"step_s": {step_s!r}, "data_wait_s": {wait_s!r}, "compute_s": {compute_s!r}}}, '
-                f'"metadata": {{"rank": {int(self.rank)}, "epoch_num": {int(epoch)}}}}}'
-            )
-        else:  # not a finite float: the encoder says what is wrong with it
-            value = {"step": n, "step_s": step_s, "data_wait_s": wait_s, "compute_s": compute_s}
-            event = mllog.format_line(mllog.STEP, value, metadata={"rank": self.rank, "epoch_num": epoch})
+        """One training step: its ``:::MLLOG`` event (:func:`mllog.format_step_line`) and, with ``legacy``,
+        the seeds' line, in one write, echoed with the next other line."""
+        event = mllog.format_step_line(epoch, n, step_s, wait_s, compute_s, self.rank)
         self.lines((event, f"{n} step training time: {step_s}s") if legacy else (event,), flush=False)
 
     def real_time(self) -> None:
