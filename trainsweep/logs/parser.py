@@ -64,11 +64,15 @@ class _Sha256:
             self._thread.start()
         self._queue.put(chunk if type(chunk) is bytes else bytes(chunk))
 
-    def hexdigest(self) -> str:
+    def close(self) -> None:
+        """Hash what is queued and end the thread (if one started)."""
         if self._queue is not None and self._thread is not None:
             self._queue.put(None)
             self._thread.join()
             self._queue = self._thread = None
+
+    def hexdigest(self) -> str:
+        self.close()
         return self._sha.hexdigest()
 
 
@@ -158,7 +162,7 @@ def parse(
         run.lines_read = newlines
         return run
     except BaseException:
-        sha.hexdigest()  # a reader's crash: the hashing thread ends with it
+        sha.close()  # a reader's crash: the hashing thread ends with it
         raise
     run.sha256 = sha.hexdigest()  # every byte is read: the hashing thread, if any, ends here
     if len(carry) > 1:
