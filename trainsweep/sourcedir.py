@@ -141,7 +141,8 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, object]]) -> bool
 
 
 def _walk(root: Path, exclude: list[str] | None) -> tuple[list[Path], list[Path]]:
-    """The files to pack and the links to folders inside the tree to keep as links, both sorted.
+    """The files to pack and the links to folders inside the tree to keep as links, both sorted; ignored
+    folders are not descended into.
 
     A link to a folder is never descended into: a link back up the tree (``pkg/self -> ..``) would
     otherwise pack the same files again at every depth until the system's link limit. Links out of the
@@ -168,11 +169,6 @@ def _walk(root: Path, exclude: list[str] | None) -> tuple[list[Path], list[Path]
             elif child.is_file() and not _ignored(child, False, specs):
                 files.append(child)
     return sorted(files), sorted(links)
-
-
-def files_to_pack(root: Path, exclude: list[str] | None = None) -> list[Path]:
-    """The files of ``root`` that go into the archive, sorted; ignored folders are not descended into."""
-    return _walk(root, exclude)[0]
 
 
 def _too_big(root: Path, files: list[Path], total: int, limit: int) -> SourceError:
