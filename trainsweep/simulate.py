@@ -36,7 +36,7 @@ The exhaustive answer ("truth") is every configuration, every repetition, full r
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -339,29 +339,36 @@ def search_batch_sizes(
         return chosen, []
     ran: dict[tuple[str, int], list[Sample]] = {cell: [] for cell in chosen}
     skipped: list[dict[str, Any]] = []
+    for itype, k, members in _packed(chosen, spec):
+        search = BatchSizeSearch(search_spec.min_gain)
+        for s in members:
+            if search.stop is not None:
+                reason = search.stop[1]
+                skipped.append(
+                    {"instance_type": itype, "batch_size": s.batch_size, "repetition": k, "reason": reason}
+                )
+                continue
+            ran[(itype, s.batch_size)].append(s)
+            step_s = observed[s.path].step_s
+            ok = step_s is not None and step_s > 0
+            search.add(
+                CellResult(
+                    s.path, s.batch_size, "ok" if ok else "error", None, 0, {"step_s": step_s} if ok else None
+                )
+            )
+    return {cell: xs for cell, xs in ran.items() if xs}, skipped
+
+
+def _packed(
+    chosen: dict[tuple[str, int], list[Sample]], spec: SweepSpec
+) -> Iterator[tuple[str, int, list[Sample]]]:
+    """(instance type, repetition, its samples by batch size) in the order the planner expands the
+    packed jobs: instance type, repetition, then batch size (sizes without a sample left out)."""
     for itype in spec.instance_types:
         reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
         for k in range(reps):
-            search = BatchSizeSearch(search_spec.min_gain)
-            for b in spec.batch_sizes:
-                xs = chosen.get((itype, b), [])
-                if len(xs) <= k:
-                    continue
-                s = xs[k]
-                if search.stop is not None:
-                    skipped.append(
-                        {"instance_type": itype, "batch_size": b, "repetition": k, "reason": search.stop[1]}
-                    )
-                    continue
-                ran[(itype, b)].append(s)
-                step_s = observed[s.path].step_s
-                ok = step_s is not None and step_s > 0
-                search.add(
-                    CellResult(
-                        s.path, b, "ok" if ok else "error", None, 0, {"step_s": step_s} if ok else None
-                    )
-                )
-    return {cell: xs for cell, xs in ran.items() if xs}, skipped
+            members = [chosen[(itype, b)][k] for b in spec.batch_sizes if len(chosen.get((itype, b), [])) > k]
+            yield itype, k, members
 
 
 def plan_jobs(
@@ -369,14 +376,11 @@ def plan_jobs(
 ) -> list[Job]:
     """The jobs the strategy runs over the chosen samples (``seconds``: each sample's training seconds)."""
     jobs: list[Job] = []
-    for itype in spec.instance_types:
-        reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
-        for k in range(reps):  # in the order the planner expands them: repetition, then batch size
-            members = [chosen[(itype, b)][k] for b in spec.batch_sizes if len(chosen.get((itype, b), [])) > k]
-            if spec.packing == "per-instance":
-                jobs.append(Job(itype, members, sum(seconds[s.path] for s in members)))
-            else:
-                jobs.extend(Job(itype, [s], seconds[s.path]) for s in members)
+    for itype, _, members in _packed(chosen, spec):
+        if spec.packing == "per-instance":
+            jobs.append(Job(itype, members, sum(seconds[s.path] for s in members)))
+        else:
+            jobs.extend(Job(itype, [s], seconds[s.path]) for s in members)
     return jobs
 
 
