@@ -159,7 +159,7 @@ def samples_from(
     """
     copies = _left_out_copies(result)
     cells = {(t, b) for t in spec.instance_types for b in spec.batch_sizes}
-    target = spec.target.value if spec.target is not None else None
+    target = _target_value(spec)
     by_cell: dict[tuple[str, int], list[tuple[int, str, Sample]]] = {}
     outside: list[dict[str, Any]] = []
     unused: list[dict[str, str]] = []
@@ -457,6 +457,11 @@ _ROW_FIELDS = (
 )
 
 
+def _target_value(spec: SweepSpec) -> float | None:
+    """The spec's target value (what ``run_metrics`` and ``aggregate`` take), or None."""
+    return None if spec.target is None else spec.target.value
+
+
 def _target_said(spec: SweepSpec) -> str | None:
     """The target as the report says it (``eval_accuracy >= 0.97``), or None."""
     return None if spec.target is None else f"{spec.target.metric} >= {spec.target.value:g}"
@@ -514,7 +519,7 @@ def replay_sweep(
         region=region,
         instance_count=spec.instance_count,
         quality_margin=spec.quality_margin,
-        target=spec.target.value if spec.target is not None else None,
+        target=_target_value(spec),
     )
     return strategy, rows
 
@@ -650,7 +655,7 @@ def simulate(
     # one job each
     everything = [s for xs in by_cell.values() for s in xs]
     _check_target_metric(spec, everything, notes)
-    target, said = (spec.target.value if spec.target is not None else None), _target_said(spec)
+    target, said = _target_value(spec), _target_said(spec)
     by_target = target is not None
     # the exhaustive sweep's report flags (and never recommends) configurations that learn worse, or,
     # with a target, that do not reach it
