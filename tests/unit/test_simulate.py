@@ -279,9 +279,7 @@ def test_cells_without_logs_and_logs_outside_the_spec_are_named(tmp_path, logs):
 
 
 def test_logs_of_several_experiments_pooled_into_one_configuration_are_named(tmp_path, logs):
-    other = logs.parent / "other" / "logs"
-    other.mkdir(parents=True)
-    (other / "result-p3-1-256-e0.txt").write_text(_log(256, (11.0, 12.0)))
+    _logs_dir(logs.parent, "other", {"result-p3-1-256-e0.txt": _log(256, (11.0, 12.0))})
     out = _simulate(_spec(tmp_path, instance_types=[P3]), logs.parent)
     assert out["exhaustive"]["runs"] == 5
     (note,) = out["notes"]
