@@ -132,13 +132,13 @@ def _print(d: dict[str, Any]) -> None:
             _config(d["truth"][name]),
             "-" if regret is None else f"{_pct(regret)} {'slower' if by == 'time' else 'dearer'}",
         )
-    replayed = s.get("early_stop_replay") or {}
     if s["mode"] in ("early-stop", "phases"):
         runs = f"the scan's {d['phases']['scan']['runs']}" if d["phases"] else s["runs"]
+        replayed = s["early_stop_replay"]  # both keys, always: simulate.replay_sweep counts each way
         console.print(
             f"Early stop: {s['early_stopped_runs']} of {runs} runs stopped before the spec's epochs "
-            f"(the container's rule replayed step by step on {replayed.get('step', 0)}, on whole epochs on "
-            f"{replayed.get('epoch', 0)}: logs of one epoch or without step times); the others would run to "
+            f"(the container's rule replayed step by step on {replayed['step']}, on whole epochs on "
+            f"{replayed['epoch']}: logs of one epoch or without step times); the others would run to "
             "the end."
         )
     console.print(table)
