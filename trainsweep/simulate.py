@@ -48,7 +48,7 @@ from trainsweep.cost.recommend import config_dict, recommend
 from trainsweep.errors import TrainsweepError
 from trainsweep.importer import ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.predict import SteadyState, StopRule, replay
+from trainsweep.predict import SteadyState, StopRule, predict_run, replay
 from trainsweep.spec import SweepSpec, load_spec
 
 _SAGEMAKER_JOB = {"platform": SAGEMAKER, "status": OK}
@@ -301,8 +301,16 @@ def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | N
         paid += passes[0]
     elif stopped_in:  # the first pass was paid with epoch 1: the container's batches now run warm
         paid += validation_s
-    epoch_s = epochs[0].steps * est.mean_s + validation_s
-    predicted = est.warmup_excess_s + one_off + spec.workload.epochs * epoch_s
+    # the container's formula: the log times each epoch's validation pass whole, so it is the epoch's
+    # overhead beside the steps, and the first pass's one-off joins the warm-up's
+    predicted = predict_run(
+        est,
+        steps_per_epoch=epochs[0].steps,
+        epochs=spec.workload.epochs,
+        rule=rule,
+        epoch_overhead_s=validation_s,
+        warmup_excess_s=est.warmup_excess_s + one_off,
+    ).total_s
     return _Observed(_seen(full, predicted), paid, est.mean_s, "step")
 
 
