@@ -129,7 +129,7 @@ def replay_folders(data: Path) -> list[dict]:
     )
     for root, result in by_root(everything).items():
         for name, strategy in STRATEGIES.items():
-            spec = grid_spec(result, root, **dict(strategy))
+            spec = grid_spec(result, root, **strategy)
             if spec is None:
                 continue
             loaded = load_spec(spec, allow_retired=True)

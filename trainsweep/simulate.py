@@ -36,7 +36,7 @@ The exhaustive answer ("truth") is every configuration, every repetition, full r
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +48,7 @@ from trainsweep.cost.recommend import config_dict, recommend
 from trainsweep.errors import TrainsweepError
 from trainsweep.importer import ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.predict import SteadyState, StopRule, replay
+from trainsweep.predict import SteadyState, StopRule, predict_run, replay
 from trainsweep.spec import SweepSpec, load_spec
 
 _SAGEMAKER_JOB = {"platform": SAGEMAKER, "status": OK}
@@ -159,7 +159,7 @@ def samples_from(
     """
     copies = _left_out_copies(result)
     cells = {(t, b) for t in spec.instance_types for b in spec.batch_sizes}
-    target = spec.target.value if spec.target is not None else None
+    target = _target_value(spec)
     by_cell: dict[tuple[str, int], list[tuple[int, str, Sample]]] = {}
     outside: list[dict[str, Any]] = []
     unused: list[dict[str, str]] = []
@@ -301,8 +301,16 @@ def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | N
         paid += passes[0]
     elif stopped_in:  # the first pass was paid with epoch 1: the container's batches now run warm
         paid += validation_s
-    epoch_s = epochs[0].steps * est.mean_s + validation_s
-    predicted = est.warmup_excess_s + one_off + spec.workload.epochs * epoch_s
+    # the container's formula: the log times each epoch's validation pass whole, so it is the epoch's
+    # overhead beside the steps, and the first pass's one-off joins the warm-up's
+    predicted = predict_run(
+        est,
+        steps_per_epoch=epochs[0].steps,
+        epochs=spec.workload.epochs,
+        rule=rule,
+        epoch_overhead_s=validation_s,
+        warmup_excess_s=est.warmup_excess_s + one_off,
+    ).total_s
     return _Observed(_seen(full, predicted), paid, est.mean_s, "step")
 
 
@@ -339,29 +347,36 @@ def search_batch_sizes(
         return chosen, []
     ran: dict[tuple[str, int], list[Sample]] = {cell: [] for cell in chosen}
     skipped: list[dict[str, Any]] = []
+    for itype, k, members in _packed(chosen, spec):
+        search = BatchSizeSearch(search_spec.min_gain)
+        for s in members:
+            if search.stop is not None:
+                reason = search.stop[1]
+                skipped.append(
+                    {"instance_type": itype, "batch_size": s.batch_size, "repetition": k, "reason": reason}
+                )
+                continue
+            ran[(itype, s.batch_size)].append(s)
+            step_s = observed[s.path].step_s
+            ok = step_s is not None and step_s > 0
+            search.add(
+                CellResult(
+                    s.path, s.batch_size, "ok" if ok else "error", None, 0, {"step_s": step_s} if ok else None
+                )
+            )
+    return {cell: xs for cell, xs in ran.items() if xs}, skipped
+
+
+def _packed(
+    chosen: dict[tuple[str, int], list[Sample]], spec: SweepSpec
+) -> Iterator[tuple[str, int, list[Sample]]]:
+    """(instance type, repetition, its samples by batch size) in the order the planner expands the
+    packed jobs: instance type, repetition, then batch size (sizes without a sample left out)."""
     for itype in spec.instance_types:
         reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
         for k in range(reps):
-            search = BatchSizeSearch(search_spec.min_gain)
-            for b in spec.batch_sizes:
-                xs = chosen.get((itype, b), [])
-                if len(xs) <= k:
-                    continue
-                s = xs[k]
-                if search.stop is not None:
-                    skipped.append(
-                        {"instance_type": itype, "batch_size": b, "repetition": k, "reason": search.stop[1]}
-                    )
-                    continue
-                ran[(itype, b)].append(s)
-                step_s = observed[s.path].step_s
-                ok = step_s is not None and step_s > 0
-                search.add(
-                    CellResult(
-                        s.path, b, "ok" if ok else "error", None, 0, {"step_s": step_s} if ok else None
-                    )
-                )
-    return {cell: xs for cell, xs in ran.items() if xs}, skipped
+            members = [chosen[(itype, b)][k] for b in spec.batch_sizes if len(chosen.get((itype, b), [])) > k]
+            yield itype, k, members
 
 
 def plan_jobs(
@@ -369,14 +384,11 @@ def plan_jobs(
 ) -> list[Job]:
     """The jobs the strategy runs over the chosen samples (``seconds``: each sample's training seconds)."""
     jobs: list[Job] = []
-    for itype in spec.instance_types:
-        reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
-        for k in range(reps):  # in the order the planner expands them: repetition, then batch size
-            members = [chosen[(itype, b)][k] for b in spec.batch_sizes if len(chosen.get((itype, b), [])) > k]
-            if spec.packing == "per-instance":
-                jobs.append(Job(itype, members, sum(seconds[s.path] for s in members)))
-            else:
-                jobs.extend(Job(itype, [s], seconds[s.path]) for s in members)
+    for itype, _, members in _packed(chosen, spec):
+        if spec.packing == "per-instance":
+            jobs.append(Job(itype, members, sum(seconds[s.path] for s in members)))
+        else:
+            jobs.extend(Job(itype, [s], seconds[s.path]) for s in members)
     return jobs
 
 
@@ -453,6 +465,11 @@ _ROW_FIELDS = (
 )
 
 
+def _target_value(spec: SweepSpec) -> float | None:
+    """The spec's target value (what ``run_metrics`` and ``aggregate`` take), or None."""
+    return None if spec.target is None else spec.target.value
+
+
 def _target_said(spec: SweepSpec) -> str | None:
     """The target as the report says it (``eval_accuracy >= 0.97``), or None."""
     return None if spec.target is None else f"{spec.target.metric} >= {spec.target.value:g}"
@@ -510,7 +527,7 @@ def replay_sweep(
         region=region,
         instance_count=spec.instance_count,
         quality_margin=spec.quality_margin,
-        target=spec.target.value if spec.target is not None else None,
+        target=_target_value(spec),
     )
     return strategy, rows
 
@@ -646,7 +663,7 @@ def simulate(
     # one job each
     everything = [s for xs in by_cell.values() for s in xs]
     _check_target_metric(spec, everything, notes)
-    target, said = (spec.target.value if spec.target is not None else None), _target_said(spec)
+    target, said = _target_value(spec), _target_said(spec)
     by_target = target is not None
     # the exhaustive sweep's report flags (and never recommends) configurations that learn worse, or,
     # with a target, that do not reach it

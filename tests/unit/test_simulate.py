@@ -45,12 +45,12 @@ def _log(batch_size: int, epochs: tuple[float, ...], steps: int = 4) -> str:
 
 @pytest.fixture
 def logs(tmp_path: Path) -> Path:
-    folder = tmp_path / "grid" / "logs"
-    folder.mkdir(parents=True)
-    for (vm, bs), reps in EPOCHS.items():
-        for i, epochs in enumerate(reps):
-            (folder / f"result-{vm}-{bs}-e{i}.txt").write_text(_log(bs, epochs))
-    return tmp_path / "grid"
+    texts = {
+        f"result-{vm}-{bs}-e{i}.txt": _log(bs, epochs)
+        for (vm, bs), reps in EPOCHS.items()
+        for i, epochs in enumerate(reps)
+    }
+    return _logs_dir(tmp_path, "grid", texts)
 
 
 def _spec(tmp_path: Path, **fields) -> Path:
@@ -66,6 +66,26 @@ def _spec(tmp_path: Path, **fields) -> Path:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
+
+
+def _p3_spec(tmp_path: Path, epochs: int, batch_sizes: list[int], **fields) -> Path:
+    """A spec of ``epochs`` epochs on ml.p3.2xlarge alone, over ``batch_sizes``."""
+    return _spec(
+        tmp_path,
+        workload={"model": "mnist-cnn", "epochs": epochs},
+        instance_types=[P3],
+        batch_sizes=batch_sizes,
+        **fields,
+    )
+
+
+def _logs_dir(tmp_path: Path, name: str, texts: dict[str, str]) -> Path:
+    """A results root ``name`` whose logs folder holds ``texts`` (file name -> log text)."""
+    folder = tmp_path / name / "logs"
+    folder.mkdir(parents=True)
+    for file, text in texts.items():
+        (folder / file).write_text(text)
+    return folder.parent
 
 
 def _simulate(spec: Path, logs: Path) -> dict:
@@ -131,19 +151,9 @@ def _steps_log(
 
 def test_early_stop_replays_the_live_rule_step_by_step(tmp_path):
     # 40 steps an epoch: a 5 s first step (warm-up), then 1 s steps; validation 2 s once, then 0.5 s
-    folder = tmp_path / "steps" / "logs"
-    folder.mkdir(parents=True)
     epochs = [([5.0] + [1.0] * 39, 2.0), ([1.0] * 40, 0.5), ([1.0] * 40, 0.5)]
-    (folder / "result-p3-1-256-e0.txt").write_text(_steps_log(256, epochs))
-    spec = _spec(
-        tmp_path,
-        workload={"model": "mnist-cnn", "epochs": 3},
-        instance_types=[P3],
-        batch_sizes=[256],
-        mode="early-stop",
-        packing="per-instance",
-    )
-    out = _simulate(spec, folder.parent)
+    logs = _logs_dir(tmp_path, "steps", {"result-p3-1-256-e0.txt": _steps_log(256, epochs)})
+    out = _simulate(_p3_spec(tmp_path, 3, [256], mode="early-stop", packing="per-instance"), logs)
     # the container's rule (10 steady steps, 10 s watched, precision 2 %) stops at step 11 of epoch 1,
     # not at an epoch's end: the job pays steps 1-11 (5 + 10 x 1 s) and one validation pass, the first
     assert out["strategy"]["early_stopped_runs"] == 1
@@ -159,19 +169,15 @@ def test_early_stop_replays_the_live_rule_step_by_step(tmp_path):
 def test_a_pick_the_exhaustive_runs_flag_as_learning_worse_is_said(tmp_path):
     # x 512 trains faster (0.6 s steps against 1 s) but ends at 0.90 accuracy against 0.97: the full
     # report's quality check (margin 0.02) flags it; early-stopped runs never evaluate, so cannot see it
-    folder = tmp_path / "quality" / "logs"
-    folder.mkdir(parents=True)
-    for bs, step, acc in ((256, 1.0, 0.97), (512, 0.6, 0.90)):
-        epochs = [([5.0] + [step] * 39, 2.0)] + [([step] * 40, 0.5)] * 2
-        (folder / f"result-p3-1-{bs}-e0.txt").write_text(_steps_log(bs, epochs, val_accuracy=acc))
-    spec = _spec(
-        tmp_path,
-        workload={"model": "mnist-cnn", "epochs": 3},
-        instance_types=[P3],
-        batch_sizes=[256, 512],
-        mode="early-stop",
+    texts = {
+        f"result-p3-1-{bs}-e0.txt": _steps_log(
+            bs, [([5.0] + [step] * 39, 2.0)] + [([step] * 40, 0.5)] * 2, val_accuracy=acc
+        )
+        for bs, step, acc in ((256, 1.0, 0.97), (512, 0.6, 0.90))
+    }
+    out = _simulate(
+        _p3_spec(tmp_path, 3, [256, 512], mode="early-stop"), _logs_dir(tmp_path, "quality", texts)
     )
-    out = _simulate(spec, folder.parent)
     assert out["strategy"]["early_stopped_runs"] == 2
     assert out["picks"]["fastest"]["batch_size"] == 512 and out["picks"]["fastest"]["eval_accuracy"] is None
     assert out["truth"]["fastest"]["batch_size"] == 256
@@ -183,17 +189,10 @@ def test_a_pick_the_exhaustive_runs_flag_as_learning_worse_is_said(tmp_path):
     (note,) = out["notes"]
     assert "ml.p3.2xlarge x 512" in note and "would not recommend it" in note
     # a one-epoch run of 4 steps: the rule cannot stop before its end; still, it does not evaluate
-    short = tmp_path / "short" / "logs"
-    short.mkdir(parents=True)
-    (short / "result-p3-1-256-e0.txt").write_text(_steps_log(256, [([1.0] * 4, 0.5)], val_accuracy=0.9))
-    one = _spec(
-        tmp_path,
-        workload={"model": "mnist-cnn", "epochs": 1},
-        instance_types=[P3],
-        batch_sizes=[256],
-        mode="early-stop",
+    short = _logs_dir(
+        tmp_path, "short", {"result-p3-1-256-e0.txt": _steps_log(256, [([1.0] * 4, 0.5)], val_accuracy=0.9)}
     )
-    whole = _simulate(one, short.parent)
+    whole = _simulate(_p3_spec(tmp_path, 1, [256], mode="early-stop"), short)
     assert whole["strategy"]["early_stopped_runs"] == 0
     assert whole["picks"]["fastest"]["eval_accuracy"] is None
     assert whole["truth"]["fastest"]["eval_accuracy"] == pytest.approx(0.9)
@@ -201,15 +200,18 @@ def test_a_pick_the_exhaustive_runs_flag_as_learning_worse_is_said(tmp_path):
 
 def test_auto_batch_sizes_replay_the_search_and_skip_sizes_past_a_plateau(tmp_path):
     # one instance type, 256 samples/s at every batch size: 512 and 1024 each gain nothing (< 3 %)
-    folder = tmp_path / "auto" / "logs"
-    folder.mkdir(parents=True)
-    for bs in (256, 512, 1024, 2048):
-        step = bs / 256
-        (folder / f"result-p3-1-{bs}-e0.txt").write_text(_steps_log(bs, [([step] * 6, 0.5)] * 2))
+    logs = _logs_dir(
+        tmp_path,
+        "auto",
+        {
+            f"result-p3-1-{bs}-e0.txt": _steps_log(bs, [([bs / 256] * 6, 0.5)] * 2)
+            for bs in (256, 512, 1024, 2048)
+        },
+    )
     spec = _spec(
         tmp_path, instance_types=[P3], batch_sizes={"auto": {"min": 256, "max": 2048}}, max_concurrency=1
     )
-    out = _simulate(spec, folder.parent)
+    out = _simulate(spec, logs)
     # the supervisor's rule stops the packed job after 1024: 2048 is not run, and not paid
     (skip,) = out["strategy"]["skipped_by_search"]
     assert (skip["instance_type"], skip["batch_size"], skip["repetition"]) == (P3, 2048, 0)
@@ -218,7 +220,7 @@ def test_auto_batch_sizes_replay_the_search_and_skip_sizes_past_a_plateau(tmp_pa
     paid = sum(2 * (6 * bs / 256 + 0.5) for bs in (256, 512, 1024))  # two epochs: nothing to stop early
     assert out["strategy"]["billable_s"] == pytest.approx(FIXED_OVERHEAD_S + paid)
     assert out["exhaustive"]["runs"] == 4 and out["truth"]["fastest"]["batch_size"] == 256
-    text = CliRunner().invoke(app, ["simulate", str(spec), "--from", str(folder.parent)])
+    text = CliRunner().invoke(app, ["simulate", str(spec), "--from", str(logs)])
     words = " ".join(text.output.split())
     assert "batch-size search skipped 1 run(s) past a throughput plateau: ml.p3.2xlarge x 2048" in words
 
@@ -277,9 +279,7 @@ def test_cells_without_logs_and_logs_outside_the_spec_are_named(tmp_path, logs):
 
 
 def test_logs_of_several_experiments_pooled_into_one_configuration_are_named(tmp_path, logs):
-    other = logs.parent / "other" / "logs"
-    other.mkdir(parents=True)
-    (other / "result-p3-1-256-e0.txt").write_text(_log(256, (11.0, 12.0)))
+    _logs_dir(logs.parent, "other", {"result-p3-1-256-e0.txt": _log(256, (11.0, 12.0))})
     out = _simulate(_spec(tmp_path, instance_types=[P3]), logs.parent)
     assert out["exhaustive"]["runs"] == 5
     (note,) = out["notes"]
@@ -344,11 +344,11 @@ def _to(n: int, s: float, epochs: int, w: float = 4) -> float:
 
 def _curves(tmp_path: Path, name: str, runs: dict[tuple[int, int], tuple]) -> Path:
     """Logs of ``_curve(batch size, *runs[batch size, repetition])``."""
-    folder = tmp_path / name / "logs"
-    folder.mkdir(parents=True)
-    for (bs, rep), args in runs.items():
-        (folder / f"result-p3-1-{bs}-e{rep}.txt").write_text(_curve(bs, *args))
-    return folder.parent
+    return _logs_dir(
+        tmp_path,
+        name,
+        {f"result-p3-1-{bs}-e{rep}.txt": _curve(bs, *args) for (bs, rep), args in runs.items()},
+    )
 
 
 def test_a_target_ranks_by_time_and_cost_to_reach_it(tmp_path):
@@ -423,15 +423,7 @@ def test_a_pick_whose_other_repetitions_miss_the_target_is_said(tmp_path):
             (512, 1): (40, 1.0, [0.80, 0.85, 0.88, 0.89], 5),
         },
     )
-    spec = _spec(
-        tmp_path,
-        workload={"model": "mnist-cnn", "epochs": 4},
-        instance_types=[P3],
-        batch_sizes=[256, 512],
-        mode="full",
-        target=TARGET,
-    )
-    out = _simulate(spec, logs)
+    out = _simulate(_p3_spec(tmp_path, 4, [256, 512], mode="full", target=TARGET), logs)
     assert out["picks"]["fastest"]["batch_size"] == 512
     assert out["picks"]["fastest"]["time_to_target_s"] == pytest.approx(_to(40, 1.0, 1))
     assert out["truth"]["fastest"]["batch_size"] == 256
@@ -457,15 +449,7 @@ PHASED = {
 
 
 def _phased_spec(tmp_path: Path, **fields) -> Path:
-    return _spec(
-        tmp_path,
-        workload={"model": "mnist-cnn", "epochs": 4},
-        instance_types=[P3],
-        batch_sizes=[256, 512, 1024],
-        target=TARGET,
-        phases=["scan", "confirm"],
-        **fields,
-    )
+    return _p3_spec(tmp_path, 4, [256, 512, 1024], target=TARGET, phases=["scan", "confirm"], **fields)
 
 
 def test_phases_confirm_the_scans_best_and_can_miss_the_true_best(tmp_path):

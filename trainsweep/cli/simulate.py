@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -89,6 +90,11 @@ def _config(c: dict[str, Any] | None) -> str:
     return "-" if c is None else f"{c['instance_type']} x {c['batch_size']}"
 
 
+def _first(items: list[Any], show: Callable[[Any], str], sep: str = ", ", most: int = 20) -> str:
+    """``show`` of the first ``most`` items, joined by ``sep``, and `` ...`` when there are more."""
+    return sep.join(show(x) for x in items[:most]) + (" ..." if len(items) > most else "")
+
+
 def _print(d: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -126,13 +132,13 @@ def _print(d: dict[str, Any]) -> None:
             _config(d["truth"][name]),
             "-" if regret is None else f"{_pct(regret)} {'slower' if by == 'time' else 'dearer'}",
         )
-    replayed = s.get("early_stop_replay") or {}
     if s["mode"] in ("early-stop", "phases"):
         runs = f"the scan's {d['phases']['scan']['runs']}" if d["phases"] else s["runs"]
+        replayed = s["early_stop_replay"]  # both keys, always: simulate.replay_sweep counts each way
         console.print(
             f"Early stop: {s['early_stopped_runs']} of {runs} runs stopped before the spec's epochs "
-            f"(the container's rule replayed step by step on {replayed.get('step', 0)}, on whole epochs on "
-            f"{replayed.get('epoch', 0)}: logs of one epoch or without step times); the others would run to "
+            f"(the container's rule replayed step by step on {replayed['step']}, on whole epochs on "
+            f"{replayed['epoch']}: logs of one epoch or without step times); the others would run to "
             "the end."
         )
     console.print(table)
@@ -146,8 +152,7 @@ def _print(d: dict[str, Any]) -> None:
         skipped = s["skipped_by_search"]
         console.print(
             f"The batch-size search skipped {len(skipped)} run(s) past a throughput plateau: "
-            + ", ".join(f"{_config(x)} (repetition {x['repetition'] + 1})" for x in skipped[:20])
-            + (" ..." if len(skipped) > 20 else "")
+            + _first(skipped, lambda x: f"{_config(x)} (repetition {x['repetition'] + 1})")
         )
     if d["cells_without_logs"]:
         console.print(
@@ -157,20 +162,17 @@ def _print(d: dict[str, Any]) -> None:
     if d["logs_outside_spec"]:
         console.print(
             f"{len(d['logs_outside_spec'])} logs match no configuration of the spec: "
-            + ", ".join(f"{x['path']} ({_config(x)})" for x in d["logs_outside_spec"][:20])
-            + (" ..." if len(d["logs_outside_spec"]) > 20 else "")
+            + _first(d["logs_outside_spec"], lambda x: f"{x['path']} ({_config(x)})")
         )
     if d["logs_unused"]:
         console.print(
             f"{len(d['logs_unused'])} logs not used: "
-            + "; ".join(f"{x['path']}: {x['reason']}" for x in d["logs_unused"][:20])
-            + (" ..." if len(d["logs_unused"]) > 20 else "")
+            + _first(d["logs_unused"], lambda x: f"{x['path']}: {x['reason']}", "; ")
         )
     if d["missed_target"]:
         console.print(
             f"{len(d['missed_target'])} configurations do not reach the target (never recommended): "
-            + "; ".join(f"{_config(x)}: {x['reason']}" for x in d["missed_target"][:20])
-            + (" ..." if len(d["missed_target"]) > 20 else "")
+            + _first(d["missed_target"], lambda x: f"{_config(x)}: {x['reason']}", "; ")
         )
     for note in d["notes"]:
         console.print(f"Note: {note}")
