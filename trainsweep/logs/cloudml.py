@@ -319,20 +319,16 @@ class CloudMLReader:
         else:
             read = [False] * (len(events) + 1)
         bulk, rare = self._bulk, self._rare
-        for i, m in enumerate(events):
-            found = read[i]
+        for i, found in enumerate(read):  # the stretch before events[i]; the last one, after them all
             if found is not None:
                 if isinstance(found, tuple):
                     self._add_scanned(*found)
                 else:  # False
                     bulk(region, cuts[2 * i], cuts[2 * i + 1], lc)
-            g = m.lastindex
-            rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
-        if (found := read[-1]) is not None:
-            if isinstance(found, tuple):
-                self._add_scanned(*found)
-            else:  # False
-                bulk(region, cuts[-2], cuts[-1], lc)
+            if i < len(events):
+                m = events[i]
+                g = m.lastindex
+                rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
         self.records += len(events)
 
     def _bulk(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
