@@ -265,20 +265,17 @@ def _plain_mapping(item: Any, last_range: dict[range, list[int]]) -> tuple[dict[
         if kind is float:
             if v - v != 0.0:  # NaN or an infinity: orjson would write null
                 return None
-        elif kind is array:  # the usual sequence (step times, stamps): its kind is its typecode
-            kinds = _ARRAY_KINDS.get(v.typecode)
-            if kinds is None or len(v) > CHUNK_ITEMS:
-                return None
-            v = v.tolist()
-            if kinds is not _INT and (total := sum(v)) - total != 0.0:
-                return None  # a NaN or an infinity among them (or a sum beyond floats)
-            count += len(v)
         elif kind in _PLAIN_SCALARS:
             pass
         elif kind in _SLICED:
             if len(v) > CHUNK_ITEMS:
                 return None
-            if kind is range:
+            if kind is array:  # step times, stamps: their kind is their typecode
+                kinds = _ARRAY_KINDS.get(v.typecode)
+                if kinds is None:
+                    return None
+                v = v.tolist()
+            elif kind is range:
                 kinds = _INT
                 if v not in last_range:
                     last_range.clear()

@@ -42,25 +42,28 @@ def test_the_scanner_is_built_and_used_by_default() -> None:
     assert out.stdout.strip() == "True", "TRAINSWEEP_PURE_PYTHON=1 must turn the scanner off"
 
 
+_SCANNER = {
+    "scan_stretch": SCAN,
+    "scan_stretches": SCAN_MANY,
+    "rare_lines": RARE_LINES,
+    "find_all": FIND_ALL,
+    "contains": CONTAINS,
+}
+"""The C functions the log readers use, by their name in :mod:`trainsweep.logs.native`."""
+
+
+def _use_scanner(monkeypatch: pytest.MonkeyPatch, on: bool) -> None:
+    for name, function in _SCANNER.items():
+        monkeypatch.setattr(native, name, function if on else None)
+
+
 def records(source, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
     """The run record of ``source`` read with the scanner and with the Python path alone."""
-    monkeypatch.setattr(native, "scan_stretch", SCAN)
-    monkeypatch.setattr(native, "scan_stretches", SCAN_MANY)
-    monkeypatch.setattr(native, "rare_lines", RARE_LINES)
-    monkeypatch.setattr(native, "find_all", FIND_ALL)
-    monkeypatch.setattr(native, "contains", CONTAINS)
+    _use_scanner(monkeypatch, True)
     fast = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
-    monkeypatch.setattr(native, "scan_stretch", None)
-    monkeypatch.setattr(native, "scan_stretches", None)
-    monkeypatch.setattr(native, "rare_lines", None)
-    monkeypatch.setattr(native, "find_all", None)
-    monkeypatch.setattr(native, "contains", None)
+    _use_scanner(monkeypatch, False)
     slow = json.dumps(parse(source, name="result-p3-1-64-e1.txt").to_record(), sort_keys=True)
-    monkeypatch.setattr(native, "scan_stretch", SCAN)
-    monkeypatch.setattr(native, "scan_stretches", SCAN_MANY)
-    monkeypatch.setattr(native, "rare_lines", RARE_LINES)
-    monkeypatch.setattr(native, "find_all", FIND_ALL)
-    monkeypatch.setattr(native, "contains", CONTAINS)
+    _use_scanner(monkeypatch, True)
     return fast, slow
 
 

@@ -205,6 +205,14 @@ def _plain_values(values: list[bytes]) -> array | None:
     return array("d", map(float, values))
 
 
+def _extend_doubles(into: array, values: array | bytes) -> int:
+    """Append 8-byte doubles, an ``array('d')`` or its bytes (the C scanner's), to ``into`` in one copy;
+    how many were appended."""
+    held = len(into)
+    into.frombytes(memoryview(values).cast("B"))
+    return len(into) - held
+
+
 def _lines_with(literal: re.Pattern[bytes], region: bytes, start: int, end: int) -> Iterator[int]:
     """Where each line of ``region[start:end]`` that holds ``literal`` starts, once per line: at its
     newline, or at ``start`` for the stretch's first line (the rest of a rare line)."""
@@ -311,20 +319,16 @@ class CloudMLReader:
         else:
             read = [False] * (len(events) + 1)
         bulk, rare = self._bulk, self._rare
-        for i, m in enumerate(events):
-            found = read[i]
+        for i, found in enumerate(read):  # the stretch before events[i]; the last one, after them all
             if found is not None:
                 if isinstance(found, tuple):
                     self._add_scanned(*found)
                 else:  # False
                     bulk(region, cuts[2 * i], cuts[2 * i + 1], lc)
-            g = m.lastindex
-            rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
-        if (found := read[-1]) is not None:
-            if isinstance(found, tuple):
-                self._add_scanned(*found)
-            else:  # False
-                bulk(region, cuts[-2], cuts[-1], lc)
+            if i < len(events):
+                m = events[i]
+                g = m.lastindex
+                rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
         self.records += len(events)
 
     def _bulk(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
@@ -373,36 +377,28 @@ class CloudMLReader:
                 self._add_stamps(values_rt)
 
     def _add_scanned(self, times: bytes, numbers: bytes | None, first: int, stamps: bytes) -> None:
-        """What :func:`native.scan_stretch` found: 8-byte step times, numbers (None: consecutive), stamps;
-        as :meth:`_add_steps` and :meth:`_add_stamps`, the values appended from their bytes."""
+        """What :func:`native.scan_stretch` found: 8-byte step times, numbers (None: consecutive), stamps."""
         if times:
-            n = len(times) >> 3
-            self.records += n
-            ep = self._cur if self._cur is not None else self._open_implicit()
-            steps = array("l", numbers) if numbers else range(first, first + n)
-            if self.first_step_number is None:
-                self.first_step_number = steps[0]
-            ep.step_s.frombytes(times)
-            _add_step_numbers(ep, steps)
+            steps = array("l", numbers) if numbers else range(first, first + (len(times) >> 3))
+            self._add_steps(times, steps)
         if stamps:
-            self.records += len(stamps) >> 3
-            into = self._cur.real_time if self._cur is not None else self._pending_rt
-            assert isinstance(into, array)  # the reader's epochs hold their stamps in arrays
-            into.frombytes(stamps)
+            self._add_stamps(stamps)
 
-    def _add_steps(self, times: array, numbers: range | array) -> None:
-        """Checked step times of one stretch, with their logged numbers, into the current epoch."""
-        self.records += len(times)
+    def _add_steps(self, times: array | bytes, numbers: range | array) -> None:
+        """Checked step times of one stretch (an ``array('d')`` or its bytes), with their logged numbers,
+        into the current epoch."""
         ep = self._cur if self._cur is not None else self._open_implicit()
         if self.first_step_number is None:
             self.first_step_number = numbers[0]
-        ep.step_s.extend(times)
+        self.records += _extend_doubles(ep.step_s, times)
         _add_step_numbers(ep, numbers)
 
-    def _add_stamps(self, stamps: array) -> None:
-        """Checked wall-clock stamps: the current epoch's, or the next epoch's when none is open."""
-        self.records += len(stamps)
-        (self._cur.real_time if self._cur is not None else self._pending_rt).extend(stamps)
+    def _add_stamps(self, stamps: array | bytes) -> None:
+        """Checked wall-clock stamps (an ``array('d')`` or its bytes): the current epoch's, or the next
+        epoch's when none is open."""
+        into = self._cur.real_time if self._cur is not None else self._pending_rt
+        assert isinstance(into, array)  # the reader's epochs hold their stamps in arrays
+        self.records += _extend_doubles(into, stamps)
 
     def _steps_one_by_one(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
         """The slow path: each step line checked, with its line number; bad lines are reported."""

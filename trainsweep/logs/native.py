@@ -21,6 +21,7 @@ ScanStretches = Callable[
 ]
 RareLines = Callable[[bytes, tuple[bytes, ...]], list[int]]
 JsonLayout = Callable[[bytes, int, int, bytes], "str | None"]
+PlainMapping = Callable[[dict, int, type, dict], "tuple[dict[str, Any], int] | None"]
 
 
 def _load() -> Any:
@@ -58,11 +59,7 @@ json_layout: JsonLayout | None = _module.json_layout if _module is not None else
 """``json_layout(compact, indent, level, lead)``: orjson's compact text laid out as ``json.dumps(value,
 indent=indent)`` at ``level`` (with a ``lead``, a list's items only, after it), or None where the two
 could differ; see ``_scan.c`` and :mod:`trainsweep.jsonstream`. None when not built or turned off."""
-
-
-plain_mapping: Callable[[dict, int, type, dict], tuple[dict[str, Any], int] | None] | None = (
-    _module.plain_mapping if _module is not None else None
-)
+plain_mapping: PlainMapping | None = _module.plain_mapping if _module is not None else None
 """``plain_mapping(item, limit, array_type, last_range)``: :func:`trainsweep.jsonstream._plain_mapping` for
 the usual epoch entry (its arrays of 8-byte doubles or longs and its ranges as lists, its scalars as they
 are), or None where that function must decide; see ``_scan.c``. None when not built or turned off."""
