@@ -35,6 +35,9 @@ MODE = "trainsweep-mode"  # full | early-stop
 BATCH_SIZE_ARG = "trainsweep-batch-size-arg"  # the script's argument name for the batch size
 EPOCHS_ARG = "trainsweep-epochs-arg"  # the script's argument name for the epochs
 REQUIREMENTS = "trainsweep-requirements"  # requirements file relative to the source dir ("" = none)
+COMMAND = "trainsweep-command"  # workload.command: the command line template (JSON list of words)
+STEPS = "trainsweep-steps"  # workload.steps: a step-based run (no epochs), its number of optimizer steps
+METRIC_DEFINITIONS = "trainsweep-metric-definitions"  # JSON list of {name, regex} read from the output
 
 DEFAULT_BATCH_SIZE_ARG = "batch-size"
 DEFAULT_EPOCHS_ARG = "epochs"
@@ -209,6 +212,7 @@ class InstrumentConfig:
     max_eval_batches: int | None = None
     instance_type: str | None = None
     batch_size_arg: str = DEFAULT_BATCH_SIZE_ARG  # the script's argument, for messages
+    steps: int | None = None  # a step-based run: this many training steps and no epochs (workload.steps)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
