@@ -131,14 +131,25 @@ def results_prefix(sweep_id: str) -> str:
     return f"{sweep_prefix(sweep_id)}{RESULTS_DIR}/"
 
 
+CHECKPOINTS_DIR = "checkpoints"
+OUTPUT_DIR = "output"
+
+
 def checkpoint_prefix(sweep_id: str, job_name: str) -> str:
     """Managed-spot checkpoints; not a trigger prefix."""
-    return f"{sweep_prefix(sweep_id)}checkpoints/{job_name}/"
+    return f"{sweep_prefix(sweep_id)}{CHECKPOINTS_DIR}/{job_name}/"
 
 
 def output_prefix(sweep_id: str) -> str:
-    """SageMaker's ``OutputDataConfig.S3OutputPath`` for a sweep's jobs; not a trigger prefix."""
-    return f"{sweep_prefix(sweep_id)}output/"
+    """SageMaker's ``OutputDataConfig.S3OutputPath`` for a sweep's jobs (each job's ``model.tar.gz`` and
+    ``output.tar.gz``); not a trigger prefix."""
+    return f"{sweep_prefix(sweep_id)}{OUTPUT_DIR}/"
+
+
+def is_model_key(sweep_id: str, key: str) -> bool:
+    """Whether a key under the sweep holds what its jobs trained (models, job outputs, checkpoints):
+    large, and downloaded only when asked."""
+    return key.startswith((output_prefix(sweep_id), f"{sweep_prefix(sweep_id)}{CHECKPOINTS_DIR}/"))
 
 
 CODE_DIR = "code"

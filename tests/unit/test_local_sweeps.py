@@ -253,3 +253,27 @@ def test_resuming_a_sweep_of_some_cells_reruns_them_with_a_spec_that_plans_them(
     # the reduced grid is the missing cell itself; the original cells (32 is outside it) would be refused
     assert (reduced["batch_sizes"], reduced["cells"]) == ([128], None)
     assert [j["run_names"] for j in plan_sweep(reduced, sweep_id=SWEEP).jobs] == [jobs[1]["run_names"]]
+
+
+def test_download_leaves_the_jobs_models_and_checkpoints_unless_asked(s3: Any, tmp_path: Path) -> None:
+    job = f"{SWEEP}-g5-1-32-e0"
+    keys = {
+        layout.jobs_key(SWEEP): b"{}",
+        layout.log_key(SWEEP, job): b"raw log",
+        f"{layout.output_prefix(SWEEP)}{job}/output/model.tar.gz": b"m" * 2048,
+        f"{layout.checkpoint_prefix(SWEEP, job)}last.pt": b"c" * 100,
+    }
+    for k, v in keys.items():
+        s3.put_object(Bucket="results", Key=k, Body=v)
+    listed = sweeps.list_sweep(s3, "results", SWEEP)
+    assert sorted(listed.files) == sorted([(layout.jobs_key(SWEEP), 2), (layout.log_key(SWEEP, job), 7)])
+    assert listed.size(listed.models) == 2148
+    plain = sweeps.download_sweep(s3, "results", SWEEP, tmp_path / "plain")
+    assert sorted(p.relative_to(tmp_path / "plain").as_posix() for p in plain) == [
+        "jobs.json",
+        f"logs/{job}.log",
+    ]
+    assert not (tmp_path / "plain" / "output").exists() and not (tmp_path / "plain" / "checkpoints").exists()
+    every = sweeps.download_sweep(s3, "results", SWEEP, tmp_path / "all", models=True)
+    assert len(every) == 4
+    assert (tmp_path / "all" / "output" / job / "output" / "model.tar.gz").read_bytes() == b"m" * 2048

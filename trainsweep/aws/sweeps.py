@@ -357,12 +357,52 @@ def wait_for_execution(
 # ---- download / upload ----------------------------------------------------------------------------
 
 
-def download_sweep(s3: S3Client, bucket: str, sweep_id: str, dest: Path, *, workers: int = 8) -> list[Path]:
-    """Copy everything under ``sweeps/<id>/`` to ``dest`` with the same relative layout."""
+@dataclass(frozen=True)
+class SweepObjects:
+    """What a sweep holds in S3, split as downloads take it: ``(key, bytes)`` of its spec, jobs, logs and
+    results, and of its jobs' models, outputs and checkpoints (:func:`trainsweep.layout.is_model_key`)."""
+
+    files: list[tuple[str, int]]
+    models: list[tuple[str, int]]
+
+    @staticmethod
+    def size(objects: list[tuple[str, int]]) -> int:
+        return sum(size for _, size in objects)
+
+
+def list_sweep(s3: S3Client, bucket: str, sweep_id: str) -> SweepObjects:
+    """Every object under ``sweeps/<id>/`` with its size.
+
+    Raises:
+        SweepNotFoundError: nothing is there.
+    """
     prefix = layout.sweep_prefix(sweep_id)
-    keys = s3io.list_keys(s3, bucket, prefix)
-    if not keys:
+    found: list[tuple[str, int]] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        found.extend((o["Key"], int(o.get("Size", 0))) for o in page.get("Contents", []))
+    if not found:
         raise SweepNotFoundError(f"no sweep {sweep_id!r} in bucket {bucket} (nothing under {prefix})")
+    found = [(k, n) for k, n in found if not k.endswith("/")]
+    models = [(k, n) for k, n in found if layout.is_model_key(sweep_id, k)]
+    return SweepObjects([(k, n) for k, n in found if not layout.is_model_key(sweep_id, k)], models)
+
+
+def download_sweep(
+    s3: S3Client,
+    bucket: str,
+    sweep_id: str,
+    dest: Path,
+    *,
+    workers: int = 8,
+    models: bool = False,
+    objects: SweepObjects | None = None,
+) -> list[Path]:
+    """Copy the sweep's spec, jobs, logs and results under ``sweeps/<id>/`` to ``dest`` with the same
+    relative layout; its jobs' models and checkpoints too with ``models``. ``objects``: the sweep's
+    listing when the caller has it (:func:`list_sweep`)."""
+    prefix = layout.sweep_prefix(sweep_id)
+    listed = objects or list_sweep(s3, bucket, sweep_id)
+    keys = [k for k, _ in listed.files + (listed.models if models else [])]
     dest.mkdir(parents=True, exist_ok=True)
 
     def one(key: str) -> Path:
@@ -371,12 +411,13 @@ def download_sweep(s3: S3Client, bucket: str, sweep_id: str, dest: Path, *, work
         if not target.resolve().is_relative_to(dest.resolve()):
             raise TrainsweepError(f"refusing to write outside {dest}: {key}")
         target.parent.mkdir(parents=True, exist_ok=True)
-        data = s3io.get_bytes(s3, bucket, key)
-        if data is not None:
-            target.write_bytes(data)
+        opened = s3io.open_chunks(s3, bucket, key)  # streamed: a model archive can be gigabytes
+        if opened is not None:  # else deleted since it was listed
+            with target.open("wb") as f:
+                for chunk in opened[0]:
+                    f.write(chunk)
         return target
 
-    keys = [k for k in keys if not k.endswith("/")]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(one, keys))
 
