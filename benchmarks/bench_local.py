@@ -33,7 +33,7 @@ def main() -> None:
     if args.no_synth_cache:
         os.environ["TRAINSWEEP_SYNTH_CACHE"] = ""
 
-    from trainsweep.local.sweep import run_local_sweep
+    from trainsweep.sweeps.local import run_local_sweep
 
     with tempfile.TemporaryDirectory(prefix="bench-local-") as out:
         t0 = time.perf_counter()

@@ -44,7 +44,8 @@ def test_a_queue_that_cannot_be_read_is_said_not_raised(monkeypatch: pytest.Monk
 def test_a_local_run_says_how_many_log_events_parse_run_failed_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trainsweep.local import sweep
+    from trainsweep.sweeps import local as sweep
+    from trainsweep.sweeps.result import SweepRun
 
     spec = tmp_path / "spec.yaml"
     spec.write_text(
@@ -52,8 +53,8 @@ def test_a_local_run_says_how_many_log_events_parse_run_failed_on(
         "batch_sizes: [32]\n"
     )
 
-    def finished(*_args: Any, **_kwargs: Any) -> sweep.LocalRunResult:
-        return sweep.LocalRunResult(
+    def finished(*_args: Any, **_kwargs: Any) -> SweepRun:
+        return SweepRun(
             "t-1",
             tmp_path / "t-1",
             "SUCCEEDED",

@@ -1,6 +1,6 @@
 """``trainsweep run``, ``status``, ``download`` and ``doctor``: the commands users live in.
 
-``run SPEC --local`` runs the whole pipeline on this machine (:mod:`trainsweep.local.sweep`); without
+``run SPEC --local`` runs the whole pipeline on this machine (:mod:`trainsweep.sweeps.local`); without
 ``--local`` it starts the deployed stack's state machine (ARN and bucket from the stack outputs) with
 the user's AWS profile and region, like the AWS CLI. Both show a live table of cells and download the
 results to ``./trainsweep-results/<sweep-id>/`` with the S3 layout below it.
@@ -17,6 +17,7 @@ import typer
 from rich.text import Text
 
 from trainsweep.cli.common import ProfileOpt, RegionOpt, aws_session, error_line, make_console, styled
+from trainsweep.sweeps.result import SweepEvents  # stdlib only, like the CLI modules
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -141,8 +142,68 @@ def _watch_factory(console: Console, enabled: bool) -> tuple[Any, Any]:
     return update, close
 
 
+class ConsoleEvents(SweepEvents):
+    """A sweep's events on the terminal (:class:`trainsweep.sweeps.result.SweepEvents`): the live table
+    while cells change (``watch``), each message as a line (the live table stops first), the final table
+    and outcome when a sweep ends."""
+
+    def __init__(self, console: Console, watch: bool) -> None:
+        self.console, self.watch = console, watch
+        self._live: tuple[Any, Any] | None = None
+
+    def stop(self) -> None:
+        """Stop the live table (it is transient: the final table is printed when the sweep ends)."""
+        if self._live is not None:
+            self._live[1]()
+            self._live = None
+
+    def update(self, view: Any) -> None:
+        if self._live is None:
+            self._live = _watch_factory(self.console, self.watch)
+        self._live[0](view)
+
+    def say(self, text: str) -> None:
+        self.stop()
+        self.console.print(text, highlight=False)
+
+    def note(self, text: str) -> None:
+        self.stop()
+        self.console.print(Text(text, style="yellow"))
+
+    def warn(self, text: str) -> None:
+        self.stop()
+        self.console.print(styled(("warning:", "bold yellow"), " ", text))
+
+    def finished(self, run: Any) -> None:
+        self.stop()
+        _render_end(self.console, run)
+
+
 def _error(console: Console, message: str) -> None:
     console.print(error_line(message))
+
+
+def _render_end(console: Console, run: Any) -> None:
+    """The final table, why the sweep failed (if it did), and where its results are."""
+    from trainsweep.sweeps.result import counts_text
+
+    view = run.view
+    if view is not None:
+        console.print(render_view(view))
+    if run.execution_status != "SUCCEEDED":
+        where = f" (details: {run.detail_log})" if run.detail_log is not None else ""
+        ended = f"the sweep's execution ended {run.execution_status}"
+        _error(console, f"{ended}: {run.error or 'no detail'}{where}")
+    elif not run.succeeded:
+        counts = counts_text(view) if view is not None and view.cells else ""
+        _error(
+            console,
+            f"no cell of the sweep succeeded ({counts or 'no cells'}): nothing to recommend; "
+            "each cell's reason is in the table above and in the report",
+        )
+    console.print(f"Results: {run.dest}/")
+    if run.report is not None:
+        console.print(f"Report:  {run.report}")
 
 
 # ---- AWS session ------------------------------------------------------------------------------------
@@ -289,14 +350,6 @@ def _run_phases(
             console.print(f"  {line}", highlight=False)
 
 
-def _write_record(dest: Path, record: dict[str, Any] | None) -> None:
-    """A phase's :data:`trainsweep.phases.PHASES_FILE` in its downloaded folder."""
-    from trainsweep.phases import PHASES_FILE
-
-    if record is not None and dest.is_dir():
-        (dest / PHASES_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-
-
 def _run_local(
     console: Console,
     spec_path: Path | dict[str, Any],
@@ -308,69 +361,53 @@ def _run_local(
     spec_folder: Path | None = None,
     record: dict[str, Any] | None = None,
 ) -> Path:
-    from trainsweep import layout
-    from trainsweep.local.sweep import SweepInterrupted, run_local_sweep
+    from trainsweep.sweeps.local import run_local
+    from trainsweep.sweeps.result import SweepInterrupted
 
-    staged = None
-    if resume:
-        saved = out / resume / layout.SPEC_JSON
-        if saved.is_file():
-            from trainsweep.sourcedir import spec_dir, stage
-            from trainsweep.spec import load_spec
-
-            # packed once: the digest says whether the files changed, the run uploads the same archive
-            folder = spec_folder or spec_dir(spec_path)
-            staged = stage(load_spec(spec_path).workload, folder, check_requirements=True)
-            digest = staged.packed.digest if staged is not None else None
-            _say_spec_changes(console, json.loads(saved.read_text()), spec_path, resume, digest)
-    console.print("Starting the embedded AWS and deploying the stack (local mode)…", highlight=False)
-    update, close = _watch_factory(console, watch)
+    events = ConsoleEvents(console, watch)
     try:
-        result = run_local_sweep(
-            spec_path,
-            out_root=out,
-            resume=resume,
-            on_update=update,
-            sweep_id=sweep_id,
-            spec_folder=spec_folder,
-            staged=staged,
-        )
+        result = run_local(
+            spec_path, out=out, resume=resume, events=events, sweep_id=sweep_id, spec_folder=spec_folder,
+            record=record,
+        )  # fmt: skip
     except SweepInterrupted as stop:
-        close()
-        got = stop.result
-        if got.log_path is not None and got.log_path.is_file():
-            console.print(f"The embedded AWS's log: {got.log_path}")
-        if got.downloaded:
-            console.print(
-                Text.assemble(
-                    ("Interrupted:", "yellow"),
-                    f" training processes stopped, partial results downloaded to {got.dest}/ "
-                    f"(resume with --resume {got.sweep_id}).",
-                )
-            )
-        else:
-            console.print(
-                Text.assemble(
-                    ("Interrupted:", "yellow"),
-                    " stopped before the sweep had any results; nothing was downloaded.",
-                )
-            )
+        events.stop()
+        _say_interrupted(console, stop.result)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except KeyboardInterrupt:
-        close()
+        events.stop()
         console.print(Text.assemble(("Interrupted:", "yellow"), " nothing was started or downloaded."))
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    close()
-    if resume:
-        console.print(
-            f"Resumed {len(result.resumed_runs)} run(s): {', '.join(result.resumed_runs) or 'none'}"
-        )
-    if result.parse_failures is not None and result.parse_failures.alarming:
-        # The queue goes with the embedded AWS: say it here, `status` reads the downloaded sweep.
-        console.print(styled(("warning:", "bold yellow"), " ", result.parse_failures.local_line()))
-    _write_record(result.dest, record)
-    _finish(console, result.view, result.dest, result.execution_status, result.error, result.error_detail)
+    if not result.succeeded:
+        raise typer.Exit(EXIT_FAILED)
     return result.dest
+
+
+def _say_interrupted(console: Console, got: Any) -> None:
+    """What Ctrl-C left: a cloud sweep goes on; a local one says what was downloaded."""
+    if not got.local:
+        console.print(
+            f"Stopped watching; the sweep goes on in AWS. `trainsweep status {got.sweep_id}` shows it.",
+            highlight=False,
+        )
+        return
+    if got.log_path is not None and got.log_path.is_file():
+        console.print(f"The embedded AWS's log: {got.log_path}")
+    if got.downloaded:
+        console.print(
+            Text.assemble(
+                ("Interrupted:", "yellow"),
+                f" training processes stopped, partial results downloaded to {got.dest}/ "
+                f"(resume with --resume {got.sweep_id}).",
+            )
+        )
+    else:
+        console.print(
+            Text.assemble(
+                ("Interrupted:", "yellow"),
+                " stopped before the sweep had any results; nothing was downloaded.",
+            )
+        )
 
 
 def _say_spec_changes(
@@ -380,25 +417,11 @@ def _say_spec_changes(
     sweep_id: str,
     code_digest: str | None = None,
 ) -> None:
-    """Tell the user when the spec given to ``--resume`` is not the sweep's own (it is the one that runs);
-    ``code_digest``: the digest of the script's folder as the resume packed it (another archive than the
-    sweep's means other code for the re-run cells)."""
-    from trainsweep.aws import sweeps
-    from trainsweep.spec import load_spec
+    from trainsweep.sweeps.common import spec_change_note
 
-    if not isinstance(saved, dict):
-        return
-    changed = sweeps.spec_differences(saved, load_spec(spec_source).to_dict(), sweep_id, code_digest)
-    if changed:
-        console.print(
-            Text(
-                f"note: {spec_source} differs from sweep {sweep_id}'s spec in {', '.join(changed)}; "
-                "the re-run cells use the spec given here"
-                + (" and the script's files as they are now" if sweeps.CODE_CHANGED in changed else "")
-                + ".",
-                style="yellow",
-            )
-        )
+    note = spec_change_note(saved, spec_source, sweep_id, code_digest)
+    if note:
+        console.print(Text(note, style="yellow"))
 
 
 def _finish(
@@ -419,7 +442,7 @@ def _finish(
     if status != "SUCCEEDED":
         where = ""
         if detail:  # e.g. a refusing Lambda's JSON error with its stack trace: for the log, not the terminal
-            from trainsweep.local.sweep import log_path_for
+            from trainsweep.sweeps.common import log_path_for
 
             log = log_path_for(dest)
             log.parent.mkdir(parents=True, exist_ok=True)
@@ -549,7 +572,9 @@ def _run_cloud(
     view = sweeps.sweep_view(
         s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, region=session.region_name
     )
-    _write_record(dest, record)
+    from trainsweep.sweeps.common import write_record
+
+    write_record(dest, record)
     _finish(console, view, dest, status, error, detail)
     return dest
 

@@ -1,6 +1,9 @@
-"""Run a whole sweep on this machine: embedded AWS, the project's stack, the real state machine.
+"""The local driver: a whole sweep on this machine, through the embedded AWS, the project's stack and the
+real state machine.
 
-:func:`run_local_sweep` is what ``trainsweep run SPEC --local`` does: start a fresh embedded AWS, deploy
+:func:`run_local` is what ``trainsweep run SPEC --local`` (and ``trainsweep.run(spec, local=True)``) does:
+it checks a resume's spec against the sweep's own and tells its events what happens around
+:func:`run_local_sweep`, which does the work: start a fresh embedded AWS, deploy
 the synthesized stack into it, upload a ``file://`` data channel, start the state machine on the spec,
 report progress, wait for every S3 notification, download ``sweeps/<id>/`` into ``<out>/<id>/`` and
 stop everything. ``resume=SWEEP_ID`` puts a downloaded sweep back, re-runs only its cells without
@@ -16,7 +19,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,40 +26,16 @@ from urllib.parse import unquote, urlparse
 
 from trainsweep import layout
 from trainsweep.errors import LocalModeError
+from trainsweep.sweeps.common import finish, log_path_for, spec_change_note
+from trainsweep.sweeps.result import DEFAULT_RESULTS_DIR, SweepEvents, SweepInterrupted, SweepRun
 
 if TYPE_CHECKING:
     from trainsweep.sourcedir import StagedSource
 
-DEFAULT_RESULTS_DIR = Path("trainsweep-results")
 # Results are downloaded once every log notification is handled, or ParseRun made no progress this long.
 NOTIFICATION_STALL_S = 120.0
 LOG = logging.getLogger(__name__)
 StatusCallback = Callable[[Any], None]
-
-
-@dataclass
-class LocalRunResult:
-    sweep_id: str
-    dest: Path
-    execution_status: str | None
-    view: Any  # trainsweep.aws.sweeps.SweepView
-    interrupted: bool = False
-    error: str | None = None
-    error_detail: str | None = None  # everything the failed execution said (for a log file)
-    timings: dict[str, float] = field(default_factory=dict)
-    training_seconds: float = 0.0  # wall time while at least one training process ran (union of lifetimes)
-    resumed_runs: list[str] = field(default_factory=list)
-    downloaded: bool = False  # sweeps/<id>/ was copied to ``dest``
-    log_path: Path | None = None  # what the embedded AWS logged (exists only when it logged something)
-    parse_failures: Any = None  # trainsweep.aws.failures.QueuedFailures: ParseRun's on-failure queue
-
-
-class SweepInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped a local sweep; ``result`` says what had run and whether anything was downloaded."""
-
-    def __init__(self, result: LocalRunResult) -> None:
-        super().__init__()
-        self.result = result
 
 
 def _check_local(spec: Any, has_gpu: Callable[[], bool]) -> None:
@@ -120,11 +98,6 @@ class _Synth:
 EMULATOR_LOGGERS = ("moto", "werkzeug")
 
 
-def log_path_for(dest: Path) -> Path:
-    """``<out>/<sweep-id>.log``: beside the sweep's folder, so a resume does not upload it."""
-    return dest.parent / f"{dest.name}.log"
-
-
 def _log_emulator_to(path: Path) -> Callable[[], None]:
     """Send :data:`EMULATOR_LOGGERS` to ``path`` instead of the terminal; returns the undo."""
 
@@ -176,13 +149,15 @@ def run_local_sweep(
     sweep_id: str | None = None,
     spec_folder: Path | None = None,
     staged: StagedSource | None = None,
-) -> LocalRunResult:
+    models: bool = False,
+) -> SweepRun:
     """Run (or resume) a sweep locally and download its results; see the module docstring.
 
     ``sweep_id`` names a new sweep (default: from the spec's name and the time; a phase of a two-phase
     sweep names its own); ``spec_folder`` is where the spec's relative paths start when ``spec_source``
     is not a file (default: the file's folder, else the current one); ``staged``: the script's folder as
-    the caller already packed (and checked) it, else it is packed here.
+    the caller already packed (and checked) it, else it is packed here; ``models``: download the jobs'
+    models and checkpoints too (:func:`trainsweep.aws.sweeps.download_sweep`).
     """
     from trainsweep.aws import outputs as output_names
     from trainsweep.aws import sweeps
@@ -213,7 +188,7 @@ def run_local_sweep(
                 f"cannot resume {sweep_id!r}: {previous / layout.JOBS_JSON} not found "
                 f"(resume a sweep downloaded under {out_root})"
             )
-    result = LocalRunResult(sweep_id, dest, None, None, log_path=log_path_for(dest))
+    result = SweepRun(sweep_id, dest, None, None, log_path=log_path_for(dest), local=True)
     bucket: str | None = None
     aws = EmbeddedAws(entry_point=entry_point, stop_grace_s=stop_grace_s, has_gpu=has_gpu, job_env=job_env)
     # Synthesis (a Node.js subprocess) overlaps the server's start.
@@ -283,7 +258,7 @@ def run_local_sweep(
             if aws.port is not None and bucket is not None:
                 t0 = time.perf_counter()
                 with contextlib.suppress(sweeps.SweepNotFoundError):
-                    sweeps.download_sweep(aws.client("s3"), bucket, sweep_id, dest)
+                    sweeps.download_sweep(aws.client("s3"), bucket, sweep_id, dest, models=models)
                     result.downloaded = True
                     result.view = _final_view(aws, bucket, sweep_id, result.view)
                 result.timings["download"] = time.perf_counter() - t0
@@ -321,7 +296,7 @@ def _resume(
     bucket: str,
     machine: str,
     watch: Callable[[str], str],
-    result: LocalRunResult,
+    result: SweepRun,
 ) -> None:
     from trainsweep.aws import sweeps
 
@@ -344,3 +319,58 @@ def _resume(
     result.error = outcome.error
     result.error_detail = outcome.detail
     result.resumed_runs = outcome.rerun
+
+
+def run_local(
+    spec_source: Any,
+    *,
+    out: Path = DEFAULT_RESULTS_DIR,
+    resume: str | None = None,
+    events: SweepEvents | None = None,
+    sweep_id: str | None = None,
+    spec_folder: Path | None = None,
+    record: dict[str, Any] | None = None,
+    models: bool = False,
+) -> SweepRun:
+    """Run (or resume) a sweep on this machine and download it to ``out/<sweep-id>/``.
+
+    Before a resume, a spec that differs from the sweep's own is said (``events.note``); after the run,
+    the re-run cells and ParseRun's failures. ``record``: a phase's record for its folder
+    (:func:`trainsweep.phases.phases_record`). Ctrl-C raises :class:`SweepInterrupted`.
+    """
+    import json
+
+    from trainsweep.sweeps import local as this  # looked up on each call, so tests can replace it
+
+    events = events or SweepEvents()
+    staged = None
+    if resume:
+        saved = out / resume / layout.SPEC_JSON
+        if saved.is_file():
+            from trainsweep.sourcedir import spec_dir, stage
+            from trainsweep.spec import load_spec
+
+            # packed once: the digest says whether the files changed, the run uploads the same archive
+            folder = spec_folder or spec_dir(spec_source)
+            staged = stage(load_spec(spec_source).workload, folder, check_requirements=True)
+            digest = staged.packed.digest if staged is not None else None
+            note = spec_change_note(json.loads(saved.read_text()), spec_source, resume, digest)
+            if note:
+                events.note(note)
+    events.say("Starting the embedded AWS and deploying the stack (local mode)…")
+    result = this.run_local_sweep(
+        spec_source,
+        out_root=out,
+        resume=resume,
+        on_update=events.update,
+        sweep_id=sweep_id,
+        spec_folder=spec_folder,
+        staged=staged,
+        models=models,
+    )
+    if resume:
+        events.say(f"Resumed {len(result.resumed_runs)} run(s): {', '.join(result.resumed_runs) or 'none'}")
+    if result.parse_failures is not None and result.parse_failures.alarming:
+        # The queue goes with the embedded AWS: say it here, `status` reads the downloaded sweep.
+        events.warn(result.parse_failures.local_line())
+    return finish(result, events, record)
