@@ -43,19 +43,11 @@ RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (def
 
 
 def aws_session(profile: str | None, region: str | None) -> Any:
-    """A boto3 session for ``--profile`` / ``--region``, as the AWS CLI picks them.
+    """A boto3 session for ``--profile`` / ``--region`` (:func:`trainsweep.sweeps.cloud.open_session`).
 
     Raises:
         TrainsweepError: the profile does not exist, or no region is configured anywhere.
     """
-    import boto3
+    from trainsweep.sweeps.cloud import open_session
 
-    from trainsweep.errors import TrainsweepError
-
-    try:
-        session = boto3.Session(profile_name=profile, region_name=region)
-    except Exception as exc:  # ProfileNotFound and friends
-        raise TrainsweepError(f"{exc}; list profiles with `aws configure list-profiles`") from exc
-    if session.region_name is None:
-        raise TrainsweepError("no AWS region configured: pass --region, or set AWS_REGION / a profile region")
-    return session
+    return open_session(profile, region)

@@ -1,9 +1,10 @@
 """``trainsweep run``, ``status``, ``download`` and ``doctor``: the commands users live in.
 
-``run SPEC --local`` runs the whole pipeline on this machine (:mod:`trainsweep.sweeps.local`); without
-``--local`` it starts the deployed stack's state machine (ARN and bucket from the stack outputs) with
-the user's AWS profile and region, like the AWS CLI. Both show a live table of cells and download the
-results to ``./trainsweep-results/<sweep-id>/`` with the S3 layout below it.
+Each parses its arguments, calls the sweep drivers (:mod:`trainsweep.sweeps`) and renders what they
+report: ``run SPEC --local`` runs the whole pipeline on this machine, without ``--local`` the deployed
+stack's state machine with the user's AWS profile and region, like the AWS CLI. Both show a live table
+of cells and download the results and logs to ``./trainsweep-results/<sweep-id>/`` with the S3 layout
+below it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from trainsweep.cli.common import ProfileOpt, RegionOpt, aws_session, error_line, make_console, styled
+from trainsweep.cli.common import ProfileOpt, RegionOpt, error_line, make_console, styled
 from trainsweep.sweeps.result import SweepEvents  # stdlib only, like the CLI modules
 
 if TYPE_CHECKING:
@@ -39,6 +40,10 @@ _STATUS_STYLE = {
 }
 
 StackOpt = Annotated[str, typer.Option("--stack", help="Name of the deployed trainsweep stack.")]
+ModelsOpt = Annotated[
+    bool,
+    typer.Option("--models", help="Also download the jobs' models, outputs and checkpoints (can be large)."),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -206,21 +211,6 @@ def _render_end(console: Console, run: Any) -> None:
         console.print(f"Report:  {run.report}")
 
 
-# ---- AWS session ------------------------------------------------------------------------------------
-
-
-def _stack(session: Any, stack: str) -> tuple[str, str]:
-    from trainsweep.aws import sweeps
-
-    outputs = sweeps.stack_outputs(session.client("cloudformation"), stack)
-    from trainsweep.aws import outputs as names
-
-    return (
-        sweeps.pick_output(outputs, names.BUCKET_NAME),
-        sweeps.pick_output(outputs, names.STATE_MACHINE_ARN),
-    )
-
-
 # ---- run --------------------------------------------------------------------------------------------
 
 
@@ -236,10 +226,11 @@ def run(
     ] = None,
     no_watch: Annotated[bool, typer.Option("--no-watch", help="Do not show the live table.")] = False,
     out: Annotated[Path, typer.Option("--out", help="Where results are downloaded.")] = DEFAULT_RESULTS,
+    models: ModelsOpt = False,
     profile: ProfileOpt = None,
     region: RegionOpt = None,
 ) -> None:
-    """Start a sweep, watch its cells, then download the results to OUT/<sweep-id>/."""
+    """Start a sweep, watch its cells, then download its results and logs to OUT/<sweep-id>/."""
     from trainsweep.errors import SpecError, TrainsweepError
 
     console = make_console(stderr=True)
@@ -253,9 +244,11 @@ def run(
         if load_spec(spec_path).phases:
             _run_phases(console, spec_path, out, resume, local, stack, profile, region, watch=not no_watch)
         elif local:
-            _run_local(console, spec_path, out, resume, watch=not no_watch)
+            _run_local(console, spec_path, out, resume, watch=not no_watch, models=models)
         else:
-            _run_cloud(console, spec_path, out, resume, stack, profile, region, watch=not no_watch)
+            _run_cloud(
+                console, spec_path, out, resume, stack, profile, region, watch=not no_watch, models=models
+            )
     except SpecError as e:
         _error(console, str(e))  # the message lists every (field, problem)
         raise typer.Exit(EXIT_USAGE) from None
@@ -360,6 +353,7 @@ def _run_local(
     sweep_id: str | None = None,
     spec_folder: Path | None = None,
     record: dict[str, Any] | None = None,
+    models: bool = False,
 ) -> Path:
     from trainsweep.sweeps.local import run_local
     from trainsweep.sweeps.result import SweepInterrupted
@@ -368,7 +362,7 @@ def _run_local(
     try:
         result = run_local(
             spec_path, out=out, resume=resume, events=events, sweep_id=sweep_id, spec_folder=spec_folder,
-            record=record,
+            record=record, models=models,
         )  # fmt: skip
     except SweepInterrupted as stop:
         events.stop()
@@ -379,6 +373,44 @@ def _run_local(
         console.print(Text.assemble(("Interrupted:", "yellow"), " nothing was started or downloaded."))
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if not result.succeeded:
+        raise typer.Exit(EXIT_FAILED)
+    return result.dest
+
+
+def _run_cloud(
+    console: Console,
+    spec_path: Path | dict[str, Any],
+    out: Path,
+    resume: str | None,
+    stack: str,
+    profile: str | None,
+    region: str | None,
+    *,
+    watch: bool,
+    sweep_id: str | None = None,
+    spec_folder: Path | None = None,
+    record: dict[str, Any] | None = None,
+    models: bool = False,
+) -> Path:
+    from trainsweep.sweeps.cloud import run_cloud
+    from trainsweep.sweeps.result import SweepInterrupted
+
+    events = ConsoleEvents(console, watch)
+    try:
+        result = run_cloud(
+            spec_path, stack=stack, profile=profile, region=region, out=out, resume=resume, watch=watch,
+            events=events, sweep_id=sweep_id, spec_folder=spec_folder, record=record, models=models,
+        )  # fmt: skip
+    except SweepInterrupted as stop:
+        events.stop()
+        _say_interrupted(console, stop.result)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if not result.watched:
+        console.print(
+            f"Watch it with `trainsweep status {result.sweep_id}`; "
+            f"download with `trainsweep download {result.sweep_id}`."
+        )
+    elif not result.succeeded:
         raise typer.Exit(EXIT_FAILED)
     return result.dest
 
@@ -410,175 +442,6 @@ def _say_interrupted(console: Console, got: Any) -> None:
         )
 
 
-def _say_spec_changes(
-    console: Console,
-    saved: Any,
-    spec_source: Path | dict[str, Any],
-    sweep_id: str,
-    code_digest: str | None = None,
-) -> None:
-    from trainsweep.sweeps.common import spec_change_note
-
-    note = spec_change_note(saved, spec_source, sweep_id, code_digest)
-    if note:
-        console.print(Text(note, style="yellow"))
-
-
-def _finish(
-    console: Console,
-    view: Any,
-    dest: Path,
-    status: str | None,
-    error: str | None,
-    detail: str | None = None,
-) -> None:
-    from trainsweep import layout
-
-    if view is not None:
-        console.print(render_view(view))
-    # A sweep answers its question only if some cell trained: none done is a failure even when the
-    # execution itself succeeded (every cell failed, or was infeasible).
-    succeeded = view is not None and any(c.status == "done" for c in view.cells)
-    if status != "SUCCEEDED":
-        where = ""
-        if detail:  # e.g. a refusing Lambda's JSON error with its stack trace: for the log, not the terminal
-            from trainsweep.sweeps.common import log_path_for
-
-            log = log_path_for(dest)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("a", encoding="utf-8") as f:
-                f.write(detail)
-            where = f" (details: {log})"
-        _error(console, f"the sweep's execution ended {status}: {error or 'no detail'}{where}")
-    elif not succeeded:
-        counts = ", ".join(f"{n} {s}" for s, n in view.counts.items() if n) if view is not None else ""
-        _error(
-            console,
-            f"no cell of the sweep succeeded ({counts or 'no cells'}): nothing to recommend; "
-            "each cell's reason is in the table above and in the report",
-        )
-    report = dest / layout.RESULTS_DIR / layout.REPORT_HTML
-    console.print(f"Results: {dest}/")
-    if report.is_file():
-        console.print(f"Report:  {report}")
-    if status != "SUCCEEDED" or not succeeded:
-        raise typer.Exit(EXIT_FAILED)
-
-
-def _run_cloud(
-    console: Console,
-    spec_path: Path | dict[str, Any],
-    out: Path,
-    resume: str | None,
-    stack: str,
-    profile: str | None,
-    region: str | None,
-    *,
-    watch: bool,
-    sweep_id: str | None = None,
-    spec_folder: Path | None = None,
-    record: dict[str, Any] | None = None,
-) -> Path:
-    from datetime import UTC, datetime
-
-    from trainsweep.aws import sweeps
-    from trainsweep.aws.code import upload_source
-    from trainsweep.aws.pricing import pricing_client, stack_price_fn
-    from trainsweep.aws.workflow import check_plan_fits
-    from trainsweep.errors import TrainsweepError
-    from trainsweep.sourcedir import spec_dir, stage
-    from trainsweep.spec import load_spec, make_sweep_id, plan_sweep
-
-    session = aws_session(profile, region)
-    spec = load_spec(spec_path)
-    if spec.data and spec.data.startswith("file://"):
-        raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
-    s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
-    try:
-        found: tuple[str, str] | None = _stack(session, stack)
-    except TrainsweepError:
-        found = None  # a bad spec is said first; the missing stack right after
-    # priced as PlanSweep prices it (the stack's cache, the Pricing API, the shipped catalogue); refuses
-    # an over-budget sweep, local instance types, and one too large for the workflow, before anything starts
-    price = stack_price_fn(
-        s3, found[0] if found else None, pricing_client(session), session.region_name, spec.instance_types
-    )
-    check_plan_fits(plan_sweep(spec, region=session.region_name, cloud=True, price=price))
-    staged = stage(
-        spec.workload, spec_folder or spec_dir(spec_path), check_requirements=False
-    )  # the job installs them
-    bucket, machine = found or _stack(session, stack)
-    sweep_id = resume or sweep_id or make_sweep_id(spec.name, datetime.now(UTC))
-    spec_dict = spec.to_dict()
-    if staged is not None:
-        spec_dict = upload_source(s3, bucket, sweep_id, spec_dict, staged)
-        console.print(
-            f"Packed {staged.local.root} ({staged.packed.files} files, "
-            f"{len(staged.packed.data) / 1024:.0f} KiB) for every job of the sweep",
-            highlight=False,
-        )
-    update, close = _watch_factory(console, watch)
-
-    def wait(arn: str) -> str:
-        while True:
-            view = sweeps.sweep_view(
-                s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, sfn=sfn, execution_arn=arn,
-                region=session.region_name,
-            )  # fmt: skip
-            update(view)
-            if view.finished:
-                return str(view.execution_status)
-            time.sleep(5)
-
-    if resume:
-        if not watch:
-            raise TrainsweepError("--resume waits for the re-run cells to re-aggregate: drop --no-watch")
-        from trainsweep import layout
-        from trainsweep.aws import s3 as s3io
-
-        saved_spec = s3io.get_json(s3, bucket, layout.spec_key(sweep_id))
-        _say_spec_changes(
-            console, saved_spec, spec_path, sweep_id, staged.packed.digest if staged is not None else None
-        )
-        outcome = sweeps.resume_sweep(
-            s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=session.client("lambda"),
-            stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,
-            spec=spec_dict, watch=wait,
-        )  # fmt: skip
-        status, error, detail = outcome.status, outcome.error, outcome.detail
-        console.print(f"Resumed {len(outcome.rerun)} run(s): {', '.join(outcome.rerun) or 'none'}")
-    else:
-        arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
-        console.print(f"Started sweep {sweep_id} ({arn})", highlight=False)
-        if not watch:
-            console.print(
-                f"Watch it with `trainsweep status {sweep_id}`; "
-                f"download with `trainsweep download {sweep_id}`."
-            )
-            return out / sweep_id
-        try:
-            status = wait(arn)
-        except KeyboardInterrupt:
-            close()
-            console.print(
-                f"Stopped watching; the sweep goes on in AWS. `trainsweep status {sweep_id}` shows it.",
-                highlight=False,
-            )
-            raise typer.Exit(EXIT_INTERRUPTED) from None
-        error, detail = sweeps.execution_error(sfn, arn), sweeps.execution_error_detail(sfn, arn)
-    close()
-    dest = out / sweep_id
-    sweeps.download_sweep(s3, bucket, sweep_id, dest)
-    view = sweeps.sweep_view(
-        s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, region=session.region_name
-    )
-    from trainsweep.sweeps.common import write_record
-
-    write_record(dest, record)
-    _finish(console, view, dest, status, error, detail)
-    return dest
-
-
 # ---- status / download ------------------------------------------------------------------------------
 
 
@@ -599,17 +462,12 @@ def status(
     stack is asked, and also says how many raw-log events ParseRun failed on for good (its queue).
     """
     from trainsweep.errors import SpecError, TrainsweepError
+    from trainsweep.sweeps.status import status as sweep_status
 
     console = make_console()
     err = make_console(stderr=True)
-    failures: Any = None
     try:
-        if sweep_id is not None:
-            _check_folder_id(sweep_id)  # it names a folder under --results
-        view = _local_view(results, sweep_id)
-        if view is None:
-            view = _cloud_view(stack, sweep_id, profile, region)
-            failures = _parse_failures(stack, profile, region)
+        got = sweep_status(sweep_id, results=results, stack=stack, profile=profile, region=region)
     except SpecError as e:
         _error(err, str(e))
         raise typer.Exit(EXIT_USAGE) from None
@@ -617,97 +475,17 @@ def status(
         where = f"sweep {sweep_id!r}" if sweep_id else "a sweep"
         _error(err, f"{e}\n(no downloaded {where} under {results}/ either)")
         raise typer.Exit(EXIT_FAILED) from None
+    failures = got.parse_failures
     if as_json:
-        doc = view.to_dict()
+        doc = got.view.to_dict()
         if failures is not None:
             doc["parse_failures"] = failures.to_dict()
         typer.echo(json.dumps(doc, indent=2, default=str))
     else:
-        console.print(render_view(view))
+        console.print(render_view(got.view))
         if failures is not None:
             line = failures.line()
             console.print(styled(("warning:", "bold yellow"), " ", line) if failures.alarming else line)
-
-
-def _parse_failures(stack: str, profile: str | None, region: str | None) -> Any:
-    """The count of the stack's ParseRun failure queue (``QueuedFailures``); None for a stack deployed
-    before it had the queue."""
-    from trainsweep.aws import outputs as names
-    from trainsweep.aws import sweeps
-    from trainsweep.aws.failures import queued_failures
-    from trainsweep.errors import TrainsweepError
-
-    session = aws_session(profile, region)
-    try:
-        url = sweeps.pick_output(
-            sweeps.stack_outputs(session.client("cloudformation"), stack), names.PARSE_FAILURE_QUEUE_URL
-        )
-    except TrainsweepError:
-        return None
-    return queued_failures(session.client("sqs"), url)
-
-
-def _check_folder_id(sweep_id: str) -> None:
-    """Refuse an id that would name a folder outside the results (``..``, ``a/b``). Looser than a sweep
-    id (:func:`trainsweep.spec.check_sweep_id`): imported logs are the sweep ``import-<S3 folder>``."""
-    from trainsweep.errors import SpecError
-
-    if sweep_id in ("", ".", "..") or any(c in sweep_id for c in "/\\") or not sweep_id.isprintable():
-        raise SpecError(
-            f"invalid sweep id {sweep_id!r}: a sweep id names one folder (no '/', '\\' or '..')",
-            [("sweep_id", "one folder name")],
-        )
-
-
-def _local_view(results: Path, sweep_id: str | None) -> Any:
-    """The status of a downloaded sweep (None when it is not on disk)."""
-    from trainsweep import layout
-    from trainsweep.aws import sweeps
-
-    if sweep_id is None:
-        candidates = sorted(results.glob(f"*/{layout.JOBS_JSON}"), key=lambda p: p.stat().st_mtime)
-        if not candidates:
-            return None
-        folder = candidates[-1].parent
-    else:
-        folder = results / sweep_id
-    jobs_file = folder / layout.JOBS_JSON
-    if not jobs_file.is_file():
-        return None
-    doc = json.loads(jobs_file.read_text())
-    runs = folder / layout.RESULTS_DIR / layout.RUNS_DIR
-    records = sorted(runs.glob("*.json")) if runs.is_dir() else []
-    have = {p.stem for p in records}
-    aggregated = {c.get("run_name") for c in doc.get("cells") or []}
-    unfinished = {}
-    for p in records:
-        if p.stem in aggregated:
-            continue  # its final record says more
-        try:
-            record = json.loads(p.read_text())
-        except (OSError, ValueError):
-            record = None
-        done, reason = sweeps.record_outcome(record)
-        if not done:
-            unfinished[p.stem] = reason
-    return sweeps.view_from_documents(folder.name, doc, have, unfinished)
-
-
-def _cloud_view(stack: str, sweep_id: str | None, profile: str | None, region: str | None) -> Any:
-    from trainsweep.aws import sweeps
-    from trainsweep.errors import TrainsweepError
-
-    session = aws_session(profile, region)
-    bucket, machine = _stack(session, stack)
-    s3, sfn = session.client("s3"), session.client("stepfunctions")
-    sweep_id = sweep_id or sweeps.latest_sweep_id(s3, bucket)
-    if sweep_id is None:
-        raise TrainsweepError(f"no sweep in bucket {bucket} yet; start one with `trainsweep run SPEC`")
-    arn = sweeps.latest_execution_arn(sfn, machine, sweep_id)
-    return sweeps.sweep_view(
-        s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=session.client("sagemaker"), sfn=sfn,
-        execution_arn=arn, region=session.region_name,
-    )  # fmt: skip
 
 
 def download(
@@ -715,22 +493,24 @@ def download(
     to: Annotated[
         Path | None, typer.Option("--to", help="Folder (default: ./trainsweep-results/<id>/).")
     ] = None,
+    models: ModelsOpt = False,
     stack: StackOpt = DEFAULT_STACK,
     profile: ProfileOpt = None,
     region: RegionOpt = None,
 ) -> None:
-    """Download a sweep's spec, jobs, logs and results with the S3 layout below the folder."""
+    """Download a sweep's spec, jobs, logs and results with the S3 layout below the folder (its jobs'
+    models and checkpoints too with --models)."""
     from trainsweep import layout
-    from trainsweep.aws import sweeps
     from trainsweep.errors import SpecError, TrainsweepError
+    from trainsweep.sweeps.download import download as download_sweep
 
     console = make_console(stderr=True)
     dest = to or DEFAULT_RESULTS / sweep_id
+    events = ConsoleEvents(console, watch=False)
     try:
-        _check_folder_id(sweep_id)  # it names the folder and the S3 prefix
-        session = aws_session(profile, region)
-        bucket, _ = _stack(session, stack)
-        files = sweeps.download_sweep(session.client("s3"), bucket, sweep_id, dest)
+        files = download_sweep(
+            sweep_id, stack=stack, profile=profile, region=region, to=dest, models=models, events=events
+        )
     except SpecError as e:
         _error(console, str(e))
         raise typer.Exit(EXIT_USAGE) from None
