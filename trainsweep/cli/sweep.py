@@ -232,138 +232,40 @@ def run(
 ) -> None:
     """Start a sweep, watch its cells, then download its results and logs to OUT/<sweep-id>/."""
     from trainsweep.errors import SpecError, TrainsweepError
+    from trainsweep.spec import check_sweep_id, load_spec
+    from trainsweep.sweeps.result import SweepInterrupted
 
     console = make_console(stderr=True)
+    events = ConsoleEvents(console, watch=not no_watch)
+    cloud = {"stack": stack, "profile": profile, "region": region}
     try:
         if resume is not None:
-            from trainsweep.spec import check_sweep_id
-
             check_sweep_id(resume)  # it names a folder and an S3 prefix
-        from trainsweep.spec import load_spec
-
         if load_spec(spec_path).phases:
-            _run_phases(console, spec_path, out, resume, local, stack, profile, region, watch=not no_watch)
+            from trainsweep.sweeps.phases import run_phases
+
+            result = run_phases(
+                spec_path, local=local, out=out, resume=resume, watch=not no_watch, events=events,
+                models=models, **cloud,
+            )  # fmt: skip
         elif local:
-            _run_local(console, spec_path, out, resume, watch=not no_watch, models=models)
+            from trainsweep.sweeps.local import run_local
+
+            result = run_local(spec_path, out=out, resume=resume, events=events, models=models)
         else:
-            _run_cloud(
-                console, spec_path, out, resume, stack, profile, region, watch=not no_watch, models=models
+            from trainsweep.sweeps.cloud import run_cloud
+
+            result = run_cloud(
+                spec_path, out=out, resume=resume, watch=not no_watch, events=events, models=models, **cloud
             )
     except SpecError as e:
+        events.stop()
         _error(console, str(e))  # the message lists every (field, problem)
         raise typer.Exit(EXIT_USAGE) from None
     except TrainsweepError as e:
+        events.stop()
         _error(console, str(e))
         raise typer.Exit(EXIT_FAILED) from None
-
-
-def _run_phases(
-    console: Console,
-    spec_path: Path,
-    out: Path,
-    resume: str | None,
-    local: bool,
-    stack: str,
-    profile: str | None,
-    region: str | None,
-    *,
-    watch: bool,
-) -> None:
-    """``phases: [scan, confirm]``: the scan sweep, then a confirm sweep of its best configurations to the
-    target (:mod:`trainsweep.phases`); the recommendation is the confirm sweep's."""
-    from datetime import UTC, datetime
-
-    from trainsweep import layout, phases
-    from trainsweep.errors import TrainsweepError
-    from trainsweep.sourcedir import spec_dir
-    from trainsweep.spec import load_spec, make_sweep_id
-
-    if resume is not None:
-        raise TrainsweepError(
-            "--resume re-runs the cells of one sweep: resume the scan or the confirm sweep with a spec "
-            "without phases (its own spec.json is in its results folder)"
-        )
-    if not watch and not local:
-        raise TrainsweepError(
-            "phases: [scan, confirm] waits for the scan to choose what to confirm: drop --no-watch"
-        )
-    spec = load_spec(spec_path)
-    assert spec.target is not None  # the spec requires one with phases
-    folder = spec_dir(spec_path)
-
-    def run_one(spec_dict: dict[str, Any], sweep_id: str, record: dict[str, Any] | None = None) -> Path:
-        if local:
-            return _run_local(
-                console,
-                spec_dict,
-                out,
-                None,
-                watch=watch,
-                sweep_id=sweep_id,
-                spec_folder=folder,
-                record=record,
-            )
-        return _run_cloud(
-            console, spec_dict, out, None, stack, profile, region, watch=watch, sweep_id=sweep_id,
-            spec_folder=folder, record=record,
-        )  # fmt: skip
-
-    scan_id = make_sweep_id(spec.name, datetime.now(UTC))
-    confirm_id = phases.confirm_sweep_id(scan_id)
-    console.print(
-        f"Phase 1 of 2, scan: every configuration early-stopped, packed, once (sweep {scan_id})",
-        highlight=False,
-    )
-    scan_dest = run_one(phases.scan_spec(spec), scan_id)
-    sweep_json = scan_dest / layout.RESULTS_DIR / layout.SWEEP_JSON
-    try:
-        doc = json.loads(sweep_json.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise TrainsweepError(f"cannot read the scan's {sweep_json}: {e}; nothing was confirmed") from None
-    if not isinstance(doc, dict):
-        raise TrainsweepError(f"the scan's {sweep_json} is not a sweep summary; nothing was confirmed")
-    ranked = phases.rank_scan(doc)
-    k = spec.confirm_top_k
-    cells = phases.confirm_cells(ranked, k)
-    named = ", ".join(f"{t} x {b}" for t, b in cells)
-    console.print(
-        f"Phase 2 of 2, confirm: the scan's best {len(cells)} of {len(ranked)} configurations ({named}) "
-        f"trained to {spec.target.metric} {spec.target.value:g} (sweep {confirm_id})",
-        highlight=False,
-    )
-    dest = run_one(phases.confirm_spec(spec, cells), confirm_id, phases.phases_record(scan_id, ranked, k))
-    try:
-        summary = json.loads((dest / layout.RESULTS_DIR / layout.SWEEP_JSON).read_text(encoding="utf-8"))
-        lines = summary["recommendation"]["text"]
-    except (OSError, ValueError, KeyError, TypeError):
-        lines = []
-    if lines:
-        console.print("Recommendation (from the confirmed runs):", highlight=False)
-        for line in lines:
-            console.print(f"  {line}", highlight=False)
-
-
-def _run_local(
-    console: Console,
-    spec_path: Path | dict[str, Any],
-    out: Path,
-    resume: str | None,
-    *,
-    watch: bool,
-    sweep_id: str | None = None,
-    spec_folder: Path | None = None,
-    record: dict[str, Any] | None = None,
-    models: bool = False,
-) -> Path:
-    from trainsweep.sweeps.local import run_local
-    from trainsweep.sweeps.result import SweepInterrupted
-
-    events = ConsoleEvents(console, watch)
-    try:
-        result = run_local(
-            spec_path, out=out, resume=resume, events=events, sweep_id=sweep_id, spec_folder=spec_folder,
-            record=record, models=models,
-        )  # fmt: skip
     except SweepInterrupted as stop:
         events.stop()
         _say_interrupted(console, stop.result)
@@ -372,39 +274,6 @@ def _run_local(
         events.stop()
         console.print(Text.assemble(("Interrupted:", "yellow"), " nothing was started or downloaded."))
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    if not result.succeeded:
-        raise typer.Exit(EXIT_FAILED)
-    return result.dest
-
-
-def _run_cloud(
-    console: Console,
-    spec_path: Path | dict[str, Any],
-    out: Path,
-    resume: str | None,
-    stack: str,
-    profile: str | None,
-    region: str | None,
-    *,
-    watch: bool,
-    sweep_id: str | None = None,
-    spec_folder: Path | None = None,
-    record: dict[str, Any] | None = None,
-    models: bool = False,
-) -> Path:
-    from trainsweep.sweeps.cloud import run_cloud
-    from trainsweep.sweeps.result import SweepInterrupted
-
-    events = ConsoleEvents(console, watch)
-    try:
-        result = run_cloud(
-            spec_path, stack=stack, profile=profile, region=region, out=out, resume=resume, watch=watch,
-            events=events, sweep_id=sweep_id, spec_folder=spec_folder, record=record, models=models,
-        )  # fmt: skip
-    except SweepInterrupted as stop:
-        events.stop()
-        _say_interrupted(console, stop.result)
-        raise typer.Exit(EXIT_INTERRUPTED) from None
     if not result.watched:
         console.print(
             f"Watch it with `trainsweep status {result.sweep_id}`; "
@@ -412,7 +281,6 @@ def _run_cloud(
         )
     elif not result.succeeded:
         raise typer.Exit(EXIT_FAILED)
-    return result.dest
 
 
 def _say_interrupted(console: Console, got: Any) -> None:

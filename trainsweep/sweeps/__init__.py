@@ -5,6 +5,7 @@ and telling a :class:`~trainsweep.sweeps.result.SweepEvents` what happens on the
 
 - :mod:`~trainsweep.sweeps.local`: a sweep (or its resume) on this machine, through the embedded AWS;
 - :mod:`~trainsweep.sweeps.cloud`: a sweep (or its resume) in the deployed stack;
+- :mod:`~trainsweep.sweeps.phases`: ``phases: [scan, confirm]``, two sweeps in a row;
 - :mod:`~trainsweep.sweeps.status`: a sweep's cells, from its folder or the stack, once or until it ends;
 - :mod:`~trainsweep.sweeps.download`: results and logs (models on request) from the stack's bucket.
 
