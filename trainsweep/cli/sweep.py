@@ -1,10 +1,10 @@
 """``trainsweep run``, ``status``, ``download`` and ``doctor``: the commands users live in.
 
-Each parses its arguments, calls the sweep drivers (:mod:`trainsweep.sweeps`) and renders what they
-report: ``run SPEC --local`` runs the whole pipeline on this machine, without ``--local`` the deployed
-stack's state machine with the user's AWS profile and region, like the AWS CLI. Both show a live table
-of cells and download the results and logs to ``./trainsweep-results/<sweep-id>/`` with the S3 layout
-below it.
+Each parses its arguments, calls the sweep drivers (:mod:`trainsweep.sweeps`, through
+:func:`trainsweep.api.run` for ``run``) and renders what they report: ``run SPEC --local`` runs the whole
+pipeline on this machine, without ``--local`` the deployed stack's state machine with the user's AWS
+profile and region, like the AWS CLI. Both show a live table of cells and download the results and logs
+to ``./trainsweep-results/<sweep-id>/`` with the S3 layout below it.
 """
 
 from __future__ import annotations
@@ -231,33 +231,17 @@ def run(
     region: RegionOpt = None,
 ) -> None:
     """Start a sweep, watch its cells, then download its results and logs to OUT/<sweep-id>/."""
+    from trainsweep import api
     from trainsweep.errors import SpecError, TrainsweepError
-    from trainsweep.spec import check_sweep_id, load_spec
     from trainsweep.sweeps.result import SweepInterrupted
 
     console = make_console(stderr=True)
     events = ConsoleEvents(console, watch=not no_watch)
-    cloud = {"stack": stack, "profile": profile, "region": region}
     try:
-        if resume is not None:
-            check_sweep_id(resume)  # it names a folder and an S3 prefix
-        if load_spec(spec_path).phases:
-            from trainsweep.sweeps.phases import run_phases
-
-            result = run_phases(
-                spec_path, local=local, out=out, resume=resume, watch=not no_watch, events=events,
-                models=models, **cloud,
-            )  # fmt: skip
-        elif local:
-            from trainsweep.sweeps.local import run_local
-
-            result = run_local(spec_path, out=out, resume=resume, events=events, models=models)
-        else:
-            from trainsweep.sweeps.cloud import run_cloud
-
-            result = run_cloud(
-                spec_path, out=out, resume=resume, watch=not no_watch, events=events, models=models, **cloud
-            )
+        result = api.run(
+            spec_path, local=local, out=out, resume=resume, watch=not no_watch, models=models, stack=stack,
+            profile=profile, region=region, events=events,
+        )  # fmt: skip
     except SpecError as e:
         events.stop()
         _error(console, str(e))  # the message lists every (field, problem)

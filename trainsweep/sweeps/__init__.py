@@ -7,7 +7,9 @@ and telling a :class:`~trainsweep.sweeps.result.SweepEvents` what happens on the
 - :mod:`~trainsweep.sweeps.cloud`: a sweep (or its resume) in the deployed stack;
 - :mod:`~trainsweep.sweeps.phases`: ``phases: [scan, confirm]``, two sweeps in a row;
 - :mod:`~trainsweep.sweeps.status`: a sweep's cells, from its folder or the stack, once or until it ends;
-- :mod:`~trainsweep.sweeps.download`: results and logs (models on request) from the stack's bucket.
+- :mod:`~trainsweep.sweeps.download`: results and logs (models on request) from the stack's bucket;
+- :mod:`~trainsweep.sweeps.results`: a downloaded sweep's table and recommendation (pandas).
 
-The CLI renders them.
+:mod:`trainsweep.api` puts them behind ``from trainsweep import plan, run, status, watch, download, load``;
+the CLI renders them. Nothing here is imported by ``import trainsweep``.
 """

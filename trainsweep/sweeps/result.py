@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
+
+if TYPE_CHECKING:
+    from trainsweep.sweeps.results import SweepResults
 
 DEFAULT_RESULTS_DIR = Path("trainsweep-results")
 """Where sweeps are downloaded unless told otherwise: ``<this>/<sweep-id>/`` holds the sweep's S3 prefix."""
@@ -57,6 +60,17 @@ class SweepRun:
         """``results/report.html`` of the downloaded sweep (None when there is none)."""
         path = self.dest / layout.RESULTS_DIR / layout.REPORT_HTML
         return path if path.is_file() else None
+
+    def load(self) -> SweepResults:
+        """The downloaded sweep's results (:func:`trainsweep.load`)."""
+        from trainsweep.sweeps.results import load
+
+        return load(self.dest)
+
+    def _repr_html_(self) -> str:
+        from trainsweep.sweeps.results import run_html
+
+        return run_html(self)
 
 
 class SweepInterrupted(KeyboardInterrupt):
