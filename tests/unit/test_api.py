@@ -188,3 +188,52 @@ def test_status_reads_a_downloaded_sweep(tmp_path: Path) -> None:
     got = trainsweep.status(results=tmp_path)
     assert got.downloaded and got.parse_failures is None
     assert got.view.sweep_id == "demo-20260101-000000" and got.view.counts["done"] == 1
+
+
+def test_watch_follows_a_cloud_sweep_until_its_execution_ends() -> None:
+    import boto3
+    from moto import mock_aws
+
+    sweep_id = "demo-20260101-000000"
+    job = f"{sweep_id}-g4dn-1-32-e0"
+    jobs = {
+        "jobs": [
+            {
+                "job_name": job,
+                "run_names": [job],
+                "instance_type": "ml.g4dn.xlarge",
+                "batch_sizes": [32],
+                "repetition": 0,
+            }
+        ]
+    }
+    seen: list[tuple[str | None, dict[str, int]]] = []
+
+    class Seen(trainsweep.SweepEvents):
+        def update(self, view: Any) -> None:
+            seen.append((view.execution_status, view.counts))
+
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        sfn = boto3.client("stepfunctions")
+        machine = sfn.create_state_machine(
+            name="sweep",
+            definition=json.dumps(
+                {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 4, "End": True}}}
+            ),
+            roleArn="arn:aws:iam::123456789012:role/sfn",
+        )["stateMachineArn"]
+        stack = {
+            "Resources": {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "results"}}},
+            "Outputs": {"BucketName": {"Value": {"Ref": "Bucket"}}, "StateMachineArn": {"Value": machine}},
+        }
+        boto3.client("cloudformation").create_stack(StackName="Trainsweep", TemplateBody=json.dumps(stack))
+        boto3.client("s3").put_object(
+            Bucket="results", Key=f"sweeps/{sweep_id}/jobs.json", Body=json.dumps(jobs)
+        )
+        sfn.start_execution(stateMachineArn=machine, name=sweep_id, input="{}")
+        view = trainsweep.watch(events=Seen(), poll_s=0.2)
+        got = trainsweep.status(sweep_id, results=Path("/nonexistent"))
+    assert view.sweep_id == sweep_id and view.execution_status == "SUCCEEDED"
+    assert seen[0][0] == "RUNNING" and seen[-1][0] == "SUCCEEDED"
+    assert seen[-1][1]["pending"] == 1  # the job never reached SageMaker
+    assert not got.downloaded and got.view.execution_status == "SUCCEEDED" and got.parse_failures is None

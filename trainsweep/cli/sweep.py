@@ -18,7 +18,7 @@ import typer
 from rich.text import Text
 
 from trainsweep.cli.common import ProfileOpt, RegionOpt, error_line, make_console, styled
-from trainsweep.sweeps.result import SweepEvents  # stdlib only, like the CLI modules
+from trainsweep.sweeps.result import SweepEvents  # plain data classes: no pandas, boto3 or moto
 
 if TYPE_CHECKING:
     from rich.console import Console
