@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainsweep.aws.outputs import STACK_NAME
 from trainsweep.sweeps.result import DEFAULT_RESULTS_DIR, PrintedEvents, SweepEvents, SweepRun
 
 if TYPE_CHECKING:
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
     from trainsweep.sweeps.results import SweepResults
     from trainsweep.sweeps.status import SweepStatus
 
-STACK = "Trainsweep"  # == trainsweep.aws.outputs.STACK_NAME (not imported: it would import boto3's side)
+STACK = STACK_NAME
+"""The stack the CDK app deploys: the default of every function that asks AWS."""
 
 SpecSource = Any
 """A spec: a YAML or JSON file's path, a mapping, YAML/JSON text, or a :class:`trainsweep.spec.SweepSpec`."""

@@ -18,14 +18,14 @@ import typer
 from rich.text import Text
 
 from trainsweep.cli.common import ProfileOpt, RegionOpt, error_line, make_console, styled
-from trainsweep.sweeps.result import SweepEvents  # plain data classes: no pandas, boto3 or moto
+from trainsweep.sweeps.result import DEFAULT_RESULTS_DIR, SweepEvents  # plain data: no pandas, boto3
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
 DEFAULT_STACK = "Trainsweep"  # == trainsweep.aws.outputs.STACK_NAME (CLI modules import only typer/rich)
-DEFAULT_RESULTS = Path("trainsweep-results")
+DEFAULT_RESULTS = DEFAULT_RESULTS_DIR
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
