@@ -469,7 +469,7 @@ class ScriptLauncher:
         values = self.values(cell, site)
         if cfg.command is not None:
             words = command.render(cfg.command, values)
-            env = contract.sm_env(site, hps, args=words[1:])
+            env = contract.sm_env(site, hps)
             env.update(injection_env(self.code, cfg.command))
             env[contract.INSTRUMENT_ENV] = str(self._instrument(index, site))
             return Launch([*(self.program or [words[0]]), *words[1:]], env, self.code)
