@@ -356,7 +356,8 @@ class Workload(BaseModel):
     def _check_steps(self) -> None:
         if self.steps is None:
             return
-        if "epochs" in self.model_fields_set:
+        # compared with the default, not with the fields given: a planned spec (spec.json) holds them all
+        if self.epochs != Workload.model_fields["epochs"].default:
             raise _FieldError("steps", "a run is either step-based (steps) or epoch-based (epochs): give one")
         if not self.runs_code:
             raise _FieldError(
@@ -384,7 +385,7 @@ class Workload(BaseModel):
             raise _FieldError("command", "give either command or entry_point (its shorthand), not both")
         script_only = ("batch_size_arg", "epochs_arg", "steps_arg", "argument_style", "flags", "arguments")
         for name in script_only:
-            if name in self.model_fields_set:
+            if getattr(self, name) != Workload.model_fields[name].get_default(call_default_factory=True):
                 raise _FieldError(name, "an entry point's setting: with command, write the arguments in it")
         for key in self.hyperparameters:
             if key in cmdline.PLACEHOLDERS:

@@ -283,3 +283,9 @@ def test_only_the_named_script_is_the_target_not_its_launcher(tmp_path):
         str(script),
         "--b=8",
     ]
+
+
+def test_a_planned_command_spec_validates_again_as_the_state_machine_reads_it():
+    spec = load_spec(_spec({"command": "python a.py --bs={batch_size} --n={steps}", "steps": 5}))
+    again = load_spec(spec.to_dict())  # spec.json holds every field, defaults included
+    assert again.workload.command == spec.workload.command and again.workload.steps == 5
