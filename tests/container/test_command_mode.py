@@ -201,3 +201,50 @@ def test_nanogpt_runs_unchanged_from_its_command(run_job, tmp_path):
     status = _status(result, run)
     assert status["status"] == "ok"
     assert status["steps"] == 7  # iterations 0..6: GradScaler.step(optimizer) is an optimizer step
+
+
+def test_a_command_that_runs_a_module_is_timed(run_job, tmp_path):
+    root = _source(tmp_path, {"pkg/__init__.py": "", "pkg/train.py": SEEN + TRAIN})
+    hyper = _hyperparameters(root, {"command": "python -m pkg.train --bs={batch_size}"}, [16])
+
+    result = run_job(hyper)
+
+    assert result.returncode == 0, result.stderr
+    assert _seen(result)["argv"][1:] == ["--bs=16"]
+    run = hyper["trainsweep-run-names"]
+    assert _status(result, run)["status"] == "ok"
+    assert result.log(run).count("step training time") == 3
+
+
+@pytest.mark.slow
+def test_word_language_model_runs_unchanged_with_its_store_true_flag(run_job, tmp_path):
+    src = tmp_path / "wlm"
+    shutil.copytree(REAL_SCRIPTS / "pytorch-examples" / "word_language_model", src)
+    corpus = src / "data" / "wikitext-2"
+    for split in ("train", "valid", "test"):  # a small corpus of its own (the README's train.txt is not here)
+        lines = (
+            REAL_SCRIPTS / "pytorch-examples" / "word_language_model" / "data" / "wikitext-2" / "valid.txt"
+        )
+        text = "".join(lines.read_text().splitlines(keepends=True)[:400])
+        corpus.joinpath(f"{split}.txt").unlink(missing_ok=True)
+        corpus.joinpath(f"{split}.txt").write_text(text)
+    (src / "requirements.txt").unlink()  # torch, pinned otherwise: this environment has it
+    workload = {
+        "entry_point": "main.py",
+        "batch_size_arg": "batch_size",
+        "flags": ["use-optimizer"],
+        "epochs": 1,
+        "hyperparameters": {"emsize": 16, "nhid": 16, "nlayers": 1, "bptt": 35, "lr": 0.001},
+    }
+    hyper = _hyperparameters(src, workload, [64])
+
+    result = run_job(hyper, timeout=600)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = hyper["trainsweep-run-names"]
+    status = _status(result, run)
+    assert status["status"] == "ok"
+    tokens = len(corpus.joinpath("train.txt").read_text().split()) + corpus.joinpath(
+        "train.txt"
+    ).read_text().count("\n")
+    assert status["steps"] == -(-(tokens // 64 - 1) // 35)  # one AdamW step per bptt slice

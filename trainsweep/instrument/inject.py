@@ -63,7 +63,7 @@ def is_target(main: MainProgram, env: Mapping[str, str]) -> bool:
     if main.kind == "module":
         return main.name == env.get(contract.COMMAND_MODULE_ENV)
     script = env.get(contract.COMMAND_SCRIPT_ENV)
-    return bool(script) and os.path.realpath(main.name) == os.path.realpath(script)
+    return script is not None and os.path.realpath(main.name) == os.path.realpath(script)
 
 
 def bootstrap_argv(executable: str, main: MainProgram) -> list[str]:
