@@ -246,12 +246,12 @@ def test_plan_refuses_an_entry_point_missing_from_its_folder(tmp_path):
     assert "workload.entry_point: 'trian.py' not found" in " ".join(result.output.split())
 
 
-def test_plan_accepts_a_command_whose_script_is_there(tmp_path):
+def test_plan_accepts_a_command_whose_script_is_there_and_shows_its_steps(tmp_path):
     (tmp_path / "train.py").write_text("print(1)\n")
-    result = runner.invoke(
-        app, ["plan", str(_write_spec(tmp_path, "{command: 'python train.py --b={batch_size}'}"))]
-    )
+    workload = "{command: 'python train.py --b={batch_size} --n={steps}', steps: 40}"
+    result = runner.invoke(app, ["plan", str(_write_spec(tmp_path, workload))])
     assert result.exit_code == 0, result.output
+    assert "train.py (40 steps, full)" in " ".join(result.output.split())
 
 
 # ---- which process is timed -----------------------------------------------------------------------------
@@ -289,3 +289,42 @@ def test_a_planned_command_spec_validates_again_as_the_state_machine_reads_it():
     spec = load_spec(_spec({"command": "python a.py --bs={batch_size} --n={steps}", "steps": 5}))
     again = load_spec(spec.to_dict())  # spec.json holds every field, defaults included
     assert again.workload.command == spec.workload.command and again.workload.steps == 5
+
+
+def _python(tmp_path: Path, args: list[str], env: dict[str, str]) -> str:
+    import os
+    import subprocess
+    import sys
+
+    from trainsweep.instrument.inject import SITE_DIR
+
+    other = tmp_path / "other"
+    other.mkdir(exist_ok=True)
+    (other / "sitecustomize.py").write_text("print('the environment sitecustomize ran')\n")
+    root = str(Path(__file__).resolve().parents[2])
+    full = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SITE_DIR), root, str(other)]), **env}
+    out = subprocess.run(
+        [sys.executable, *args], env=full, capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    return out.stdout
+
+
+def test_a_process_that_is_not_the_named_script_stays_passive_and_the_old_sitecustomize_runs(tmp_path):
+    (tmp_path / "helper.py").write_text(
+        "import sys\nprint('helper', 'trainsweep.instrument.session' in sys.modules)\n"
+    )
+    env = {
+        contract.INSTRUMENT_ENV: str(tmp_path / "cell.json"),
+        contract.COMMAND_SCRIPT_ENV: str(tmp_path / "train.py"),
+    }
+    out = _python(tmp_path, ["helper.py"], env)
+    assert "the environment sitecustomize ran" in out
+    assert "helper False" in out  # it ran as itself, with nothing of the timing loaded
+
+
+def test_outside_a_cell_even_the_named_script_runs_as_itself(tmp_path):
+    (tmp_path / "train.py").write_text(
+        "import sys\nprint('main', 'trainsweep.instrument.session' in sys.modules)\n"
+    )
+    out = _python(tmp_path, ["train.py"], {contract.COMMAND_SCRIPT_ENV: str(tmp_path / "train.py")})
+    assert "main False" in out

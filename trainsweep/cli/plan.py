@@ -168,8 +168,9 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
     from trainsweep.spec import format_duration, job_cost_usd
 
     spec = sweep.spec
+    length = f"{spec.workload.steps} steps" if spec.workload.steps else f"{spec.workload.epochs} epochs"
     title = (
-        f"Sweep {sweep.sweep_id}: {spec.workload.label} ({spec.workload.epochs} epochs, {spec.mode}"
+        f"Sweep {sweep.sweep_id}: {spec.workload.label} ({length}, {spec.mode}"
         f"{', synthetic data' if spec.workload.synthetic else ''}) in {sweep.region}"
     )
     columns: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
