@@ -407,12 +407,11 @@ class Workload(BaseModel):
             )
 
     def _check_script_args(self) -> None:
-        names = [n for n in (self.batch_size_arg, self.epochs_arg, self.steps_arg) if n is not None]
-        if len(set(names)) != len(names):
-            raise _FieldError(
-                "epochs_arg", "the batch size, the epochs and the steps need different argument names"
-            )
-        sweep_set = {self.batch_size_arg, self.steps_arg if self.steps else self.epochs_arg}
+        length_arg = self.steps_arg if self.steps else self.epochs_arg
+        if self.batch_size_arg == length_arg:
+            field_name = "steps_arg" if self.steps else "epochs_arg"
+            raise _FieldError(field_name, f"the batch size and the {field_name[:-4]} need two argument names")
+        sweep_set = {self.batch_size_arg, length_arg}
         for key, value in self.hyperparameters.items():
             if key in sweep_set:
                 raise _FieldError(

@@ -328,3 +328,9 @@ def test_outside_a_cell_even_the_named_script_runs_as_itself(tmp_path):
     )
     out = _python(tmp_path, ["train.py"], {contract.COMMAND_SCRIPT_ENV: str(tmp_path / "train.py")})
     assert "main False" in out
+
+
+def test_an_entry_points_batch_size_and_length_arguments_must_differ():
+    errors = _errors({"entry_point": "main.py", "steps": 5, "steps_arg": "batch-size"})
+    assert errors["workload.steps_arg"] == "the batch size and the steps need two argument names"
+    plan_sweep(_spec({"entry_point": "main.py", "epochs_arg": "steps"}))  # no steps: steps_arg unused
