@@ -149,8 +149,8 @@ def _word_list(raw: dict[str, str], key: str) -> tuple[str, ...]:
 
 
 def _as_written(raw: dict[str, str]) -> dict[str, str]:
-    """The script's hyperparameters as the spec wrote them (placeholder values): a JSON string decoded,
-    anything else as is, so ``1e-3`` stays ``1e-3``."""
+    """The script's hyperparameters as the job's text (placeholder values): a JSON-quoted string decoded,
+    anything else as is (``0.10`` stays ``0.10``, where decoding would give ``0.1``)."""
     out = {}
     for key, text in raw.items():
         if contract.is_reserved(key):
