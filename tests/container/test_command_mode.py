@@ -248,3 +248,17 @@ def test_word_language_model_runs_unchanged_with_its_store_true_flag(run_job, tm
         "train.txt"
     ).read_text().count("\n")
     assert status["steps"] == -(-(tokens // 64 - 1) // 35)  # one AdamW step per bptt slice
+
+
+@pytest.mark.slow
+def test_a_command_under_accelerate_launch_times_its_script(run_job, tmp_path):
+    root = _source(tmp_path, {"train.py": SEEN + TRAIN})
+    workload = {"command": "accelerate launch --cpu --num_processes=1 train.py --bs {batch_size}"}
+    hyper = _hyperparameters(root, workload, [16])
+
+    result = run_job(hyper)
+
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = hyper["trainsweep-run-names"]
+    assert _status(result, run)["status"] == "ok"
+    assert result.log(run).count("step training time") == 3
