@@ -51,7 +51,7 @@ class LocalSource:
     """A script workload resolved on this machine."""
 
     root: Path  # the source dir
-    entry_point: str  # relative to root
+    entry_point: str  # relative to root (a command's named script; "" when it names a module)
     requirements: str | None  # relative to root, None when there is none
 
 
@@ -106,13 +106,52 @@ def resolve(
         script.relative_to(root)
     except ValueError:
         raise SourceError(f"workload.entry_point: {entry_point!r} lies outside source_dir {root}") from None
+    return LocalSource(root, Path(entry).as_posix(), _requirements(root, requirements))
+
+
+def _requirements(root: Path, requirements: str | None) -> str | None:
     if requirements is not None:
         if not (root / requirements).is_file():
             raise SourceError(f"workload.requirements: {root / requirements} does not exist")
-        req: str | None = requirements
-    else:
-        req = DEFAULT_REQUIREMENTS if (root / DEFAULT_REQUIREMENTS).is_file() else None
-    return LocalSource(root, Path(entry).as_posix(), req)
+        return requirements
+    return DEFAULT_REQUIREMENTS if (root / DEFAULT_REQUIREMENTS).is_file() else None
+
+
+def resolve_command(
+    words: list[str], source_dir: str | None, requirements: str | None, spec_dir: Path
+) -> LocalSource:
+    """The source dir of a command (default: the spec file's folder) with the script the command names
+    checked in it (a module, or a script given by an absolute path, is the image's business).
+
+    Raises:
+        SourceError: the source dir, the named script or a named requirements file does not exist.
+    """
+    from trainsweep.training.command import named_target
+
+    root = (spec_dir / (source_dir or ".")).resolve()
+    if not root.is_dir():
+        raise SourceError(
+            f"workload.source_dir: {root} is not a folder (paths are relative to the spec file)"
+        )
+    target = named_target(words)
+    script = ""
+    if target is not None and target.kind == "script" and not Path(target.name).is_absolute():
+        path = (root / target.name).resolve()
+        if not path.is_file() or not path.is_relative_to(root):
+            shipped = sorted(p.relative_to(root).as_posix() for p in root.glob("*.py"))[:10]
+            raise SourceError(
+                f"workload.command: names the script {target.name!r}, which is not in the source dir {root} "
+                f"(the command runs from there; it holds {', '.join(shipped) or 'no .py file'} at its top)"
+            )
+        script = Path(target.name).as_posix()
+    return LocalSource(root, script, _requirements(root, requirements))
+
+
+def local_source(workload: Any, spec_dir: Path) -> LocalSource:
+    """The checked local source of a spec's own code (command or entry point)."""
+    if workload.command is not None:
+        return resolve_command(workload.command_words, workload.source_dir, workload.requirements, spec_dir)
+    return resolve(workload.entry_point, workload.source_dir, workload.requirements, spec_dir)
 
 
 def _ignore_specs(root: Path, extra: list[str]) -> list[tuple[Path, object]]:
@@ -291,9 +330,9 @@ def stage(workload: Any, spec_dir: Path, *, check_requirements: bool) -> StagedS
         SourceError: a missing script or folder, a source dir over the limit, or (``check_requirements``,
             local mode) requirements this Python environment lacks.
     """
-    if workload.entry_point is None or is_remote(workload.source_dir):
+    if not workload.runs_code or is_remote(workload.source_dir):
         return None
-    local = resolve(workload.entry_point, workload.source_dir, workload.requirements, spec_dir)
+    local = local_source(workload, spec_dir)
     packed = pack(local.root, list(workload.exclude))
     if check_requirements and local.requirements is not None:
         missing = missing_requirements(local.root / local.requirements)
@@ -310,7 +349,7 @@ def spec_with_source(spec: dict[str, Any], staged: StagedSource, uri: str) -> di
     """The spec as the sweep runs it: ``workload.source_dir`` is the uploaded archive, the entry point and
     requirements are paths inside it."""
     out = {**spec, "workload": dict(spec["workload"])}
-    out["workload"].update(
-        source_dir=uri, entry_point=staged.local.entry_point, requirements=staged.local.requirements
-    )
+    out["workload"].update(source_dir=uri, requirements=staged.local.requirements)
+    if out["workload"].get("entry_point") is not None:
+        out["workload"]["entry_point"] = staged.local.entry_point
     return out

@@ -39,6 +39,7 @@ from pydantic import (
 from trainsweep import hyperparameters as hp
 from trainsweep import image, instances, layout, sourcedir, workloads
 from trainsweep.errors import BudgetExceededError, SpecError
+from trainsweep.training import command as cmdline
 from trainsweep.training import contract
 
 SPEC_SCHEMA_VERSION = 1
@@ -156,6 +157,14 @@ class Workload(BaseModel):
         description="Built-ins only: dataset of the model (mnist for mnist-cnn, cifar10 for "
         "resnet50-cifar10); defaults to the model's own.",
     )
+    command: str | None = Field(
+        None,
+        min_length=1,
+        description="The command line you train with, run from the source dir (SageMaker SDK v3's "
+        "SourceCode.command), with placeholders {batch_size}, {epochs}, {steps}, {instance_count}, "
+        "{gpus} and {<hyperparameter>}; e.g. 'python train.py --batch_size={batch_size}'. Split into "
+        "words like a shell, never run by one; {{ and }} are literal braces.",
+    )
     entry_point: str | None = Field(
         None,
         min_length=1,
@@ -166,7 +175,8 @@ class Workload(BaseModel):
         None,
         min_length=1,
         description="Folder packed and shipped with the script (relative to the spec file), or the "
-        "s3:// URI of a sourcedir.tar.gz; default: the entry point's folder.",
+        "s3:// URI of a sourcedir.tar.gz; default: the entry point's folder, or with command the spec "
+        "file's folder.",
     )
     requirements: str | None = Field(
         None,
@@ -183,10 +193,33 @@ class Workload(BaseModel):
         pattern=_SCRIPT_ARG.pattern,
         description="Argument name the script reads the (global) batch size from: --<name> N.",
     )
-    epochs_arg: str = Field(
+    epochs_arg: str | None = Field(
         contract.DEFAULT_EPOCHS_ARG,
         pattern=_SCRIPT_ARG.pattern,
-        description="Argument name the script reads the number of epochs from: --<name> E.",
+        description="Argument name the script reads the number of epochs from: --<name> E; null for a "
+        "script that takes none.",
+    )
+    steps_arg: str | None = Field(
+        contract.DEFAULT_STEPS_ARG,
+        pattern=_SCRIPT_ARG.pattern,
+        description="With steps: argument name the script reads the number of steps from: --<name> N; "
+        "null for a script that takes none.",
+    )
+    argument_style: Literal[contract.ARGUMENT_STYLES] = Field(  # type: ignore[valid-type]
+        "space",
+        description="How the entry point gets its options: space (--name value, SageMaker's) or "
+        "equals (--name=value).",
+    )
+    flags: list[Annotated[str, Field(pattern=_SCRIPT_ARG.pattern)]] = Field(
+        default_factory=list,
+        json_schema_extra={"uniqueItems": True},
+        description="Options the entry point takes without a value (argparse store_true): passed as a "
+        "bare --name; a hyperparameter of that name set to false leaves it out.",
+    )
+    arguments: list[str] = Field(
+        default_factory=list,
+        description="Positional arguments of the entry point, before its options (placeholders as in "
+        "command).",
     )
     image_uri: str | None = Field(
         None,
@@ -200,10 +233,18 @@ class Workload(BaseModel):
         "timestamp (a step's end time), optionally epoch and step, for logs no known dialect reads.",
     )
     epochs: int = Field(5, ge=1, le=10_000, description="Epochs per run.")
+    steps: int | None = Field(
+        None,
+        ge=1,
+        le=100_000_000,
+        description="Your own code only: a step-based run (iterations, no epochs): training steps per run, "
+        "instead of epochs (give one of the two).",
+    )
     hyperparameters: dict[str, HyperparameterValue] = Field(
         default_factory=dict,
-        description="Hyperparameters: a script gets them as --name value arguments; a built-in reads "
-        "trainsweep's own (learning-rate, max-steps-per-epoch, early-stop-precision...).",
+        description="Hyperparameters: an entry point gets them as --name value arguments, a command "
+        "as its {name} placeholders (both also as SM_HP_<NAME>); a built-in reads trainsweep's own "
+        "(learning-rate, max-steps-per-epoch, early-stop-precision...).",
     )
     synthetic: bool = Field(
         False,
@@ -212,10 +253,20 @@ class Workload(BaseModel):
 
     @property
     def kind(self) -> str:
-        """``builtin``, ``script`` (entry_point, maybe in an own image) or ``image``."""
+        """``builtin``, ``script`` (entry_point or command, maybe in an own image) or ``image``."""
         if self.model is not None:
             return "builtin"
-        return "script" if self.entry_point is not None else "image"
+        return "script" if self.runs_code else "image"
+
+    @property
+    def runs_code(self) -> bool:
+        """Whether trainsweep's launcher runs the user's code (entry_point or command)."""
+        return self.entry_point is not None or self.command is not None
+
+    @property
+    def command_words(self) -> list[str]:
+        """``command`` split into words (empty without a command)."""
+        return [] if self.command is None else cmdline.split(self.command)
 
     @property
     def label(self) -> str:
@@ -224,15 +275,21 @@ class Workload(BaseModel):
             return self.model
         if self.entry_point is not None:
             return Path(self.entry_point).name
+        if self.command is not None:
+            target = cmdline.named_target(self.command_words)
+            return Path(target.name).name if target else self.command_words[0]
         return str(self.image_uri).rsplit("/", 1)[-1]
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
-        given = [n for n in ("model", "entry_point", "image_uri") if getattr(self, n) is not None]
+        given = [n for n in ("model", "entry_point", "command", "image_uri") if getattr(self, n) is not None]
         if not given:
             raise _FieldError(
-                "model", "say what to train: entry_point (your script), image_uri (your image) or model"
+                "model",
+                "say what to train: command (your command line), entry_point (your script), image_uri "
+                "(your image) or model",
             )
+        self._check_steps()
         if self.model is not None:
             self._check_builtin()
         else:
@@ -248,7 +305,7 @@ class Workload(BaseModel):
         return self
 
     def _check_builtin(self) -> None:
-        for other in ("entry_point", "image_uri", "source_dir", "requirements", "log_format"):
+        for other in ("entry_point", "command", "image_uri", "source_dir", "requirements", "log_format"):
             if getattr(self, other) is not None:
                 raise _FieldError(other, f"a built-in model runs trainsweep's own code: remove {other}")
         assert self.model is not None
@@ -272,22 +329,19 @@ class Workload(BaseModel):
             raise _FieldError("dataset", "only a built-in model has a dataset: give yours as the spec's data")
         if self.synthetic:
             raise _FieldError("synthetic", "only a built-in model has synthetic data: remove synthetic")
-        if self.entry_point is None:
+        if not self.runs_code:
             for other in ("source_dir", "requirements"):
                 if getattr(self, other) is not None:
-                    raise _FieldError(other, "only meaningful with entry_point (script mode)")
+                    raise _FieldError(other, "only meaningful with command or entry_point (your code)")
         if self.entry_point is not None and (
             self.entry_point.startswith("/") and self.source_dir is not None
         ):
             raise _FieldError("entry_point", "with source_dir, entry_point is a path inside it")
-        if self.batch_size_arg == self.epochs_arg:
-            raise _FieldError("epochs_arg", "the batch size and the epochs need two argument names")
+        if self.command is not None:
+            self._check_command()
+        else:
+            self._check_script_args()
         for key in self.hyperparameters:
-            if key in (self.batch_size_arg, self.epochs_arg):
-                raise _FieldError(
-                    f"hyperparameters.{key}",
-                    "set by the sweep (batch_sizes, workload.epochs); remove it here",
-                )
             if contract.is_reserved(key):
                 raise _FieldError(
                     f"hyperparameters.{key}",
@@ -298,6 +352,89 @@ class Workload(BaseModel):
             problem = _log_format_problem(self.log_format)
             if problem:
                 raise _FieldError("log_format", problem)
+
+    def _check_steps(self) -> None:
+        if self.steps is None:
+            return
+        # compared with the default, not with the fields given: a planned spec (spec.json) holds them all
+        if self.epochs != Workload.model_fields["epochs"].default:
+            raise _FieldError("steps", "a run is either step-based (steps) or epoch-based (epochs): give one")
+        if not self.runs_code:
+            raise _FieldError(
+                "steps", "steps is for your own code (command or entry_point); a built-in trains in epochs"
+            )
+
+    def placeholder_names(self) -> list[str]:
+        """The placeholders a command (or an entry point's arguments) may use."""
+        return [*cmdline.PLACEHOLDERS, *self.hyperparameters]
+
+    def _check_placeholders(self, field_name: str, words: list[str]) -> list[str]:
+        try:
+            used = cmdline.check(words, self.placeholder_names())
+        except cmdline.CommandError as e:
+            raise _FieldError(field_name, str(e)) from None
+        if cmdline.STEPS in used and self.steps is None:
+            raise _FieldError(field_name, "uses {steps}: set workload.steps (a step-based run)")
+        if cmdline.EPOCHS in used and self.steps is not None:
+            raise _FieldError(field_name, "uses {epochs}, but the run is step-based (workload.steps)")
+        return used
+
+    def _check_command(self) -> None:
+        assert self.command is not None
+        if self.entry_point is not None:
+            raise _FieldError("command", "give either command or entry_point (its shorthand), not both")
+        script_only = ("batch_size_arg", "epochs_arg", "steps_arg", "argument_style", "flags", "arguments")
+        for name in script_only:
+            if getattr(self, name) != Workload.model_fields[name].get_default(call_default_factory=True):
+                raise _FieldError(name, "an entry point's setting: with command, write the arguments in it")
+        for key in self.hyperparameters:
+            if key in cmdline.PLACEHOLDERS:
+                raise _FieldError(
+                    f"hyperparameters.{key}", f"{{{key}}} is set by the sweep; rename this hyperparameter"
+                )
+        try:
+            words = cmdline.split(self.command)
+        except cmdline.CommandError as e:
+            raise _FieldError("command", str(e)) from None
+        self._check_placeholders("command", words)
+        if cmdline.program_has_placeholder(words):
+            raise _FieldError("command", f"the program {words[0]!r} cannot be a placeholder")
+        if cmdline.named_target(words) is None:
+            raise _FieldError(
+                "command",
+                "names no Python script to time: trainsweep times the first word ending in .py (python "
+                "train.py, torchrun ... train.py) or the module after -m (python -m pkg.train)",
+            )
+
+    def _check_script_args(self) -> None:
+        length_arg = self.steps_arg if self.steps else self.epochs_arg
+        if self.batch_size_arg == length_arg:
+            field_name = "steps_arg" if self.steps else "epochs_arg"
+            raise _FieldError(field_name, f"the batch size and the {field_name[:-4]} need two argument names")
+        sweep_set = {self.batch_size_arg, length_arg}
+        for key, value in self.hyperparameters.items():
+            if key in sweep_set:
+                raise _FieldError(
+                    f"hyperparameters.{key}",
+                    "set by the sweep (batch_sizes, workload.epochs or steps); remove it here",
+                )
+            if key in self.flags and not isinstance(value, bool):
+                raise _FieldError(
+                    f"hyperparameters.{key}", f"a flag is true (--{key}) or false (left out), not {value!r}"
+                )
+        _no_duplicates_field("flags", self.flags)
+        for name in self.flags:
+            if name in sweep_set:
+                raise _FieldError("flags", f"{name!r} is set by the sweep with a value; it cannot be a flag")
+        if self.arguments:
+            self._check_placeholders("arguments", list(self.arguments))
+
+
+def _no_duplicates_field(field_name: str, values: list[Any]) -> None:
+    try:
+        _no_duplicates(values, "name")
+    except ValueError as e:
+        raise _FieldError(field_name, str(e)) from None
 
 
 def _log_format_problem(text: str) -> str | None:
@@ -1215,6 +1352,40 @@ def source_location(workload: Workload) -> tuple[str, str]:
     return sourcedir.split_entry(workload.entry_point, workload.source_dir)
 
 
+def _entry_point_settings(w: Workload, batch_sizes: list[int]) -> dict[str, str]:
+    """How an entry point (or an image's script) gets its arguments, and the sweep's values among them."""
+    out: dict[str, str] = {}
+    if w.steps is not None and w.steps_arg is not None:
+        out[w.steps_arg] = str(w.steps)
+    elif w.steps is None and w.epochs_arg is not None:
+        out[w.epochs_arg] = str(w.epochs)
+    if len(batch_sizes) == 1:
+        out[w.batch_size_arg] = str(batch_sizes[0])
+    if w.entry_point is not None:
+        source, entry = source_location(w)
+        out[contract.PROGRAM] = entry
+        out[contract.SUBMIT_DIRECTORY] = source
+    out[contract.BATCH_SIZE_ARG] = w.batch_size_arg
+    out[contract.EPOCHS_ARG] = w.epochs_arg or ""
+    if w.steps is not None:
+        out[contract.STEPS_ARG] = w.steps_arg or ""
+    if w.argument_style != "space":
+        out[contract.ARGUMENT_STYLE] = w.argument_style
+    if w.flags:
+        out[contract.FLAGS] = json.dumps(w.flags)
+    if w.arguments:
+        out[contract.ARGUMENTS] = json.dumps(w.arguments)
+    return out
+
+
+def _command_settings(w: Workload) -> dict[str, str]:
+    """A command job's template (its words, split here once) and source dir (default: the spec's folder)."""
+    return {
+        contract.COMMAND: json.dumps(w.command_words),
+        contract.SUBMIT_DIRECTORY: w.source_dir or ".",
+    }
+
+
 def _script_hyperparameters(
     spec: SweepSpec, sweep_id: str, bucket: str | None, batch_sizes: list[int], run_names: list[str]
 ) -> dict[str, str]:
@@ -1224,21 +1395,15 @@ def _script_hyperparameters(
     for key, value in w.hyperparameters.items():
         name = contract.TRAINSWEEP_PREFIX + key if key in SCRIPT_KNOBS else key
         out[name] = _format_value(value)
-    out[w.epochs_arg] = str(w.epochs)
-    if len(batch_sizes) == 1:
-        out[w.batch_size_arg] = str(batch_sizes[0])
-    if w.entry_point is not None:
-        source, entry = source_location(w)
-        out[contract.PROGRAM] = entry
-        out[contract.SUBMIT_DIRECTORY] = source
-        if w.requirements is not None:
-            out[contract.REQUIREMENTS] = w.requirements
+    out.update(_command_settings(w) if w.command is not None else _entry_point_settings(w, batch_sizes))
+    if w.runs_code and w.requirements is not None:
+        out[contract.REQUIREMENTS] = w.requirements
     out[contract.RUN_NAMES] = ",".join(run_names)
     out[contract.BATCH_SIZES] = ",".join(map(str, batch_sizes))
     out[contract.EPOCHS] = str(w.epochs)
+    if w.steps is not None:
+        out[contract.STEPS] = str(w.steps)
     out[contract.MODE] = spec.mode
-    out[contract.BATCH_SIZE_ARG] = w.batch_size_arg
-    out[contract.EPOCHS_ARG] = w.epochs_arg
     knob = contract.TRAINSWEEP_PREFIX + hp.EARLY_STOP_MAX_SECONDS
     if spec.mode == "early-stop" and knob not in out:
         out[knob] = _early_stop_max_seconds(spec, batch_sizes)
@@ -1364,8 +1529,28 @@ def _check_jobs(jobs: list[dict[str, Any]]) -> None:
         raise SpecError(_message("plan", errors), errors)
 
 
+def _command_warnings(w: Workload) -> list[str]:
+    """What a command leaves out: the sweep's batch size, or hyperparameters it has no placeholder for."""
+    used = cmdline.placeholders(w.command_words)
+    out = []
+    if cmdline.BATCH_SIZE not in used:
+        out.append(
+            "workload.command: has no {batch_size}: the script never gets the sweep's batch size "
+            "(every cell trains the batch size the script chooses)"
+        )
+    out += [
+        f"workload.hyperparameters.{key}: the command has no {{{key}}}; the script gets it only as "
+        f"SM_HP_{key.upper()}"
+        for key in w.hyperparameters
+        if key not in used and key not in SCRIPT_KNOBS
+    ]
+    return out
+
+
 def _ignored_hyperparameters(w: Workload) -> list[str]:
     """A warning per hyperparameter a built-in workload does not read (a script's own are its business)."""
+    if w.command is not None:
+        return _command_warnings(w)
     if w.model is None:
         return []
     return [
@@ -1445,8 +1630,8 @@ def plan_sweep(
             [("instance_types", "local and local_gpu run only in local mode (trainsweep run --local)")],
         )
     w = spec.workload
-    if require_uploaded_source and w.entry_point is not None and not sourcedir.is_remote(w.source_dir):
-        where = w.source_dir or "the entry point's folder"
+    if require_uploaded_source and w.runs_code and not sourcedir.is_remote(w.source_dir):
+        where = w.source_dir or ("the spec file's folder" if w.command else "the entry point's folder")
         raise SpecError(
             f"invalid sweep spec: workload.source_dir ({where}) is a folder on your disk, which training "
             "jobs cannot read: start the sweep with `trainsweep run SPEC` (it packs and uploads the "

@@ -33,9 +33,10 @@ def _run_local(spec: Path, tmp_path: Path) -> tuple[int, str]:
 def test_a_workload_with_nothing_to_train_is_refused_with_what_to_give(tmp_path):
     result = runner.invoke(app, ["plan", str(_spec(tmp_path, "{epochs: 2}"))])
     assert result.exit_code == 2
-    assert "say what to train: entry_point (your script), image_uri (your image) or model" in " ".join(
-        result.output.split()
-    )
+    assert (
+        "say what to train: command (your command line), entry_point (your script), image_uri (your "
+        "image) or model"
+    ) in " ".join(result.output.split())
 
 
 def test_an_entry_point_that_does_not_exist_is_refused_before_anything_starts(tmp_path):

@@ -63,6 +63,7 @@ def plan(
     except SpecError as e:
         _print_spec_errors(err, str(spec_path), e)
         raise typer.Exit(EXIT_INVALID) from None
+    _check_source(err, spec_path, spec)
 
     if as_json:
         typer.echo(json.dumps(sweep.to_dict(), indent=2))
@@ -84,6 +85,22 @@ def plan(
         raise typer.Exit(EXIT_OVER_BUDGET) from None
     except SpecError as e:
         _print_spec_errors(err, str(spec_path), e)
+        raise typer.Exit(EXIT_INVALID) from None
+
+
+def _check_source(err: Console, spec_path: Path, spec: Any) -> None:
+    """Your code's folder and the script the spec names exist (what ``run`` would pack); exit 2 if not."""
+    from trainsweep.errors import SpecError
+    from trainsweep.sourcedir import SourceError, is_remote, local_source, spec_dir
+
+    w = spec.workload
+    if not w.runs_code or is_remote(w.source_dir):
+        return
+    try:
+        local_source(w, spec_dir(spec_path))
+    except SourceError as e:
+        field, _, message = str(e).partition(": ")
+        _print_spec_errors(err, str(spec_path), SpecError(str(e), [(field, message)]))
         raise typer.Exit(EXIT_INVALID) from None
 
 
@@ -151,8 +168,9 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
     from trainsweep.spec import format_duration, job_cost_usd
 
     spec = sweep.spec
+    length = f"{spec.workload.steps} steps" if spec.workload.steps else f"{spec.workload.epochs} epochs"
     title = (
-        f"Sweep {sweep.sweep_id}: {spec.workload.label} ({spec.workload.epochs} epochs, {spec.mode}"
+        f"Sweep {sweep.sweep_id}: {spec.workload.label} ({length}, {spec.mode}"
         f"{', synthetic data' if spec.workload.synthetic else ''}) in {sweep.region}"
     )
     columns: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [

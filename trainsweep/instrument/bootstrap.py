@@ -1,11 +1,11 @@
 """Runs a user's training script under the instrumentation and reports the cell's outcome.
 
 ``python -m trainsweep.instrument.bootstrap script.py --batch-size 64 --epochs 2 ...`` (or the same under
-``torchrun --nproc_per_node=G -m``), with the cell's :class:`~trainsweep.training.contract.InstrumentConfig`
-named by ``TRAINSWEEP_INSTRUMENT``. The hooks go in before the script runs, the script runs as
-``__main__`` with its own ``sys.argv`` and its folder first on ``sys.path``, and the outcome is
-classified: rank 0 writes the cell status file, every rank exits with the contract's code (0 also after
-early stop, 1 error, 2 unreadable settings, 3 out of memory, 143 SIGTERM).
+``torchrun --nproc_per_node=G -m``; or ``... bootstrap -m pkg.train ARGS``), with the cell's
+:class:`~trainsweep.training.contract.InstrumentConfig` named by ``TRAINSWEEP_INSTRUMENT``. The hooks go
+in before the script runs, the script runs as ``__main__`` with its own ``sys.argv`` and its folder first
+on ``sys.path``, and the outcome is classified: rank 0 writes the cell status file, every rank exits with
+the contract's code (0 also after early stop, 1 error, 2 unreadable settings, 3 out of memory, 143 SIGTERM).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import runpy
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ NO_STEPS = (
     "the script never called optimizer.step(): nothing to time "
     "(a custom loop? mark steps with trainsweep.instrument; see docs/byo.md)"
 )
-USAGE = "usage: python -m trainsweep.instrument.bootstrap SCRIPT [ARGS...]"
+USAGE = "usage: python -m trainsweep.instrument.bootstrap (SCRIPT | -m MODULE) [ARGS...]"
 
 
 class Stopped(BaseException):
@@ -74,6 +75,8 @@ def _exit_status(e: SystemExit) -> int:
 
 def run_script(script: Path, args: list[str]) -> BaseException | None:
     """Run ``script`` as ``__main__`` with ``args``; returns what it raised (None when it returned)."""
+    if not script.is_file():
+        return FileNotFoundError(f"the entry point {script} does not exist (working directory {Path.cwd()})")
     sys.argv = [str(script), *args]
     sys.path.insert(0, str(script.resolve().parent))
     try:
@@ -81,6 +84,30 @@ def run_script(script: Path, args: list[str]) -> BaseException | None:
     except BaseException as e:
         return e
     return None
+
+
+def run_module(module: str, args: list[str]) -> BaseException | None:
+    """Run ``module`` as ``python -m module args`` would (the working folder first on the path)."""
+    sys.argv = [module, *args]
+    if sys.path[:1] != [""] and Path(sys.path[0] or ".").resolve() != Path.cwd():
+        sys.path.insert(0, str(Path.cwd()))
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except BaseException as e:
+        return e
+    return None
+
+
+def _program(args: list[str]) -> tuple[str, Callable[[], BaseException | None]] | None:
+    """(workload name, runner) of ``SCRIPT ARGS...`` or ``-m MODULE ARGS...``; None when neither."""
+    if not args or args[0] in ("-h", "--help"):
+        return None
+    if args[0] == "-m":
+        if len(args) < 2:
+            return None
+        return args[1], lambda: run_module(args[1], args[2:])
+    script = Path(args[0])
+    return script.name, lambda: run_script(script, args[1:])
 
 
 def classify(exc: BaseException | None, session: Session) -> Outcome:
@@ -128,10 +155,11 @@ def write_status(path: Path, status: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
+    program = _program(args)
+    if program is None:
         print(USAGE, file=sys.stderr)
         return contract.EXIT_BAD_INPUT
-    script = Path(args[0])
+    workload, run = program
     rank = int(os.environ.get("RANK", "0"))
     try:
         cfg = contract.InstrumentConfig.from_env()
@@ -139,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trainsweep: cannot read {os.environ.get(contract.INSTRUMENT_ENV)}: {e}", file=sys.stderr)
         return contract.EXIT_BAD_INPUT
     try:
-        session = open_session(cfg, workload=script.name, rank=rank)
+        session = open_session(cfg, workload=workload, rank=rank)
     except (TypeError, ValueError) as e:  # an early-stop rule the predictor refuses
         assert cfg is not None  # outside a job the settings are the defaults
         reason = f"bad instrumentation settings: {failure_reason(e)}"
@@ -150,10 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     installed = auto.install(session)
     activate(session)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    if script.is_file():
-        exc = run_script(script, args[1:])
-    else:
-        exc = FileNotFoundError(f"the entry point {script} does not exist (working directory {Path.cwd()})")
+    exc = run()
     # from here on a SIGTERM must not cut the status file short
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     outcome = classify(exc, session)

@@ -38,9 +38,15 @@ REQUIREMENTS = "trainsweep-requirements"  # requirements file relative to the so
 COMMAND = "trainsweep-command"  # workload.command: the command line template (JSON list of words)
 STEPS = "trainsweep-steps"  # workload.steps: a step-based run (no epochs), its number of optimizer steps
 METRIC_DEFINITIONS = "trainsweep-metric-definitions"  # JSON list of {name, regex} read from the output
+STEPS_ARG = "trainsweep-steps-arg"  # the script's argument name for the steps ("" = none)
+ARGUMENT_STYLE = "trainsweep-argument-style"  # space (--name value) | equals (--name=value)
+FLAGS = "trainsweep-flags"  # JSON list: hyperparameters passed as bare --name (store_true), omitted if false
+ARGUMENTS = "trainsweep-arguments"  # JSON list: positional arguments, before the options
 
 DEFAULT_BATCH_SIZE_ARG = "batch-size"
 DEFAULT_EPOCHS_ARG = "epochs"
+DEFAULT_STEPS_ARG = "steps"
+ARGUMENT_STYLES = ("space", "equals")
 
 # ---- environment --------------------------------------------------------------------------------------
 
@@ -48,6 +54,10 @@ INSTRUMENT_ENV = "TRAINSWEEP_INSTRUMENT"
 """Path of the :class:`InstrumentConfig` JSON of the current cell; unset outside a trainsweep job."""
 INSTALL_REQUIREMENTS_ENV = "TRAINSWEEP_INSTALL_REQUIREMENTS"
 """``0``: do not pip-install the script's requirements (local mode runs in the user's environment)."""
+COMMAND_SCRIPT_ENV = "TRAINSWEEP_COMMAND_SCRIPT"
+"""A command job: the absolute path of the script the command names (the process that is timed)."""
+COMMAND_MODULE_ENV = "TRAINSWEEP_COMMAND_MODULE"
+"""A command job: the module the command names (``python -m pkg.train``), when it names no script."""
 
 # Exit codes shared by the built-in worker and the instrumented user process.
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = 0, 1, 2, 3, 143
@@ -94,11 +104,36 @@ def _arg_value(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def user_args(hps: dict[str, Any]) -> list[str]:
-    """``--name value`` pairs sorted by name (``-n value`` for one-letter names), as the toolkit does."""
-    out: list[str] = []
-    for name in sorted(hps):
-        out += [f"--{name}" if len(name) > 1 else f"-{name}", _arg_value(hps[name])]
+def _is_true(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def user_args(
+    hps: dict[str, Any],
+    *,
+    style: str = "space",
+    flags: tuple[str, ...] | list[str] = (),
+    arguments: tuple[str, ...] | list[str] = (),
+) -> list[str]:
+    """The script's arguments: ``arguments`` (positional) first, then an option per hyperparameter,
+    sorted by name.
+
+    ``space`` style: ``--name value`` (``-n value`` for one-letter names), as the toolkit does;
+    ``equals`` style: ``--name=value`` for every name. A name in ``flags`` is a bare ``--name`` when its
+    value is true (or when it has no value), and left out when false.
+    """
+    if style not in ARGUMENT_STYLES:
+        raise ValueError(f"unknown argument style {style!r}: use {' or '.join(ARGUMENT_STYLES)}")
+    out: list[str] = list(arguments)
+    for name in sorted({*hps, *flags}):
+        if name in flags:
+            if name not in hps or _is_true(hps[name]):
+                out.append(f"--{name}" if style == "equals" or len(name) > 1 else f"-{name}")
+            continue
+        if style == "equals":
+            out.append(f"--{name}={_arg_value(hps[name])}")
+        else:
+            out += [f"--{name}" if len(name) > 1 else f"-{name}", _arg_value(hps[name])]
     return out
 
 
@@ -141,8 +176,9 @@ def job_gpus_said() -> int | None:
         raise ValueError(f"SM_NUM_GPUS must be a whole number, got {text!r}") from None
 
 
-def sm_env(site: ScriptSite, hps: dict[str, Any]) -> dict[str, str]:
-    """The ``SM_*`` environment of a script (sagemaker-training-toolkit's names and encodings)."""
+def sm_env(site: ScriptSite, hps: dict[str, Any], args: list[str] | None = None) -> dict[str, str]:
+    """The ``SM_*`` environment of a script (sagemaker-training-toolkit's names and encodings);
+    ``SM_USER_ARGS`` is ``args`` when given, else :func:`user_args` of ``hps``."""
     base = site.base
     env = {
         "SM_MODEL_DIR": str(base / "model"),
@@ -157,7 +193,7 @@ def sm_env(site: ScriptSite, hps: dict[str, Any]) -> dict[str, str]:
         "SM_NUM_GPUS": str(site.num_gpus),
         "SM_NUM_CPUS": str(site.num_cpus),
         "SM_HPS": _env_value(hps),
-        "SM_USER_ARGS": _env_value(user_args(hps)),
+        "SM_USER_ARGS": _env_value(user_args(hps) if args is None else args),
         "SM_USER_ENTRY_POINT": site.entry_point,
         "SM_MODULE_NAME": Path(site.entry_point).stem,
         "SM_MODULE_DIR": site.module_dir,

@@ -11,6 +11,7 @@ without a change to its code. Each batch size of a packed job is one such proces
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from urllib.parse import urlparse
 from trainsweep import hyperparameters as hp
 from trainsweep.predict import StopRule
 from trainsweep.sourcedir import DEFAULT_REQUIREMENTS
-from trainsweep.training import contract
+from trainsweep.training import command, contract
 from trainsweep.training.config import (
     DEFAULT_LOG_UPLOAD_S,
     MODES,
@@ -102,7 +103,7 @@ class ScriptConfig:
     epochs: int
     mode: str
     batch_size_arg: str
-    epochs_arg: str
+    epochs_arg: str | None  # None: the script takes no epochs argument
     requirements: str | None
     rule: StopRule
     max_steps_per_epoch: int | None
@@ -112,6 +113,13 @@ class ScriptConfig:
     log_prefix: str
     log_upload_s: float
     hyperparameters: dict[str, Any]  # the script's own, decoded
+    command: tuple[str, ...] | None = None  # workload.command's words (placeholders unfilled)
+    steps: int | None = None  # a step-based run
+    steps_arg: str | None = None
+    argument_style: str = "space"
+    flags: tuple[str, ...] = ()
+    arguments: tuple[str, ...] = ()  # an entry point's positional arguments (placeholders unfilled)
+    placeholder_values: dict[str, str] = field(default_factory=dict)  # the hyperparameters, as written
 
     @property
     def packed(self) -> bool:
@@ -123,7 +131,61 @@ class ScriptConfig:
 
 
 def is_script_job(raw: dict[str, str]) -> bool:
-    return bool((raw.get(contract.PROGRAM) or "").strip())
+    return bool((raw.get(contract.PROGRAM) or "").strip() or (raw.get(contract.COMMAND) or "").strip())
+
+
+def _word_list(raw: dict[str, str], key: str) -> tuple[str, ...]:
+    """A JSON list of words (``trainsweep-command``, ``-flags``, ``-arguments``); () when unset."""
+    text = (raw.get(key) or "").strip()
+    if not text:
+        return ()
+    try:
+        words = json.loads(text)
+    except ValueError as e:
+        raise JobConfigError(f"hyperparameter {key!r} is not a JSON list of words: {e}") from None
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        raise JobConfigError(f"hyperparameter {key!r} must be a JSON list of words, got {text[:200]!r}")
+    return tuple(words)
+
+
+def _as_written(raw: dict[str, str]) -> dict[str, str]:
+    """The script's hyperparameters as the job's text (placeholder values): a JSON-quoted string decoded,
+    anything else as is (``0.10`` stays ``0.10``, where decoding would give ``0.1``)."""
+    out = {}
+    for key, text in raw.items():
+        if contract.is_reserved(key):
+            continue
+        value = contract.decode_value(text)
+        out[key] = value if isinstance(value, str) else text.strip()
+    return out
+
+
+def _command_settings(raw: dict[str, str], names: list[str]) -> dict[str, Any]:
+    """The fields of a command job (or an entry point's argument settings), checked."""
+    words = _word_list(raw, contract.COMMAND)
+    arguments = _word_list(raw, contract.ARGUMENTS)
+    known = [*command.PLACEHOLDERS, *names]
+    try:
+        command.check([*words, *arguments], known)
+        target = command.named_target(list(words)) if words else None
+    except command.CommandError as e:
+        raise JobConfigError(str(e)) from None
+    if words and target is None:
+        raise JobConfigError(f"the command {' '.join(words)!r} names no Python script (.py) or -m module")
+    style = _text(raw, contract.ARGUMENT_STYLE) or "space"
+    if style not in contract.ARGUMENT_STYLES:
+        raise JobConfigError(f"unknown argument style {style!r}: use {' or '.join(contract.ARGUMENT_STYLES)}")
+    steps = _text(raw, contract.STEPS)
+    if steps and (not steps.isdigit() or int(steps) < 1):
+        raise JobConfigError(f"{contract.STEPS!r} must be a whole number >= 1, got {steps!r}")
+    return {
+        "command": words or None,
+        "entry": target.name if target else None,
+        "arguments": arguments,
+        "flags": _word_list(raw, contract.FLAGS),
+        "argument_style": style,
+        "steps": int(steps) if steps else None,
+    }
 
 
 def _read(raw: dict[str, str], key: str, rule: str, default: Any) -> Any:
@@ -148,7 +210,9 @@ def _text(raw: dict[str, str], name: str, default: str = "") -> str:
 
 def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
     """Validate a script job's hyperparameters; raises :class:`JobConfigError` with what to fix."""
-    entry = _text(raw, contract.PROGRAM)
+    written = _as_written(raw)
+    settings = _command_settings(raw, list(written))
+    entry = _text(raw, contract.PROGRAM) or settings["entry"] or ""
     submit = _text(raw, contract.SUBMIT_DIRECTORY)
     if not submit:
         raise JobConfigError(
@@ -183,7 +247,7 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         epochs=epochs,
         mode=mode,
         batch_size_arg=_text(raw, contract.BATCH_SIZE_ARG) or contract.DEFAULT_BATCH_SIZE_ARG,
-        epochs_arg=_text(raw, contract.EPOCHS_ARG) or contract.DEFAULT_EPOCHS_ARG,
+        epochs_arg=_text(raw, contract.EPOCHS_ARG, contract.DEFAULT_EPOCHS_ARG) or None,
         requirements=_text(raw, contract.REQUIREMENTS) or None,
         rule=stop_rule(lambda name: _knob(raw, name, None)),
         max_steps_per_epoch=_knob(raw, hp.MAX_STEPS_PER_EPOCH, 0) or None,
@@ -193,6 +257,13 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         log_prefix=_text(raw, hp.LOG_PREFIX),
         log_upload_s=_read(raw, hp.LOG_UPLOAD_SECONDS, hp.LOG_UPLOAD_SECONDS, DEFAULT_LOG_UPLOAD_S),
         hyperparameters=contract.user_hyperparameters(raw),
+        command=settings["command"],
+        steps=settings["steps"],
+        steps_arg=_text(raw, contract.STEPS_ARG, contract.DEFAULT_STEPS_ARG) or None,
+        argument_style=settings["argument_style"],
+        flags=settings["flags"],
+        arguments=settings["arguments"],
+        placeholder_values=written,
     )
 
 
@@ -241,6 +312,34 @@ def install_requirements(code: Path, requirements: str) -> None:
         )
 
 
+def resolve_program(word: str, code: Path, search_path: str) -> list[str]:
+    """The command's first word as a process starts it: a path inside the source dir, or a program found
+    on ``search_path`` (this Python's own folder first, so ``python``, ``torchrun`` and ``accelerate``
+    are this environment's, as in an activated virtual environment).
+
+    Raises:
+        JobConfigError: the program is not found (the path searched is named).
+    """
+    if "/" in word:
+        path = (code / word).resolve()
+        if not path.is_file():
+            raise JobConfigError(f"the command's program {word!r} is not in the source dir ({code})")
+        return [str(path)]
+    found = shutil.which(word, path=search_path)
+    if found is None:
+        raise JobConfigError(
+            f"the command's program {word!r} is not found (searched {search_path}): install it in the "
+            "training image (or in this environment for local mode), or name it by a path in the source dir"
+        )
+    return [found]
+
+
+def program_search_path() -> str:
+    """``PATH`` with this Python's folder first (where pip puts ``torchrun``, ``accelerate``...)."""
+    here = str(Path(sys.executable).parent)
+    return os.pathsep.join(p for p in (here, os.environ.get("PATH", "")) if p)
+
+
 class ScriptLauncher:
     """Prepares a script job once (source, requirements) and builds each cell's process."""
 
@@ -249,18 +348,36 @@ class ScriptLauncher:
         self.paths = paths
         self.workdir = workdir  # where the per-cell instrumentation configs go
         self.code = paths.base / CODE_DIR
+        self.program: list[str] = []  # a command's program, resolved by prepare()
 
-    def prepare(self) -> None:
-        """Fetch the source dir, check the entry point, install the requirements (raises JobConfigError)."""
+    def _missing(self, what: str) -> JobConfigError:
+        shipped = sorted(p.relative_to(self.code).as_posix() for p in self.code.rglob("*.py"))[:10]
+        return JobConfigError(
+            f"{what} is not in the source dir ({self.cfg.submit_directory}); "
+            f"it holds {', '.join(shipped) or 'no .py files'}"
+        )
+
+    def _check_code(self) -> None:
         cfg = self.cfg
-        fetch_source(cfg.submit_directory, self.code)
+        if cfg.command is not None:
+            self.program = resolve_program(cfg.command[0], self.code, program_search_path())
+            target = command.named_target(list(cfg.command))
+            if target is None or target.kind != "script" or Path(target.name).is_absolute():
+                return
+            script = (self.code / target.name).resolve()
+            if not script.is_file() or not script.is_relative_to(self.code.resolve()):
+                raise self._missing(f"the script {target.name!r} the command names")
+            return
         script = (self.code / cfg.entry_point).resolve()
         if not script.is_file() or not script.is_relative_to(self.code.resolve()):
-            shipped = sorted(p.relative_to(self.code).as_posix() for p in self.code.rglob("*.py"))[:10]
-            raise JobConfigError(
-                f"entry point {cfg.entry_point!r} is not in the source dir ({cfg.submit_directory}); "
-                f"it holds {', '.join(shipped) or 'no .py files'}"
-            )
+            raise self._missing(f"entry point {cfg.entry_point!r}")
+
+    def prepare(self) -> None:
+        """Fetch the source dir, check the script (and a command's program), install the requirements
+        (raises JobConfigError)."""
+        cfg = self.cfg
+        fetch_source(cfg.submit_directory, self.code)
+        self._check_code()
         requirements = cfg.requirements
         if requirements is None and (self.code / DEFAULT_REQUIREMENTS).is_file():
             requirements = DEFAULT_REQUIREMENTS
@@ -274,20 +391,40 @@ class ScriptLauncher:
         install_requirements(self.code, requirements)
 
     def hyperparameters(self, cell: Cell) -> dict[str, Any]:
-        """The script's hyperparameters for one batch size: its own plus the sweep's batch size and epochs."""
+        """The script's hyperparameters for one batch size: its own plus the sweep's batch size and epochs
+        (or steps), under the script's argument names; a command's are its own only."""
         hps = dict(self.cfg.hyperparameters)
+        if self.cfg.command is not None:
+            return hps
         hps[self.cfg.batch_size_arg] = cell.batch_size
-        hps[self.cfg.epochs_arg] = self.cfg.epochs
+        if self.cfg.steps is not None:
+            if self.cfg.steps_arg:
+                hps[self.cfg.steps_arg] = self.cfg.steps
+        elif self.cfg.epochs_arg:
+            hps[self.cfg.epochs_arg] = self.cfg.epochs
         return hps
 
-    def launch(self, index: int) -> Launch:
+    def values(self, cell: Cell, site: contract.ScriptSite) -> dict[str, str]:
+        """The placeholders' values of one cell: the hyperparameters as written, then the sweep's."""
+        cfg = self.cfg
+        values = dict(cfg.placeholder_values)
+        values.update(
+            {
+                command.BATCH_SIZE: str(cell.batch_size),
+                command.EPOCHS: str(cfg.epochs),
+                command.INSTANCE_COUNT: str(len(site.hosts)),
+                command.GPUS: str(max(site.num_gpus, 1)),  # one process per GPU, one on a CPU
+            }
+        )
+        if cfg.steps is not None:
+            values[command.STEPS] = str(cfg.steps)
+        return values
+
+    def _site(self, gpus: int) -> contract.ScriptSite:
         cfg, paths = self.cfg, self.paths
-        cell = cfg.cells[index]
-        gpus = visible_gpus(cfg.num_gpus)
         all_hosts, current = hosts(paths)
-        hps = self.hyperparameters(cell)
         channels = sorted(p.name for p in (paths.base / "input" / "data").glob("*") if p.is_dir())
-        site = contract.ScriptSite(
+        return contract.ScriptSite(
             base=paths.base,
             entry_point=cfg.entry_point,
             module_dir=cfg.submit_directory,
@@ -298,6 +435,11 @@ class ScriptLauncher:
             channels=[c for c in channels if c != "download"],
             instance_type=instance_type(paths),
         )
+
+    def _instrument(self, index: int, site: contract.ScriptSite) -> Path:
+        """Write the cell's :class:`~trainsweep.training.contract.InstrumentConfig`; returns its path."""
+        cfg, paths = self.cfg, self.paths
+        cell = cfg.cells[index]
         instrument = contract.InstrumentConfig(
             run_name=cell.run_name,
             batch_size=cell.batch_size,
@@ -312,18 +454,50 @@ class ScriptLauncher:
             max_eval_batches=cfg.max_eval_batches,
             instance_type=site.instance_type,
             batch_size_arg=cfg.batch_size_arg,
+            steps=cfg.steps,
         )
         config_file = self.workdir / f"instrument-{index}.json"
         config_file.write_text(instrument.to_json())
-        env = contract.sm_env(site, hps)
-        env[contract.INSTRUMENT_ENV] = str(config_file)
+        return config_file
+
+    def launch(self, index: int) -> Launch:
+        cfg = self.cfg
+        cell = cfg.cells[index]
+        gpus = visible_gpus(cfg.num_gpus)
+        site = self._site(gpus)
+        hps = self.hyperparameters(cell)
+        values = self.values(cell, site)
+        if cfg.command is not None:
+            words = command.render(cfg.command, values)
+            env = contract.sm_env(site, hps)
+            env.update(injection_env(self.code, cfg.command))
+            env[contract.INSTRUMENT_ENV] = str(self._instrument(index, site))
+            return Launch([*(self.program or [words[0]]), *words[1:]], env, self.code)
+        args = contract.user_args(
+            hps,
+            style=cfg.argument_style,
+            flags=cfg.flags,
+            arguments=command.render(cfg.arguments, values),
+        )
+        env = contract.sm_env(site, hps, args=args)
+        env[contract.INSTRUMENT_ENV] = str(self._instrument(index, site))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.code), os.environ.get("PYTHONPATH")) if p)
         script = str(self.code / cfg.entry_point)
-        command = [
-            *(launcher_prefix(paths, gpus) or [sys.executable]),
-            "-m",
-            "trainsweep.instrument.bootstrap",
-            script,
-            *contract.user_args(hps),
-        ]
-        return Launch(command, env, self.code)
+        launcher = launcher_prefix(self.paths, gpus) or [sys.executable]
+        return Launch([*launcher, "-m", "trainsweep.instrument.bootstrap", script, *args], env, self.code)
+
+
+def injection_env(code: Path, words: tuple[str, ...]) -> dict[str, str]:
+    """The environment that times a command's script in whatever process runs it: the injection folder
+    first on ``PYTHONPATH`` (:mod:`trainsweep.instrument.inject`), the script (or module) it is to time,
+    and this Python's folder first on ``PATH``."""
+    from trainsweep.instrument.inject import SITE_DIR
+
+    path = [str(SITE_DIR), str(code), os.environ.get("PYTHONPATH", "")]
+    env = {"PYTHONPATH": os.pathsep.join(p for p in path if p), "PATH": program_search_path()}
+    target = command.named_target(list(words))
+    if target is not None and target.kind == "script":
+        env[contract.COMMAND_SCRIPT_ENV] = str((code / target.name).resolve())
+    elif target is not None:
+        env[contract.COMMAND_MODULE_ENV] = target.name
+    return env
