@@ -15,7 +15,6 @@ catalogue (``trainsweep.aws.pricing``).
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -67,6 +66,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     s3io.put_json(s3, config.bucket, layout.spec_key(plan.sweep_id), plan.spec.to_dict())
     s3io.put_bytes(s3, config.bucket, layout.jobs_key(plan.sweep_id), plan.jobs_json())
-    for key, jobs in workflow.items.items():
-        s3io.put_bytes(s3, config.bucket, key, json.dumps(jobs).encode())
+    for key in workflow.items:
+        s3io.put_bytes(s3, config.bucket, key, workflow.item_bytes(key))
     return workflow.state

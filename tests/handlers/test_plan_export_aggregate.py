@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -89,7 +90,7 @@ def test_plan_accepts_local_instance_types_in_local_modes_embedded_aws(s3, handl
 
 
 def test_quotas_cap_each_type_and_a_zero_quota_fails_fast():
-    jobs = [{"instance_type": t, "instance_count": 1} for t in ["a"] * 5 + ["b"] * 5]
+    jobs = [SimpleNamespace(instance_type=t, instance_count=1) for t in ["a"] * 5 + ["b"] * 5]
     groups, outer = group_jobs(jobs, 8, {"a": 2, "b": None})
     assert outer == 2
     assert {g["instance_type"]: g["max_concurrency"] for g in groups} == {"a": 2, "b": 4}

@@ -252,4 +252,4 @@ def test_resuming_a_sweep_of_some_cells_reruns_them_with_a_spec_that_plans_them(
     (reduced,) = plan.specs
     # the reduced grid is the missing cell itself; the original cells (32 is outside it) would be refused
     assert (reduced["batch_sizes"], reduced["cells"]) == ([128], None)
-    assert [j["run_names"] for j in plan_sweep(reduced, sweep_id=SWEEP).jobs] == [jobs[1]["run_names"]]
+    assert [list(j.run_names) for j in plan_sweep(reduced, sweep_id=SWEEP).jobs] == [jobs[1]["run_names"]]
