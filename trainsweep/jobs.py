@@ -50,13 +50,16 @@ class PlannedJob(BaseModel):
     max_runtime_seconds: int
     spot: bool
     max_wait_seconds: int | None
-    keep_alive_seconds: int
-    """ResourceConfig.KeepAlivePeriodInSeconds (0: no warm pool; never with spot)."""
+    keep_alive_seconds: int = 0
+    """ResourceConfig.KeepAlivePeriodInSeconds (0: no warm pool; never with spot). Absent (0) in records
+    written before warm pools."""
     checkpoint_s3_uri: str | None
     data_s3_uri: str | None
     image_uri: str | None
     """None until PlanSweep gives the job the stack's image (a spec's own image is kept)."""
-    log_format: str | None
+    log_format: str | None = None
+    """The spec's pattern for a log no built-in dialect reads (None: sniff). Absent (None) in records
+    written before it."""
     output_s3_uri: str | None
     region: str
 
@@ -126,3 +129,18 @@ def job_for_run(jobs: list[PlannedJob], run_name: str) -> PlannedJob | None:
 
 FIELDS: tuple[str, ...] = tuple(PlannedJob.model_fields)
 """The record's field names: the only names a ``$.job.<field>`` path may use."""
+
+JOB_PATH = "$.job"
+"""Where the state machine's job states carry the job they run (the fan-out's item)."""
+
+
+def job_path(field: str) -> str:
+    """The JSONPath of a field of the job a job state carries: ``$.job.<field>``.
+
+    Raises:
+        KeyError: ``field`` is not a field of :class:`PlannedJob` (a definition built with it would read
+            nothing at run time).
+    """
+    if field not in PlannedJob.model_fields:
+        raise KeyError(f"{field!r} is not a field of PlannedJob ({', '.join(FIELDS)})")
+    return f"{JOB_PATH}.{field}"
