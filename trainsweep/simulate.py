@@ -78,6 +78,7 @@ class Job:
     seconds: float
     """Training seconds the job ran (the epochs watched, in early-stop mode)."""
     instance_count: int = 1
+    """Instances of the job (the spec's ``instance_count``; what the grouping reads with the type)."""
 
 
 @dataclass
