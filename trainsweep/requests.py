@@ -60,6 +60,12 @@ class PlanSweepRequest(_Request):
             return {"input": value}
         return value
 
+    @field_validator("execution", mode="before")
+    @classmethod
+    def _unnamed(cls, value: Any) -> Any:
+        # an execution started without a name (an emulator's) names its files "run"
+        return "run" if value is None else value
+
     @field_validator("input", mode="before")
     @classmethod
     def _bare_spec(cls, value: Any) -> Any:

@@ -25,12 +25,13 @@ JOB = planned_job("demo-1", "demo-1-p3-1-64-e0")
         {"input": SPEC, "execution": "x"},  # a bare spec as the execution input (console, AWS CLI)
         {"input": {"spec": SPEC, "sweep_id": "demo-1", "attempt": "r1"}, "execution": "x"},  # the CLI's
         SPEC,  # the function invoked on its own with a spec
+        {"input": SPEC, "execution": None},  # an execution without a name (moto's)
     ],
 )
 def test_plan_sweep_reads_each_shape_of_its_input(event: dict[str, Any]) -> None:
     request = parse_request(event, PlanSweepRequest)
     assert request.input.spec == SPEC
-    assert request.execution == ("x" if "execution" in event else "run")
+    assert request.execution == (event.get("execution") or "run")
 
 
 @pytest.mark.parametrize(
