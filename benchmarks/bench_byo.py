@@ -147,7 +147,7 @@ def example_job() -> ScriptConfig:
     Planned and parsed by the code a sweep runs (``plan_sweep``, then the container's
     ``parse_script_config``), so the benchmark passes the script what ``trainsweep run`` passes it.
     """
-    return parse_script_config(plan_sweep(EARLY_STOP_SPEC).jobs[0]["hyperparameters"])
+    return parse_script_config(plan_sweep(EARLY_STOP_SPEC).jobs[0].hyperparameters)
 
 
 JOB = example_job()

@@ -34,7 +34,8 @@ from bench_import_big import HWM_HOOK  # noqa: E402
 from bench_parse import REAL, generate_log  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-from tests.handlers.handler_helpers import s3_event  # noqa: E402  (the notification S3 sends ParseRun)
+# the notification S3 sends ParseRun, and the sweep's plan it looks the log up in
+from tests.handlers.handler_helpers import jobs_document, planned_job, s3_event  # noqa: E402
 from trainsweep import layout  # noqa: E402
 
 FUNCTION_MB = 1024
@@ -152,8 +153,8 @@ def measure(tmp: Path, gigabytes: float, baseline: Path | None = None) -> dict[s
         generate_log(small, 0.0005)  # a few epochs: every artefact, every import
         whole = TransferConfig(multipart_threshold=1 << 40)  # one PUT: no slow join in moto
         for sweep in ("floor", "big"):  # ParseRun records only the logs of a planned job
-            jobs = {"jobs": [{"sweep_id": sweep, "job_name": JOB, "run_names": [JOB]}]}
-            s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(sweep), Body=json.dumps(jobs).encode())
+            jobs = jobs_document([planned_job(sweep, JOB)])
+            s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(sweep), Body=jobs)
         s3.upload_file(str(small), BUCKET, f"sweeps/floor/logs/{JOB}.log", Config=whole)
         s3.upload_file(str(log), BUCKET, f"sweeps/big/logs/{JOB}.log", Config=whole)
         log.unlink()

@@ -25,6 +25,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from trainsweep import layout
+from trainsweep.jobs import JOB_PATH, job_path
 
 TRAINING_RESOURCE = "arn:aws:states:::sagemaker:createTrainingJob.sync"
 # Errors worth another attempt: SageMaker reports API errors of this integration (throttling,
@@ -86,29 +87,29 @@ def _training_task(
     puts in every other job.
     """
     params: dict[str, Any] = {
-        "TrainingJobName.$": "$.job.job_name",
-        "AlgorithmSpecification": {"TrainingImage.$": "$.job.image_uri", "TrainingInputMode": "File"},
+        "TrainingJobName.$": job_path("job_name"),
+        "AlgorithmSpecification": {"TrainingImage.$": job_path("image_uri"), "TrainingInputMode": "File"},
         "RoleArn": role_arn,
-        "HyperParameters.$": "$.job.hyperparameters",
-        "OutputDataConfig": {"S3OutputPath.$": "$.job.output_s3_uri", "KmsKeyId": key_arn},
+        "HyperParameters.$": job_path("hyperparameters"),
+        "OutputDataConfig": {"S3OutputPath.$": job_path("output_s3_uri"), "KmsKeyId": key_arn},
         "ResourceConfig": {
-            "InstanceType.$": "$.job.instance_type",
-            "InstanceCount.$": "$.job.instance_count",
+            "InstanceType.$": job_path("instance_type"),
+            "InstanceCount.$": job_path("instance_count"),
             "VolumeSizeInGB": TRAINING_VOLUME_GB,
         },
         # Always set: the AWS default is a day of billing for a job that hangs.
-        "StoppingCondition": {"MaxRuntimeInSeconds.$": "$.job.max_runtime_seconds"},
+        "StoppingCondition": {"MaxRuntimeInSeconds.$": job_path("max_runtime_seconds")},
         "Tags": [
             {"Key": "trainsweep:sweep", "Value.$": "$.sweep_id"},
-            {"Key": "trainsweep:cell", "Value.$": "$.job.job_name"},
+            {"Key": "trainsweep:cell", "Value.$": job_path("job_name")},
         ],
     }
     if not spot:  # warm pools cannot be used with spot; 0 (the default) keeps no pool
-        params["ResourceConfig"]["KeepAlivePeriodInSeconds.$"] = "$.job.keep_alive_seconds"
+        params["ResourceConfig"]["KeepAlivePeriodInSeconds.$"] = job_path("keep_alive_seconds")
     if spot:
         params["EnableManagedSpotTraining"] = True
-        params["StoppingCondition"]["MaxWaitTimeInSeconds.$"] = "$.job.max_wait_seconds"
-        params["CheckpointConfig"] = {"S3Uri.$": "$.job.checkpoint_s3_uri"}
+        params["StoppingCondition"]["MaxWaitTimeInSeconds.$"] = job_path("max_wait_seconds")
+        params["CheckpointConfig"] = {"S3Uri.$": job_path("checkpoint_s3_uri")}
     if data:
         params["InputDataConfig"] = [
             {
@@ -116,7 +117,7 @@ def _training_task(
                 "DataSource": {
                     "S3DataSource": {
                         "S3DataType": "S3Prefix",
-                        "S3Uri.$": "$.job.data_s3_uri",
+                        "S3Uri.$": job_path("data_s3_uri"),
                         "S3DataDistributionType": "FullyReplicated",
                     }
                 },
@@ -177,13 +178,13 @@ class SweepStateMachine(Construct):
 
         # ---- one job: train (retry / catch) -> export the log if missing -> parse and record ----
         start_job = sfn.Pass(
-            self, "StartJob", parameters={"outcome": {}, "sweep_id.$": "$.sweep_id", "job.$": "$.job"}
+            self, "StartJob", parameters={"outcome": {}, "sweep_id.$": "$.sweep_id", "job.$": JOB_PATH}
         )
         export_task = _invoke(
             self,
             "ExportLog",
             export,
-            {"sweep_id": sfn.JsonPath.string_at("$.sweep_id"), "job": sfn.JsonPath.object_at("$.job")},
+            {"sweep_id": sfn.JsonPath.string_at("$.sweep_id"), "job": sfn.JsonPath.object_at(JOB_PATH)},
             result_path=sfn.JsonPath.DISCARD,
         )
         parse_task = _invoke(
@@ -192,7 +193,7 @@ class SweepStateMachine(Construct):
             parse,
             {
                 "sweep_id": sfn.JsonPath.string_at("$.sweep_id"),
-                "job": sfn.JsonPath.object_at("$.job"),
+                "job": sfn.JsonPath.object_at(JOB_PATH),
                 # {training} or {error}: whichever the training task left (a missing path is an error)
                 "outcome": sfn.JsonPath.object_at("$.outcome"),
             },
@@ -201,9 +202,9 @@ class SweepStateMachine(Construct):
             self,
             "RecordParseFailure",
             parameters={
-                "run_name.$": "$.job.job_name",
-                "job_name.$": "$.job.job_name",
-                "instance_type.$": "$.job.instance_type",
+                "run_name.$": job_path("job_name"),
+                "job_name.$": job_path("job_name"),
+                "instance_type.$": job_path("instance_type"),
                 "status": "failed",
                 "reason.$": "States.Format('results not recorded: {}', $.parse_error.Cause)",
             },
@@ -450,8 +451,8 @@ def _invoke(
 
 
 def _spot_data(spot: bool, data: bool) -> sfn.Condition:
-    spot_c = sfn.Condition.boolean_equals("$.job.spot", True)
-    data_c = sfn.Condition.is_string("$.job.data_s3_uri")
+    spot_c = sfn.Condition.boolean_equals(job_path("spot"), True)
+    data_c = sfn.Condition.is_string(job_path("data_s3_uri"))
     return sfn.Condition.and_(
         spot_c if spot else sfn.Condition.not_(spot_c), data_c if data else sfn.Condition.not_(data_c)
     )

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainsweep import phases
@@ -77,6 +77,8 @@ class Job:
     samples: list[Sample]
     seconds: float
     """Training seconds the job ran (the epochs watched, in early-stop mode)."""
+    instance_count: int = 1
+    """Instances of the job (the spec's ``instance_count``; what the grouping reads with the type)."""
 
 
 @dataclass
@@ -410,17 +412,15 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
     from trainsweep.aws.workflow import group_jobs
 
     keep_alive = spec.warm_pool_seconds or 0
-    records = [
-        {"instance_type": j.instance_type, "instance_count": spec.instance_count, "job": j} for j in jobs
-    ]
-    groups, group_concurrency = group_jobs(records, spec.max_concurrency)
+    placed = [replace(j, instance_count=spec.instance_count) for j in jobs]
+    groups, group_concurrency = group_jobs(placed, spec.max_concurrency)
     billable: dict[str, float] = {}
     retained = 0.0
     warm = 0
     durations: list[float] = []
     for g in groups:
         b = billing.sweep_billable_s(
-            [(r["job"].instance_type, r["job"].seconds) for r in g["jobs"]],
+            [(j.instance_type, j.seconds) for j in g["jobs"]],
             slots=g["max_concurrency"],
             keep_alive_s=keep_alive,
         )

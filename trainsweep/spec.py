@@ -39,11 +39,12 @@ from pydantic import (
 from trainsweep import hyperparameters as hp
 from trainsweep import image, instances, layout, sourcedir, workloads
 from trainsweep.errors import BudgetExceededError, SpecError
+from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
+from trainsweep.jobs import PlannedJob
 from trainsweep.training import command as cmdline
 from trainsweep.training import contract
 
 SPEC_SCHEMA_VERSION = 1
-JOBS_SCHEMA_VERSION = 1
 SCHEMA_FILE = "sweep-spec.schema.json"
 SCHEMA_ID = "https://trainsweep.dev/schemas/sweep-spec.schema.json"
 
@@ -1187,15 +1188,6 @@ def _default_price(instance_type: str, region: str) -> float | None:
     return hourly_usd(instance_type, region)
 
 
-def job_cost_usd(job: dict[str, Any], hourly: float | None) -> float | None:
-    """A job's worst case at ``hourly`` USD per instance-hour (all its instances for its max runtime, and
-    for the warm pool it may leave, which is billed while kept)."""
-    if hourly is None:
-        return None
-    seconds = job["max_runtime_seconds"] + job.get("keep_alive_seconds", 0)
-    return job["instance_count"] * seconds / 3600 * hourly
-
-
 def sanitise(text: str) -> str:
     """Lower-case ``[a-z0-9-]`` form of a name: other characters become '-', runs collapse."""
     return re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", text.lower())).strip("-")
@@ -1251,7 +1243,7 @@ class SweepPlan:
     region: str
     bucket: str | None
     created_at: str
-    jobs: list[dict[str, Any]]
+    jobs: list[PlannedJob]
     hourly_usd: dict[str, float | None]
     worst_case_cost_usd: float | None  # None when a cloud type has no known price in the region
     worst_case_seconds: int
@@ -1265,7 +1257,7 @@ class SweepPlan:
 
     @property
     def run_count(self) -> int:
-        return sum(len(j["run_names"]) for j in self.jobs)
+        return sum(len(j.run_names) for j in self.jobs)
 
     def summary_line(self) -> str:
         """One line for people: worst-case cost and time (the examples' comment line is this)."""
@@ -1296,11 +1288,12 @@ class SweepPlan:
             "budget_usd": self.spec.budget_usd,
             "unpriced_instance_types": list(self.unpriced_instance_types),
             "warnings": list(self.warnings),
-            "jobs": [dict(j) for j in self.jobs],
+            "jobs": [j.to_json() for j in self.jobs],
         }
 
     def to_state_input(self) -> dict[str, Any]:
-        """What the state machine's Map consumes after PlanSweep: the jobs and the concurrency."""
+        """What :func:`trainsweep.aws.workflow.state_input` turns into the state machine's input after
+        PlanSweep: the jobs (:class:`PlannedJob`) and the concurrency."""
         return {
             "sweep_id": self.sweep_id,
             "region": self.region,
@@ -1308,7 +1301,7 @@ class SweepPlan:
             "max_concurrency": self.spec.max_concurrency,
             "worst_case_cost_usd": self.worst_case_cost_usd,
             "worst_case_seconds": self.worst_case_seconds,
-            "jobs": [dict(j) for j in self.jobs],
+            "jobs": list(self.jobs),
         }
 
     def jobs_json(self) -> bytes:
@@ -1321,9 +1314,9 @@ class SweepPlan:
         del doc["created_at"]
         return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
-    def job_for_run(self, run_name: str) -> dict[str, Any] | None:
+    def job_for_run(self, run_name: str) -> PlannedJob | None:
         """The job that writes the log of ``run_name`` (None if the plan has no such run)."""
-        return next((j for j in self.jobs if run_name in j["run_names"]), None)
+        return next((j for j in self.jobs if run_name in j.run_names), None)
 
 
 def check_sweep_id(sweep_id: str) -> None:
@@ -1442,7 +1435,7 @@ def _hyperparameters(
 
 def _expand(
     spec: SweepSpec, sweep_id: str, region: str, bucket: str | None, attempt: str | None = None
-) -> list[dict[str, Any]]:
+) -> list[PlannedJob]:
     # A resumed sweep's jobs need new SageMaker names (names are unique per account and region for
     # good), while its runs keep theirs: logs and results land under the same keys.
     job_prefix = f"{sweep_id}-{attempt}" if attempt else sweep_id
@@ -1465,50 +1458,47 @@ def _expand(
                     else [job_name(sweep_id, short, bs, rep) for bs in batch_sizes]
                 )
                 jobs.append(
-                    {
-                        "sweep_id": sweep_id,
-                        "job_name": name,
-                        "run_names": runs,
-                        "instance_type": instance_type,
-                        "instance_count": count,
-                        "vmtype": short,
-                        "batch_sizes": batch_sizes,
-                        "repetition": rep,
-                        "hyperparameters": _hyperparameters(spec, sweep_id, bucket, batch_sizes, runs),
-                        "max_runtime_seconds": spec.max_runtime_seconds,
-                        "spot": spec.spot,
-                        "max_wait_seconds": spec.spot_max_wait_seconds,
-                        # ResourceConfig.KeepAlivePeriodInSeconds (0: no warm pool; never with spot)
-                        "keep_alive_seconds": spec.warm_pool_seconds,
-                        "checkpoint_s3_uri": (
+                    PlannedJob(
+                        sweep_id=sweep_id,
+                        job_name=name,
+                        run_names=tuple(runs),
+                        instance_type=instance_type,
+                        instance_count=count,
+                        vmtype=short,
+                        batch_sizes=tuple(batch_sizes),
+                        repetition=rep,
+                        hyperparameters=_hyperparameters(spec, sweep_id, bucket, batch_sizes, runs),
+                        max_runtime_seconds=spec.max_runtime_seconds,
+                        spot=spec.spot,
+                        max_wait_seconds=spec.spot_max_wait_seconds,
+                        keep_alive_seconds=spec.warm_pool_seconds,
+                        checkpoint_s3_uri=(
                             f"s3://{bucket}/{layout.checkpoint_prefix(sweep_id, name)}"
                             if spec.spot and bucket
                             else None
                         ),
-                        "data_s3_uri": spec.data,
-                        "image_uri": spec.workload.image_uri,
-                        "log_format": spec.workload.log_format,
-                        "output_s3_uri": f"s3://{bucket}/{layout.output_prefix(sweep_id)}"
-                        if bucket
-                        else None,
-                        "region": region,
-                    }
+                        data_s3_uri=spec.data,
+                        image_uri=spec.workload.image_uri,
+                        log_format=spec.workload.log_format,
+                        output_s3_uri=f"s3://{bucket}/{layout.output_prefix(sweep_id)}" if bucket else None,
+                        region=region,
+                    )
                 )
     return jobs
 
 
-def _check_jobs(jobs: list[dict[str, Any]]) -> None:
+def _check_jobs(jobs: list[PlannedJob]) -> None:
     """Guard the contracts downstream relies on; a failure here is a planner bug or an extreme spec."""
     names: set[str] = set()
     errors: list[tuple[str, str]] = []
     for job in jobs:
-        for n in [job["job_name"], *job["run_names"]]:
+        for n in [job.job_name, *job.run_names]:
             if not _SAGEMAKER_NAME.match(n):
                 errors.append(("name", f"generated name {n!r} is not a valid SageMaker name"))
-        if job["job_name"] in names:
-            errors.append(("name", f"generated job name {job['job_name']!r} is not unique"))
-        names.add(job["job_name"])
-        params = job["hyperparameters"]
+        if job.job_name in names:
+            errors.append(("name", f"generated job name {job.job_name!r} is not unique"))
+        names.add(job.job_name)
+        params = job.hyperparameters
         if len(params) > SAGEMAKER_HYPERPARAMETERS_MAX:
             errors.append(
                 ("workload.hyperparameters", f"SageMaker accepts at most {SAGEMAKER_HYPERPARAMETERS_MAX}")
@@ -1648,7 +1638,7 @@ def plan_sweep(
     unpriced = [t for t, p in prices.items() if p is None]
     cost: float | None = None
     if not unpriced:
-        cost = round(sum(job_cost_usd(j, prices[j["instance_type"]]) or 0.0 for j in jobs), 2)
+        cost = round(sum(j.worst_case_usd(prices[j.instance_type]) or 0.0 for j in jobs), 2)
     per_job_s = spec.spot_max_wait_seconds or spec.max_runtime_seconds
     worst_s = math.ceil(len(jobs) / spec.max_concurrency) * per_job_s
 

@@ -1,7 +1,8 @@
 """ParseRun: raw logs -> per-run artefacts.
 
 Two callers: S3 ``ObjectCreated`` notifications for raw logs (``sweeps/<id>/logs/``, ``imports/``),
-and the state machine once per finished job (``{sweep_id, job, outcome: {training | error}}``), which
+and the state machine once per finished job (``{sweep_id, job, outcome: {training | error}}``,
+:class:`trainsweep.requests.RecordJobRequest`), which
 also gets back each cell's final status and reason, so aggregation never races the notification.
 A job's ``log_format`` reads its logs on both paths (from the job, or from the sweep's jobs.json).
 """
@@ -17,6 +18,7 @@ from aws_lambda_powertools.utilities.data_classes import S3Event
 
 from trainsweep.aws.config import FunctionConfig
 from trainsweep.aws.runs import process_log, record_job
+from trainsweep.requests import RecordJobRequest, parse_request
 
 logger = Logger(service="trainsweep")
 
@@ -33,8 +35,7 @@ def handler(event: dict[str, Any], context: Any) -> Any:
             written += process_log(s3, record.s3.bucket.name or config.bucket, key)
         logger.info("artefacts written", extra={"keys": written})
         return {"written": written}
-    outcome = event.get("outcome") or {}
-    cells = record_job(
-        s3, config.bucket, event["sweep_id"], event["job"], outcome.get("training"), outcome.get("error")
-    )
+    request = parse_request(event, RecordJobRequest)
+    outcome = request.outcome
+    cells = record_job(s3, config.bucket, request.sweep_id, request.job, outcome.training, outcome.error)
     return [c.to_dict() for c in cells]

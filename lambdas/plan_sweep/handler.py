@@ -1,6 +1,7 @@
 """PlanSweep: validate the execution input (a sweep spec), expand it into jobs, refuse it when over budget.
 
-Input: the spec itself, or ``{"spec": ..., "sweep_id": ...}`` (the CLI names its sweeps). Output: the
+Event: ``{input, execution}`` (:class:`trainsweep.requests.PlanSweepRequest`): the execution input is the
+spec itself, or ``{"spec": ..., "sweep_id": ...}`` (the CLI names its sweeps). Output: the
 plan's state input with jobs grouped by instance type and capped by the account's quotas
 (``trainsweep.aws.workflow``): references only, each group's jobs are written to S3
 (``layout.map_jobs_key``) for its Distributed Map to read; a job whose spec names no image gets the
@@ -15,7 +16,6 @@ catalogue (``trainsweep.aws.pricing``).
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -29,6 +29,7 @@ from trainsweep.aws.config import FunctionConfig
 from trainsweep.aws.quotas import training_instance_quotas
 from trainsweep.aws.workflow import state_input, with_default_image
 from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
+from trainsweep.requests import PlanSweepRequest, parse_request
 from trainsweep.spec import load_spec, plan_sweep
 
 logger = Logger(service="trainsweep")
@@ -36,13 +37,9 @@ logger = Logger(service="trainsweep")
 
 @logger.inject_lambda_context(log_event=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    request = parse_request(event, PlanSweepRequest)
     config = FunctionConfig.from_env()
-    raw = event.get("input", event)
-    wrapped = isinstance(raw, dict) and "spec" in raw and "workload" not in raw
-    spec, sweep_id, attempt = (
-        (raw["spec"], raw.get("sweep_id"), raw.get("attempt")) if wrapped else (raw, None, None)
-    )
-    spec = load_spec(spec)
+    spec = load_spec(request.input.spec)
     region = os.environ.get("AWS_REGION") or spec.region or "us-east-1"
     s3 = boto3.client("s3")
     # The stack's price cache, else the Pricing API (not in local mode's embedded AWS), else the shipped
@@ -51,7 +48,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         s3, config.bucket, None if config.embedded else pricing.pricing_client(), region, spec.instance_types
     )
     plan = plan_sweep(
-        spec, sweep_id=sweep_id, region=region, bucket=config.bucket, attempt=attempt, price=price,
+        spec, sweep_id=request.input.sweep_id, region=region, bucket=config.bucket,
+        attempt=request.input.attempt, price=price,
         require_uploaded_source=True, cloud=not config.embedded,
     )  # fmt: skip
     plan.jobs = with_default_image(plan.jobs, config.require_training_image)
@@ -63,10 +61,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         else {}
     )
     # raises before anything is written
-    workflow = state_input(plan.to_state_input(), quotas, execution=event.get("execution") or "run")
+    workflow = state_input(plan.to_state_input(), quotas, execution=request.execution)
 
     s3io.put_json(s3, config.bucket, layout.spec_key(plan.sweep_id), plan.spec.to_dict())
     s3io.put_bytes(s3, config.bucket, layout.jobs_key(plan.sweep_id), plan.jobs_json())
-    for key, jobs in workflow.items.items():
-        s3io.put_bytes(s3, config.bucket, key, json.dumps(jobs).encode())
+    for key in workflow.items:
+        s3io.put_bytes(s3, config.bucket, key, workflow.item_bytes(key))
     return workflow.state

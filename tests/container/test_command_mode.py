@@ -71,7 +71,7 @@ def _hyperparameters(root: Path, workload: dict[str, Any], batch_sizes: list[int
         "instance_types": ["local"],
         "batch_sizes": batch_sizes,
     }
-    return dict(plan_sweep(spec, sweep_id="s-test").jobs[0]["hyperparameters"])
+    return dict(plan_sweep(spec, sweep_id="s-test").jobs[0].hyperparameters)
 
 
 def _status(result: JobResult, run: str) -> dict[str, Any]:

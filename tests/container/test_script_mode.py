@@ -67,7 +67,7 @@ def _hyperparameters(s3: S3Server, root: Path, workload: dict[str, Any], batch_s
         "packing": packing,
     }
     job = plan_sweep(spec, sweep_id="s-test").jobs[0]
-    return dict(job["hyperparameters"])
+    return dict(job.hyperparameters)
 
 
 def _cells(result: JobResult) -> dict[int, dict[str, Any]]:

@@ -18,11 +18,24 @@ from trainsweep import layout
 from trainsweep.aws import outputs, runs
 from trainsweep.cli import app
 from trainsweep.local.server import EmbeddedAws
+from trainsweep.spec import SweepPlan, plan_sweep
 
 pytestmark = pytest.mark.slow
 
 SWEEP = "demo-20260101-000000"
 RUN = f"{SWEEP}-p3-1-64-e0"
+
+
+def _plan() -> SweepPlan:
+    """The sweep's plan: one job, whose run is RUN (ParseRun records only the logs of planned jobs)."""
+    spec = {
+        "name": "demo",
+        "workload": {"model": "mnist-cnn", "epochs": 1},
+        "instance_types": ["ml.p3.2xlarge"],
+    }
+    plan = plan_sweep({**spec, "batch_sizes": [64]}, sweep_id=SWEEP, enforce_budget=False)
+    assert [j.run_names for j in plan.jobs] == [(RUN,)]
+    return plan
 
 
 def test_a_log_that_crashes_parse_run_is_queued_and_status_counts_it(
@@ -38,16 +51,7 @@ def test_a_log_that_crashes_parse_run_is_queued_and_status_counts_it(
         bucket = stack.output(outputs.BUCKET_NAME)
         queue_url = stack.output(outputs.PARSE_FAILURE_QUEUE_URL)
         s3, sqs = aws.client("s3"), aws.client("sqs")
-        job = {
-            "sweep_id": SWEEP,
-            "job_name": RUN,
-            "run_names": [RUN],
-            "instance_type": "ml.p3.2xlarge",
-            "batch_sizes": [64],
-            "repetition": 0,
-        }
-        jobs = {"jobs": [job]}
-        s3.put_object(Bucket=bucket, Key=layout.jobs_key(SWEEP), Body=json.dumps(jobs).encode())
+        s3.put_object(Bucket=bucket, Key=layout.jobs_key(SWEEP), Body=_plan().jobs_json())
 
         runner = CliRunner()
         args = ["status", SWEEP, "--results", str(tmp_path), "--region", aws.region]

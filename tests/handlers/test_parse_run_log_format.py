@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from handler_helpers import BUCKET, s3_event
+from handler_helpers import BUCKET, jobs_document, planned_job, s3_event
 
 from trainsweep import layout
 
@@ -18,18 +18,11 @@ OWN_LOG = b"".join(f"epoch {e} step {s}: 0.{s}25 s\n".encode() for e in (1, 2) f
 
 
 def _job(log_format: str | None = LOG_FORMAT, **extra: Any) -> dict[str, Any]:
-    """A planned job as ``trainsweep.spec`` writes it (the keys ParseRun reads)."""
-    return {
-        "sweep_id": SWEEP,
-        "job_name": RUN,
-        "run_names": [RUN],
-        "instance_type": "ml.p3.2xlarge",
-        "batch_sizes": [64],
-        "repetition": 0,
-        "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/my-train:1",
-        "log_format": log_format,
-        **extra,
-    }
+    """A planned job as ``trainsweep.spec`` writes it."""
+    fields: dict[str, Any] = {"job_name": RUN, "run_names": [RUN], **extra}
+    return planned_job(
+        SWEEP, fields.pop("job_name"), fields.pop("run_names"), log_format=log_format, **fields
+    )
 
 
 def _record(s3: Any, run: str = RUN) -> dict[str, Any]:
@@ -38,7 +31,7 @@ def _record(s3: Any, run: str = RUN) -> dict[str, Any]:
 
 
 def _put_jobs(s3: Any, jobs: list[dict[str, Any]]) -> None:
-    s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": jobs}).encode())
+    s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(SWEEP), Body=jobs_document(jobs))
 
 
 def _finished(handler: Any, context: Any, job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -134,7 +127,8 @@ def test_a_notified_log_without_jobs_json_or_a_planned_job_is_not_recorded(s3, h
     key = layout.log_key(SWEEP, RUN)
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"Epoch 1/1\n1 step training time: 0.5s\nEpoch time: 0.5\n")
     assert handler("parse_run")(s3_event(key), context) == {"written": []}
-    for jobs_json in (json.dumps({"jobs": [_job(job_name="x", run_names=["x"])]}).encode(), b"{not json"):
+    other_version = json.dumps({"schema_version": 99, "jobs": [_job()]}).encode()
+    for jobs_json in (jobs_document([_job(job_name="x", run_names=["x"])]), other_version, b"{not json"):
         s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(SWEEP), Body=jobs_json)
         assert handler("parse_run")(s3_event(key), context) == {"written": []}
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.results_prefix(SWEEP))
@@ -143,7 +137,7 @@ def test_a_notified_log_without_jobs_json_or_a_planned_job_is_not_recorded(s3, h
 def test_imported_logs_never_look_for_a_plan(s3, handler, context):
     sweep = layout.import_results_sweep_id("old")
     planned = _job(run_names=["result-p3-1-64-e1"])  # would read nothing if it were looked up
-    s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(sweep), Body=json.dumps({"jobs": [planned]}).encode())
+    s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(sweep), Body=jobs_document([planned]))
     key = "imports/old/result-p3-1-64-e1.txt"
     s3.put_object(Bucket=BUCKET, Key=key, Body=b"Epoch 1/1\n1 step training time: 0.5s\nEpoch time: 0.5\n")
     handler("parse_run")(s3_event(key), context)

@@ -6,11 +6,12 @@ import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
 import pytest
-from handler_helpers import BUCKET, s3_event
+from handler_helpers import BUCKET, planned_job, s3_event
 
 from trainsweep import layout
 from trainsweep.aws import cloudwatch, quotas
@@ -89,7 +90,7 @@ def test_plan_accepts_local_instance_types_in_local_modes_embedded_aws(s3, handl
 
 
 def test_quotas_cap_each_type_and_a_zero_quota_fails_fast():
-    jobs = [{"instance_type": t, "instance_count": 1} for t in ["a"] * 5 + ["b"] * 5]
+    jobs = [SimpleNamespace(instance_type=t, instance_count=1) for t in ["a"] * 5 + ["b"] * 5]
     groups, outer = group_jobs(jobs, 8, {"a": 2, "b": None})
     assert outer == 2
     assert {g["instance_type"]: g["max_concurrency"] for g in groups} == {"a": 2, "b": 4}
@@ -229,7 +230,7 @@ def _stream(n: int, job: str = "demo-1-p3-1-64-e0") -> Any:
 
 def test_export_copies_every_page_of_a_job_without_a_log(s3, handler, context):
     _stream(12_345)
-    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    job = planned_job("demo-1", "demo-1-p3-1-64-e0")
     out = handler("export_log")({"sweep_id": "demo-1", "job": job}, context)
     assert out["exported"] == layout.log_key("demo-1", job["job_name"])
     lines = s3.get_object(Bucket=BUCKET, Key=out["exported"])["Body"].read().decode().splitlines()
@@ -257,7 +258,7 @@ def test_export_streams_a_long_stream_in_parts_instead_of_holding_it(s3, handler
         logs.put_log_events(
             logGroupName="/aws/sagemaker/TrainingJobs", logStreamName=stream, logEvents=events
         )
-    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    job = planned_job("demo-1", "demo-1-p3-1-64-e0")
     out = handler("export_log")({"sweep_id": "demo-1", "job": job}, context)
     got = s3.get_object(Bucket=BUCKET, Key=out["exported"])
     assert got["ETag"].strip('"').endswith("-2"), "two parts of at most PART_SIZE bytes each"
@@ -281,7 +282,7 @@ def test_a_failed_streamed_export_writes_nothing(s3, monkeypatch):
 
 def test_export_leaves_a_job_alone_that_wrote_its_own_log(s3, handler, context):
     _stream(10)
-    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    job = planned_job("demo-1", "demo-1-p3-1-64-e0")
     s3.put_object(Bucket=BUCKET, Key=layout.log_key("demo-1", job["job_name"]), Body=b"own log\n")
     assert handler("export_log")({"sweep_id": "demo-1", "job": job}, context) == {"exported": None}
     assert (
@@ -347,7 +348,7 @@ def test_export_reads_past_empty_pages_to_the_end_of_the_stream(s3, handler, con
         return _GapsBetweenPages(made) if service == "logs" else made
 
     monkeypatch.setattr(boto3, "client", client)
-    job = {"job_name": "demo-1-p3-1-64-e0", "run_names": ["demo-1-p3-1-64-e0"]}
+    job = planned_job("demo-1", "demo-1-p3-1-64-e0")
     out = handler("export_log")({"sweep_id": "demo-1", "job": job}, context)
     lines = s3.get_object(Bucket=BUCKET, Key=out["exported"])["Body"].read().decode().splitlines()
     assert len(lines) == 2_500

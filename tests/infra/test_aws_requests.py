@@ -139,10 +139,11 @@ def _requests(template: dict[str, Any], path: Path, region: str) -> list[dict[st
     out = []
     for jobs in state_input(plan.to_state_input()).items.values():  # what each Distributed Map reads
         for job in jobs:
-            name = "Train" + ("Spot" if job["spot"] else "") + ("WithData" if job.get("data_s3_uri") else "")
+            name = "Train" + ("Spot" if job.spot else "") + ("WithData" if job.data_s3_uri else "")
             task = states[name]
             assert task["Resource"] == "arn:aws:states:::sagemaker:createTrainingJob.sync"
-            out.append(_render(task["Parameters"], {"sweep_id": plan.sweep_id, "job": job, "outcome": {}}))
+            state = {"sweep_id": plan.sweep_id, "job": job.to_json(), "outcome": {}}
+            out.append(_render(task["Parameters"], state))
     assert out
     return out
 

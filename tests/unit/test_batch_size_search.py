@@ -26,8 +26,8 @@ def test_auto_is_the_doubling_sequence_in_one_packed_early_stop_job_per_instance
     assert spec.batch_sizes == [16, 32, 64, 128]
     assert (spec.mode, spec.packing) == ("early-stop", "per-instance")
     plan = plan_sweep(spec, sweep_id="auto-1")
-    assert [j["batch_sizes"] for j in plan.jobs] == [[16, 32, 64, 128]] * 2
-    assert all(j["hyperparameters"]["batch-size-search"] == "0.03" for j in plan.jobs)
+    assert [j.batch_sizes for j in plan.jobs] == [(16, 32, 64, 128)] * 2
+    assert all(j.hyperparameters["batch-size-search"] == "0.03" for j in plan.jobs)
     assert load_spec(spec.to_dict()).batch_sizes == [16, 32, 64, 128]  # what PlanSweep re-reads
     assert load_spec({**BASE, "batch_sizes": "auto"}).batch_sizes[0] == 8
 

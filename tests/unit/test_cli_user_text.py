@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from tests.unit.test_import import make_log
 from trainsweep import layout
 from trainsweep.cli import app
+from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
+from trainsweep.spec import plan_sweep
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "300"}  # one table row per line
@@ -59,13 +61,23 @@ def test_parse_names_a_missing_path_with_brackets_as_it_is() -> None:
 def test_status_shows_a_failure_reason_with_brackets_as_it_is(tmp_path: Path) -> None:
     sweep = "demo-20260101-000000"
     run = f"{sweep}-local-cpu-32-e0"
-    job = {"job_name": run, "run_names": [run], "instance_type": "local", "batch_sizes": [32]}
-    job["repetition"] = 0
+    spec = {"name": "demo", "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True}}
+    job = plan_sweep({**spec, "instance_types": ["local"], "batch_sizes": [32]}, sweep_id=sweep).jobs[0]
+    assert job.run_names == (run,)
     reason = "FileNotFoundError: [/opt/ml/input/data/train] is empty"
     cell = {"run_name": run, "status": "failed", "reason": reason, "billable_s": 3}
     folder = tmp_path / sweep
     folder.mkdir()
-    (folder / layout.JOBS_JSON).write_text(json.dumps({"sweep_id": sweep, "jobs": [job], "cells": [cell]}))
+    (folder / layout.JOBS_JSON).write_text(
+        json.dumps(
+            {
+                "schema_version": JOBS_SCHEMA_VERSION,
+                "sweep_id": sweep,
+                "jobs": [job.to_json()],
+                "cells": [cell],
+            }
+        )
+    )
     result = runner.invoke(app, ["status", sweep, "--results", str(tmp_path)], env=WIDE)
     assert result.exit_code == 0, result.output
     assert reason in result.output

@@ -37,7 +37,7 @@ def _errors(workload: dict[str, Any]) -> dict[str, str]:
 
 
 def _job_hyperparameters(workload: dict[str, Any]) -> dict[str, str]:
-    return dict(plan_sweep(_spec(workload)).jobs[0]["hyperparameters"])
+    return dict(plan_sweep(_spec(workload)).jobs[0].hyperparameters)
 
 
 # ---- the template -------------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ from typer.testing import CliRunner
 
 from trainsweep import layout
 from trainsweep.cli import app
+from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
 from trainsweep.local import doctor
+from trainsweep.spec import plan_sweep
 
 SWEEP = "demo-20260101-000000"
 CLOUD_SPEC = (
@@ -23,19 +25,11 @@ runner = CliRunner()
 
 
 def _jobs(sizes: list[int]) -> list[dict[str, Any]]:
-    out = []
-    for bs in sizes:
-        name = f"{SWEEP}-local-cpu-{bs}-e0"
-        out.append(
-            {
-                "job_name": name,
-                "run_names": [name],
-                "instance_type": "local",
-                "batch_sizes": [bs],
-                "repetition": 0,
-            }
-        )
-    return out
+    """The planned jobs (``PlannedJob.to_json``) of a local sweep of ``sizes``, one repetition."""
+    spec = {"name": "demo", "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True}}
+    plan = plan_sweep({**spec, "instance_types": ["local"], "batch_sizes": sizes}, sweep_id=SWEEP)
+    assert [j.run_names for j in plan.jobs] == [(f"{SWEEP}-local-cpu-{bs}-e0",) for bs in sizes]
+    return [j.to_json() for j in plan.jobs]
 
 
 def _downloaded(root: Path) -> Path:
@@ -51,7 +45,9 @@ def _downloaded(root: Path) -> Path:
             "billable_s": 4,
         },
     ]
-    (folder / layout.JOBS_JSON).write_text(json.dumps({"sweep_id": SWEEP, "jobs": jobs, "cells": cells}))
+    (folder / layout.JOBS_JSON).write_text(
+        json.dumps({"schema_version": JOBS_SCHEMA_VERSION, "sweep_id": SWEEP, "jobs": jobs, "cells": cells})
+    )
     (folder / "results" / "runs" / f"{jobs[0]['run_names'][0]}.json").write_text("{}")
     return folder
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.handlers.handler_helpers import jobs_document, planned_job
 from tests.unit.test_local_server import CDK_PARAMETERS, LAMBDA_ROLE, with_lambda_asset
 from trainsweep import layout
 from trainsweep.local.deploy import StackArtifact
@@ -126,10 +127,8 @@ def burst(stack_artifact: StackArtifact, uploads: int, reuploaded: int) -> dict[
         s3 = aws.client("s3")
 
         # ParseRun records only the logs of the sweep's planned jobs (one run each here)
-        planned = [
-            {"sweep_id": SWEEP, "job_name": _run_name(n), "run_names": [_run_name(n)]} for n in range(uploads)
-        ]
-        s3.put_object(Bucket=bucket, Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": planned}).encode())
+        planned = [planned_job(SWEEP, _run_name(n)) for n in range(uploads)]
+        s3.put_object(Bucket=bucket, Key=layout.jobs_key(SWEEP), Body=jobs_document(planned))
 
         def upload(n: int) -> None:
             s3.put_object(Bucket=bucket, Key=layout.log_key(SWEEP, _run_name(n)), Body=_log(n))

@@ -12,19 +12,17 @@ from moto import mock_aws
 
 from trainsweep import layout
 from trainsweep.aws import sweeps
+from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
+from trainsweep.spec import plan_sweep
 
 SWEEP = "demo-20260101-000000"
 
 
 def _job(bs: int, rep: int, instance_type: str = "local") -> dict[str, Any]:
+    """A planned job (``PlannedJob.to_json``) of one cell."""
     name = f"{SWEEP}-local-cpu-{bs}-e{rep}"
-    return {
-        "job_name": name,
-        "run_names": [name],
-        "instance_type": instance_type,
-        "batch_sizes": [bs],
-        "repetition": rep,
-    }
+    changes = {"job_name": name, "run_names": (name,), "instance_type": instance_type, "batch_sizes": (bs,)}
+    return _PLANNED.model_copy(update={**changes, "repetition": rep}).to_json()
 
 
 def _cell(job: dict[str, Any], status: str, reason: str | None = None) -> dict[str, Any]:
@@ -41,12 +39,20 @@ def _cell(job: dict[str, Any], status: str, reason: str | None = None) -> dict[s
 
 
 SPEC = {"name": "demo", "instance_types": ["local"], "batch_sizes": [32, 64], "repetitions": 2}
+_PLANNED = plan_sweep(
+    {**SPEC, "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True}}, sweep_id=SWEEP
+).jobs[0]
+
+
+def _doc(jobs: list[dict[str, Any]], **rest: Any) -> dict[str, Any]:
+    """A ``jobs.json`` document listing ``jobs`` (and ``cells`` once aggregated)."""
+    return {"schema_version": JOBS_SCHEMA_VERSION, "sweep_id": SWEEP, "jobs": jobs, **rest}
 
 
 def test_resume_reruns_only_the_failed_cell_and_keeps_the_others() -> None:
     jobs = [_job(32, 0), _job(64, 0), _job(32, 1), _job(64, 1)]
     cells = [_cell(jobs[0], "completed"), _cell(jobs[1], "failed", "boom"), _cell(jobs[2], "completed")]
-    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [*cells, _cell(jobs[3], "completed")]}
+    doc = _doc(jobs, cells=[*cells, _cell(jobs[3], "completed")])
     have = {j["run_names"][0] for j in jobs} - {jobs[1]["run_names"][0]}
     plan = sweeps.plan_resume(SPEC, doc, have)
     assert plan.missing == [jobs[1]["run_names"][0]]
@@ -59,14 +65,14 @@ def test_resume_reruns_only_the_failed_cell_and_keeps_the_others() -> None:
 
 def test_a_completed_cell_without_its_run_record_is_rerun() -> None:
     jobs = [_job(32, 0)]
-    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [_cell(jobs[0], "completed")]}
+    doc = _doc(jobs, cells=[_cell(jobs[0], "completed")])
     plan = sweeps.plan_resume(SPEC, doc, set())
     assert plan.missing == [jobs[0]["run_names"][0]]
 
 
 def test_a_missing_later_repetition_also_reruns_the_earlier_one_and_says_so() -> None:
     jobs = [_job(32, 0), _job(32, 1)]
-    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [_cell(jobs[0], "completed"), _cell(jobs[1], "failed")]}
+    doc = _doc(jobs, cells=[_cell(jobs[0], "completed"), _cell(jobs[1], "failed")])
     plan = sweeps.plan_resume(SPEC, doc, {jobs[0]["run_names"][0]})
     assert plan.specs[0]["repetitions"] == 2
     assert plan.also_rerun == [jobs[0]["run_names"][0]]
@@ -75,7 +81,7 @@ def test_a_missing_later_repetition_also_reruns_the_earlier_one_and_says_so() ->
 
 def test_nothing_to_resume_gives_no_spec() -> None:
     jobs = [_job(32, 0)]
-    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [_cell(jobs[0], "completed")]}
+    doc = _doc(jobs, cells=[_cell(jobs[0], "completed")])
     assert sweeps.plan_resume(SPEC, doc, {jobs[0]["run_names"][0]}).specs == []
 
 
@@ -90,14 +96,14 @@ def test_merged_cells_prefer_the_new_record() -> None:
 
 def test_view_from_documents_counts_final_statuses() -> None:
     jobs = [_job(32, 0), _job(64, 0), _job(128, 0)]
-    doc = {
-        "jobs": jobs,
-        "cells": [
+    doc = _doc(
+        jobs,
+        cells=[
             _cell(jobs[0], "completed"),
             _cell(jobs[1], "infeasible", "CUDA out of memory"),
             _cell(jobs[2], "timeout", "MaxRuntimeExceeded"),
         ],
-    }
+    )
     view = sweeps.view_from_documents(SWEEP, doc, {jobs[0]["run_names"][0]})
     assert view.counts == {"pending": 0, "running": 0, "done": 1, "failed": 1, "infeasible": 1, "skipped": 0}
     assert view.spend_usd == 0.0  # local instances cost nothing
@@ -145,7 +151,11 @@ def test_downloading_an_unknown_sweep_is_a_clear_error(s3: Any, tmp_path: Path) 
 
 def test_live_view_reads_plan_run_records_and_final_cells(s3: Any) -> None:
     jobs = [_job(32, 0), _job(64, 0)]
-    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": jobs}).encode())
+    s3.put_object(
+        Bucket="results",
+        Key=layout.jobs_key(SWEEP),
+        Body=json.dumps(_doc(jobs)).encode(),
+    )
     view = sweeps.sweep_view(s3=s3, bucket="results", sweep_id=SWEEP)
     assert view.counts["pending"] == 2
     s3.put_object(
@@ -155,7 +165,7 @@ def test_live_view_reads_plan_run_records_and_final_cells(s3: Any) -> None:
     )
     view = sweeps.sweep_view(s3=s3, bucket="results", sweep_id=SWEEP)
     assert [c.status for c in view.cells] == ["done", "pending"]
-    doc = {"jobs": jobs, "cells": [_cell(jobs[0], "completed"), _cell(jobs[1], "failed", "exit 1")]}
+    doc = _doc(jobs, cells=[_cell(jobs[0], "completed"), _cell(jobs[1], "failed", "exit 1")])
     s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=json.dumps(doc).encode())
     view = sweeps.sweep_view(s3=s3, bucket="results", sweep_id=SWEEP)
     assert [c.status for c in view.cells] == ["done", "failed"]
@@ -188,7 +198,7 @@ def test_resume_attempts_are_short_distinct_tokens() -> None:
 def test_an_unaggregated_run_whose_record_says_it_did_not_finish_is_rerun() -> None:
     """Ctrl-C: no final cells; a SIGTERM-stopped run has a record, but not a finished one."""
     jobs = [_job(32, 0), _job(64, 0)]
-    doc = {"sweep_id": SWEEP, "jobs": jobs}
+    doc = _doc(jobs)
     names = [j["run_names"][0] for j in jobs]
     plan = sweeps.plan_resume(SPEC, doc, set(names), finished={names[0]})
     assert plan.missing == [names[1]]
@@ -247,12 +257,12 @@ def test_resuming_a_sweep_of_some_cells_reruns_them_with_a_spec_that_plans_them(
         ],
     }
     jobs = [_job(32, 0), _job(128, 0)]
-    doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": [_cell(jobs[0], "completed"), _cell(jobs[1], "failed")]}
+    doc = _doc(jobs, cells=[_cell(jobs[0], "completed"), _cell(jobs[1], "failed")])
     plan = sweeps.plan_resume(spec, doc, {jobs[0]["run_names"][0]})
     (reduced,) = plan.specs
     # the reduced grid is the missing cell itself; the original cells (32 is outside it) would be refused
     assert (reduced["batch_sizes"], reduced["cells"]) == ([128], None)
-    assert [j["run_names"] for j in plan_sweep(reduced, sweep_id=SWEEP).jobs] == [jobs[1]["run_names"]]
+    assert [list(j.run_names) for j in plan_sweep(reduced, sweep_id=SWEEP).jobs] == [jobs[1]["run_names"]]
 
 
 def test_download_leaves_the_jobs_models_and_checkpoints_unless_asked(s3: Any, tmp_path: Path) -> None:

@@ -159,18 +159,18 @@ BASE = {
 def test_phase_specs_scan_everything_early_and_confirm_the_chosen_cells_to_the_target():
     spec = load_spec({**BASE, "target": {"value": 0.97}, "phases": ["scan", "confirm"], "repetitions": 2})
     scan = plan_sweep(phases.scan_spec(spec), sweep_id="p-1")
-    assert [(j["instance_type"], j["batch_sizes"]) for j in scan.jobs] == [
+    assert [(j.instance_type, list(j.batch_sizes)) for j in scan.jobs] == [
         ("ml.g4dn.xlarge", [32, 64, 128]),
         ("ml.p3.2xlarge", [32, 64, 128]),
     ]
-    assert all(j["hyperparameters"]["mode"] == "early-stop" for j in scan.jobs)
-    assert all("target-accuracy" not in j["hyperparameters"] for j in scan.jobs)
+    assert all(j.hyperparameters["mode"] == "early-stop" for j in scan.jobs)
+    assert all("target-accuracy" not in j.hyperparameters for j in scan.jobs)
     cells = [("ml.p3.2xlarge", 64), ("ml.g4dn.xlarge", 128)]
     confirm = plan_sweep(phases.confirm_spec(spec, cells), sweep_id=phases.confirm_sweep_id("p-1"))
-    got = {(j["instance_type"], j["batch_sizes"][0], j["repetition"]) for j in confirm.jobs}
+    got = {(j.instance_type, j.batch_sizes[0], j.repetition) for j in confirm.jobs}
     assert got == {(t, b, rep) for t, b in cells for rep in (0, 1)}
-    assert all(j["hyperparameters"]["target-accuracy"] == "0.97" for j in confirm.jobs)
-    assert all(j["hyperparameters"]["mode"] == "full" for j in confirm.jobs)
+    assert all(j.hyperparameters["target-accuracy"] == "0.97" for j in confirm.jobs)
+    assert all(j.hyperparameters["mode"] == "full" for j in confirm.jobs)
 
 
 @pytest.mark.parametrize(

@@ -262,22 +262,22 @@ def timezone_offset(hours: int) -> Any:
 def test_per_cell_expands_one_job_per_type_batch_size_and_repetition() -> None:
     p = plan(repetitions=3)
     assert p.job_count == 2 * 2 * 3
-    cells = {(j["instance_type"], j["batch_sizes"][0], j["repetition"]) for j in p.jobs}
+    cells = {(j.instance_type, j.batch_sizes[0], j.repetition) for j in p.jobs}
     assert len(cells) == 12
-    assert {j["repetition"] for j in p.jobs} == {0, 1, 2}
-    assert all(j["run_names"] == [j["job_name"]] for j in p.jobs)
+    assert {j.repetition for j in p.jobs} == {0, 1, 2}
+    assert all(j.run_names == (j.job_name,) for j in p.jobs)
 
 
 def test_per_instance_packing_makes_one_job_per_type_and_repetition_scanning_all_batch_sizes() -> None:
     p = plan(packing="per-instance", repetitions=2, batch_sizes=[64, 128, 256])
     assert p.job_count == 2 * 2
     job = p.jobs[0]
-    assert job["job_name"] == "demo-20260304-050607-p3-1-packed-e0"
-    assert job["batch_sizes"] == [64, 128, 256]
-    assert job["run_names"] == [f"demo-20260304-050607-p3-1-{bs}-e0" for bs in (64, 128, 256)]
-    assert job["hyperparameters"][hp.BATCH_SIZES] == "64,128,256"
-    assert job["hyperparameters"][hp.RUN_NAMES] == ",".join(job["run_names"])
-    assert hp.BATCH_SIZE not in job["hyperparameters"]
+    assert job.job_name == "demo-20260304-050607-p3-1-packed-e0"
+    assert job.batch_sizes == (64, 128, 256)
+    assert job.run_names == tuple(f"demo-20260304-050607-p3-1-{bs}-e0" for bs in (64, 128, 256))
+    assert job.hyperparameters[hp.BATCH_SIZES] == "64,128,256"
+    assert job.hyperparameters[hp.RUN_NAMES] == ",".join(job.run_names)
+    assert hp.BATCH_SIZE not in job.hyperparameters
     assert p.run_count == 2 * 2 * 3
 
 
@@ -285,20 +285,18 @@ def test_job_names_round_trip_through_the_layout_parser() -> None:
     for packing in ("per-cell", "per-instance"):
         p = plan(packing=packing, repetitions=2)
         for job in p.jobs:
-            cell = layout.parse_job_name(job["job_name"])
+            cell = layout.parse_job_name(job.job_name)
             assert cell is not None
-            assert (cell.vmtype, cell.run) == (job["vmtype"], job["repetition"])
-            assert cell.batch_size == (job["batch_sizes"][0] if packing == "per-cell" else None)
-            for bs, run_name in zip(job["batch_sizes"], job["run_names"], strict=True):
-                assert layout.parse_job_name(run_name) == layout.CellName(
-                    job["vmtype"], bs, job["repetition"]
-                )
+            assert (cell.vmtype, cell.run) == (job.vmtype, job.repetition)
+            assert cell.batch_size == (job.batch_sizes[0] if packing == "per-cell" else None)
+            for bs, run_name in zip(job.batch_sizes, job.run_names, strict=True):
+                assert layout.parse_job_name(run_name) == layout.CellName(job.vmtype, bs, job.repetition)
 
 
 def test_job_dict_carries_the_state_machine_fields() -> None:
     p = plan(bucket="results-bucket", data="s3://my-data/mnist/")
     job = p.jobs[0]
-    assert set(job) >= {
+    assert set(job.to_json()) >= {
         "job_name",
         "run_names",
         "instance_type",
@@ -314,11 +312,11 @@ def test_job_dict_carries_the_state_machine_fields() -> None:
         "data_s3_uri",
         "output_s3_uri",
     }
-    assert job["vmtype"] == instances.vmtype(job["instance_type"])
-    assert job["max_runtime_seconds"] == 3600
-    assert job["spot"] is False and job["max_wait_seconds"] is None and job["checkpoint_s3_uri"] is None
-    assert job["data_s3_uri"] == "s3://my-data/mnist/"
-    assert job["output_s3_uri"] == f"s3://results-bucket/{layout.output_prefix(p.sweep_id)}"
+    assert job.vmtype == instances.vmtype(job.instance_type)
+    assert job.max_runtime_seconds == 3600
+    assert job.spot is False and job.max_wait_seconds is None and job.checkpoint_s3_uri is None
+    assert job.data_s3_uri == "s3://my-data/mnist/"
+    assert job.output_s3_uri == f"s3://results-bucket/{layout.output_prefix(p.sweep_id)}"
 
 
 def test_hyperparameters_are_all_strings_with_the_container_names() -> None:
@@ -332,14 +330,14 @@ def test_hyperparameters_are_all_strings_with_the_container_names() -> None:
             "hyperparameters": {"learning-rate": 0.01, "max-steps-per-epoch": 5, "nesterov": False},
         },
     )
-    params = p.jobs[0]["hyperparameters"]
+    params = p.jobs[0].hyperparameters
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in params.items())
     assert params[hp.WORKLOAD] == "resnet50-cifar10"
     assert params[hp.EPOCHS] == "2"
     assert params[hp.MODE] == "early-stop"
     assert params[hp.SYNTHETIC] == "true"
     assert params[hp.BATCH_SIZE] == "256"
-    assert params[hp.RUN_NAMES] == p.jobs[0]["job_name"]
+    assert params[hp.RUN_NAMES] == p.jobs[0].job_name
     assert params["learning-rate"] == "0.01"
     assert params[hp.MAX_STEPS_PER_EPOCH] == "5"
     assert params["nesterov"] == "false"
@@ -349,18 +347,18 @@ def test_hyperparameters_are_all_strings_with_the_container_names() -> None:
 
 def test_without_a_bucket_no_s3_uris_are_invented() -> None:
     job = plan(spot=True).jobs[0]
-    assert hp.LOG_BUCKET not in job["hyperparameters"]
-    assert job["output_s3_uri"] is None and job["checkpoint_s3_uri"] is None
+    assert hp.LOG_BUCKET not in job.hyperparameters
+    assert job.output_s3_uri is None and job.checkpoint_s3_uri is None
 
 
 def test_spot_jobs_get_a_wait_limit_and_their_own_checkpoint_prefix() -> None:
     p = plan(spot=True, bucket="b")
-    uris = {j["checkpoint_s3_uri"] for j in p.jobs}
+    uris = {j.checkpoint_s3_uri for j in p.jobs}
     assert len(uris) == p.job_count
     job = p.jobs[0]
-    assert job["max_wait_seconds"] == 7200
-    assert job["checkpoint_s3_uri"] == f"s3://b/{layout.checkpoint_prefix(p.sweep_id, job['job_name'])}"
-    assert plan(spot=True, max_wait_seconds=5000).jobs[0]["max_wait_seconds"] == 5000
+    assert job.max_wait_seconds == 7200
+    assert job.checkpoint_s3_uri == f"s3://b/{layout.checkpoint_prefix(p.sweep_id, job.job_name)}"
+    assert plan(spot=True, max_wait_seconds=5000).jobs[0].max_wait_seconds == 5000
 
 
 def test_long_sweep_names_are_cut_to_63_characters_with_a_hash_that_keeps_sweeps_apart() -> None:
@@ -375,7 +373,7 @@ def test_long_sweep_names_are_cut_to_63_characters_with_a_hash_that_keeps_sweeps
 
 
 def test_given_sweep_id_is_used_as_is() -> None:
-    assert plan(sweep_id="resume-me-1").jobs[0]["job_name"].startswith("resume-me-1-")
+    assert plan(sweep_id="resume-me-1").jobs[0].job_name.startswith("resume-me-1-")
 
 
 @pytest.mark.parametrize("bad", ["has space", "-lead", "trail-", "x" * 81, "under_score"])
@@ -414,7 +412,7 @@ def test_job_names_are_unique_within_a_large_sweep() -> None:
         now=NOW,
         price=lambda t, r: 1.0,
     )
-    names = [j["job_name"] for j in p.jobs]
+    names = [j.job_name for j in p.jobs]
     assert len(set(names)) == len(names) == 12 * 4 * 5
 
 
@@ -432,8 +430,8 @@ def test_a_warm_pool_left_after_each_job_counts_in_the_worst_case_and_the_jobs()
     p = plan(repetitions=3, max_runtime_seconds=1800, warm_pool_seconds=600)
     # each job may leave its pool unused for the whole keep-alive, which is billed
     assert p.worst_case_cost_usd == pytest.approx(2 * 3 * (1800 + 600) / 3600 * (4.0 + 1.0))
-    assert {j["keep_alive_seconds"] for j in p.jobs} == {600}
-    assert {j["keep_alive_seconds"] for j in plan().jobs} == {0}
+    assert {j.keep_alive_seconds for j in p.jobs} == {600}
+    assert {j.keep_alive_seconds for j in plan().jobs} == {0}
 
 
 def test_worst_case_time_accounts_for_concurrency() -> None:
@@ -504,8 +502,9 @@ def test_default_prices_come_from_the_shipped_catalogue(
 
 def test_plan_outputs_are_json_round_trippable() -> None:
     p = plan(bucket="b", spot=True)
-    for doc in (p.to_dict(), p.to_state_input()):
-        assert json.loads(json.dumps(doc)) == doc
+    doc = p.to_dict()
+    assert json.loads(json.dumps(doc)) == doc
+    assert doc["jobs"] == [j.to_json() for j in p.jobs]
     state = p.to_state_input()
     assert state["sweep_id"] == p.sweep_id
     assert state["max_concurrency"] == 4
@@ -517,7 +516,7 @@ def test_jobs_json_is_deterministic_and_lists_every_job() -> None:
     assert a == b
     doc = json.loads(a)
     assert doc["sweep_id"] == "demo-20260304-050607"
-    assert [j["job_name"] for j in doc["jobs"]] == [j["job_name"] for j in plan().jobs]
+    assert [j["job_name"] for j in doc["jobs"]] == [j.job_name for j in plan().jobs]
 
 
 def test_a_replanned_sweep_writes_the_same_jobs_json() -> None:
@@ -537,7 +536,7 @@ def test_spec_in_the_plan_is_the_normalised_spec_and_loads_again() -> None:
 def test_job_for_run_finds_the_packed_job() -> None:
     p = plan(packing="per-instance")
     job = p.jobs[1]
-    assert p.job_for_run(job["run_names"][1]) is job
+    assert p.job_for_run(job.run_names[1]) is job
     assert p.job_for_run("no-such-run") is None
 
 
@@ -584,9 +583,9 @@ def test_any_valid_spec_plans_into_a_consistent_grid(
     per_job = len(batch_sizes) if packing == "per-cell" else 1
     assert p.job_count == len(types) * repetitions * per_job
     assert p.run_count == len(types) * repetitions * len(batch_sizes)
-    run_names = [r for j in p.jobs for r in j["run_names"]]
+    run_names = [r for j in p.jobs for r in j.run_names]
     assert len(set(run_names)) == len(run_names)
-    assert len({j["job_name"] for j in p.jobs}) == p.job_count
+    assert len({j.job_name for j in p.jobs}) == p.job_count
     cells = {layout.parse_job_name(r) for r in run_names}
     expected = {
         layout.CellName(instances.vmtype_with_nodes(t, count), bs, rep)
@@ -656,36 +655,36 @@ def test_a_resumed_attempt_renames_the_jobs_but_not_their_runs() -> None:
     }
     first = plan_sweep(spec, sweep_id="again-20261122-120000", price=lambda t, r: 3.06)
     resumed = plan_sweep(spec, sweep_id="again-20261122-120000", price=lambda t, r: 3.06, attempt="r1a2b3c")
-    assert [j["run_names"] for j in resumed.jobs] == [j["run_names"] for j in first.jobs]
-    assert not {j["job_name"] for j in resumed.jobs} & {j["job_name"] for j in first.jobs}
+    assert [j.run_names for j in resumed.jobs] == [j.run_names for j in first.jobs]
+    assert not {j.job_name for j in resumed.jobs} & {j.job_name for j in first.jobs}
     for job in resumed.jobs:
-        assert len(job["job_name"]) <= 63
-        assert layout.parse_job_name(job["job_name"]) == layout.parse_job_name(job["run_names"][0])
-        assert job["hyperparameters"]["run-names"] == job["run_names"][0]
+        assert len(job.job_name) <= 63
+        assert layout.parse_job_name(job.job_name) == layout.parse_job_name(job.run_names[0])
+        assert job.hyperparameters["run-names"] == job.run_names[0]
 
 
 @pytest.mark.parametrize(("packing", "expected"), [("per-cell", "300"), ("per-instance", "150")])
 def test_early_stop_watches_at_most_half_of_each_batch_sizes_share_of_the_runtime(packing, expected) -> None:
     p = plan(mode="early-stop", packing=packing, batch_sizes=[256, 512], max_runtime_seconds=600)
-    assert {j["hyperparameters"][hp.EARLY_STOP_MAX_SECONDS] for j in p.jobs} == {expected}
+    assert {j.hyperparameters[hp.EARLY_STOP_MAX_SECONDS] for j in p.jobs} == {expected}
 
 
 def test_an_explicit_early_stop_cap_is_kept() -> None:
     spec = make_spec(mode="early-stop", max_runtime_seconds=600)
     spec["workload"]["hyperparameters"] = {hp.EARLY_STOP_MAX_SECONDS: 42}
     p = plan_sweep(spec, now=NOW, price=table_price)
-    assert {j["hyperparameters"][hp.EARLY_STOP_MAX_SECONDS] for j in p.jobs} == {"42"}
+    assert {j.hyperparameters[hp.EARLY_STOP_MAX_SECONDS] for j in p.jobs} == {"42"}
 
 
 def test_full_mode_jobs_get_no_early_stop_cap() -> None:
-    assert all(hp.EARLY_STOP_MAX_SECONDS not in j["hyperparameters"] for j in plan().jobs)
+    assert all(hp.EARLY_STOP_MAX_SECONDS not in j.hyperparameters for j in plan().jobs)
 
 
 def test_instance_counts_is_an_axis_of_jobs_named_and_costed_per_count() -> None:
     p = plan(instance_types=["ml.p3.2xlarge"], batch_sizes=[256], instance_counts=[1, 2, 4])
-    assert [(j["instance_count"], j["vmtype"]) for j in p.jobs] == [(1, "p3-1"), (2, "p3-1x2"), (4, "p3-1x4")]
-    assert [layout.parse_job_name(j["job_name"]).vmtype for j in p.jobs] == ["p3-1", "p3-1x2", "p3-1x4"]
-    assert len({j["job_name"] for j in p.jobs}) == 3
+    assert [(j.instance_count, j.vmtype) for j in p.jobs] == [(1, "p3-1"), (2, "p3-1x2"), (4, "p3-1x4")]
+    assert [layout.parse_job_name(j.job_name).vmtype for j in p.jobs] == ["p3-1", "p3-1x2", "p3-1x4"]
+    assert len({j.job_name for j in p.jobs}) == 3
     single = plan(instance_types=["ml.p3.2xlarge"], batch_sizes=[256])
     assert p.worst_case_cost_usd == pytest.approx(single.worst_case_cost_usd * (1 + 2 + 4))
 

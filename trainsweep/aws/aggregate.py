@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.outcome import REASON_MAX
+from trainsweep.jobs import PlannedJob, jobs_of_document
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -82,7 +83,7 @@ def map_results(s3: S3Client, bucket: str, maps: Any) -> tuple[list[dict[str, An
 
 
 def final_cells(
-    records: list[dict[str, Any]], jobs: list[dict[str, Any]], errors: list[str]
+    records: list[dict[str, Any]], jobs: list[PlannedJob], errors: list[str]
 ) -> list[dict[str, Any]]:
     """One record per planned cell: the recorded ones, and a failed record (with what went wrong) for
     every planned cell no result names. Records of cells the plan does not have are kept."""
@@ -90,17 +91,16 @@ def final_cells(
     why = "; ".join(dict.fromkeys(errors)) if errors else "the job's workflow recorded no result"
     missing: list[dict[str, Any]] = []
     for job in jobs:
-        for n, run_name in enumerate(job.get("run_names") or []):
+        for run_name, batch_size in job.cells:
             if run_name in seen:
                 continue
-            batch_sizes = job.get("batch_sizes") or [job.get("batch_size")]
             missing.append(
                 {
                     "run_name": run_name,
-                    "job_name": job.get("job_name"),
-                    "instance_type": job.get("instance_type"),
-                    "batch_size": batch_sizes[n] if n < len(batch_sizes) else None,
-                    "repetition": job.get("repetition"),
+                    "job_name": job.job_name,
+                    "instance_type": job.instance_type,
+                    "batch_size": batch_size,
+                    "repetition": job.repetition,
                     "status": "failed",
                     "reason": f"no result recorded: {why}"[:REASON_MAX],
                     "billable_s": None,
@@ -123,7 +123,7 @@ def aggregate_sweep(
     found, errors = (flatten_cells(cells), []) if cells is not None else map_results(s3, bucket, maps)
     for error in errors:
         LOG.warning("sweep %s: %s", sweep_id, error)
-    records = final_cells(found, list(jobs_doc.get("jobs") or []), errors)
+    records = final_cells(found, jobs_of_document(jobs_doc) if jobs_doc else [], errors)
     results = layout.results_prefix(sweep_id)
     runs = []
     for cell in records:

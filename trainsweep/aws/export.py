@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
@@ -12,6 +12,8 @@ from trainsweep.aws.cloudwatch import job_streams, stream_lines
 if TYPE_CHECKING:
     from mypy_boto3_logs import CloudWatchLogsClient
     from mypy_boto3_s3 import S3Client
+
+    from trainsweep.jobs import PlannedJob
 
 LOG = logging.getLogger(__name__)
 
@@ -23,7 +25,7 @@ def export_job_log(
     bucket: str,
     log_group: str,
     sweep_id: str,
-    job: dict[str, Any],
+    job: PlannedJob,
 ) -> str | None:
     """Write the job's CloudWatch streams to ``layout.log_key(sweep_id, job_name)``; returns the key.
 
@@ -33,15 +35,15 @@ def export_job_log(
     runs without a log are reported by ParseRun. The copy is streamed (:func:`s3io.put_stream`): its
     memory does not grow with the length of the stream.
     """
-    missing = [r for r in job["run_names"] if not s3io.exists(s3, bucket, layout.log_key(sweep_id, r))]
+    missing = [r for r in job.run_names if not s3io.exists(s3, bucket, layout.log_key(sweep_id, r))]
     if not missing:
         return None
-    key = layout.log_key(sweep_id, job["job_name"])
+    key = layout.log_key(sweep_id, job.job_name)
     if s3io.exists(s3, bucket, key):
         return None
-    streams = job_streams(logs, log_group, job["job_name"])
+    streams = job_streams(logs, log_group, job.job_name)
     if not streams:
-        LOG.info("no CloudWatch stream for %s in %s", job["job_name"], log_group)
+        LOG.info("no CloudWatch stream for %s in %s", job.job_name, log_group)
         return None
     # Streamed: a long job's stream is gigabytes; at most one upload part of it is held at a time.
     lines = (line for s in streams for line in stream_lines(logs, log_group, s))

@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from trainsweep.jobs import PlannedJob
 
 CellStatus = Literal["completed", "partial", "infeasible", "skipped", "timeout", "failed"]
 
@@ -149,40 +152,19 @@ def _float(value: Any) -> float | None:
         return None
 
 
-def job_cells(job: dict[str, Any]) -> list[dict[str, Any]]:
+def job_cells(job: PlannedJob) -> list[dict[str, Any]]:
     """The identity of each cell a planned job runs (run name, job, instance type, batch size, repetition).
 
-    A packed job runs several batch sizes, one run name each; a missing batch size reads as None.
+    A packed job runs several batch sizes, one run name each.
     """
-    sizes = list(job.get("batch_sizes") or [])
     return [
         {
             "run_name": run_name,
-            "job_name": job["job_name"],
-            "instance_type": job["instance_type"],
-            "instance_count": int(job.get("instance_count") or 1),
-            "batch_size": sizes[i] if i < len(sizes) else None,
-            "repetition": job.get("repetition"),
+            "job_name": job.job_name,
+            "instance_type": job.instance_type,
+            "instance_count": job.instance_count,
+            "batch_size": batch_size,
+            "repetition": job.repetition,
         }
-        for i, run_name in enumerate(job.get("run_names", []))
+        for run_name, batch_size in job.cells
     ]
-
-
-def job_for_run(jobs: Any, run_name: str) -> dict[str, Any] | None:
-    """The planned job that writes the log named ``run_name``, from the jobs of a sweep's ``jobs.json``
-    (``SweepPlan.job_for_run`` on the stored plan); None when there is no such job or the list is not one.
-
-    A log is named after one of the job's runs, or after the job itself (what ExportLog writes for a job
-    that left no log of its own).
-    """
-    if not isinstance(jobs, list):
-        return None
-    return next(
-        (
-            j
-            for j in jobs
-            if isinstance(j, dict)
-            and (run_name in (j.get("run_names") or []) or run_name == j.get("job_name"))
-        ),
-        None,
-    )

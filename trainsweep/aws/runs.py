@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
-from trainsweep.aws.outcome import Cell, cell_status, job_cells, job_for_run, job_outcome
+from trainsweep.aws.outcome import Cell, cell_status, job_cells, job_outcome
+from trainsweep.jobs import JobRecordError, PlannedJob, job_for_run, jobs_of_document
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -88,7 +89,7 @@ def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
                 location.run_name,
             )
             return []
-        log_format = _log_format(job)
+        log_format = job.log_format or None
     parsed = _parse_versioned(s3, bucket, key, location.run_name, log_format)
     if parsed is None:
         LOG.info("ignoring %s: the object is gone", key)
@@ -104,31 +105,28 @@ def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
     )
 
 
-def planned_job(s3: S3Client, bucket: str, location: layout.LogLocation) -> dict[str, Any] | None:
+def planned_job(s3: S3Client, bucket: str, location: layout.LogLocation) -> PlannedJob | None:
     """The job of the sweep's ``jobs.json`` that writes this run's log; None when there is none.
 
-    None also when the sweep has no ``jobs.json`` or it is not JSON: such a log (put under
-    ``sweeps/<id>/logs/`` by hand, or by another sweep's job) belongs to no planned job.
+    None also when the sweep has no ``jobs.json``, or one that is not JSON or not a plan this version
+    reads (:func:`trainsweep.jobs.jobs_of_document`): such a log (put under ``sweeps/<id>/logs/`` by
+    hand, or by another sweep's job) belongs to no planned job.
     """
     key = layout.jobs_key(location.sweep_id)
     try:
         doc = s3io.get_json(s3, bucket, key)
-    except ValueError:
-        LOG.warning("s3://%s/%s is not JSON: no job of it writes %s", bucket, key, location.run_name)
+        jobs = [] if doc is None else jobs_of_document(doc)
+    except (ValueError, JobRecordError) as exc:
+        LOG.warning("s3://%s/%s: %s; no job of it writes %s", bucket, key, exc, location.run_name)
         return None
-    return job_for_run(doc.get("jobs") if isinstance(doc, dict) else None, location.run_name)
-
-
-def _log_format(job: dict[str, Any]) -> str | None:
-    log_format = job.get("log_format")
-    return log_format if isinstance(log_format, str) and log_format else None
+    return job_for_run(jobs, location.run_name)
 
 
 def record_job(
     s3: S3Client,
     bucket: str,
     sweep_id: str,
-    job: dict[str, Any],
+    job: PlannedJob,
     training: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
 ) -> list[Cell]:
@@ -137,7 +135,7 @@ def record_job(
     ``training`` is the training task's output (DescribeTrainingJob), ``error`` the ``{Error, Cause}``
     the state machine caught instead. Packed jobs have several runs; the job's billable time is split
     evenly among them (not the cells a batch-size search skipped: they did not run). The job's
-    ``log_format`` (None or absent: sniff) reads each run's log.
+    ``log_format`` (None: sniff) reads each run's log.
     """
     from trainsweep.artefacts import iter_run_artefacts
 
@@ -145,7 +143,7 @@ def record_job(
     judged = []
     for ident in job_cells(job):
         run_name = ident["run_name"]
-        run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name, job.get("log_format"))
+        run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name, job.log_format or None)
         if run is not None:
             s3io.put_all_streamed(s3, bucket, layout.results_prefix(sweep_id), iter_run_artefacts(run))
         status, reason = cell_status(

@@ -22,6 +22,7 @@ from trainsweep import layout
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.outcome import job_cells
 from trainsweep.errors import TrainsweepError
+from trainsweep.jobs import jobs_of_document
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudformation import CloudFormationClient
@@ -213,7 +214,10 @@ def failure_line(error: str | None, cause: str | None) -> str:
 
 
 def _plan_cells(jobs_doc: dict[str, Any]) -> list[CellView]:
-    return [CellView(**ident) for job in jobs_doc.get("jobs", []) for ident in job_cells(job)]
+    """The cells of the plan in a ``jobs.json`` document (none before PlanSweep wrote its jobs)."""
+    if "jobs" not in jobs_doc:
+        return []
+    return [CellView(**ident) for job in jobs_of_document(jobs_doc) for ident in job_cells(job)]
 
 
 def _apply_final(cells: list[CellView], final: Iterable[dict[str, Any]]) -> None:

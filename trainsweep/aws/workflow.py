@@ -9,12 +9,13 @@ functions, no AWS calls.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from trainsweep import layout
 from trainsweep.errors import TrainsweepError
+from trainsweep.jobs import PlannedJob
 
 
 class QuotaError(TrainsweepError):
@@ -45,23 +46,37 @@ PLACEHOLDER_IMAGE = (
 PLACEHOLDER_EXECUTION = "e" * 80
 
 
+class Placed(Protocol):
+    """What grouping reads of a job: a :class:`PlannedJob`, or a simulated one."""
+
+    @property
+    def instance_type(self) -> str: ...
+
+    @property
+    def instance_count(self) -> int: ...
+
+
+JobT = TypeVar("JobT", bound=Placed)
+
+
 def group_jobs(
-    jobs: list[dict[str, Any]],
+    jobs: Sequence[JobT],
     max_concurrency: int,
     quotas: Mapping[str, int | None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Split jobs by instance type and give each group its concurrency.
 
     Returns ``(groups, group_concurrency)``: each group is ``{instance_type, max_concurrency,
-    quota, jobs}``; ``group_concurrency`` is how many groups run at once.
+    quota, jobs}`` (``jobs``: the group's jobs, in the given order); ``group_concurrency`` is how
+    many groups run at once.
 
     Raises:
         QuotaError: a type's quota allows no job of the sweep (fewer instances than ``instance_count``).
     """
     quotas = quotas or {}
-    by_type: dict[str, list[dict[str, Any]]] = {}
+    by_type: dict[str, list[JobT]] = {}
     for job in jobs:
-        by_type.setdefault(job["instance_type"], []).append(job)
+        by_type.setdefault(job.instance_type, []).append(job)
     if not by_type:
         return [], 1
     total = max(1, int(max_concurrency))
@@ -73,7 +88,7 @@ def group_jobs(
         cap = min(share, len(group))
         quota = quotas.get(instance_type)
         if quota is not None:
-            per_job = max(1, max(int(j.get("instance_count", 1)) for j in group))
+            per_job = max(1, max(j.instance_count for j in group))
             by_quota = quota // per_job
             if by_quota <= 0:
                 blocked.append(f"{instance_type} (quota {quota}, {per_job} per job)")
@@ -90,38 +105,44 @@ def group_jobs(
     return groups, group_concurrency
 
 
-def with_default_image(jobs: list[dict[str, Any]], default_image: Callable[[], str]) -> list[dict[str, Any]]:
+def with_default_image(jobs: list[PlannedJob], default_image: Callable[[], str]) -> list[PlannedJob]:
     """The jobs with ``image_uri`` set: a job whose spec names no image of its own (None) runs the stack's.
 
     The training task reads every job's image from ``$.job.image_uri``. ``default_image`` is called only
     when a job needs it (so a sweep of own images plans without it).
     """
     return [
-        job if job.get("image_uri") is not None else {**job, "image_uri": default_image()} for job in jobs
+        job if job.image_uri is not None else job.model_copy(update={"image_uri": default_image()})
+        for job in jobs
     ]
 
 
 @dataclass(frozen=True)
 class WorkflowInput:
     """PlanSweep's output (``state``, what the state machine carries) and the job lists it writes first
-    (``items``: S3 key -> the JSON array of one group's jobs, which that group's Distributed Map reads)."""
+    (``items``: S3 key -> one group's jobs, which that group's Distributed Map reads as a JSON array)."""
 
     state: dict[str, Any]
-    items: dict[str, list[dict[str, Any]]]
+    items: dict[str, list[PlannedJob]]
+
+    def item_bytes(self, key: str) -> bytes:
+        """The JSON array of the group's jobs at ``key``, as its Distributed Map reads it."""
+        return json.dumps([job.to_json() for job in self.items[key]]).encode()
 
 
 def state_input(
     plan_state: Mapping[str, Any], quotas: Mapping[str, int | None] | None = None, *, execution: str = "run"
 ) -> WorkflowInput:
-    """The plan's state input with its jobs grouped by instance type, each group's jobs moved to S3.
+    """The plan's state input (``SweepPlan.to_state_input``) with its jobs grouped by instance type,
+    each group's jobs moved to S3.
 
     Raises:
         SweepTooLargeError: more than :data:`MAX_JOBS` jobs, or groups whose references alone would take
             more than :data:`STATE_BUDGET_BYTES` of state.
         QuotaError: see :func:`group_jobs`.
     """
-    jobs = list(plan_state["jobs"])
-    cells = sum(len(j["run_names"]) for j in jobs)
+    jobs: list[PlannedJob] = list(plan_state["jobs"])
+    cells = sum(len(j.run_names) for j in jobs)
     if len(jobs) > MAX_JOBS:
         raise SweepTooLargeError(
             f"this sweep ({len(jobs)} jobs, {cells} cells) has more than {MAX_JOBS:,} jobs, the most one "
@@ -135,7 +156,7 @@ def state_input(
     out["cell_count"] = cells
     out["map_results_prefix"] = layout.map_results_prefix(sweep_id, execution)
     out["groups"] = []
-    items: dict[str, list[dict[str, Any]]] = {}
+    items: dict[str, list[PlannedJob]] = {}
     for n, group in enumerate(groups):
         key = layout.map_jobs_key(sweep_id, execution, n)
         items[key] = group["jobs"]

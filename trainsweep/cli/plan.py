@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from trainsweep.jobs import PlannedJob
     from trainsweep.spec import SweepPlan
 
 EXIT_INVALID = 2
@@ -165,7 +166,7 @@ def _print_plan(console: Console, sweep: SweepPlan) -> None:
 def _print_jobs(console: Console, sweep: SweepPlan) -> None:
     from rich.table import Table
 
-    from trainsweep.spec import format_duration, job_cost_usd
+    from trainsweep.spec import format_duration
 
     spec = sweep.spec
     length = f"{spec.workload.steps} steps" if spec.workload.steps else f"{spec.workload.epochs} epochs"
@@ -173,14 +174,14 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
         f"Sweep {sweep.sweep_id}: {spec.workload.label} ({length}, {spec.mode}"
         f"{', synthetic data' if spec.workload.synthetic else ''}) in {sweep.region}"
     )
-    columns: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
-        ("job name", "left", lambda j: str(j["job_name"])),
-        ("instance type", "left", lambda j: str(j["instance_type"])),
-        ("batch size", "right", lambda j: ",".join(map(str, j["batch_sizes"]))),
-        ("run", "right", lambda j: f"e{j['repetition']}"),
-        ("instances", "right", lambda j: str(j["instance_count"])),
-        ("max runtime", "right", lambda j: format_duration(j["max_runtime_seconds"])),
-        ("worst case", "right", lambda j: _usd(job_cost_usd(j, sweep.hourly_usd.get(j["instance_type"])))),
+    columns: list[tuple[str, str, Callable[[PlannedJob], str]]] = [
+        ("job name", "left", lambda j: j.job_name),
+        ("instance type", "left", lambda j: j.instance_type),
+        ("batch size", "right", lambda j: ",".join(map(str, j.batch_sizes))),
+        ("run", "right", lambda j: f"e{j.repetition}"),
+        ("instances", "right", lambda j: str(j.instance_count)),
+        ("max runtime", "right", lambda j: format_duration(j.max_runtime_seconds)),
+        ("worst case", "right", lambda j: _usd(j.worst_case_usd(sweep.hourly_usd.get(j.instance_type)))),
     ]
     rows = [[cell(job) for _, _, cell in columns] for job in sweep.jobs]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, (h, _, _) in enumerate(columns)]

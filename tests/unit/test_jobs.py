@@ -1,0 +1,78 @@
+"""The planned-job record: its JSON form, its reader's errors, and the jobs.json document's version."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from trainsweep.jobs import SCHEMA_VERSION, JobRecordError, PlannedJob, job_for_run, jobs_of_document
+from trainsweep.spec import plan_sweep
+
+SPEC: dict[str, Any] = {
+    "name": "demo",
+    "workload": {"model": "mnist-cnn", "epochs": 2},
+    "instance_types": ["ml.p3.2xlarge"],
+    "batch_sizes": [64, 128],
+    "packing": "per-instance",
+    "spot": True,
+    "prices": {"ml.p3.2xlarge": 3.6},
+}
+
+
+def _job(**spec: Any) -> PlannedJob:
+    return plan_sweep({**SPEC, **spec}, sweep_id="demo-1", bucket="b").jobs[0]
+
+
+def test_a_job_reads_back_from_its_json_unchanged() -> None:
+    job = _job()
+    data = json.loads(json.dumps(job.to_json()))
+    assert PlannedJob.from_json(data) == job
+    assert list(data) == list(PlannedJob.model_fields)
+
+
+def test_a_job_cannot_be_changed_in_place() -> None:
+    with pytest.raises(ValidationError, match="frozen"):
+        _job().job_name = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda d: d.pop("instance_type"), "instance_type: Field required"),
+        (lambda d: d.update(instance_count="two"), "instance_count: Input should be a valid integer"),
+        (lambda d: d.update(instance_typo="ml.p3.2xlarge"), "instance_typo: Extra inputs are not permitted"),
+    ],
+)
+def test_a_malformed_job_is_refused_with_the_field_that_is_wrong(change: Any, says: str) -> None:
+    data = _job().to_json()
+    change(data)
+    with pytest.raises(JobRecordError, match=f"not a planned job: {says}"):
+        PlannedJob.from_json(data)
+
+
+def test_jobs_json_reads_as_planned_jobs_and_finds_the_job_of_a_log() -> None:
+    plan = plan_sweep(SPEC, sweep_id="demo-1", bucket="b")
+    jobs = jobs_of_document(json.loads(plan.jobs_json()))
+    assert jobs == plan.jobs
+    (job,) = jobs
+    assert job_for_run(jobs, job.run_names[1]) is job
+    assert job_for_run(jobs, job.job_name) is job  # ExportLog's copy is named after the job
+    assert job_for_run(jobs, "demo-1-p3-1-32-e0") is None
+    assert job.cells == [(job.run_names[0], 64), (job.run_names[1], 128)]
+
+
+@pytest.mark.parametrize("version", [None, 0, SCHEMA_VERSION + 1])
+def test_a_jobs_json_of_another_schema_version_is_refused(version: Any) -> None:
+    doc = json.loads(plan_sweep(SPEC, sweep_id="demo-1").jobs_json())
+    doc["schema_version"] = version
+    with pytest.raises(JobRecordError, match=f"schema_version {version!r}; this trainsweep reads version 1"):
+        jobs_of_document(doc)
+
+
+def test_the_worst_case_pays_every_instance_for_the_runtime_and_the_warm_pool() -> None:
+    job = _job(spot=False, instance_count=2, max_runtime_seconds=1800, warm_pool_seconds=1800)
+    assert job.worst_case_usd(3.6) == pytest.approx(2 * 3600 / 3600 * 3.6)
+    assert job.worst_case_usd(None) is None
