@@ -172,18 +172,27 @@ def test_a_run_shows_how_it_ended_and_its_results(imported: Path, tmp_path: Path
     assert "ended FAILED" in html and "States.Runtime: boom" in html and "no results to show" in html
 
 
+def _planned(instance_type: str, sweep_id: str) -> dict[str, Any]:
+    """The jobs document the planner writes for one mnist-cnn cell of ``instance_type``."""
+    spec = {
+        "name": "demo",
+        "workload": {"model": "mnist-cnn", "epochs": 1, "synthetic": True},
+        "instance_types": [instance_type],
+        "batch_sizes": [32],
+    }
+    from trainsweep.spec import plan_sweep
+
+    return plan_sweep(spec, sweep_id=sweep_id).to_dict()
+
+
 def test_status_reads_a_downloaded_sweep(tmp_path: Path) -> None:
     sweep = tmp_path / "demo-20260101-000000"
     (sweep / "results" / "runs").mkdir(parents=True)
-    job = {
-        "job_name": "demo-20260101-000000-local-cpu-32-e0",
-        "run_names": ["demo-20260101-000000-local-cpu-32-e0"],
-        "instance_type": "local",
-        "batch_sizes": [32],
-        "repetition": 0,
-    }
-    cell = {"run_name": job["job_name"], "status": "completed", "reason": None, "billable_s": 3}
-    (sweep / "jobs.json").write_text(json.dumps({"jobs": [job], "cells": [cell]}))
+    doc = _planned("local", "demo-20260101-000000")
+    job = doc["jobs"][0]
+    assert job["job_name"] == "demo-20260101-000000-local-cpu-32-e0"
+    doc["cells"] = [{"run_name": job["job_name"], "status": "completed", "reason": None, "billable_s": 3}]
+    (sweep / "jobs.json").write_text(json.dumps(doc))
     (sweep / "results" / "runs" / f"{job['job_name']}.json").write_text("{}")
     got = trainsweep.status(results=tmp_path)
     assert got.downloaded and got.parse_failures is None
@@ -196,17 +205,8 @@ def test_watch_follows_a_cloud_sweep_until_its_execution_ends() -> None:
 
     sweep_id = "demo-20260101-000000"
     job = f"{sweep_id}-g4dn-1-32-e0"
-    jobs = {
-        "jobs": [
-            {
-                "job_name": job,
-                "run_names": [job],
-                "instance_type": "ml.g4dn.xlarge",
-                "batch_sizes": [32],
-                "repetition": 0,
-            }
-        ]
-    }
+    jobs = _planned("ml.g4dn.xlarge", sweep_id)
+    assert [j["job_name"] for j in jobs["jobs"]] == [job]
     seen: list[tuple[str | None, dict[str, int]]] = []
 
     class Seen(trainsweep.SweepEvents):
