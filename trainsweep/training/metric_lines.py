@@ -32,10 +32,7 @@ NAME_MAX, REGEX_MAX = 255, 500  # SageMaker's limits on a definition's Name and 
 NAME_PATTERN = r"^[A-Za-z0-9_.:/-]+$"
 MATCH_CHARS = 1024
 MAX_OPEN_REPEATS = 3
-ACCURACY_NAMES = frozenset(
-    {"accuracy", "acc", "eval_accuracy", "eval_acc", "val_accuracy", "val_acc", "validation_accuracy"}
-)
-"""Metric names that are the run's evaluation accuracy (the quality guard's ``eval_accuracy``)."""
+ACCURACY_NAMES = mllog.ACCURACY_NAMES
 MAXIMIZE, MINIMIZE = "maximize", "minimize"
 _LOWER_IS_BETTER = ("loss", "error", "err", "perplexity", "ppl", "wer", "cer", "mse", "mae", "rmse")
 
