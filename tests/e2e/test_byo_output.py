@@ -74,8 +74,8 @@ def test_a_scripts_own_words_and_its_printed_accuracy_reach_status_the_report_an
     run8 = f"{folder.name}-local-cpu-8-e0"
     record = json.loads((folder / layout.RESULTS_DIR / layout.run_record_path(run8)).read_text())
     assert [e["validation_accuracy"] for e in record["epochs"]] == [0.5, 0.7, 0.9]
-    rows = {r["batch_size"]: r for r in json.loads((folder / layout.RESULTS_DIR / layout.SWEEP_JSON).read_text())
-            ["configurations"]}  # fmt: skip
+    sweep = json.loads((folder / layout.RESULTS_DIR / layout.SWEEP_JSON).read_text())
+    rows = {r["batch_size"]: r for r in sweep["configurations"]}
     assert rows[8]["time_to_target_s"] > 0
 
     # the failed job's whole output, after the sweep
