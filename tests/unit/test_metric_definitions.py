@@ -170,7 +170,8 @@ TRACEBACK = [
 
 def test_the_last_lines_of_stderr_are_the_scripts_words_without_trainsweeps_own():
     assert script_words(ARGPARSE) == (
-        "usage: main.py [-h] [--batch_size N] [--use-optimizer] | main.py: error: unrecognized arguments: true"
+        "usage: main.py [-h] [--batch_size N] [--use-optimizer] | "
+        "main.py: error: unrecognized arguments: true"
     )
     reason = with_script_words("the script exited with code 2 before its first training step", ARGPARSE)
     assert reason.endswith("; the script said: usage: main.py [-h] [--batch_size N] [--use-optimizer] | "
