@@ -24,6 +24,7 @@ from trainsweep.cost.metrics import (
 )
 from trainsweep.cost.prices import price_source
 from trainsweep.cost.recommend import Recommendation, recommend
+from trainsweep.logs import mllog
 from trainsweep.logs.model import RunTimings
 from trainsweep.training.metric_lines import default_direction
 
@@ -291,10 +292,16 @@ def analyse(
     excluded = [r for r in runs if r.name in copies]
     runs = [r for r in runs if r.name not in copies]
     value = target.value if target else None
-    goal_of = {"target_metric": target.metric, "minimize": target.minimize} if target else {}
+    goal = target or Goal(mllog.EVAL_ACCURACY, 0.0)
     metrics = [
         run_metrics(
-            r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s, target_value=value, **goal_of
+            r,
+            epochs=epochs,
+            job=by_name.get(r.name),
+            overhead_s=overhead_s,
+            target_value=value,
+            target_metric=goal.metric,
+            minimize=goal.minimize,
         )
         for r in runs
     ]
@@ -321,7 +328,8 @@ def analyse(
         prices=prices,
         quality_margin=margin,
         target=value,
-        **goal_of,
+        target_metric=goal.metric,
+        minimize=goal.minimize,
     )
     said = (f"{target.metric} {'<=' if target.minimize else '>='} {target.value:g}") if target else None
     rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd, target=said)
