@@ -189,6 +189,22 @@ def test_an_exception_is_given_with_its_last_frame():
     )
 
 
+def test_code_run_by_exec_is_placed_by_the_frame_that_ran_it():
+    # nanoGPT's configurator, given --batch_size 32 (Python 3.11's output, markers under the source)
+    tail = [
+        "Traceback (most recent call last):",
+        '  File "/opt/ml/code/train.py", line 77, in <module>',
+        "    exec(open('configurator.py').read()) # overrides from command line or config file",
+        "    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "<string>", line 23, in <module>',
+        "AssertionError",
+    ]
+    assert with_script_words("AssertionError: ", tail) == (
+        "AssertionError: (at <string>:23 in <module>, called from train.py:77 in <module>: "
+        "exec(open('configurator.py').read()) # overrides from command line or config file)"
+    )
+
+
 def test_a_reason_without_stderr_stays_as_it_is():
     assert with_script_words("training worker exited with code 1", []) == "training worker exited with code 1"
 

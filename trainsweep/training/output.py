@@ -111,30 +111,44 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def last_frame(lines: list[str]) -> tuple[str, str | None] | None:
-    """The last Python traceback in ``lines``: (its exception line, ``file:line in func: source`` of its
-    last frame, or None when it has no frame); None when there is no traceback."""
-    start = max((i for i, ln in enumerate(lines) if ln.strip() == _TRACEBACK), default=None)
-    if start is None:
-        return None
-    frame: str | None = None
-    exception: str | None = None
-    i = start + 1
+def _frames(lines: list[str]) -> tuple[list[str], str | None]:
+    """The frames of the traceback that starts at ``lines[0]`` (``file:line in func[: source]``) and its
+    exception line (None when the traceback is cut short)."""
+    frames: list[str] = []
+    i = 1
     while i < len(lines):
         m = _FRAME.match(lines[i])
         if m:
-            nxt = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.match(lines[i + 1]) else ""
-            frame = f"{Path(m['file']).name}:{m['line']} in {m['func'].strip()}" + (f": {nxt}" if nxt else "")
-            i += 2 if nxt else 1
-            continue
-        if lines[i].startswith((" ", "\t")) or not lines[i].strip():
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            source = nxt.strip() if nxt[:1] in (" ", "\t") and not _FRAME.match(nxt) else ""
+            if source and not source.strip("^~ "):
+                source = ""  # Python 3.11's markers under the source, not the source
+            where = f"{Path(m['file']).name}:{m['line']} in {m['func'].strip()}"
+            frames.append(f"{where}: {source}" if source else where)
+            i += 2 if source else 1
+        elif lines[i][:1] in (" ", "\t") or not lines[i].strip():
             i += 1
-            continue
-        exception = lines[i].strip()
-        break
+        else:
+            return frames, lines[i].strip()
+    return frames, None
+
+
+def last_frame(lines: list[str]) -> tuple[str, str | None] | None:
+    """The last Python traceback in ``lines``: (its exception line, where it was raised: the last frame,
+    and the one that called it when the last has no source, like code run by ``exec``; None when it has
+    no frame); None when there is no traceback."""
+    start = max((i for i, ln in enumerate(lines) if ln.strip() == _TRACEBACK), default=None)
+    if start is None:
+        return None
+    frames, exception = _frames(lines[start:])
     if exception is None:
         return None
-    return exception, frame
+    if not frames:
+        return exception, None
+    where = frames[-1]
+    if ": " not in where and len(frames) > 1:
+        where += f", called from {frames[-2]}"
+    return exception, where
 
 
 def script_words(stderr_tail: list[str]) -> str | None:
