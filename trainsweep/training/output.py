@@ -12,6 +12,7 @@ traceback, else the last lines (argparse's ``error:`` line, a shell's ``command 
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -23,9 +24,10 @@ from typing import IO, BinaryIO
 from trainsweep.logs import mllog
 
 READ_BYTES = 64 * 1024
+LINE_CHARS = 2000
+LINE_BYTES = 4 * LINE_CHARS
 """A longer line reaches the file and the stream whole, but the listener and the tail get its first
 :data:`LINE_CHARS` characters only."""
-LINE_CHARS = 2000
 TAIL_LINES = 40
 REASON_LINES = 5
 REASON_CHARS = 900
@@ -65,22 +67,44 @@ class OutputCapture:
             self._threads.append(t)
 
     def _read(self, name: str, pipe: IO[bytes], sink: IO[str]) -> None:
+        """Pass the pipe's bytes on as they come (a chunk at a time); split lines only where they are read:
+        stderr (its tail) and, with a listener, both streams."""
+        by_line = name == "stderr" or self.listener is not None
+        pending = b""
+        skipping = False  # inside a line longer than LINE_BYTES, whose start was read already
         with pipe:
-            for raw in iter(lambda: pipe.readline(READ_BYTES), b""):
-                self._pass(name, raw, sink)
+            fd = pipe.fileno()
+            while chunk := os.read(fd, READ_BYTES):
+                self._pass(chunk, sink)
+                if not by_line:
+                    continue
+                *lines, pending = (pending + chunk).split(b"\n")
+                for raw in lines:
+                    if not skipping:
+                        self._line(name, raw)
+                    skipping = False
+                if len(pending) > LINE_BYTES and not skipping:
+                    self._line(name, pending)
+                    skipping, pending = True, b""
+                elif skipping:
+                    pending = b""
+        if pending and not skipping:
+            self._line(name, pending)
 
-    def _pass(self, name: str, raw: bytes, sink: IO[str]) -> None:
+    def _pass(self, chunk: bytes, sink: IO[str]) -> None:
         if self.passthrough:
             try:
-                sink.buffer.write(raw)  # type: ignore[attr-defined]
+                sink.buffer.write(chunk)  # type: ignore[attr-defined]
                 sink.flush()
             except (AttributeError, OSError, ValueError):
                 pass  # a closed or replaced stream must not stop the reading (the pipe would fill)
         with self._lock:
             if self._file is not None:
-                self._file.write(raw)
+                self._file.write(chunk)
                 self._file.flush()
-        line = raw[: LINE_CHARS * 4].decode(errors="replace").rstrip("\r\n")[:LINE_CHARS]
+
+    def _line(self, name: str, raw: bytes) -> None:
+        line = raw[:LINE_BYTES].decode(errors="replace").rstrip("\r")[:LINE_CHARS]
         if name == "stderr":
             self.stderr_tail.append(line)
         if self.listener is not None and self.listener_error is None:

@@ -174,7 +174,7 @@ class Supervisor:
         child = self.child
         if child is not None and child.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGTERM)  # the cell's whole process group
+                child.send_signal(signal.SIGTERM)  # the launcher passes it on to its ranks
 
     # ---- failure bookkeeping -----------------------------------------------------------------
 
@@ -245,7 +245,7 @@ class Supervisor:
             result.flags.append("processes the script started outlived it: stopped with the cell")
         if result.status == "ok" and watcher is not None:
             result.flags.extend(watcher.say_unmatched())
-        if result.status not in ("ok", SKIPPED) and result.reason:
+        if result.status == "error" and result.reason:
             result.reason = with_script_words(result.reason, list(capture.stderr_tail))
         if result.status != "ok":
             self.append_failure(cell.run_name, result.reason or result.status, result.status)
