@@ -241,7 +241,7 @@ class Supervisor:
             result = CellResult(cell.run_name, cell.batch_size, "ok", None, rc, flags=[said])
         else:
             result = self._outcome(cell, rc, status_file)
-        if outlived:
+        if outlived and not at_target:  # at the target the whole group was killed on purpose
             result.flags.append("processes the script started outlived it: stopped with the cell")
         if result.status == "ok" and watcher is not None:
             result.flags.extend(watcher.say_unmatched())
