@@ -220,3 +220,13 @@ def test_a_launcher_that_exits_0_while_a_rank_failed_fails_the_cell(tmp_path):
     assert res.status == "error"
     assert res.reason == "rank 1 failed: ValueError: bad shard"
     assert json.loads(status.read_text())["status"] == "ok"  # the launcher's word, overruled
+
+
+def test_a_launcher_that_fails_without_rank_0s_word_gives_the_failed_ranks_reason(tmp_path):
+    sup = _supervisor(tmp_path)
+    failure = mllog.format_line(mllog.FAILURE, {"reason": "ValueError: bad shard", "kind": "error"},
+                                metadata={"rank": 1, "epoch_num": 0})  # fmt: skip
+    log = sup.paths.log_file("r1")
+    code = f"import pathlib, sys; pathlib.Path({str(log)!r}).write_text({failure!r}); sys.exit(1)"
+    res = sup.run_cell(Cell("r1", 8), launch.Launch([sys.executable, "-c", code]))
+    assert res.reason == "rank 1 failed: ValueError: bad shard (training worker exited with code 1)"

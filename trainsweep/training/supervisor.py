@@ -305,7 +305,9 @@ class Supervisor:
                 how += " (the host may have run out of memory)"
             elif rc == 0:
                 how += " without saying how the cell ended (no cell status: did a rank fail?)"
-            result = CellResult(cell.run_name, cell.batch_size, "error", f"training worker {how}", rc)
+            failed = rank_failure(self.paths.log_file(cell.run_name))  # rank 0 said nothing; another may have
+            reason = f"{failed} (training worker {how})" if failed else f"training worker {how}"
+            result = CellResult(cell.run_name, cell.batch_size, "error", reason, rc)
         if result.status == "ok":
             failed = rank_failure(self.paths.log_file(cell.run_name))
             if failed is not None:  # a launcher that exits 0 while a rank failed
