@@ -39,7 +39,18 @@ from pydantic import (
 from trainsweep import hyperparameters as hp
 from trainsweep import image, instances, layout, sourcedir, workloads
 from trainsweep.errors import BudgetExceededError, SpecError
-from trainsweep.training import contract, metric_lines
+from trainsweep.training import contract
+from trainsweep.training.metric_lines import MAX_DEFINITIONS as METRIC_DEFINITIONS_MAX
+from trainsweep.training.metric_lines import NAME_MAX as METRIC_NAME_MAX
+from trainsweep.training.metric_lines import NAME_PATTERN as METRIC_NAME_PATTERN
+from trainsweep.training.metric_lines import REGEX_MAX as METRIC_REGEX_MAX
+from trainsweep.training.metric_lines import (
+    TargetRule,
+    default_direction,
+    is_accuracy,
+    regex_problem,
+    same_metric,
+)
 
 SPEC_SCHEMA_VERSION = 1
 JOBS_SCHEMA_VERSION = 1
@@ -151,20 +162,20 @@ class MetricDefinition(BaseModel):
 
     name: str = Field(
         min_length=1,
-        max_length=metric_lines.NAME_MAX,
-        pattern=metric_lines.NAME_PATTERN,
+        max_length=METRIC_NAME_MAX,
+        pattern=METRIC_NAME_PATTERN,
         description="The metric's name (an accuracy name such as val_acc is the run's eval_accuracy).",
     )
     regex: str = Field(
         min_length=1,
-        max_length=metric_lines.REGEX_MAX,
+        max_length=METRIC_REGEX_MAX,
         description="A Python regular expression searched in each output line; its first group is the value.",
     )
 
     @field_validator("regex")
     @classmethod
     def _usable(cls, value: str) -> str:
-        problem = metric_lines.regex_problem(value)
+        problem = regex_problem(value)
         if problem:
             raise ValueError(problem)
         return value
@@ -238,7 +249,7 @@ class Workload(BaseModel):
     )
     metric_definitions: list[MetricDefinition] = Field(
         default_factory=list,
-        max_length=metric_lines.MAX_DEFINITIONS,
+        max_length=METRIC_DEFINITIONS_MAX,
         description="Metrics read from your script's output (SageMaker's MetricDefinitions): each line "
         "a regex finds gives the metric its first group's value, for the quality guard, target and report.",
     )
@@ -358,7 +369,7 @@ def _check_metric_definitions(w: Workload) -> None:
 def _target_problem(target: Target, w: Workload) -> str | None:
     """Why the run cannot measure ``target``'s metric, or None."""
     names = [d.name for d in w.metric_definitions]
-    if any(metric_lines.same_metric(target.metric, n) for n in names):
+    if any(same_metric(target.metric, n) for n in names):
         return None
     if target.metric in TARGET_METRICS and not names:
         return None  # the built-in's evaluation, or the script's trainsweep.instrument.metric("accuracy")
@@ -394,8 +405,8 @@ class Target(BaseModel):
 
     metric: str = Field(
         "eval_accuracy",
-        pattern=metric_lines.NAME_PATTERN,
-        max_length=metric_lines.NAME_MAX,
+        pattern=METRIC_NAME_PATTERN,
+        max_length=METRIC_NAME_MAX,
         description="The evaluation metric: eval_accuracy, or a name of workload.metric_definitions.",
     )
     value: float = Field(allow_inf_nan=False, description="The value to reach, e.g. 0.97 (or a loss: 1.2).")
@@ -408,13 +419,13 @@ class Target(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Target:
         if self.direction is None:
-            self.direction = metric_lines.default_direction(self.metric)  # type: ignore[assignment]
-        if metric_lines.is_accuracy(self.metric) and self.direction == "maximize" and not 0 < self.value <= 1:
+            self.direction = default_direction(self.metric)  # type: ignore[assignment]
+        if is_accuracy(self.metric) and self.direction == "maximize" and not 0 < self.value <= 1:
             raise _FieldError("value", f"an accuracy target is in (0, 1], got {self.value:g}")
         return self
 
-    def rule(self) -> metric_lines.TargetRule:
-        return metric_lines.TargetRule(self.metric, self.value, str(self.direction))
+    def rule(self) -> TargetRule:
+        return TargetRule(self.metric, self.value, str(self.direction))
 
 
 class GridCell(BaseModel):
@@ -1330,13 +1341,13 @@ def _script_hyperparameters(
     out[contract.MODE] = spec.mode
     out[contract.BATCH_SIZE_ARG] = w.batch_size_arg
     out[contract.EPOCHS_ARG] = w.epochs_arg
-    out.update(_metric_hyperparameters(spec))
     knob = contract.TRAINSWEEP_PREFIX + hp.EARLY_STOP_MAX_SECONDS
     if spec.mode == "early-stop" and knob not in out:
         out[knob] = _early_stop_max_seconds(spec, batch_sizes)
     if bucket:
         out[hp.LOG_BUCKET] = bucket
         out[hp.LOG_PREFIX] = layout.logs_prefix(sweep_id)
+    out.update(_metric_hyperparameters(spec))
     return out
 
 

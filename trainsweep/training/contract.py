@@ -35,10 +35,10 @@ MODE = "trainsweep-mode"  # full | early-stop
 BATCH_SIZE_ARG = "trainsweep-batch-size-arg"  # the script's argument name for the batch size
 EPOCHS_ARG = "trainsweep-epochs-arg"  # the script's argument name for the epochs
 REQUIREMENTS = "trainsweep-requirements"  # requirements file relative to the source dir ("" = none)
+TARGET = "trainsweep-target"  # full mode: JSON {metric, value, direction}; the cell ends when it is reached
 COMMAND = "trainsweep-command"  # workload.command: the command line template (JSON list of words)
 STEPS = "trainsweep-steps"  # workload.steps: a step-based run (no epochs), its number of optimizer steps
 METRIC_DEFINITIONS = "trainsweep-metric-definitions"  # JSON list of {name, regex} read from the output
-TARGET = "trainsweep-target"  # full mode: JSON {metric, value, direction}; the cell ends when it is reached
 
 DEFAULT_BATCH_SIZE_ARG = "batch-size"
 DEFAULT_EPOCHS_ARG = "epochs"
