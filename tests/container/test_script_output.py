@@ -61,7 +61,7 @@ def _hyperparameters(s3: S3Server, root: Path, workload: dict[str, Any], batch_s
         "packing": "per-instance",
         **spec,
     }
-    return dict(plan_sweep(doc, sweep_id="s-test").jobs[0]["hyperparameters"])
+    return dict(plan_sweep(doc, sweep_id="s-test").to_dict()["jobs"][0]["hyperparameters"])
 
 
 def _cells(result: JobResult) -> dict[int, dict[str, Any]]:

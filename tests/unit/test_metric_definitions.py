@@ -79,8 +79,8 @@ def test_the_usual_shapes_of_metric_lines_are_accepted():
 
 
 def test_the_job_carries_the_definitions_and_a_loss_target_with_its_direction(tmp_path):
-    job = plan_sweep(_spec(tmp_path, target={"metric": "val_loss", "value": 1.2}), sweep_id="m-1").jobs[0]
-    hyper = job["hyperparameters"]
+    plan = plan_sweep(_spec(tmp_path, target={"metric": "val_loss", "value": 1.2}), sweep_id="m-1")
+    hyper = plan.to_dict()["jobs"][0]["hyperparameters"]
     assert json.loads(hyper[contract.METRIC_DEFINITIONS]) == [
         {"name": "val_loss", "regex": r"val loss ([0-9.]+)"}
     ]
