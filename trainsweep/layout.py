@@ -152,6 +152,17 @@ def is_model_key(sweep_id: str, key: str) -> bool:
     return key.startswith((output_prefix(sweep_id), f"{sweep_prefix(sweep_id)}{CHECKPOINTS_DIR}/"))
 
 
+JOB_OUTPUT_DIR = "job-output"
+"""Local mode only, in a downloaded sweep's folder: ``job-output/<job name>/<host>.txt`` is everything a
+job's processes wrote to stdout and stderr (its CloudWatch stream in the cloud), and
+``job-output/<job name>/cells/<run>.output.txt`` each cell's own output. Not an S3 key of the sweep."""
+
+
+def job_output_dir(job_name: str) -> str:
+    """``job-output/<job name>``, relative to a local sweep's folder."""
+    return f"{JOB_OUTPUT_DIR}/{job_name}"
+
+
 CODE_DIR = "code"
 
 

@@ -185,7 +185,10 @@ def samples_from(
         if (o.instance_type, o.batch_size) not in cells:
             outside.append({"path": o.path, "instance_type": o.instance_type, "batch_size": o.batch_size})
             continue
-        full = run_metrics(run, epochs=spec.workload.epochs, job=_SAGEMAKER_JOB, target_value=target)
+        full = run_metrics(
+            run, epochs=spec.workload.epochs, job=_SAGEMAKER_JOB, target_value=target,
+            target_metric=_target_metric(spec), minimize=_minimize(spec),
+        )  # fmt: skip
         if full.target_epoch is not None and full.target_epoch > spec.workload.epochs:
             # reached after the spec's epochs: a run of the spec's epochs ends before it
             full.target_epoch = full.time_to_target_s = full.billable_to_target_s = None
@@ -471,8 +474,18 @@ def _target_value(spec: SweepSpec) -> float | None:
 
 
 def _target_said(spec: SweepSpec) -> str | None:
-    """The target as the report says it (``eval_accuracy >= 0.97``), or None."""
-    return None if spec.target is None else f"{spec.target.metric} >= {spec.target.value:g}"
+    """The target as the report says it (``eval_accuracy >= 0.97``, ``val_loss <= 1.2``), or None."""
+    if spec.target is None:
+        return None
+    return f"{spec.target.metric} {spec.target.rule().sign} {spec.target.value:g}"
+
+
+def _target_metric(spec: SweepSpec) -> str:
+    return "eval_accuracy" if spec.target is None else spec.target.metric
+
+
+def _minimize(spec: SweepSpec) -> bool:
+    return spec.target is not None and spec.target.direction == "minimize"
 
 
 def _picks(rows: list[ConfigMetrics], target: str | None = None) -> dict[str, ConfigMetrics | None]:
@@ -528,6 +541,8 @@ def replay_sweep(
         instance_count=spec.instance_count,
         quality_margin=spec.quality_margin,
         target=_target_value(spec),
+        target_metric=_target_metric(spec),
+        minimize=_minimize(spec),
     )
     return strategy, rows
 
@@ -594,7 +609,7 @@ def _check_target_metric(spec: SweepSpec, samples: list[Sample], notes: list[str
     if spec.target is None or not samples:
         return
     metric, said = spec.target.metric, _target_said(spec)
-    blind = [s for s in samples if s.full.eval_accuracy is None]
+    blind = [s for s in samples if s.full.target_metric_value is None]
     if len(blind) == len(samples):
         raise TrainsweepError(
             f"no log of the spec's grid records {metric}, the target's metric: the time to reach {said} "
@@ -611,7 +626,7 @@ def _check_target_metric(spec: SweepSpec, samples: list[Sample], notes: list[str
         s
         for s in samples
         if s.full.epochs_measured < spec.workload.epochs
-        and s.full.eval_accuracy is not None
+        and s.full.target_metric_value is not None
         and s.full.time_to_target_s is None
     ]
     if short:
@@ -673,6 +688,8 @@ def simulate(
         instance_count=spec.instance_count,
         quality_margin=spec.quality_margin,
         target=target,
+        target_metric=_target_metric(spec),
+        minimize=_minimize(spec),
     )
     truth = _picks(truth_rows, said)
     exhaustive_jobs = [Job(s.instance_type, [s], to_target_seconds(s, spec)) for s in everything]

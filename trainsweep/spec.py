@@ -43,6 +43,17 @@ from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
 from trainsweep.jobs import PlannedJob
 from trainsweep.training import command as cmdline
 from trainsweep.training import contract
+from trainsweep.training.metric_lines import MAX_DEFINITIONS as METRIC_DEFINITIONS_MAX
+from trainsweep.training.metric_lines import NAME_MAX as METRIC_NAME_MAX
+from trainsweep.training.metric_lines import NAME_PATTERN as METRIC_NAME_PATTERN
+from trainsweep.training.metric_lines import REGEX_MAX as METRIC_REGEX_MAX
+from trainsweep.training.metric_lines import (
+    TargetRule,
+    default_direction,
+    is_accuracy,
+    regex_problem,
+    same_metric,
+)
 
 SPEC_SCHEMA_VERSION = 1
 SCHEMA_FILE = "sweep-spec.schema.json"
@@ -143,6 +154,33 @@ SCRIPT_KNOBS = (
     hp.MAX_EVAL_BATCHES,
     hp.NUM_GPUS,
 )
+
+
+class MetricDefinition(BaseModel):
+    """SageMaker's ``MetricDefinition``: the first group of ``regex``, in a line of the script's output,
+    is the value of metric ``name``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        min_length=1,
+        max_length=METRIC_NAME_MAX,
+        pattern=METRIC_NAME_PATTERN,
+        description="The metric's name (an accuracy name such as val_acc is the run's eval_accuracy).",
+    )
+    regex: str = Field(
+        min_length=1,
+        max_length=METRIC_REGEX_MAX,
+        description="A Python regular expression searched in each output line; its first group is the value.",
+    )
+
+    @field_validator("regex")
+    @classmethod
+    def _usable(cls, value: str) -> str:
+        problem = regex_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class Workload(BaseModel):
@@ -251,6 +289,12 @@ class Workload(BaseModel):
         False,
         description="Built-ins only: train on random tensors of the dataset's shape (pure throughput).",
     )
+    metric_definitions: list[MetricDefinition] = Field(
+        default_factory=list,
+        max_length=METRIC_DEFINITIONS_MAX,
+        description="Metrics read from your script's output (SageMaker's MetricDefinitions): each line "
+        "a regex finds gives the metric its first group's value, for the quality guard, target and report.",
+    )
 
     @property
     def kind(self) -> str:
@@ -295,6 +339,7 @@ class Workload(BaseModel):
             self._check_builtin()
         else:
             self._check_own_code()
+        _check_metric_definitions(self)
         for key, value in self.hyperparameters.items():
             if not key or len(key) > 256:
                 raise _FieldError(f"hyperparameters.{key}", "a hyperparameter name has 1 to 256 characters")
@@ -438,6 +483,40 @@ def _no_duplicates_field(field_name: str, values: list[Any]) -> None:
         raise _FieldError(field_name, str(e)) from None
 
 
+def _check_metric_definitions(w: Workload) -> None:
+    """Metric definitions read a script's output through trainsweep's launcher: not a built-in's, not an
+    own image's; one definition per name."""
+    if not w.metric_definitions:
+        return
+    if w.model is not None:
+        raise _FieldError(
+            "metric_definitions", "a built-in model reports its own eval_accuracy: remove metric_definitions"
+        )
+    if w.entry_point is None and getattr(w, "command", None) is None:
+        raise _FieldError(
+            "metric_definitions",
+            "read from the output of your script as trainsweep launches it: give entry_point (or command)",
+        )
+    seen: set[str] = set()
+    for i, d in enumerate(w.metric_definitions):
+        if d.name in seen:
+            raise _FieldError(f"metric_definitions.{i}.name", f"{d.name!r} is defined twice")
+        seen.add(d.name)
+
+
+def _target_problem(target: Target, w: Workload) -> str | None:
+    """Why the run cannot measure ``target``'s metric, or None."""
+    names = [d.name for d in w.metric_definitions]
+    if any(same_metric(target.metric, n) for n in names):
+        return None
+    if target.metric in TARGET_METRICS and not names:
+        return None  # the built-in's evaluation, or the script's trainsweep.instrument.metric("accuracy")
+    known = ", ".join(sorted({*names, *TARGET_METRICS}))
+    return (
+        f"{target.metric!r} is not measured: use one of {known}, or define it in workload.metric_definitions"
+    )
+
+
 def _log_format_problem(text: str) -> str | None:
     """What is wrong with a ``log_format`` (the parser's own check), or None."""
     from trainsweep.logs.pattern import compile_log_format
@@ -453,17 +532,38 @@ DEFAULT_QUALITY_MARGIN = 0.02
 DEFAULT_CONFIRM_TOP_K = 3
 PHASES = ("scan", "confirm")
 TARGET_METRICS = ("eval_accuracy",)
+"""The metric a target names without ``workload.metric_definitions`` (the built-ins' and the API's)."""
 
 
 class Target(BaseModel):
-    """The quality a training run must reach: the first evaluation at or above ``value`` ends it."""
+    """The quality a training run must reach: its first evaluation at or above ``value`` (maximize), or at
+    or below it (minimize: a loss), ends it (SageMaker tuning's objective: a metric and Maximize/Minimize)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    metric: Literal[TARGET_METRICS] = Field(  # type: ignore[valid-type]
-        "eval_accuracy", description="The evaluation metric (higher is better)."
+    metric: str = Field(
+        "eval_accuracy",
+        pattern=METRIC_NAME_PATTERN,
+        max_length=METRIC_NAME_MAX,
+        description="The evaluation metric: eval_accuracy, or a name of workload.metric_definitions.",
     )
-    value: float = Field(gt=0, le=1, allow_inf_nan=False, description="The value to reach, e.g. 0.97.")
+    value: float = Field(allow_inf_nan=False, description="The value to reach, e.g. 0.97 (or a loss: 1.2).")
+    direction: Literal["maximize", "minimize"] | None = Field(
+        None,
+        description="maximize: reach value from below; minimize: go below it (a loss). Default: "
+        "minimize for a name with loss, error or perplexity in it, else maximize.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Target:
+        if self.direction is None:
+            self.direction = default_direction(self.metric)  # type: ignore[assignment]
+        if is_accuracy(self.metric) and self.direction == "maximize" and not 0 < self.value <= 1:
+            raise _FieldError("value", f"an accuracy target is in (0, 1], got {self.value:g}")
+        return self
+
+    def rule(self) -> TargetRule:
+        return TargetRule(self.metric, self.value, str(self.direction))
 
 
 class GridCell(BaseModel):
@@ -819,7 +919,9 @@ class SweepSpec(BaseModel):
                     "the scan phase packs and early-stops, which needs trainsweep's launcher: give "
                     "workload.entry_point, or leave phases out",
                 )
-        elif self.target is not None and self.mode == "early-stop":
+        if self.target is not None and (problem := _target_problem(self.target, self.workload)):
+            raise _FieldError("target.metric", problem)
+        if self.phases is None and self.target is not None and self.mode == "early-stop":
             raise _FieldError(
                 "target",
                 "an early-stopped run never reaches a target: use mode full, or phases: [scan, confirm]",
@@ -1403,6 +1505,18 @@ def _script_hyperparameters(
     if bucket:
         out[hp.LOG_BUCKET] = bucket
         out[hp.LOG_PREFIX] = layout.logs_prefix(sweep_id)
+    out.update(_metric_hyperparameters(spec))
+    return out
+
+
+def _metric_hyperparameters(spec: SweepSpec) -> dict[str, str]:
+    """A script job's metric definitions and, in full mode, the target its cells end at."""
+    defs = spec.workload.metric_definitions
+    if not defs:
+        return {}
+    out = {contract.METRIC_DEFINITIONS: json.dumps([d.model_dump() for d in defs], separators=(",", ":"))}
+    if spec.target is not None and spec.mode == "full":
+        out[contract.TARGET] = spec.target.rule().to_json()
     return out
 
 

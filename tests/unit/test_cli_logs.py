@@ -122,3 +122,19 @@ def test_a_stream_whose_end_is_never_reached_leaves_no_half_file(
     assert result.exit_code == 1
     assert "could not be read to its end: 100 empty pages" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_local_jobs_output_is_printed_from_the_downloaded_sweep(tmp_path: Path) -> None:
+    job = tmp_path / "s-20260101-000000" / "job-output" / JOB
+    job.mkdir(parents=True)
+    (job / "algo-1.txt").write_text("first host\n")
+    (job / "algo-2.txt").write_text("second host\n")
+    result = runner.invoke(app, ["logs", JOB, "--local", "--results", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output == "first host\nsecond host\n"
+
+
+def test_a_local_job_that_is_not_there_says_where_it_looked(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["logs", JOB, "--local", "--results", str(tmp_path)])
+    assert result.exit_code != 0
+    assert f"no local job {JOB!r} under {tmp_path}" in result.output

@@ -243,3 +243,25 @@ def test_more_local_hosts_than_this_machine_runs_fail_with_a_clear_reason(
     assert "one host per job" in (job.state.failure_reason or "") or "1 to 8 hosts" in (
         job.state.failure_reason or ""
     )
+
+
+def test_a_job_keeps_its_whole_output_where_asked_after_its_folder_goes(make_job, tmp_path) -> None:
+    job, _, _ = make_job(
+        """
+        import os, pathlib, sys
+        base = pathlib.Path(os.environ["SAGEMAKER_BASE_DIR"])
+        cells = base / "output/data/cells"
+        cells.mkdir(parents=True)
+        (cells / "r1.output.txt").write_text("the cell's own\\n")
+        print("to stdout")
+        print("usage: train.py: error: unrecognized arguments: --lr", file=sys.stderr)
+        sys.exit(2)
+        """
+    )
+    job.keep_output = tmp_path / "kept" / job.request.name
+    job.start()
+    assert job.wait(30)
+    kept = job.keep_output
+    assert "to stdout" in (kept / "algo-1.txt").read_text()
+    assert "unrecognized arguments: --lr" in (kept / "algo-1.txt").read_text()
+    assert (kept / "cells" / "r1.output.txt").read_text() == "the cell's own\n"

@@ -179,8 +179,8 @@ def test_phase_specs_scan_everything_early_and_confirm_the_chosen_cells_to_the_t
         ({"phases": ["scan", "confirm"]}, "target", "set target"),
         ({"phases": ["confirm"], "target": {"value": 0.9}}, "phases", "the only sequence"),
         ({"mode": "early-stop", "target": {"value": 0.9}}, "target", "never reaches a target"),
-        ({"target": {"value": 1.5}}, "target.value", "greater than the maximum of 1"),
-        ({"target": {"metric": "loss", "value": 0.5}}, "target.metric", "'eval_accuracy' was expected"),
+        ({"target": {"value": 1.5}}, "target.value", "an accuracy target is in (0, 1], got 1.5"),
+        ({"target": {"metric": "loss", "value": 0.5}}, "target.metric", "'loss' is not measured"),
         (
             {"cells": [{"instance_type": "ml.p3.2xlarge", "batch_size": 256}]},
             "cells.0",

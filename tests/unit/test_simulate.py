@@ -376,7 +376,7 @@ def test_a_target_ranks_by_time_and_cost_to_reach_it(tmp_path):
         "target": TARGET,
     }
     out = _simulate(_spec(tmp_path, **fields), logs)
-    assert out["target"] == TARGET
+    assert out["target"] == {**TARGET, "direction": "maximize"}
     t256 = (_to(40, 1.5, 2), _to(40, 1.5, 1, w=5))
     t512 = (_to(40, 1.0, 2), _to(40, 1.0, 4, w=5))
     t1024 = (_to(30, 1.0, 4), _to(30, 1.0, 4, w=5))

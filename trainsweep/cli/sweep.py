@@ -66,6 +66,18 @@ def _duration(seconds: float | None) -> str:
     return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
 
 
+DETAIL_CHARS = 300
+
+
+def _clip_middle(text: str, n: int) -> str:
+    """``text`` in at most ``n`` characters, its middle left out: a failure's reason starts with what
+    failed and ends with what the script said last (argparse's ``error:`` line, the exception)."""
+    if len(text) <= n:
+        return text
+    head = n // 3
+    return f"{text[:head]} ... {text[len(text) - (n - head - 5) :]}"
+
+
 def render_view(view: Any) -> Table:
     """The live table: one row per cell, then counts, elapsed time and spend so far."""
     from rich.table import Table
@@ -102,7 +114,7 @@ def render_view(view: Any) -> Table:
             _duration(c.elapsed_s),
             _duration(c.billable_s),
             "-" if c.cost_usd is None else f"{c.cost_usd:.4f}",
-            (c.detail or "")[:300],
+            _clip_middle(c.detail or "", DETAIL_CHARS),
         )
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "planning"
     table.caption = f"{summary} · elapsed {_duration(view.elapsed_s)} · spend so far {view.spend_usd:.4f} USD"

@@ -216,6 +216,10 @@ class RunMetrics:
     time_to_target_s: float | None = None
     """Training from its start to the end of :attr:`target_epoch` (evaluations included)."""
     billable_to_target_s: float | None = None
+    target_metric_value: float | None = None
+    """The last evaluation of the target's metric (None: no target, or never evaluated)."""
+    unmatched_metrics: list[str] = field(default_factory=list)
+    """Metric definitions no line of the run's output matched (``workload.metric_definitions``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -253,9 +257,12 @@ def run_metrics(
     job: Mapping[str, Any] | None = None,
     overhead_s: float = billing.FIXED_OVERHEAD_S,
     target_value: float | None = None,
+    target_metric: str = mllog.EVAL_ACCURACY,
+    minimize: bool = False,
 ) -> RunMetrics:
     """Figures of one run; ``epochs`` is the number of epochs to predict the training time for;
-    ``target_value`` the eval_accuracy whose first reaching ends the time to target."""
+    ``target_value`` the value of ``target_metric`` (eval_accuracy, or a metric the run logged per epoch)
+    whose first reaching (at or above it; at or below with ``minimize``) ends the time to target."""
     status = job_status(job) or (
         SKIPPED if run.extra.get("failure_kind") == SKIPPED else _RUN_STATUS.get(run.status, FAILED)
     )
@@ -336,29 +343,68 @@ def run_metrics(
         m.aligned_step_s = stall.aligned_step_s
         m.free_step_s = stall.free_step_s
     m.gpu_memory_share = gpu_memory_share(run)
-    _quality(m, eps, target_value, known["billable_s"], overhead_s)
+    goal = None if target_value is None else Goal(target_metric, target_value, minimize)
+    _quality(m, run, eps, goal, known["billable_s"], overhead_s)
     if status == OK and m.step_s is None:
         m.status = FAILED
         m.reason = m.reason or "the log has no training steps"
     return m
 
 
+@dataclass(frozen=True)
+class Goal:
+    """A target: the first evaluation of ``metric`` at or above ``value`` (at or below it: ``minimize``)."""
+
+    metric: str
+    value: float
+    minimize: bool = False
+
+    def reached(self, v: float) -> bool:
+        return v <= self.value if self.minimize else v >= self.value
+
+    def describe(self) -> str:
+        """``eval_accuracy 0.97`` (a value to reach), ``val_loss <= 1.2`` (a value to go below)."""
+        return f"{self.metric} <= {self.value:g}" if self.minimize else f"{self.metric} {self.value:g}"
+
+
+def metric_values(run: RunTimings, eps: Sequence[Epoch], metric: str) -> list[tuple[int, float]]:
+    """(position in ``eps``, value) of each epoch's evaluation of ``metric``: the epoch's accuracy for an
+    accuracy name, else the run's ``trainsweep.metric.<name>`` events (``extra[METRIC_SERIES]``)."""
+    if metric.lower() in mllog.ACCURACY_NAMES:
+        pairs = [(i, e.validation_accuracy) for i, e in enumerate(eps)]
+    else:
+        series = (run.extra.get(mllog.METRIC_SERIES) or {}).get(metric) or {}
+        pairs = [(i, series.get(str(e.index))) for i, e in enumerate(eps)]
+    return [(i, float(v)) for i, v in pairs if isinstance(v, int | float) and math.isfinite(v)]
+
+
+def unmatched_metrics(run: RunTimings) -> list[str]:
+    """The metric definitions of the run that never matched its output."""
+    said = run.extra.get(mllog.METRIC_UNMATCHED)
+    return [str(d.get("metric")) for d in said if isinstance(d, dict)] if isinstance(said, list) else []
+
+
 def _quality(
-    m: RunMetrics, eps: Sequence[Epoch], target: float | None, billed_s: float | None, overhead_s: float
+    m: RunMetrics,
+    run: RunTimings,
+    eps: Sequence[Epoch],
+    goal: Goal | None,
+    billed_s: float | None,
+    overhead_s: float,
 ) -> None:
     """The run's last evaluation and, with a target, when it first reached it (MLPerf's time-to-train:
-    the training from its start to the end of the first evaluation at or above the target)."""
-    accuracies = [
-        (i, e.validation_accuracy)
-        for i, e in enumerate(eps)
-        if e.validation_accuracy is not None and math.isfinite(e.validation_accuracy)
-    ]
-    if not accuracies:
+    the training from its start to the end of the first evaluation that reached the target)."""
+    accuracies = metric_values(run, eps, mllog.EVAL_ACCURACY)
+    if accuracies:
+        m.eval_accuracy = accuracies[-1][1]
+    m.unmatched_metrics = unmatched_metrics(run)
+    if goal is None:
         return
-    m.eval_accuracy = accuracies[-1][1]
-    if target is None:
+    values = metric_values(run, eps, goal.metric)
+    if not values:
         return
-    reached = next((i for i, acc in accuracies if acc >= target), None)
+    m.target_metric_value = values[-1][1]
+    reached = next((i for i, v in values if goal.reached(v)), None)
     if reached is None:
         return
     m.target_epoch = reached + 1
@@ -370,6 +416,18 @@ def _quality(
         m.billable_to_target_s = billed_s  # the job ended at the target: its bill is the cost to target
     else:
         m.billable_to_target_s = billing.modelled_billable_s(m.time_to_target_s, overhead_s)
+
+
+def _missed_why(goal: Goal, missed: Sequence[RunMetrics]) -> str:
+    """What the runs that missed the target saw: their best value, a metric that never matched, or none."""
+    seen = _finite([r.target_metric_value for r in missed])
+    if seen:
+        best = min(seen) if goal.minimize else max(seen)
+        return f"best {goal.metric} {best:.4g}"
+    unmatched = sorted({n for r in missed for n in r.unmatched_metrics if n == goal.metric})
+    if unmatched:
+        return f"metric {unmatched[0]} never matched the output"
+    return "no evaluation"
 
 
 @dataclass
@@ -460,6 +518,8 @@ def aggregate(
     prices: Mapping[str, float] | None = None,
     quality_margin: float | None = None,
     target: float | None = None,
+    target_metric: str = mllog.EVAL_ACCURACY,
+    minimize: bool = False,
 ) -> list[ConfigMetrics]:
     """Group run figures by (instance type, instance count, batch size) into sweep rows, sorted by type
     then batch size.
@@ -524,13 +584,12 @@ def aggregate(
             row.gpu_memory_share = max(_finite([r.gpu_memory_share for r in ok]), default=None)
             row.eval_accuracy = _mean([r.eval_accuracy for r in ok])
             if target is not None:
+                goal = Goal(target_metric, target, minimize)
                 missed = [r for r in ok if r.time_to_target_s is None]
                 if missed:
-                    best = max(_finite([r.eval_accuracy for r in missed]), default=None)
-                    seen = f"best eval_accuracy {best:.4g}" if best is not None else "no evaluation"
                     row.quality = (
-                        f"did not reach target: eval_accuracy {target:g} not reached by {len(missed)} of "
-                        f"{len(ok)} runs ({seen})"
+                        f"did not reach target: {goal.describe()} not reached by {len(missed)} of "
+                        f"{len(ok)} runs ({_missed_why(goal, missed)})"
                     )
                 else:
                     row.time_to_target_s = _mean([r.time_to_target_s for r in ok])

@@ -108,6 +108,8 @@ class LocalTrainingJob:
         on_output: called with new output lines of the process (stdout and stderr), in batches.
         stop_grace_s: SIGTERM first, SIGKILL after this many seconds (SageMaker waits 120 s).
         has_gpu: GPU probe, injectable for tests.
+        keep_output: a folder that outlives the job's: at its end, every host's output
+            (``<host>.txt``) and the cells' own (``cells/<run>.output.txt``) are copied there.
     """
 
     def __init__(
@@ -123,8 +125,10 @@ class LocalTrainingJob:
         stop_grace_s: float = 10.0,
         has_gpu: Callable[[], bool] = gpu_available,
         poll_s: float = 0.1,
+        keep_output: Path | None = None,
     ) -> None:
         self.request = request
+        self.keep_output = keep_output
         self.entry_point = Path(entry_point)
         self.workdir = Path(workdir)
         self._fetch_channel = fetch_channel
@@ -234,6 +238,7 @@ class LocalTrainingJob:
             time.perf_counter(),
         )
         self._flush_output()
+        self._keep_output()
         if outcome == "stopped":
             self._finish("Stopped", "Stopped", None)
         elif outcome == "timeout":
@@ -364,6 +369,22 @@ class LocalTrainingJob:
                 os.killpg(proc.pid, signal.SIGKILL)
         if running and self._proc is not None:
             self.state.exit_code = self._proc.returncode
+
+    def _keep_output(self) -> None:
+        """Copy what the job's processes wrote to :attr:`keep_output` (the job's folder is temporary)."""
+        keep = self.keep_output
+        if keep is None:
+            return
+        try:
+            keep.mkdir(parents=True, exist_ok=True)
+            for host in self.hosts:
+                if self.host_log_path(host).is_file():
+                    shutil.copyfile(self.host_log_path(host), keep / f"{host}.txt")
+                for cell in sorted((self.host_base(host) / "output" / "data" / "cells").glob("*.output.txt")):
+                    (keep / "cells").mkdir(exist_ok=True)
+                    shutil.copyfile(cell, keep / "cells" / cell.name)
+        except OSError as e:  # losing a copy must not fail the job
+            print(f"local mode: could not keep the output of {self.request.name}: {e}", file=sys.stderr)
 
     def _failure_reason(self) -> str:
         host = self.failed_host or "algo-1"

@@ -86,6 +86,8 @@ class LocalSageMaker:
         self._patches = Patches()
         self._lock = threading.Lock()
         self.jobs: dict[str, LocalTrainingJob] = {}
+        self.keep_output: Path | None = None
+        """A folder that outlives the jobs' own: each job's output is kept in ``<it>/<job name>/``."""
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -208,6 +210,7 @@ class LocalSageMaker:
             on_output=logs.write,
             stop_grace_s=self._stop_grace_s,
             has_gpu=self._has_gpu or gpu_available,
+            keep_output=self.keep_output / fake.training_job_name if self.keep_output else None,
         )
         with self._lock:
             self.jobs[request.name] = job

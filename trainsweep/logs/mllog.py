@@ -78,6 +78,18 @@ evaluations, system."""
 TARGET_REACHED = NS + "target_reached"
 """value: {"metric": "eval_accuracy", "target": x, "value": y, "epoch": k}: the run ended at its first
 evaluation reaching the target (MLPerf's time-to-train), not after every announced epoch (``extra`` key)."""
+ACCURACY_NAMES = frozenset(
+    {"accuracy", "acc", "eval_accuracy", "eval_acc", "val_accuracy", "val_acc", "validation_accuracy"}
+)
+"""Metric names that are a run's evaluation accuracy: written and read as :data:`EVAL_ACCURACY`."""
+METRIC_PREFIX = NS + "metric."
+"""``trainsweep.metric.<name>``: a metric of an epoch (``epoch_num``) other than its accuracy, from the
+script (``trainsweep.instrument.metric``) or from its output (``workload.metric_definitions``)."""
+METRIC_SERIES = NS + "metric_series"
+"""``run.extra`` key: ``{name: {epoch: value}}`` of the run's ``trainsweep.metric.<name>`` events (rank 0;
+the last value of an epoch)."""
+METRIC_UNMATCHED = NS + "metric_unmatched"
+"""value: ``[{"metric": name, "regex": regex}, ...]``: metric definitions no line of the output matched."""
 FAILURE = NS + "failure"
 """value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
 

@@ -189,6 +189,8 @@ class MllogReader:
                     self.run_stop_status = status  # rank 0's word wins
         elif key in _MLPERF_KEYS:
             pass  # read by self.mlperf above
+        elif key.startswith(mllog.METRIC_PREFIX) and "epoch_num" in meta:
+            self._metric(key[len(mllog.METRIC_PREFIX) :], rank, meta, value)
         elif size > MAX_EXTRA_BYTES:
             raise _AbsurdStructureError(
                 f"a record of {size} bytes for the other key {str(key)[:80]!r}: ignored"
@@ -199,6 +201,19 @@ class MllogReader:
             raise _AbsurdStructureError(
                 f"more than {MAX_EXTRA_KEYS} other keys: {str(key)[:80]!r} is ignored"
             )
+
+    def _metric(self, name: str, rank: int, meta: dict[str, Any], value: Any) -> None:
+        """A named metric of an epoch (rank 0's): kept per epoch in ``extra[METRIC_SERIES]``."""
+        v = float(value)
+        if not math.isfinite(v):
+            raise _AbsurdValueError(f"metric {name[:80]!r} {v!r} is not finite; ignored")
+        if rank != 0:
+            return
+        index = self._epoch(rank, meta).index
+        series: dict[str, dict[str, float]] = self.extra.setdefault(mllog.METRIC_SERIES, {})
+        if name not in series and len(series) >= MAX_METRICS:
+            raise _AbsurdStructureError(f"more than {MAX_METRICS} metrics: {name[:80]!r} is ignored")
+        series.setdefault(name, {})[str(index)] = v
 
     def _epoch(self, rank: int, meta: dict[str, Any]) -> Epoch:
         num = meta.get("epoch_num")
@@ -492,6 +507,8 @@ class _AbsurdStructureError(Exception):
 
 MAX_EXTRA_KEYS = MAX_PROBLEMS_PER_CODE
 """Other keys kept in ``run.extra`` (the container writes about ten)."""
+MAX_METRICS = 64
+"""Named metrics kept per epoch (``extra[METRIC_SERIES]``; SageMaker allows 40 metric definitions)."""
 MAX_EXTRA_BYTES = 1 << 16
 """The largest record of another key kept in ``run.extra`` (a key's value is a few bytes to a few KB;
 100 keys of megabytes of JSON each would cost several times that in Python objects)."""

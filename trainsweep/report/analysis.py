@@ -14,15 +14,19 @@ from trainsweep.cost.metrics import (
     FAILED,
     OK,
     ConfigMetrics,
+    Goal,
     RunMetrics,
     aggregate,
     job_status,
     run_metrics,
     steady_steps,
+    unmatched_metrics,
 )
 from trainsweep.cost.prices import price_source
 from trainsweep.cost.recommend import Recommendation, recommend
+from trainsweep.logs import mllog
 from trainsweep.logs.model import RunTimings
+from trainsweep.training.metric_lines import default_direction
 
 DEFAULT_QUALITY_MARGIN = 0.02
 """The quality margin when no spec says (== ``trainsweep.spec.DEFAULT_QUALITY_MARGIN``)."""
@@ -209,15 +213,34 @@ def search_summary(rows: Sequence[ConfigMetrics]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def target_of(spec: Mapping[str, Any] | None) -> tuple[str, float] | None:
-    """``(metric, value)`` of the spec's ``target``, or None (no target, or not one it can read)."""
+def target_of(spec: Mapping[str, Any] | None) -> Goal | None:
+    """The spec's ``target`` (metric, value, direction), or None (no target, or not one it can read)."""
     t = (spec or {}).get("target")
     if not isinstance(t, Mapping):
         return None
     value = t.get("value")
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         return None
-    return str(t.get("metric") or "eval_accuracy"), float(value)
+    metric = str(t.get("metric") or "eval_accuracy")
+    direction = t.get("direction") or default_direction(metric)
+    return Goal(metric, float(value), direction == "minimize")
+
+
+def _unmatched_entries(runs: Sequence[RunTimings]) -> list[dict[str, Any]]:
+    """A warning per metric definition that never matched a run's output (not "no evaluation": the
+    regex, or the script's output, is what to check)."""
+    return [
+        {
+            "source": "analysis",
+            "run": r.name,
+            "code": "metric-unmatched",
+            "severity": "warning",
+            "message": f"metric {name} never matched the output",
+            "line": None,
+        }
+        for r in runs
+        for name in unmatched_metrics(r)
+    ]
 
 
 def common_epochs(runs: Sequence[RunTimings]) -> int | None:
@@ -268,9 +291,18 @@ def analyse(
     copies = copies_to_drop(duplicate_groups(quality), {r.name: r for r in runs})
     excluded = [r for r in runs if r.name in copies]
     runs = [r for r in runs if r.name not in copies]
-    value = target[1] if target else None
+    value = target.value if target else None
+    goal = target or Goal(mllog.EVAL_ACCURACY, 0.0)
     metrics = [
-        run_metrics(r, epochs=epochs, job=by_name.get(r.name), overhead_s=overhead_s, target_value=value)
+        run_metrics(
+            r,
+            epochs=epochs,
+            job=by_name.get(r.name),
+            overhead_s=overhead_s,
+            target_value=value,
+            target_metric=goal.metric,
+            minimize=goal.minimize,
+        )
         for r in runs
     ]
     seen = {r.name for r in runs} | set(copies)  # a left-out copy's job is not a cell without a run
@@ -296,8 +328,10 @@ def analyse(
         prices=prices,
         quality_margin=margin,
         target=value,
+        target_metric=goal.metric,
+        minimize=goal.minimize,
     )
-    said = f"{target[0]} >= {target[1]:g}" if target else None
+    said = (f"{target.metric} {'<=' if target.minimize else '>='} {target.value:g}") if target else None
     rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd, target=said)
     warnings = _quality_entries(quality)
     for r in excluded:
@@ -311,6 +345,7 @@ def analyse(
                 "line": None,
             }
         )
+    warnings.extend(_unmatched_entries(runs))
     seen_w = {(w["run"], w["code"], w["message"], w["line"]) for w in warnings}
     for r in runs:
         for p in r.problems:

@@ -196,6 +196,8 @@ def run_local_sweep(
     restore_logging = _log_emulator_to(log_path_for(dest))
     try:
         aws.start()
+        if aws.sagemaker is not None:
+            aws.sagemaker.keep_output = dest / layout.JOB_OUTPUT_DIR  # the jobs' folders are temporary
         assembly = synth.result()
         stack = aws.deploy(assembly=assembly)
         result.timings.update(aws.timings)

@@ -35,6 +35,7 @@ MODE = "trainsweep-mode"  # full | early-stop
 BATCH_SIZE_ARG = "trainsweep-batch-size-arg"  # the script's argument name for the batch size
 EPOCHS_ARG = "trainsweep-epochs-arg"  # the script's argument name for the epochs
 REQUIREMENTS = "trainsweep-requirements"  # requirements file relative to the source dir ("" = none)
+TARGET = "trainsweep-target"  # full mode: JSON {metric, value, direction}; the cell ends when it is reached
 COMMAND = "trainsweep-command"  # workload.command: the command line template (JSON list of words)
 STEPS = "trainsweep-steps"  # workload.steps: a step-based run (no epochs), its number of optimizer steps
 METRIC_DEFINITIONS = "trainsweep-metric-definitions"  # JSON list of {name, regex} read from the output
@@ -275,3 +276,9 @@ def cell_status_path(output_dir: Path, run_name: str) -> Path:
     of warnings, e.g. the script ignored the batch size).
     """
     return output_dir / "data" / "cells" / f"{run_name}.json"
+
+
+def cell_output_path(output_dir: Path, run_name: str) -> Path:
+    """``<base>/output/data/cells/<run>.output.txt``: everything the cell's processes wrote to stdout and
+    stderr, kept by the supervisor (SageMaker uploads it with the job's output data)."""
+    return output_dir / "data" / "cells" / f"{run_name}.output.txt"

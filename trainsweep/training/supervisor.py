@@ -37,13 +37,24 @@ from trainsweep.training.config import (
     read_hyperparameters,
     run_names_hint,
 )
-from trainsweep.training.runlog import RunLog, has_event
+from trainsweep.training.metric_lines import (
+    MetricDefinition,
+    MetricWatcher,
+    TargetRule,
+    parse_definitions,
+    same_metric,
+)
+from trainsweep.training.output import OutputCapture, with_script_words
+from trainsweep.training.runlog import RunLog
 from trainsweep.training.upload import LogUploader
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED = (
     contract.EXIT_OK, contract.EXIT_ERROR, contract.EXIT_BAD_INPUT, contract.EXIT_STOPPED,
 )  # fmt: skip
 STOP_GRACE_S = 60.0
+GROUP_GRACE_S = 5.0
+"""Workers left behind by a cell's process get this long after SIGTERM before SIGKILL."""
+OUTPUT_DRAIN_S = 10.0
 JOB_SUMMARY = "job.json"
 
 
@@ -114,11 +125,47 @@ class BatchSizeSearch:
         }
 
 
+def failure_events(path: Path) -> list[dict[str, Any]]:
+    """The FAILURE events of a run's log, with their rank (``rank`` key), in order."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    out: list[dict[str, Any]] = []
+    for raw in data.splitlines():
+        if not raw.startswith(mllog.TOKEN.encode()) or mllog.FAILURE.encode() not in raw:
+            continue
+        try:
+            rec = mllog.parse_payload(raw[len(mllog.TOKEN) :].decode(errors="replace"))
+        except ValueError:
+            continue
+        value = rec.get("value")
+        if rec["key"] == mllog.FAILURE and isinstance(value, dict):
+            out.append({**value, "rank": (rec.get("metadata") or {}).get("rank")})
+    return out
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def rank_failure(path: Path) -> str | None:
+    """``rank N: reason`` of the first rank whose failure the log holds (None: no rank failed)."""
+    failures = failure_events(path)
+    if not failures:
+        return None
+    f = failures[0]
+    return f"rank {f.get('rank') or 0} failed: {f.get('reason')}"
+
+
 class Supervisor:
     def __init__(self, paths: Paths):
         self.paths = paths
         self.stopping = False
         self.child: subprocess.Popen[bytes] | None = None
+        self.metric_definitions: list[MetricDefinition] = []
+        self.target: TargetRule | None = None
 
     # ---- signals -----------------------------------------------------------------------------
 
@@ -127,14 +174,16 @@ class Supervisor:
         child = self.child
         if child is not None and child.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                child.send_signal(signal.SIGTERM)
+                child.send_signal(signal.SIGTERM)  # the launcher passes it on to its ranks
 
     # ---- failure bookkeeping -----------------------------------------------------------------
 
     def append_failure(self, run_name: str, reason: str, kind: str) -> None:
-        """Add the failure to a run's log unless the worker already did."""
+        """Add the failure to a run's log unless the worker already said it; a reason that adds to the
+        worker's (what the script said on stderr) is written after it, and so is the one the log keeps."""
         path = self.paths.log_file(run_name)
-        if has_event(path, mllog.FAILURE):
+        said = [str(f.get("reason") or "").strip() for f in failure_events(path)]
+        if said and not any(s and s in reason and s != reason.strip() for s in said):
             return
         with RunLog(path, echo=True) as log:
             log.event(mllog.FAILURE, {"reason": reason, "kind": kind}, epoch_num=0)
@@ -156,21 +205,90 @@ class Supervisor:
         return [*(prefix or [sys.executable]), *worker]
 
     def run_cell(self, cell: Cell, process: launch.Launch) -> CellResult:
+        """Run one cell's process in its own process group, its output captured (and passed through)."""
         status_file = contract.cell_status_path(self.paths.output, cell.run_name)
         status_file.unlink(missing_ok=True)
+        watcher = self.metric_watcher(cell)
+        capture = OutputCapture(
+            contract.cell_output_path(self.paths.output, cell.run_name),
+            listener=watcher.line if watcher is not None else None,
+        )
         env = {**os.environ, **process.env} if process.env else None
-        self.child = subprocess.Popen(process.command, stdin=subprocess.DEVNULL, env=env, cwd=process.cwd)
+        try:
+            self.child = subprocess.Popen(
+                process.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=env, cwd=process.cwd, process_group=0,
+            )  # fmt: skip
+        except OSError as e:
+            capture.join(0)
+            reason = f"cannot start {process.command[0]!r}: {e.strerror or e}"
+            self.append_failure(cell.run_name, reason, "error")
+            return CellResult(cell.run_name, cell.batch_size, "error", reason, None)
+        if watcher is not None:
+            pgid = self.child.pid
+            watcher.on_reached = lambda: _kill_group(pgid, signal.SIGKILL)  # at once: nothing after counts
+        capture.start(self.child.stdout, self.child.stderr)
+        rc, at_target = self._wait(watcher)
+        outlived = self._end_group(self.child.pid)
+        self.child = None
+        if not capture.join(OUTPUT_DRAIN_S):
+            print("trainsweep: a process that left the cell's process group still holds its output",
+                  file=sys.stderr, flush=True)  # fmt: skip
+        if at_target and watcher is not None:
+            watcher.finish_at_target()
+            r = watcher.reached_at or {}
+            said = f"stopped at the target: {r.get('metric')} {r.get('value')} after epoch {r.get('epoch')}"
+            result = CellResult(cell.run_name, cell.batch_size, "ok", None, rc, flags=[said])
+        else:
+            result = self._outcome(cell, rc, status_file)
+        if outlived and not at_target:  # at the target the whole group was killed on purpose
+            result.flags.append("processes the script started outlived it: stopped with the cell")
+        if result.status == "ok" and watcher is not None:
+            result.flags.extend(watcher.say_unmatched())
+        if result.status == "error" and result.reason:
+            result.reason = with_script_words(result.reason, list(capture.stderr_tail))
+        if result.status != "ok":
+            self.append_failure(cell.run_name, result.reason or result.status, result.status)
+        return result
+
+    def _wait(self, watcher: MetricWatcher | None) -> tuple[int, bool]:
+        """Wait for the cell's process; (its exit status, whether it was ended at its target)."""
+        assert self.child is not None
         deadline: float | None = None
         while True:
             try:
                 rc = self.child.wait(timeout=0.5)
-                break
+                return rc, watcher is not None and watcher.reached.is_set()
             except subprocess.TimeoutExpired:
+                if watcher is not None and watcher.reached.is_set():
+                    _kill_group(self.child.pid, signal.SIGKILL)
+                    return self.child.wait(), True
                 if self.stopping:
                     deadline = deadline or time.monotonic() + STOP_GRACE_S
                     if time.monotonic() > deadline:
-                        self.child.kill()
-        self.child = None
+                        _kill_group(self.child.pid, signal.SIGKILL)
+
+    @staticmethod
+    def _end_group(pgid: int) -> bool:
+        """Stop what is left of the cell's process group (workers that outlived the script: SIGTERM, then
+        SIGKILL); True when something was left."""
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            return False
+        deadline = time.monotonic() + GROUP_GRACE_S
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return True
+            time.sleep(0.05)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        return True
+
+    def _outcome(self, cell: Cell, rc: int, status_file: Path) -> CellResult:
+        """The cell's result from its status file, else from its exit status."""
         if status_file.is_file():
             st = json.loads(status_file.read_text())
             result = CellResult(
@@ -185,10 +303,22 @@ class Supervisor:
             how = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
             if rc == -signal.SIGKILL:
                 how += " (the host may have run out of memory)"
-            result = CellResult(cell.run_name, cell.batch_size, "error", f"training worker {how}", rc)
-        if result.status != "ok":
-            self.append_failure(cell.run_name, result.reason or result.status, result.status)
+            elif rc == 0:
+                how += " without saying how the cell ended (no cell status: did a rank fail?)"
+            failed = rank_failure(self.paths.log_file(cell.run_name))  # rank 0 said nothing; another may have
+            reason = f"{failed} (training worker {how})" if failed else f"training worker {how}"
+            result = CellResult(cell.run_name, cell.batch_size, "error", reason, rc)
+        if result.status == "ok":
+            failed = rank_failure(self.paths.log_file(cell.run_name))
+            if failed is not None:  # a launcher that exits 0 while a rank failed
+                result.status, result.reason = "error", failed
         return result
+
+    def metric_watcher(self, cell: Cell) -> MetricWatcher | None:
+        """The matcher of the job's metric definitions for one cell (None: the job has none)."""
+        if not self.metric_definitions and self.target is None:
+            return None
+        return MetricWatcher(self.metric_definitions, self.paths.log_file(cell.run_name), self.target)
 
     # ---- the job -----------------------------------------------------------------------------
 
@@ -231,6 +361,7 @@ class Supervisor:
     def run_script(self, raw: dict[str, str]) -> int:
         """A user's script (SageMaker script mode): fetch and prepare its source, then a process per cell."""
         cfg = launch.parse_script_config(raw)  # JobConfigError: bad input, before anything is fetched
+        self.read_metric_settings(raw)
         with tempfile.TemporaryDirectory(prefix="trainsweep-") as tmp:
             launcher = launch.ScriptLauncher(cfg, self.paths, Path(tmp))
             try:
@@ -238,6 +369,21 @@ class Supervisor:
             except JobConfigError as e:
                 return self.bad_input(raw, [c.run_name for c in cfg.cells], str(e))
             return self.run_cells(cfg, launcher.launch)
+
+    def read_metric_settings(self, raw: dict[str, str]) -> None:
+        """The job's metric definitions and target (script jobs); raises :class:`JobConfigError`."""
+        try:
+            text = (raw.get(contract.METRIC_DEFINITIONS) or "").strip()
+            self.metric_definitions = parse_definitions(text) if text else []
+            target = (raw.get(contract.TARGET) or "").strip()
+            self.target = TargetRule.from_json(target) if target else None
+        except ValueError as e:
+            raise JobConfigError(str(e)) from None
+        known = {d.name for d in self.metric_definitions}
+        if self.target is not None and not any(same_metric(self.target.metric, n) for n in known):
+            raise JobConfigError(
+                f"target metric {self.target.metric!r} is not among the metric definitions ({sorted(known)})"
+            )
 
     def run_cells(self, cfg: JobConfig | launch.ScriptConfig, make: Callable[[int], launch.Launch]) -> int:
         """Run the job's cells in turn (a packed job goes on past a failed one), delivering the logs."""
