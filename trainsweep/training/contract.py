@@ -213,6 +213,7 @@ class InstrumentConfig:
     instance_type: str | None = None
     batch_size_arg: str = DEFAULT_BATCH_SIZE_ARG  # the script's argument, for messages
     steps: int | None = None  # a step-based run: this many training steps and no epochs (workload.steps)
+    first_step_timeout_s: float | None = None  # None: the instrumentation's default bound (loops.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
