@@ -295,7 +295,9 @@ def run_metrics(
             m.epoch_s = m.step_s * m.steps_per_epoch + (eps[0].validation_s or 0.0)
         measured = [t for t in (_epoch_time(e) for e in eps) if t is not None]
         m.training_s = run.fit_s if run.fit_s and math.isfinite(run.fit_s) else (sum(measured) or None)
-    target = epochs or run.header.epochs or m.epochs_measured or None
+    # A step-based run (``workload.steps``) is one stretch of its steps: its time to train is that one
+    # "epoch" (steps x the steady step time + its evaluations + the one-off time), whatever ``epochs`` says.
+    target = 1 if run.header.steps else (epochs or run.header.epochs or m.epochs_measured or None)
     pred = _early_stop_prediction(run, target)
     if pred is not None:
         # An early-stopped run measured only the start of its training: its own prediction of the full

@@ -125,7 +125,9 @@ def _beyond_edge(exc: BaseException | None, session: Session) -> Outcome | None:
             reason += f" (the script then failed: {failure_reason(exc)})"
     else:
         return None
-    return None if reason is None else Outcome("infeasible", reason, "infeasible", contract.EXIT_OOM)
+    if reason is None:
+        return None
+    return Outcome(contract.INFEASIBLE, reason, contract.INFEASIBLE, contract.EXIT_OOM)
 
 
 def _finish(session: Session, outcome: Outcome) -> Outcome:

@@ -49,6 +49,10 @@ INSTRUMENT_ENV = "TRAINSWEEP_INSTRUMENT"
 INSTALL_REQUIREMENTS_ENV = "TRAINSWEEP_INSTALL_REQUIREMENTS"
 """``0``: do not pip-install the script's requirements (local mode runs in the user's environment)."""
 
+INFEASIBLE = "infeasible"
+"""A cell's status (and FAILURE kind) for a batch size the script cannot use: its training set holds
+fewer samples than one batch. Beyond the edge of the batch sizes it can run, as out of memory is."""
+
 # Exit codes shared by the built-in worker and the instrumented user process.
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = 0, 1, 2, 3, 143
 DDP_AGREE_EVERY = 10

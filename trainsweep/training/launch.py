@@ -112,6 +112,7 @@ class ScriptConfig:
     log_prefix: str
     log_upload_s: float
     hyperparameters: dict[str, Any]  # the script's own, decoded
+    search_min_gain: float | None = None  # batch_sizes: auto (a packed job's batch-size search)
 
     @property
     def packed(self) -> bool:
@@ -144,6 +145,21 @@ def _knob(raw: dict[str, str], name: str, default: Any) -> Any:
 
 def _text(raw: dict[str, str], name: str, default: str = "") -> str:
     return str(raw.get(name, default)).strip().strip('"').strip()
+
+
+def _search_gain(raw: dict[str, str]) -> float | None:
+    """``batch_sizes: auto``'s plateau share (``trainsweep-batch-size-search``); None: no search."""
+    key = contract.TRAINSWEEP_PREFIX + hp.BATCH_SIZE_SEARCH
+    text = _text(raw, key)
+    if not text:
+        return None
+    try:
+        gain = float(text)
+    except ValueError:
+        raise JobConfigError(f"hyperparameter {key!r} must be a number, got {text!r}") from None
+    if not 0 <= gain < 1:
+        raise JobConfigError(f"hyperparameter {key!r} is a share in [0, 1), got {text!r}")
+    return gain
 
 
 def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
@@ -193,6 +209,7 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         log_prefix=_text(raw, hp.LOG_PREFIX),
         log_upload_s=_read(raw, hp.LOG_UPLOAD_SECONDS, hp.LOG_UPLOAD_SECONDS, DEFAULT_LOG_UPLOAD_S),
         hyperparameters=contract.user_hyperparameters(raw),
+        search_min_gain=_search_gain(raw),
     )
 
 
