@@ -141,7 +141,6 @@ class BatchSizeSearch:
         return "plateau" if self.stop else "max"
 
 
-
 class Supervisor:
     def __init__(self, paths: Paths):
         self.paths = paths
