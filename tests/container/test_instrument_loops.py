@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from trainsweep.logs import mllog
 
+from .conftest import finish
 from .test_instrument_bootstrap import Cell, start_cell
 
 pytestmark = pytest.mark.slow  # a Python process with torch each
@@ -284,3 +286,75 @@ def test_a_batch_larger_than_the_training_set_is_beyond_the_edge_not_a_crash(run
     if drop_last:  # no batch at all: the script's own error follows
         assert "ZeroDivisionError" in cell.status["reason"]
     assert cell.run.extra["failure_kind"] == "infeasible"
+
+
+# ---- the rules in this process (the hooks of the recorder fixture) ----------------------------------------
+
+
+class _WithTargetNetwork(torch.nn.Module):
+    """A model whose forward runs a target network under no_grad (BYOL, MoCo): two module calls in training
+    mode, in a block with gradients off, inside the training step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.online = torch.nn.Linear(3, 3)
+        self.target = torch.nn.Linear(3, 3)
+        self.head = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            t = self.head(self.target(x))
+        return ((self.online(x) - t) ** 2).mean()
+
+
+def test_a_no_grad_block_inside_the_training_forward_is_part_of_the_step_not_an_evaluation(recorder):
+    session = recorder()
+    net = _WithTargetNetwork()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(4):
+        net(torch.randn(4, 3)).backward()
+        opt.step()
+        opt.zero_grad()
+    run = finish(session)
+    assert [e.steps for e in run.epochs] == [4]
+    assert run.epochs[0].validation_s is None  # no evaluation was seen
+
+
+def test_a_single_model_call_under_no_grad_in_a_step_is_not_an_evaluation(recorder):
+    session = recorder()
+    student, teacher = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2).eval()
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    for _ in range(4):
+        x = torch.randn(4, 3)
+        with torch.no_grad():
+            soft = teacher(x)  # a teacher in evaluation mode, once per step: distillation, not evaluation
+        ((student(x) - soft) ** 2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    run = finish(session)
+    assert [e.steps for e in run.epochs] == [4] and run.epochs[0].validation_s is None
+
+
+def test_removing_the_hooks_restores_backward_optimizers_and_no_grad():
+    originals = (
+        torch.autograd.backward,
+        torch.optim.Optimizer.__init__,
+        torch.no_grad.__enter__,
+        torch.no_grad.__exit__,
+        torch.inference_mode.__enter__,
+    )
+    from trainsweep.instrument import auto
+    from trainsweep.instrument.session import open_session
+
+    session = open_session(None, workload="x.py")  # outside a job: prints, writes no file
+    installed = auto.install(session)
+    assert torch.autograd.backward is not originals[0]
+    installed.remove()
+    assert (
+        torch.autograd.backward,
+        torch.optim.Optimizer.__init__,
+        torch.no_grad.__enter__,
+        torch.no_grad.__exit__,
+        torch.inference_mode.__enter__,
+    ) == originals
+    assert not session.forwards.on

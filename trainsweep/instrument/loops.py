@@ -6,9 +6,11 @@ with gradients off, seen through PyTorch's global hooks.
   forward in training mode with gradients on is where a loop without a loader starts, and how long a
   script runs its model without any step is bounded), and during blocks with gradients off;
 * :class:`GradOffBlock` is one outermost ``torch.no_grad()`` / ``torch.inference_mode()`` block (one that
-  turns gradients off). A block that runs the model at least :data:`EVAL_MIN_CALLS` times and iterates
-  no DataLoader is an evaluation (nanoGPT's ``estimate_loss``, a loop over a validation tensor); one
-  forward under no_grad in a training step (a teacher, a target network) is not.
+  turns gradients off). A block that runs a model in evaluation mode (``model.eval()``) at least
+  :data:`EVAL_MIN_CALLS` times and iterates no DataLoader is an evaluation (nanoGPT's ``estimate_loss``, a
+  loop over a validation tensor); one forward under no_grad in a training step (a teacher, a target
+  network) is not, nor is a no_grad block inside the training model's own forward (its modules are in
+  training mode).
 
 Step markers, the run record's ``trainsweep.step_marker``: ``optimizer`` (a step ends at each
 ``optimizer.step()``), ``backward`` (no optimizer was built: a step ends at each backward pass; manual
@@ -43,7 +45,8 @@ class ForwardWatch:
         self._on_call = on_call
         self._handles: list[RemovableHandle] = []
         self.depth = 0
-        self.calls = 0
+        self.eval_calls = 0
+        """Top-level calls of a module in evaluation mode (``module.training`` False)."""
 
     @property
     def on(self) -> bool:
@@ -65,7 +68,8 @@ class ForwardWatch:
 
     def _pre(self, module: nn.Module, args: object) -> None:
         if self.depth == 0:
-            self.calls += 1
+            if not module.training:
+                self.eval_calls += 1
             self._on_call(module)
         self.depth += 1
 
@@ -97,7 +101,8 @@ class GradOffBlock:
         return cls(time.perf_counter(), time.time(), calls, passes, evals, event)
 
     def is_evaluation(self, *, calls: int, passes: int, evals: int) -> bool:
-        """The model ran often enough in it, and no loader pass (timed by its own rule) was part of it."""
+        """A model in evaluation mode ran often enough in it (``calls``: the watch's ``eval_calls``), and no
+        loader pass (timed by its own rule) was part of it."""
         return (
             calls - self.calls_at_start >= EVAL_MIN_CALLS
             and passes == self.passes_at_start

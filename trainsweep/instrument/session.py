@@ -614,7 +614,7 @@ class Session:
         if not self.steps and not self.step_run:
             return  # before training: not an epoch's evaluation
         self._block = GradOffBlock.begin(
-            calls=self.forwards.calls, passes=self._passes_started, evals=self._evals_done
+            calls=self.forwards.eval_calls, passes=self._passes_started, evals=self._evals_done
         )
         self.forwards.start()
 
@@ -626,7 +626,7 @@ class Session:
         if self.steps:
             self.forwards.stop()
         if failed or not b.is_evaluation(
-            calls=self.forwards.calls, passes=self._passes_started, evals=self._evals_done
+            calls=self.forwards.eval_calls, passes=self._passes_started, evals=self._evals_done
         ):
             return
         took = b.duration()
