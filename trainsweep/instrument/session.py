@@ -38,7 +38,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +49,12 @@ from torch.utils.data import DataLoader
 
 from trainsweep.instrument import earlystop, probe
 from trainsweep.instrument.events import RunFacts, RunWriter, StdoutLog
-from trainsweep.instrument.loops import (
-    BACKWARD,
-    EXPLICIT,
-    FIRST_STEP_TIMEOUT_S,
-    OPTIMIZER,
-    ForwardWatch,
-    GradOffBlock,
-)
+from trainsweep.instrument.loops import BACKWARD, EXPLICIT, OPTIMIZER, ForwardWatch, GradOffBlock
+from trainsweep.instrument.outcome import NO_TRAINING, BeyondEdge, EarlyStop, cell_status
+from trainsweep.instrument.outcome import failure_reason as failure_reason  # the bootstrap's, from here
+from trainsweep.instrument.settings import Settings
 from trainsweep.logs import mllog
-from trainsweep.predict import SteadyState, StopRule
+from trainsweep.predict import SteadyState
 from trainsweep.training.contract import InstrumentConfig, job_gpus_said
 from trainsweep.training.runlog import RunLog
 from trainsweep.training.timing import StepClock
@@ -71,83 +67,6 @@ CAPTURE_STEPS = 3
 """Training steps over which the model is looked for; the module hooks are removed after them."""
 KEEP_LOADERS = 16
 """Loaders early-stop mode keeps alive (the first ones built) to find the evaluation loader among them."""
-
-
-NO_TRAINING = (
-    "the script ran its model in training mode {where} with no backward pass and no optimizer.step(): "
-    "nothing to time (a custom loop? mark steps with trainsweep.instrument; see docs/byo.md)"
-)
-
-
-class EarlyStop(BaseException):
-    """Early stop has what it needs: ends the script from inside ``optimizer.step()``.
-
-    A BaseException, so that a script's ``except Exception`` does not swallow it; the bootstrap catches it
-    and ends the run with status ok. ``error`` is set instead of ``prediction`` when no prediction could
-    be made.
-    """
-
-    def __init__(self, prediction: dict[str, Any] | None, error: str | None = None):
-        super().__init__(error or "early stop: the step time is known")
-        self.prediction = prediction
-        self.error = error
-
-
-class BeyondEdge(EarlyStop):
-    """The batch size is one the script cannot use (its training set is smaller than one batch): the cell
-    lies beyond the batch sizes this script can run, as a batch that does not fit in memory does."""
-
-    def __init__(self, reason: str):
-        super().__init__(None, reason)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a session records and how: the cell's :class:`InstrumentConfig`, or defaults outside a job."""
-
-    run_name: str
-    workload: str
-    batch_size: int | None = None  # global batch size the sweep asked for
-    epochs: int | None = None
-    mode: str = "full"
-    rule: StopRule = field(default_factory=StopRule)
-    max_steps_per_epoch: int | None = None
-    max_eval_batches: int | None = None
-    instance_type: str | None = None
-    prediction_file: Path | None = None
-    batch_size_arg: str = "batch-size"  # the script's own name for it, for the ignored-batch-size flag
-    steps: int | None = None  # a step-based run: this many training steps, timed as one stretch
-    first_step_timeout_s: float = FIRST_STEP_TIMEOUT_S
-
-    @classmethod
-    def from_config(cls, cfg: InstrumentConfig, *, workload: str) -> Settings:
-        """The cell's settings; ``workload`` (the script's file name) unless the supervisor named one."""
-        return cls(
-            run_name=cfg.run_name,
-            workload=cfg.workload if cfg.workload != InstrumentConfig.workload else workload,
-            batch_size=cfg.batch_size,
-            epochs=1 if cfg.steps is not None else cfg.epochs,
-            mode=cfg.mode,
-            rule=StopRule(**cfg.rule),
-            max_steps_per_epoch=cfg.max_steps_per_epoch,
-            max_eval_batches=cfg.max_eval_batches,
-            instance_type=cfg.instance_type or os.environ.get("SM_CURRENT_INSTANCE_TYPE") or None,
-            prediction_file=Path(cfg.prediction_file),
-            batch_size_arg=cfg.batch_size_arg,
-            steps=cfg.steps,
-            first_step_timeout_s=(
-                FIRST_STEP_TIMEOUT_S if cfg.first_step_timeout_s is None else cfg.first_step_timeout_s
-            ),
-        )
-
-    @classmethod
-    def standalone(cls, *, workload: str) -> Settings:
-        """Outside a trainsweep job: batch size from the loader, mode full, nothing capped."""
-        return cls(
-            run_name=Path(workload).stem or "run",
-            workload=workload,
-            instance_type=os.environ.get("SM_CURRENT_INSTANCE_TYPE") or None,
-        )
 
 
 @dataclass(eq=False)
@@ -228,12 +147,6 @@ def _refuse_cpu_steps_on_a_gpu_job() -> None:
             f"the CPU{why}: its timings would be filed under a GPU instance type; move the model and its "
             "batches to the GPU (torch.device('cuda'))",
         )
-
-
-def failure_reason(e: BaseException) -> str:
-    """``Type: first line of the message``, as a sweep table shows a failed cell."""
-    text = str(e)
-    return f"{type(e).__name__}: {text.splitlines()[0][:500] if text else ''}"
 
 
 def _metric_value(value: Any) -> Any:
@@ -1037,34 +950,6 @@ class Session:
 
     def close(self) -> None:
         self.writer.close()
-
-
-def cell_status(
-    run_name: str,
-    batch_size: int | None,
-    status: str,
-    reason: str | None,
-    *,
-    prediction: dict[str, Any] | None = None,
-    steps: int = 0,
-    loader_batch_size: int | None = None,
-    flags: list[str] | None = None,
-    step_marker: str | None = None,
-    train_samples: int | None = None,
-) -> dict[str, Any]:
-    """A cell's outcome as its status file holds it: the built-in worker's keys and a script's extras."""
-    return {
-        "run_name": run_name,
-        "batch_size": batch_size,
-        "status": status,
-        "reason": reason,
-        "prediction": prediction,
-        "steps": steps,
-        "loader_batch_size": loader_batch_size,
-        "flags": list(flags or []),
-        "step_marker": step_marker,
-        "train_samples": train_samples,
-    }
 
 
 # ---- the current session ----------------------------------------------------------------------------
