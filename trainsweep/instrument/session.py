@@ -12,7 +12,8 @@ One :class:`Session` per process. Its inputs come from two sides:
 The first explicit mark of a kind (``data``, ``step``, ``epoch``, ``eval``) switches the automatic
 detection of that kind off, so nothing is counted twice. Automatic rules:
 
-* a training step ends at each ``optimizer.step()`` of the first optimizer that steps;
+* a training step ends at each ``optimizer.step()`` of the first optimizer that steps; in a script that
+  never built an optimizer, at each backward pass (``step_marker``: optimizer | backward | explicit);
 * a loader pass during which an optimizer steps is a training pass; it opens an epoch, back-dated to the
   pass's start (only its first step tells);
 * a pass during whose life no optimizer step happens is an evaluation pass, timed as validation of the
@@ -22,9 +23,17 @@ detection of that kind off, so nothing is counted twice. Automatic rules:
   activity, so that saving the model after training is not part of the last epoch);
 * a pass is over at StopIteration, or once anything else happens after it yielded ``len(loader)``
   batches (consumers that count batches never ask for more), or when its loader is iterated again.
+* an outermost ``no_grad`` / ``inference_mode`` block that runs a model in evaluation mode at least twice
+  and iterates no loader is an evaluation too (:mod:`trainsweep.instrument.loops`); without a loader, one
+  that follows training steps closes the epoch, and the next epoch starts where it ended;
+* a step-based run (``steps`` set) is one epoch: one stretch of steps with its evaluations, whatever the
+  loaders do;
+* with neither a step nor a backward pass, the run fails at the end of the first loader pass that ran the
+  model in training mode, or once it has run it for ``first_step_timeout_s``.
 
 Step times come from :class:`trainsweep.training.timing.StepClock` (CUDA events, no per-step sync);
-the session synchronises the device once per loader pass and evaluation, never per step.
+the session synchronises the device once per loader pass and evaluation, never per step (a block with
+gradients off records a CUDA event and synchronises only when it turns out to be an evaluation).
 """
 
 from __future__ import annotations
