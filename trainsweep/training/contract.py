@@ -238,9 +238,11 @@ class InstrumentConfig:
 def cell_status_path(output_dir: Path, run_name: str) -> Path:
     """``<base>/output/data/cells/<run>.json``: the outcome of one cell, written by its rank 0.
 
-    Keys: ``run_name``, ``batch_size``, ``status`` (ok | oom | error | stopped), ``reason`` (None when ok),
-    ``prediction`` (early stop's dict or None); the instrumented process adds ``steps`` (optimizer steps
-    seen), ``loader_batch_size`` (the training loader's batch size, None if unseen) and ``flags`` (a list
-    of warnings, e.g. the script ignored the batch size).
+    Keys: ``run_name``, ``batch_size``, ``status`` (ok | oom | infeasible | error | stopped), ``reason``
+    (None when ok), ``prediction`` (early stop's dict or None); the instrumented process adds ``steps``
+    (training steps seen), ``loader_batch_size`` (the training loader's batch size, None if unseen),
+    ``flags`` (a list of warnings, e.g. the script ignored the batch size), ``step_marker`` (what ended
+    the steps: optimizer | backward | explicit) and ``train_samples`` (the training loader's samples over
+    all ranks, None without one: the batch-size search passes no larger batch).
     """
     return output_dir / "data" / "cells" / f"{run_name}.json"

@@ -51,7 +51,7 @@ JOB_SUMMARY = "job.json"
 class CellResult:
     run_name: str
     batch_size: int
-    status: str  # ok | oom | error | stopped
+    status: str  # ok | oom | infeasible | error | stopped | skipped
     reason: str | None
     exit_code: int | None
     prediction: dict[str, Any] | None = None
