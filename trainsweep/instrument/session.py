@@ -581,14 +581,7 @@ class Session:
             self._classify_training(p)
         if p is not None and p.role != "train":
             p = None
-        if "epoch" in self.manual:
-            if self.epoch is None:
-                self._open_epoch(now, wall, None)
-        elif self.step_run:
-            if self.epoch is None:  # the one stretch of a step-based run opens at its first step
-                self._open_epoch(*((p.t0, p.wall0) if p is not None else self._loop_start(now, wall)), p)
-        else:
-            self._epoch_for_step(p, now, wall)
+        self._epoch_for_step(p, now, wall)
         ep = self.epoch
         assert ep is not None
         if self.clock is None:
@@ -622,8 +615,17 @@ class Session:
 
     def _epoch_for_step(self, p: LoaderPass | None, now: float, wall: float) -> None:
         """Open (and close) epochs at a step: a new training pass opens one, back-dated to the pass's start;
-        a step after the epoch's training is over opens one where the loop went on."""
+        a step after the epoch's training is over opens one where the loop went on. Marked epochs and a
+        step-based run's one stretch only open at a step when none is open."""
         ep = self.epoch
+        if "epoch" in self.manual:
+            if ep is None:
+                self._open_epoch(now, wall, None)
+            return
+        if self.step_run:
+            if ep is None:  # the one stretch of a step-based run opens at its first step
+                self._open_epoch(*((p.t0, p.wall0) if p is not None else self._loop_start(now, wall)), p)
+            return
         new_pass = p is not None and (ep is None or ep.train_pass is not p)
         if ep is None or new_pass or (p is None and ep.training_done):
             t0, wall0 = (p.t0, p.wall0) if new_pass and p is not None else self._loop_start(now, wall)
