@@ -890,9 +890,10 @@ class SweepSpec(BaseModel):
                 "batch_sizes",
                 "with batch_size_search, batch_sizes is its doubling sequence: write batch_sizes: auto",
             )
-        if self.workload.kind != "builtin":
+        if self.workload.kind not in ("builtin", "script"):
             raise _FieldError(
-                "batch_sizes", "batch_sizes: auto runs with the built-in workloads (model) for now"
+                "batch_sizes",
+                "batch_sizes: auto runs with the built-in workloads (model) and scripts (entry_point)",
             )
         if self.packing != "per-instance" or self.mode != "early-stop":
             raise _FieldError(
@@ -1499,6 +1500,9 @@ def _script_hyperparameters(
     if w.steps is not None:
         out[contract.STEPS] = str(w.steps)
     out[contract.MODE] = spec.mode
+    if spec.batch_size_search is not None:
+        gain = spec.batch_size_search.min_gain
+        out[contract.TRAINSWEEP_PREFIX + hp.BATCH_SIZE_SEARCH] = _format_value(gain)
     knob = contract.TRAINSWEEP_PREFIX + hp.EARLY_STOP_MAX_SECONDS
     if spec.mode == "early-stop" and knob not in out:
         out[knob] = _early_stop_max_seconds(spec, batch_sizes)

@@ -162,9 +162,12 @@ def test_a_plain_script_is_timed_without_a_change_to_its_code(run_cell):
         "steps": 8,
         "loader_batch_size": 32,
         "flags": [],
+        "step_marker": "optimizer",
+        "train_samples": 128,
     }
     run = cell.run
     assert run.status == "complete" and run.problems == []
+    assert run.header.step_marker == "optimizer"
     assert (run.computing_system, run.batch_size) == ("local-cpu", 32)
     assert [e.steps for e in run.epochs] == [4, 4]
     assert all(e.validation_s is not None and e.validation_s > 0 for e in run.epochs)

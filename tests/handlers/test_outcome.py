@@ -77,3 +77,9 @@ def test_a_failed_job_keeps_its_training_time_too():
     cause["TrainingTimeInSeconds"] = 77
     outcome = job_outcome(None, {"Error": "States.TaskFailed", "Cause": json.dumps(cause)})
     assert outcome.training_s == 77.0
+
+
+def test_a_batch_larger_than_a_scripts_training_set_is_infeasible_with_its_reason():
+    ok = job_outcome({"TrainingJobStatus": "Completed"}, None)
+    reason = "batch size 64 is beyond what this script can train: its DataLoader holds 40 samples per rank"
+    assert cell_status(ok, "failed", reason, "infeasible") == ("infeasible", reason)

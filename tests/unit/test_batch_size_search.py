@@ -8,6 +8,7 @@ import pytest
 
 from trainsweep.errors import SpecError
 from trainsweep.spec import load_spec, plan_sweep
+from trainsweep.training.launch import parse_script_config
 from trainsweep.training.supervisor import SKIPPED, BatchSizeSearch, CellResult
 
 BASE: dict[str, Any] = {
@@ -78,5 +79,38 @@ def test_out_of_memory_ends_the_search_and_names_the_edge():
         "feasible": [8, 8],
         "largest_feasible": 8,
         "out_of_memory_at": 16,
+        "beyond_training_set_at": None,
         "stopped": "out of memory",
     }
+
+
+def test_a_batch_the_script_cannot_use_ends_the_search_as_out_of_memory_does():
+    search = BatchSizeSearch(0.03)
+    search.add(_ok(8, 100.0))
+    reason = "batch size 64 is beyond what this script can train: its DataLoader holds 50 samples per rank"
+    search.add(CellResult("r-64", 64, "infeasible", reason, 3))
+    assert search.stop is not None and search.stop[0] == "infeasible"
+    assert "batch size 64 is one the script cannot train" in search.stop[1]
+    assert (search.record()["beyond_training_set_at"], search.record()["stopped"]) == (64, "training set")
+
+
+def test_once_a_cell_said_its_training_set_size_no_larger_batch_is_passed_to_the_script():
+    search = BatchSizeSearch(0.03)
+    assert search.refuse(64) is None  # nothing known yet
+    search.add(_ok(16, 100.0), train_samples=50)
+    assert search.refuse(32) is None
+    reason = search.refuse(64)
+    assert reason is not None and reason.startswith(
+        "not run: batch size 64 is beyond what the script can train: its training set has 50 samples"
+    )
+
+
+def test_auto_batch_sizes_search_a_scripts_batch_sizes_too():
+    workload = {"entry_point": "tests/container/conftest.py", "epochs": 1}
+    spec = load_spec({**BASE, "workload": workload, "batch_sizes": {"auto": {"min": 16, "max": 64}}})
+    plan = plan_sweep(spec, sweep_id="auto-2")
+    hyper = plan.jobs[0]["hyperparameters"]
+    assert hyper["trainsweep-batch-size-search"] == "0.03"
+    assert hyper["trainsweep-batch-sizes"] == "16,32,64"
+    assert "batch-size-search" not in hyper  # the script's own arguments stay its own
+    assert parse_script_config(hyper).search_min_gain == pytest.approx(0.03)

@@ -233,6 +233,36 @@ def test_a_run_that_trained_every_epoch_ignores_a_prediction():
     assert m.epoch_s == pytest.approx(1.3)
 
 
+def _step_run(total_s: float) -> RunTimings:
+    """What an early-stopped step-based run logs: the start of its one stretch, and the prediction."""
+    from trainsweep.predict import Prediction
+
+    pred = Prediction(
+        epochs=1, steps_per_epoch=5000, step_s=0.2, step_half_width_rel=0.01,
+        train_epoch_s=1000.0, validation_s=40.0, epoch_s=1040.0, epoch_low_s=1030.0, epoch_high_s=1050.0,
+        total_s=total_s, total_low_s=0.0, total_high_s=0.0, warmup_excess_s=total_s - 1040.0,
+        steps_watched=40, stop_reason="precision", interval=0.9, precision=0.02,
+    )  # fmt: skip
+    run = _run(epochs=[_epoch(1, [3.0] + [0.2] * 39)], header=RunHeader(epochs=1, steps=5000))
+    run.prediction = pred.to_dict()
+    return run
+
+
+def test_a_step_based_runs_time_to_train_is_its_steps_times_the_step_plus_the_one_off_time():
+    m = metrics.run_metrics(_step_run(1046.0), epochs=10)  # a spec's epochs do not multiply a stretch
+    assert m.prediction_used
+    assert m.time_to_train_s == pytest.approx(1046.0)
+    assert m.steps_per_epoch == 5000 and m.step_s == pytest.approx(0.2)
+
+
+def test_a_step_based_run_that_ran_every_step_is_judged_by_its_measured_time():
+    run = _run(epochs=[_epoch(1, [3.0] + [0.2] * 99, epoch_s=25.0)], header=RunHeader(epochs=1, steps=100))
+    run.fit_s = 25.5
+    m = metrics.run_metrics(run, epochs=10)
+    assert not m.prediction_used
+    assert m.time_to_train_s == pytest.approx(25.5)
+
+
 def _gpu(peak: object, total: object = 80 * 2**30) -> dict:
     return {mllog.GPU_MEMORY: {"peak_allocated_bytes": 1, "peak_reserved_bytes": peak, "total_bytes": total}}
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 CellStatus = Literal["completed", "partial", "infeasible", "skipped", "timeout", "failed"]
 
 SKIPPED_KIND = "skipped"
+INFEASIBLE_KIND = "infeasible"  # trainsweep.training.contract.INFEASIBLE (this module stays free of it)
 """The failure kind the training supervisor gives a cell its batch-size search did not run because
 throughput stopped improving (``trainsweep.training.supervisor.SKIPPED``): not a failure."""
 
@@ -121,6 +122,8 @@ def cell_status(
         return "completed", None
     if failure_kind == SKIPPED_KIND:
         return "skipped", run_failure or "not run (batch-size search)"
+    if failure_kind == INFEASIBLE_KIND:  # a batch size the script cannot use (smaller training set)
+        return "infeasible", run_failure
     if is_out_of_memory(run_failure):
         return "infeasible", run_failure
     if not outcome.ok:

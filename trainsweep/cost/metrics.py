@@ -302,7 +302,7 @@ def run_metrics(
             m.epoch_s = m.step_s * m.steps_per_epoch + (eps[0].validation_s or 0.0)
         measured = [t for t in (_epoch_time(e) for e in eps) if t is not None]
         m.training_s = run.fit_s if run.fit_s and math.isfinite(run.fit_s) else (sum(measured) or None)
-    target = epochs or run.header.epochs or m.epochs_measured or None
+    target = _target_epochs(run, epochs, m.epochs_measured)
     pred = _early_stop_prediction(run, target)
     if pred is not None:
         # An early-stopped run measured only the start of its training: its own prediction of the full
@@ -382,6 +382,15 @@ def unmatched_metrics(run: RunTimings) -> list[str]:
     """The metric definitions of the run that never matched its output."""
     said = run.extra.get(mllog.METRIC_UNMATCHED)
     return [str(d.get("metric")) for d in said if isinstance(d, dict)] if isinstance(said, list) else []
+
+
+def _target_epochs(run: RunTimings, epochs: int | None, measured: int) -> int | None:
+    """The epochs to predict the training time for. A step-based run (``workload.steps``) is one stretch
+    of its steps: its time to train is that one "epoch" (steps x the steady step time + its evaluations +
+    the one-off time), whatever ``epochs`` says."""
+    if run.header.steps:
+        return 1
+    return epochs or run.header.epochs or measured or None
 
 
 def _quality(

@@ -4,6 +4,11 @@
   times), ``DataLoader.__iter__`` to hand out an iterator that tells the session when a pass starts,
   yields a batch and ends, and that ends a pass early at the caps;
 * PyTorch's global optimizer step post-hook ends a training step at each ``optimizer.step()``;
+  ``Optimizer.__init__`` is wrapped to note that the script has one, ``torch.autograd.backward`` (which
+  ``Tensor.backward`` calls) to end a step at each backward pass of a script without one;
+* ``torch.no_grad`` and ``torch.inference_mode`` (as blocks and as decorators) tell the session when a
+  block turns gradients off and when it ends: an evaluation inside the training loop
+  (:mod:`trainsweep.instrument.loops`);
 * in early-stop mode, global module forward hooks find the model (the outermost module with the most
   parameters called in a step), removed again after a few steps.
 
@@ -13,10 +18,12 @@ Everything is undone by :meth:`Installed.remove` (tests install and remove in on
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+from torch.autograd import grad_mode
 from torch.nn.modules import module as nn_module
 from torch.optim import optimizer as optim
 from torch.utils.data import DataLoader
@@ -54,6 +61,10 @@ class TrackedIterator:
         return getattr(self._it, name)
 
 
+_GRAD_OFF = (grad_mode.no_grad, grad_mode.inference_mode)
+"""Context managers (and decorators) whose outermost use turns gradients off."""
+
+
 @dataclass
 class Installed:
     """The hooks of one session; :meth:`remove` restores PyTorch as it was."""
@@ -63,6 +74,13 @@ class Installed:
     original_iter: Any
     handles: list[RemovableHandle] = field(default_factory=list)
     capture: list[RemovableHandle] = field(default_factory=list)
+    patched: list[tuple[Any, str, Any]] = field(default_factory=list)
+    """(owner, attribute, original) of every function replaced, restored in reverse order."""
+
+    def patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        original = owner.__dict__[name]
+        self.patched.append((owner, name, original))
+        setattr(owner, name, make(original))
 
     def release_capture(self) -> None:
         for h in self.capture:
@@ -76,6 +94,10 @@ class Installed:
         self.handles.clear()
         DataLoader.__init__ = self.original_init  # type: ignore[method-assign]
         DataLoader.__iter__ = self.original_iter  # type: ignore[method-assign]
+        for owner, name, original in reversed(self.patched):
+            setattr(owner, name, original)
+        self.patched.clear()
+        self.session.forwards.stop()
         self.session.release_capture = None
 
 
@@ -107,7 +129,65 @@ def install(session: Session) -> Installed:
             nn_module.register_module_forward_hook(_post_hook(session), always_call=True)
         )
         session.release_capture = installed.release_capture
+    _install_loop_hooks(installed)
+    session.forwards.start()  # until the first step: where a loop without a loader starts
     return installed
+
+
+def _install_loop_hooks(installed: Installed) -> None:
+    """The hooks for loops without a loader or an optimizer: optimizers built, backward passes, blocks
+    with gradients off."""
+    session = installed.session
+
+    def wrap_init(original: Any) -> Any:
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # noqa: N807
+            original(self, *args, **kwargs)
+            session.optimizer_built()
+
+        return __init__
+
+    def wrap_backward(original: Any) -> Any:
+        @functools.wraps(original)
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            session.backward_done()
+            return out
+
+        return backward
+
+    installed.patch(optim.Optimizer, "__init__", wrap_init)
+    installed.patch(torch.autograd, "backward", wrap_backward)
+    for cls in _GRAD_OFF:
+        installed.patch(cls, "__enter__", functools.partial(_wrap_enter, session))
+        installed.patch(cls, "__exit__", functools.partial(_wrap_exit, session))
+
+
+_OUTER = "_trainsweep_outer"
+
+
+def _wrap_enter(session: Session, original: Any) -> Any:
+    @functools.wraps(original)
+    def __enter__(self: Any) -> Any:  # noqa: N807
+        outer = torch.is_grad_enabled()
+        out = original(self)
+        if outer:
+            setattr(self, _OUTER, True)
+            session.grad_off_start()
+        return out
+
+    return __enter__
+
+
+def _wrap_exit(session: Session, original: Any) -> Any:
+    @functools.wraps(original)
+    def __exit__(self: Any, exc_type: Any, exc: Any, tb: Any) -> Any:  # noqa: N807
+        out = original(self, exc_type, exc, tb)
+        if self.__dict__.pop(_OUTER, False):
+            session.grad_off_end(failed=exc_type is not None)
+        return out
+
+    return __exit__
 
 
 def _pre_hook(session: Session) -> Any:

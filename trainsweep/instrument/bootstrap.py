@@ -5,7 +5,8 @@
 :class:`~trainsweep.training.contract.InstrumentConfig` named by ``TRAINSWEEP_INSTRUMENT``. The hooks go
 in before the script runs, the script runs as ``__main__`` with its own ``sys.argv`` and its folder first
 on ``sys.path``, and the outcome is classified: rank 0 writes the cell status file, every rank exits with
-the contract's code (0 also after early stop, 1 error, 2 unreadable settings, 3 out of memory, 143 SIGTERM).
+the contract's code (0 also after early stop, 1 error, 2 unreadable settings, 3 out of memory or a
+batch the script cannot use, 143 SIGTERM).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from trainsweep.instrument import auto
 from trainsweep.instrument.session import (
+    BeyondEdge,
     EarlyStop,
     Session,
     activate,
@@ -33,7 +35,7 @@ from trainsweep.instrument.session import (
 from trainsweep.training import contract
 
 NO_STEPS = (
-    "the script never called optimizer.step(): nothing to time "
+    "the script never called optimizer.step() nor backward(): nothing to time "
     "(a custom loop? mark steps with trainsweep.instrument; see docs/byo.md)"
 )
 USAGE = "usage: python -m trainsweep.instrument.bootstrap (SCRIPT | -m MODULE) [ARGS...]"
@@ -114,6 +116,9 @@ def classify(exc: BaseException | None, session: Session) -> Outcome:
     """The cell's outcome from what the script raised and what the session saw."""
     if isinstance(exc, Stopped):
         return Outcome("stopped", str(exc), "stopped", contract.EXIT_STOPPED)
+    edge = _beyond_edge(exc, session)
+    if edge is not None:
+        return edge
     if isinstance(exc, EarlyStop) and exc.error is not None:
         return _error(exc.error)
     if session.prediction is not None:
@@ -135,6 +140,22 @@ def classify(exc: BaseException | None, session: Session) -> Outcome:
     if session.steps == 0:
         return _error(NO_STEPS)
     return OK
+
+
+def _beyond_edge(exc: BaseException | None, session: Session) -> Outcome | None:
+    """A batch size the script cannot use (a training set smaller than one batch): infeasible, as out of
+    memory is, with what the script then said when it failed (a loop over no batch often divides by 0)."""
+    if isinstance(exc, BeyondEdge):
+        reason = exc.error
+    elif session.steps == 0 and session.prediction is None:
+        reason = session.beyond_edge_reason()
+        if reason is not None and exc is not None and not isinstance(exc, SystemExit | EarlyStop):
+            reason += f" (the script then failed: {failure_reason(exc)})"
+    else:
+        return None
+    if reason is None:
+        return None
+    return Outcome(contract.INFEASIBLE, reason, contract.INFEASIBLE, contract.EXIT_OOM)
 
 
 def _finish(session: Session, outcome: Outcome) -> Outcome:

@@ -7,8 +7,10 @@ what differs is where the numbers come from: the script's own loaders and model.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +20,21 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from trainsweep.instrument import probe
-from trainsweep.predict import Prediction, SteadyState, StopRule, predict_run, steady_estimate
+from trainsweep.predict import (
+    Prediction,
+    SteadyEstimate,
+    SteadyState,
+    StopRule,
+    predict_run,
+    steady_estimate,
+    t_quantile,
+)
 from trainsweep.training.contract import DDP_AGREE_EVERY
 
 NEW_SHAPE_NOTE = "new-shape warm-up of partial last batches not measured (the script owns the training step)"
+MEASURED_EVAL_NOTE = (
+    "validation from the evaluations the run made (each timed whole): {count} per {per}, {mean:.3g} s each"
+)
 
 
 class CannotPredictError(Exception):
@@ -78,6 +91,9 @@ class ValidationTiming:
     times: list[float]
     error: str | None = None
     """Why the batches could not be timed (the prediction then leaves validation out)."""
+    measured: bool = False
+    """``times`` are whole evaluations the script made (``batches_per_epoch`` of them per epoch), not
+    batches early stop timed itself."""
 
 
 def time_validation(
@@ -118,11 +134,12 @@ def prediction(
             f"early-stop watched {monitor.steps} steps, too few to estimate the step time; "
             "raise the epochs or the step caps"
         )
-    val_est = (
-        steady_estimate(validation.times, confidence=rule.confidence, skip_first=1)
-        if validation.times
-        else None
-    )
+    if validation.measured:
+        val_est = evaluation_estimate(validation.times, confidence=rule.confidence)
+    elif validation.times:
+        val_est = steady_estimate(validation.times, confidence=rule.confidence, skip_first=1)
+    else:
+        val_est = None
     excess = est.warmup_excess_s
     if val_est is not None and validation.batches_per_epoch > 0:
         excess += val_est.warmup_excess_s
@@ -139,7 +156,38 @@ def prediction(
         stop_reason=reason,
     )
     pred.notes.append(NEW_SHAPE_NOTE)
+    if validation.measured and val_est is not None:
+        per = "run" if shape.steps_per_epoch == shape.train_batches and epochs == 1 else "epoch"
+        count = f"{validation.batches_per_epoch:g}"
+        pred.notes.append(MEASURED_EVAL_NOTE.format(count=count, per=per, mean=val_est.mean_s))
     return pred
+
+
+def evaluation_estimate(durations: Sequence[float], *, confidence: float = 0.95) -> SteadyEstimate | None:
+    """The time of one whole evaluation from the few the run made (every one counts: none is warm-up)."""
+    if not durations:
+        return None
+    if len(durations) >= 4:
+        est = steady_estimate(durations, confidence=confidence)
+        if est is not None:
+            return est
+    mean = statistics.fmean(durations)
+    n = len(durations)
+    se = statistics.stdev(durations) / math.sqrt(n) if n > 1 else 0.0
+    rel = t_quantile(0.5 + confidence / 2, n - 1) * se / mean if n > 1 and mean > 0 else 0.0
+    return SteadyEstimate(mean, se, rel, n, 0, 0, 0.0)
+
+
+def evaluations_in_run(at_steps: Sequence[int], steps: int) -> int:
+    """How many evaluations a step-based run of ``steps`` steps makes, from the step counts at which the
+    watched ones began: every median gap from the first one on; one seen is one in the run."""
+    if len(at_steps) < 2:
+        return len(at_steps)
+    gaps = sorted(b - a for a, b in itertools.pairwise(at_steps) if b > a)
+    if not gaps:
+        return len(at_steps)
+    every = gaps[len(gaps) // 2]
+    return max(len(at_steps), (steps - at_steps[0]) // every + 1)
 
 
 def prediction_value(

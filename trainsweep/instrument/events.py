@@ -41,6 +41,8 @@ class RunFacts:
     command_line: str
     instance_type: str | None
     mode: str
+    steps: int | None = None
+    """A step-based run's steps (its one epoch is that stretch of steps)."""
 
 
 def _ms(wall: float) -> float:
@@ -82,6 +84,7 @@ class RunWriter:
             (mllog.TRAIN_SAMPLES, facts.train_samples),
             (mllog.EVAL_SAMPLES, facts.eval_samples),
             (mllog.EPOCH_COUNT, facts.epochs),
+            (mllog.TRAIN_STEPS, facts.steps),
             (mllog.GPUS, facts.gpus),
             (mllog.WORLD_SIZE, facts.world_size),
             (mllog.SUBMISSION_PLATFORM, facts.platform),
@@ -90,8 +93,16 @@ class RunWriter:
         ):
             if value is not None:
                 self.header(key, value)
-        self.legacy(f"Batch size: {facts.global_batch_size}; epochs: {facts.epochs}; mode: {facts.mode}")
+        steps = f"; steps: {facts.steps}" if facts.steps is not None else ""
+        self.legacy(
+            f"Batch size: {facts.global_batch_size}; epochs: {facts.epochs}{steps}; mode: {facts.mode}"
+        )
         self.header(mllog.RUN_START, None, time_ms=_ms(wall))
+
+    def step_marker(self, marker: str) -> None:
+        """How the run's training steps are marked (``optimizer``, ``backward``, ``explicit``)."""
+        self.header(mllog.STEP_MARKER, marker)
+        self.legacy(f"Steps marked by: {marker}")
 
     def epoch_start(self, index: int, *, epochs: int | None, wall: float) -> None:
         self.log.event(mllog.EPOCH_START, event_type=mllog.START, time_ms=_ms(wall), epoch_num=index)

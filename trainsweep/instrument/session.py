@@ -12,7 +12,8 @@ One :class:`Session` per process. Its inputs come from two sides:
 The first explicit mark of a kind (``data``, ``step``, ``epoch``, ``eval``) switches the automatic
 detection of that kind off, so nothing is counted twice. Automatic rules:
 
-* a training step ends at each ``optimizer.step()`` of the first optimizer that steps;
+* a training step ends at each ``optimizer.step()`` of the first optimizer that steps; in a script that
+  never built an optimizer, at each backward pass (``step_marker``: optimizer | backward | explicit);
 * a loader pass during which an optimizer steps is a training pass; it opens an epoch, back-dated to the
   pass's start (only its first step tells);
 * a pass during whose life no optimizer step happens is an evaluation pass, timed as validation of the
@@ -22,9 +23,17 @@ detection of that kind off, so nothing is counted twice. Automatic rules:
   activity, so that saving the model after training is not part of the last epoch);
 * a pass is over at StopIteration, or once anything else happens after it yielded ``len(loader)``
   batches (consumers that count batches never ask for more), or when its loader is iterated again.
+* an outermost ``no_grad`` / ``inference_mode`` block that runs a model in evaluation mode at least twice
+  and iterates no loader is an evaluation too (:mod:`trainsweep.instrument.loops`); without a loader, one
+  that follows training steps closes the epoch, and the next epoch starts where it ended;
+* a step-based run (``steps`` set) is one epoch: one stretch of steps with its evaluations, whatever the
+  loaders do;
+* with neither a step nor a backward pass, the run fails at the end of the first loader pass that ran the
+  model in training mode, or once it has run it for ``first_step_timeout_s``.
 
 Step times come from :class:`trainsweep.training.timing.StepClock` (CUDA events, no per-step sync);
-the session synchronises the device once per loader pass and evaluation, never per step.
+the session synchronises the device once per loader pass and evaluation, never per step (a block with
+gradients off records a CUDA event and synchronises only when it turns out to be an evaluation).
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +58,12 @@ from torch.utils.data import DataLoader
 
 from trainsweep.instrument import earlystop, probe
 from trainsweep.instrument.events import RunFacts, RunWriter, StdoutLog
+from trainsweep.instrument.loops import BACKWARD, EXPLICIT, OPTIMIZER, ForwardWatch, GradOffBlock
+from trainsweep.instrument.outcome import NO_TRAINING, BeyondEdge, EarlyStop, cell_status
+from trainsweep.instrument.outcome import failure_reason as failure_reason  # the bootstrap's, from here
+from trainsweep.instrument.settings import Settings
 from trainsweep.logs import mllog
-from trainsweep.predict import SteadyState, StopRule
+from trainsweep.predict import SteadyState
 from trainsweep.training.contract import InstrumentConfig, job_gpus_said
 from trainsweep.training.runlog import RunLog
 from trainsweep.training.timing import StepClock
@@ -63,63 +76,6 @@ CAPTURE_STEPS = 3
 """Training steps over which the model is looked for; the module hooks are removed after them."""
 KEEP_LOADERS = 16
 """Loaders early-stop mode keeps alive (the first ones built) to find the evaluation loader among them."""
-
-
-class EarlyStop(BaseException):
-    """Early stop has what it needs: ends the script from inside ``optimizer.step()``.
-
-    A BaseException, so that a script's ``except Exception`` does not swallow it; the bootstrap catches it
-    and ends the run with status ok. ``error`` is set instead of ``prediction`` when no prediction could
-    be made.
-    """
-
-    def __init__(self, prediction: dict[str, Any] | None, error: str | None = None):
-        super().__init__(error or "early stop: the step time is known")
-        self.prediction = prediction
-        self.error = error
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a session records and how: the cell's :class:`InstrumentConfig`, or defaults outside a job."""
-
-    run_name: str
-    workload: str
-    batch_size: int | None = None  # global batch size the sweep asked for
-    epochs: int | None = None
-    mode: str = "full"
-    rule: StopRule = field(default_factory=StopRule)
-    max_steps_per_epoch: int | None = None
-    max_eval_batches: int | None = None
-    instance_type: str | None = None
-    prediction_file: Path | None = None
-    batch_size_arg: str = "batch-size"  # the script's own name for it, for the ignored-batch-size flag
-
-    @classmethod
-    def from_config(cls, cfg: InstrumentConfig, *, workload: str) -> Settings:
-        """The cell's settings; ``workload`` (the script's file name) unless the supervisor named one."""
-        return cls(
-            run_name=cfg.run_name,
-            workload=cfg.workload if cfg.workload != InstrumentConfig.workload else workload,
-            batch_size=cfg.batch_size,
-            epochs=cfg.epochs,
-            mode=cfg.mode,
-            rule=StopRule(**cfg.rule),
-            max_steps_per_epoch=cfg.max_steps_per_epoch,
-            max_eval_batches=cfg.max_eval_batches,
-            instance_type=cfg.instance_type or os.environ.get("SM_CURRENT_INSTANCE_TYPE") or None,
-            prediction_file=Path(cfg.prediction_file),
-            batch_size_arg=cfg.batch_size_arg,
-        )
-
-    @classmethod
-    def standalone(cls, *, workload: str) -> Settings:
-        """Outside a trainsweep job: batch size from the loader, mode full, nothing capped."""
-        return cls(
-            run_name=Path(workload).stem or "run",
-            workload=workload,
-            instance_type=os.environ.get("SM_CURRENT_INSTANCE_TYPE") or None,
-        )
 
 
 @dataclass(eq=False)
@@ -140,6 +96,7 @@ class LoaderPass:
     t_end: float = 0.0
     wall_end: float = 0.0
     first_batch_len: int | None = None
+    training_forwards_at_start: int = 0  # the session's count of training-mode forwards before any step
 
 
 @dataclass(eq=False)
@@ -201,12 +158,6 @@ def _refuse_cpu_steps_on_a_gpu_job() -> None:
         )
 
 
-def failure_reason(e: BaseException) -> str:
-    """``Type: first line of the message``, as a sweep table shows a failed cell."""
-    text = str(e)
-    return f"{type(e).__name__}: {text.splitlines()[0][:500] if text else ''}"
-
-
 def _metric_value(value: Any) -> Any:
     """A JSON value for a metric: tensors and numpy scalars become floats; None when not finite."""
     if isinstance(value, torch.Tensor):
@@ -257,6 +208,27 @@ class Session:
         self._train_loader: DataLoader | None = None
         self._eval_loader: DataLoader | None = None
         self._optimizer: weakref.ref[Any] | None = None
+        # loops without a loader or an optimizer (loops.py)
+        self.step_marker: str | None = None
+        self.backwards = 0
+        self._optimizers_built = 0
+        self._passes_started = 0
+        self._evals_done = 0
+        self._eval_at_steps: list[int] = []  # steps before each evaluation began
+        self._eval_s: list[float] = []  # how long each took
+        self._evals_per_epoch: int | None = None  # in the first closed epoch
+        self._training_forwards = 0  # training-mode forwards with gradients on, before the first step
+        self._first_forward: tuple[float, float] | None = None
+        self._resume_at: tuple[float, float] | None = None  # where a loop without a loader goes on
+        self._block: GradOffBlock | None = None
+        self.forwards = ForwardWatch(self.forward_called)
+        if self.monitor is not None and settings.steps is not None:
+            self.monitor.steps_per_epoch = settings.steps  # the run is one stretch of that many steps
+
+    @property
+    def step_run(self) -> bool:
+        """A step-based run (``steps`` set): one stretch of steps, no epochs to find."""
+        return self.settings.steps is not None
 
     # ---- the run's start and the epochs ----------------------------------------------------------
 
@@ -272,6 +244,8 @@ class Session:
             self.writer.run_start(
                 facts, init_s=max(ep.t0 - self._t_start, 0.0), wall=ep.wall0, flags=self.flags
             )
+            if self.step_marker is not None:
+                self.writer.step_marker(self.step_marker)
         if not ep.written:
             ep.written = True
             self.writer.epoch_start(ep.index, epochs=self.settings.epochs, wall=ep.wall0)
@@ -307,6 +281,7 @@ class Session:
             command_line=" ".join(sys.argv),
             instance_type=s.instance_type,
             mode=s.mode,
+            steps=s.steps,
         )
 
     def _on_step(self, n: int, step_s: float, wait_s: float, compute_s: float) -> None:
@@ -356,6 +331,8 @@ class Session:
         self.epoch = None
         self._closed_index = ep.index
         self._last_close_t = t_end
+        if self._evals_per_epoch is None:
+            self._evals_per_epoch = ep.evals
 
     def _settle_training_pass(self) -> None:
         """The training pass is over before something else begins: its epoch's training is over.
@@ -369,6 +346,8 @@ class Session:
             return
         self.train_pass = None
         ep = self.epoch
+        if self.step_run:
+            return  # a loader that runs out mid-run is read again: the stretch of steps goes on
         if "epoch" not in self.manual and ep is not None and ep.train_pass is tp and not ep.training_done:
             ep.training_done = True
             self._mark_boundary(ep)
@@ -403,6 +382,8 @@ class Session:
         nested = self.train_pass is not None
         _sync()
         p = LoaderPass(loader, *_now(), self.steps, nested, probe.loader_batches(loader))
+        p.training_forwards_at_start = self._training_forwards
+        self._passes_started += 1
         self._live.append(p)
         if not nested and "epoch" not in self.manual:
             self._restart_clock()
@@ -464,6 +445,7 @@ class Session:
             return
         if self.steps != p.steps_at_start or not p.batches:
             return  # iterated alongside training steps (a second training loader): not an evaluation
+        self._refuse_untimed_pass(p)
         if "eval" in self.manual:
             if self._eval_at is not None and self._eval_loader is None:
                 self._eval_loader = p.loader
@@ -484,10 +466,96 @@ class Session:
         if "step" in self.manual:
             self._raise_if_stopped()
             return
+        if self.step_marker == BACKWARD:
+            # an optimizer built after backward passes began marking steps: its steps mark them from the
+            # next one on (this one's backward pass has just counted it)
+            self._set_marker(OPTIMIZER)
+            return
         if self.steps == 0:
             _refuse_cpu_steps_on_a_gpu_job()
+        self._set_marker(OPTIMIZER)
         self._count_step()
         self._auto_step_pending = True
+
+    def optimizer_built(self) -> None:
+        """An optimizer was built: its ``step()`` ends the steps, not the backward passes."""
+        if not self._internal:
+            self._optimizers_built += 1
+
+    def backward_done(self) -> None:
+        """A backward pass returned: a step ends here while no optimizer was built (manual updates)."""
+        if self._internal:
+            return
+        self.backwards += 1
+        if "step" in self.manual or self._optimizers_built or self._optimizer is not None:
+            return
+        if self.steps == 0:
+            _refuse_cpu_steps_on_a_gpu_job()
+        self._set_marker(BACKWARD)
+        self._count_step()
+
+    def _set_marker(self, marker: str) -> None:
+        """How steps are marked, written to the run's log when it is first known or changes."""
+        if marker == self.step_marker:
+            return
+        self.step_marker = marker
+        if self._run_t0 is not None:
+            self.writer.step_marker(marker)
+
+    def forward_called(self, module: nn.Module) -> None:
+        """A top-level module call (while the forward watch is on: before the first step, in blocks with
+        gradients off): where a loop without a loader starts, and the bound on a loop with nothing to time."""
+        if self._internal or self.steps or not module.training or not torch.is_grad_enabled():
+            return
+        now = _now()
+        self._training_forwards += 1
+        if self.clock is None:
+            self._restart_clock()  # no loader pass started the first step: it starts at the model's call
+        if self._first_forward is None:
+            self._first_forward = now
+            return
+        waited = now[0] - self._first_forward[0]
+        if waited > self.settings.first_step_timeout_s and not self.backwards and "step" not in self.manual:
+            raise EarlyStop(None, NO_TRAINING.format(where=f"for {waited:.0f} s"))
+
+    def _refuse_untimed_pass(self, p: LoaderPass) -> None:
+        """A whole loader pass fed the model in training mode and nothing was ever timed: fail now, at the
+        first epoch's end, not after the whole run."""
+        if self.steps or self.backwards or "step" in self.manual:
+            return
+        whole = p.length is not None and p.batches >= p.length
+        if whole and self._training_forwards > p.training_forwards_at_start:
+            raise EarlyStop(
+                None, NO_TRAINING.format(where=f"through a whole pass of a DataLoader ({p.batches} batches)")
+            )
+
+    def grad_off_start(self) -> None:
+        """An outermost ``torch.no_grad()`` / ``torch.inference_mode()`` block begins."""
+        if self._internal or self._block is not None or "eval" in self.manual:
+            return
+        if not self.steps and not self.step_run:
+            return  # before training: not an epoch's evaluation
+        self._block = GradOffBlock.begin(
+            calls=self.forwards.eval_calls, passes=self._passes_started, evals=self._evals_done
+        )
+        self.forwards.start()
+
+    def grad_off_end(self, *, failed: bool = False) -> None:
+        """The block ends: an evaluation when the model ran in it (see :mod:`loops`)."""
+        b, self._block = self._block, None
+        if b is None:
+            return
+        if self.steps:
+            self.forwards.stop()
+        if failed or not b.is_evaluation(
+            calls=self.forwards.eval_calls, passes=self._passes_started, evals=self._evals_done
+        ):
+            return
+        took = b.duration()
+        self._settle_training_pass()
+        t1, wall1 = _now()
+        nested = self.train_pass is not None and not self.train_pass.ended
+        self._evaluated(t1 - took, wall1 - took, t1, wall1, nested=nested, block=True)
 
     @property
     def capturing(self) -> bool:
@@ -513,16 +581,7 @@ class Session:
             self._classify_training(p)
         if p is not None and p.role != "train":
             p = None
-        if "epoch" not in self.manual:
-            ep = self.epoch
-            new_pass = p is not None and (ep is None or ep.train_pass is not p)
-            if ep is None or new_pass or (p is None and ep.training_done):
-                t0, wall0 = (p.t0, p.wall0) if new_pass and p is not None else (now, wall)
-                if ep is not None:
-                    self._close_epoch(ep, t0, wall0)
-                self._open_epoch(t0, wall0, p if new_pass else None)
-        elif self.epoch is None:
-            self._open_epoch(now, wall, None)
+        self._epoch_for_step(p, now, wall)
         ep = self.epoch
         assert ep is not None
         if self.clock is None:
@@ -533,6 +592,8 @@ class Session:
         ep.steps += 1
         if p is not None:
             p.steps += 1
+        if self.steps == 1 and self._block is None:
+            self.forwards.stop()  # the loop is found: module calls are watched only in no_grad blocks now
         self._step_ids.append((ep.index, ep.steps))
         self.clock.step_end()
         self.clock.data_ready()
@@ -546,10 +607,37 @@ class Session:
         if (
             self.monitor is not None
             and self.prediction is None
+            and self.monitor.steps_per_epoch is not None  # without a loader: known once an epoch is over
             and earlystop.should_stop(self.monitor, ep.steps, self.clock.device)
         ):
             self._stop(ep)
         self._raise_if_stopped()
+
+    def _epoch_for_step(self, p: LoaderPass | None, now: float, wall: float) -> None:
+        """Open (and close) epochs at a step: a new training pass opens one, back-dated to the pass's start;
+        a step after the epoch's training is over opens one where the loop went on. Marked epochs and a
+        step-based run's one stretch only open at a step when none is open."""
+        ep = self.epoch
+        if "epoch" in self.manual:
+            if ep is None:
+                self._open_epoch(now, wall, None)
+            return
+        if self.step_run:
+            if ep is None:  # the one stretch of a step-based run opens at its first step
+                self._open_epoch(*((p.t0, p.wall0) if p is not None else self._loop_start(now, wall)), p)
+            return
+        new_pass = p is not None and (ep is None or ep.train_pass is not p)
+        if ep is None or new_pass or (p is None and ep.training_done):
+            t0, wall0 = (p.t0, p.wall0) if new_pass and p is not None else self._loop_start(now, wall)
+            if ep is not None:
+                self._close_epoch(ep, t0, wall0)
+            self._open_epoch(t0, wall0, p if new_pass else None)
+
+    def _loop_start(self, now: float, wall: float) -> tuple[float, float]:
+        """Where a training loop without a loader pass began: after the evaluation that closed the last
+        epoch, else at the model's first training call, else now."""
+        start, self._resume_at = self._resume_at or self._first_forward or (now, wall), None
+        return start
 
     def _classify_training(self, p: LoaderPass) -> None:
         p.role = "train"
@@ -560,6 +648,9 @@ class Session:
         if self._train_loader is None:
             self._train_loader = loader
             self.loader_batch_size = loader.batch_size if loader.batch_size is not None else p.first_batch_len
+            reason = self.beyond_edge_reason(loader)
+            if reason is not None:
+                raise BeyondEdge(reason)
             if self.monitor is not None and self.monitor.steps_per_epoch is None:
                 # until the first epoch ends: one step per batch (gradient accumulation is seen then)
                 batches = probe.loader_batches(loader)
@@ -592,6 +683,7 @@ class Session:
     def step_end(self) -> None:
         if "step" not in self.manual:
             self.manual.add("step")
+            self._set_marker(EXPLICIT)
             if self._auto_step_pending:
                 # the optimizer hook has just counted this very step: the mark takes over from here on
                 self._auto_step_pending = False
@@ -632,19 +724,34 @@ class Session:
         nested = self.train_pass is not None and not self.train_pass.ended
         self._evaluated(t0, wall0, *_now(), nested=nested)
 
-    def _evaluated(self, t0: float, wall0: float, t1: float, wall1: float, *, nested: bool) -> None:
+    def _evaluated(
+        self, t0: float, wall0: float, t1: float, wall1: float, *, nested: bool, block: bool = False
+    ) -> None:
         ep = self.epoch
+        if ep is None and self.step_run and self._last_epoch is None and "epoch" not in self.manual:
+            self._open_epoch(t0, wall0, None)  # a step-based run's evaluation before its first step counts
+            ep = self.epoch
         if ep is None:
             return  # before training (a sanity check) or after the last epoch closed (a test set)
         ep.validation_s += t1 - t0
         ep.evals += 1
+        self._evals_done += 1
+        self._eval_at_steps.append(self.steps)
+        self._eval_s.append(t1 - t0)
         ep.touch(t1, wall1)
         self._ensure_written(ep)
         self.writer.evaluation(ep.index, wall0=wall0, wall1=wall1)
-        if "epoch" not in self.manual and ep.training_done and not nested:
+        if self._evaluation_closes(ep, nested=nested, block=block):
             self._close_epoch(ep, t1, wall1)
-        elif self.clock is not None:
+            self._resume_at = (t1, wall1)
+        if self.clock is not None:
             self._restart_clock()  # the next training step should not include the evaluation
+
+    def _evaluation_closes(self, ep: _Epoch, *, nested: bool, block: bool) -> bool:
+        """An evaluation after the epoch's training ends the epoch; without a loader, one after steps does."""
+        if "epoch" in self.manual or self.step_run or nested:
+            return False
+        return ep.training_done or (block and ep.train_pass is None and ep.steps > 0)
 
     def metric(self, name: str, value: Any) -> None:
         """A metric of the current (or the last closed) epoch; accuracies become EVAL_ACCURACY."""
@@ -699,25 +806,10 @@ class Session:
         assert self.monitor is not None
         s = self.settings
         ep = ep or self._last_epoch or _Epoch(self._last_index, 0.0, 0.0)
-        tp = ep.train_pass or self._last_train_pass
-        # gradient accumulation: several batches per optimizer step (a prefetching consumer reads one ahead)
-        per_step = max(1, round(tp.batches / tp.steps)) if tp is not None and tp.steps else 1
         try:
-            shape = earlystop.epoch_shape(
-                self._train_loader,
-                batch_size=self.loader_batch_size,
-                cap=s.max_steps_per_epoch,
-                batches_per_step=per_step,
-            )
-            with self.internal():
-                validation = earlystop.time_validation(
-                    self.eval_loader(),
-                    self.finder.model,
-                    cap=s.max_eval_batches,
-                    n=s.rule.validation_batches,
-                    sync=_sync,
-                )
-            self.writer.evaluation(ep.index)
+            shape, validation = self._run_shape(ep)
+            if not validation.measured:
+                self.writer.evaluation(ep.index)
             epochs = s.epochs or max(self._last_index, 1)
             pred = earlystop.prediction(
                 self.monitor, shape, validation, rule=s.rule, epochs=epochs, reason=reason
@@ -732,11 +824,72 @@ class Session:
             self.flags.append(flag)
             self.writer.flag(flag)
         value = earlystop.prediction_value(s.run_name, s.batch_size, pred, validation)
+        if s.steps is not None:
+            value["steps"] = s.steps
         self.writer.prediction(value, pred)
         if self.primary and s.prediction_file is not None:
             s.prediction_file.parent.mkdir(parents=True, exist_ok=True)
             s.prediction_file.write_text(json.dumps(value, indent=2))
         return value
+
+    def _run_shape(self, ep: _Epoch) -> tuple[earlystop.EpochShape, earlystop.ValidationTiming]:
+        """The full run's steps per epoch and its validation: from the loaders (timing a few evaluation
+        batches), or, for a step-based run or a loop without a loader, from the steps and evaluations seen.
+
+        Raises:
+            earlystop.CannotPredictError: the steps per epoch are unknown.
+        """
+        s = self.settings
+        if s.steps is not None:
+            count = earlystop.evaluations_in_run(self._eval_at_steps, s.steps)
+            measured = earlystop.ValidationTiming(float(count), list(self._eval_s), measured=True)
+            return earlystop.EpochShape(s.steps, float(s.steps)), measured
+        assert self.monitor is not None
+        known = self.monitor.steps_per_epoch
+        if self._train_loader is None and known is not None:
+            per_epoch = float(self._evals_per_epoch or 0)
+            measured = earlystop.ValidationTiming(per_epoch, list(self._eval_s), measured=True)
+            return earlystop.EpochShape(known, float(known)), measured
+        tp = ep.train_pass or self._last_train_pass
+        # gradient accumulation: several batches per optimizer step (a prefetching consumer reads one ahead)
+        per_step = max(1, round(tp.batches / tp.steps)) if tp is not None and tp.steps else 1
+        shape = earlystop.epoch_shape(
+            self._train_loader,
+            batch_size=self.loader_batch_size,
+            cap=s.max_steps_per_epoch,
+            batches_per_step=per_step,
+        )
+        with self.internal():
+            validation = earlystop.time_validation(
+                self.eval_loader(),
+                self.finder.model,
+                cap=s.max_eval_batches,
+                n=s.rule.validation_batches,
+                sync=_sync,
+            )
+        return shape, validation
+
+    def beyond_edge_reason(self, loader: DataLoader | None = None) -> str | None:
+        """Why the batch size asked for is one the script cannot use: a loader batching it per rank has
+        fewer samples than one batch (``loader``, else every loader built). None: no such loader."""
+        s = self.settings
+        if not s.batch_size:
+            return None
+        per_rank = s.batch_size // _world_size()
+        loaders = [loader] if loader is not None else [ref() for ref in self._loaders]
+        for candidate in loaders:
+            if candidate is None or candidate.batch_size != per_rank:
+                continue
+            try:
+                samples = len(candidate.sampler)  # type: ignore[arg-type]
+            except TypeError:
+                continue
+            if samples < per_rank:
+                return (
+                    f"batch size {s.batch_size} is beyond what this script can train: its DataLoader holds "
+                    f"{samples} samples per rank, fewer than one batch of {per_rank}"
+                )
+        return None
 
     # ---- the end ---------------------------------------------------------------------------------
 
@@ -749,6 +902,7 @@ class Session:
         if self._finished:
             return
         self._finished = True
+        self.forwards.stop()
         self._settle()
         if self.clock is not None:
             self.clock.drain()
@@ -789,34 +943,24 @@ class Session:
             steps=self.steps,
             loader_batch_size=self.loader_batch_size,
             flags=self.flags,
+            step_marker=self.step_marker,
+            train_samples=self._train_samples(),
         )
+
+    def _train_samples(self) -> int | None:
+        """Samples of the training loader's pass over every rank (None: no loader with a length trained)."""
+        loader = self._train_loader
+        if loader is None:
+            return None
+        batches = loader.batch_sampler
+        sampler = loader.sampler if loader.batch_size is not None else getattr(batches, "sampler", None)
+        try:
+            return len(sampler) * _world_size()  # type: ignore[arg-type]
+        except TypeError:
+            return None
 
     def close(self) -> None:
         self.writer.close()
-
-
-def cell_status(
-    run_name: str,
-    batch_size: int | None,
-    status: str,
-    reason: str | None,
-    *,
-    prediction: dict[str, Any] | None = None,
-    steps: int = 0,
-    loader_batch_size: int | None = None,
-    flags: list[str] | None = None,
-) -> dict[str, Any]:
-    """A cell's outcome as its status file holds it: the built-in worker's keys and a script's extras."""
-    return {
-        "run_name": run_name,
-        "batch_size": batch_size,
-        "status": status,
-        "reason": reason,
-        "prediction": prediction,
-        "steps": steps,
-        "loader_batch_size": loader_batch_size,
-        "flags": list(flags or []),
-    }
 
 
 # ---- the current session ----------------------------------------------------------------------------

@@ -46,6 +46,7 @@ _HEADER_INTS = {
     mllog.TRAIN_SAMPLES: "train_samples",
     mllog.EVAL_SAMPLES: "eval_samples",
     mllog.EPOCH_COUNT: "epochs",
+    mllog.TRAIN_STEPS: "steps",
     mllog.GPUS: "gpus",
     mllog.WORLD_SIZE: "world_size",
 }
@@ -53,6 +54,7 @@ _HEADER_STRS = {
     mllog.INSTANCE_TYPE: "instance_type",
     mllog.WORKLOAD: "workload",
     mllog.COMMAND_LINE: "command_line",
+    mllog.STEP_MARKER: "step_marker",
 }
 
 

@@ -278,6 +278,10 @@ class RunHeader:
     command_line: str | None = None
     host: str | None = None
     world_size: int | None = None
+    steps: int | None = None
+    """A step-based run's training steps: its one epoch is that stretch of steps."""
+    step_marker: str | None = None
+    """How an instrumented script's steps were marked: ``optimizer``, ``backward`` or ``explicit``."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

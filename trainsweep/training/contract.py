@@ -60,6 +60,10 @@ COMMAND_SCRIPT_ENV = "TRAINSWEEP_COMMAND_SCRIPT"
 COMMAND_MODULE_ENV = "TRAINSWEEP_COMMAND_MODULE"
 """A command job: the module the command names (``python -m pkg.train``), when it names no script."""
 
+INFEASIBLE = "infeasible"
+"""A cell's status (and FAILURE kind) for a batch size the script cannot use: its training set holds
+fewer samples than one batch. Beyond the edge of the batch sizes it can run, as out of memory is."""
+
 # Exit codes shared by the built-in worker and the instrumented user process.
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = 0, 1, 2, 3, 143
 DDP_AGREE_EVERY = 10
@@ -250,6 +254,7 @@ class InstrumentConfig:
     instance_type: str | None = None
     batch_size_arg: str = DEFAULT_BATCH_SIZE_ARG  # the script's argument, for messages
     steps: int | None = None  # a step-based run: this many training steps and no epochs (workload.steps)
+    first_step_timeout_s: float | None = None  # None: the instrumentation's default bound (loops.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -270,10 +275,12 @@ class InstrumentConfig:
 def cell_status_path(output_dir: Path, run_name: str) -> Path:
     """``<base>/output/data/cells/<run>.json``: the outcome of one cell, written by its rank 0.
 
-    Keys: ``run_name``, ``batch_size``, ``status`` (ok | oom | error | stopped), ``reason`` (None when ok),
-    ``prediction`` (early stop's dict or None); the instrumented process adds ``steps`` (optimizer steps
-    seen), ``loader_batch_size`` (the training loader's batch size, None if unseen) and ``flags`` (a list
-    of warnings, e.g. the script ignored the batch size).
+    Keys: ``run_name``, ``batch_size``, ``status`` (ok | oom | infeasible | error | stopped), ``reason``
+    (None when ok), ``prediction`` (early stop's dict or None); the instrumented process adds ``steps``
+    (training steps seen), ``loader_batch_size`` (the training loader's batch size, None if unseen),
+    ``flags`` (a list of warnings, e.g. the script ignored the batch size), ``step_marker`` (what ended
+    the steps: optimizer | backward | explicit) and ``train_samples`` (the training loader's samples over
+    all ranks, None without one: the batch-size search passes no larger batch).
     """
     return output_dir / "data" / "cells" / f"{run_name}.json"
 

@@ -120,6 +120,7 @@ class ScriptConfig:
     flags: tuple[str, ...] = ()
     arguments: tuple[str, ...] = ()  # an entry point's positional arguments (placeholders unfilled)
     placeholder_values: dict[str, str] = field(default_factory=dict)  # the hyperparameters, as written
+    search_min_gain: float | None = None  # batch_sizes: auto (a packed job's batch-size search)
 
     @property
     def packed(self) -> bool:
@@ -208,6 +209,21 @@ def _text(raw: dict[str, str], name: str, default: str = "") -> str:
     return str(raw.get(name, default)).strip().strip('"').strip()
 
 
+def _search_gain(raw: dict[str, str]) -> float | None:
+    """``batch_sizes: auto``'s plateau share (``trainsweep-batch-size-search``); None: no search."""
+    key = contract.TRAINSWEEP_PREFIX + hp.BATCH_SIZE_SEARCH
+    text = _text(raw, key)
+    if not text:
+        return None
+    try:
+        gain = float(text)
+    except ValueError:
+        raise JobConfigError(f"hyperparameter {key!r} must be a number, got {text!r}") from None
+    if not 0 <= gain < 1:
+        raise JobConfigError(f"hyperparameter {key!r} is a share in [0, 1), got {text!r}")
+    return gain
+
+
 def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
     """Validate a script job's hyperparameters; raises :class:`JobConfigError` with what to fix."""
     written = _as_written(raw)
@@ -264,6 +280,7 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         flags=settings["flags"],
         arguments=settings["arguments"],
         placeholder_values=written,
+        search_min_gain=_search_gain(raw),
     )
 
 

@@ -62,7 +62,7 @@ JOB_SUMMARY = "job.json"
 class CellResult:
     run_name: str
     batch_size: int
-    status: str  # ok | oom | error | stopped
+    status: str  # ok | oom | infeasible | error | stopped | skipped
     reason: str | None
     exit_code: int | None
     prediction: dict[str, Any] | None = None
@@ -75,8 +75,10 @@ SKIPPED = "skipped"
 
 class BatchSizeSearch:
     """``batch_sizes: auto`` in a packed job: the cells double; the search stops at the first out of memory
-    (larger batches do not fit either) or when two doublings in a row each gain less than ``min_gain`` of
-    throughput (as SageMaker Inference Recommender ends a load test on a plateau)."""
+    or batch the script cannot use (larger batches do not fit either) or when two doublings in a row each
+    gain less than ``min_gain`` of throughput (as SageMaker Inference Recommender ends a load test on a
+    plateau). Once a cell said how many samples its training set holds, a batch size larger than that is
+    never passed to the script: its cell is beyond the edge, with the reason."""
 
     def __init__(self, min_gain: float):
         self.min_gain = min_gain
@@ -86,15 +88,32 @@ class BatchSizeSearch:
         self.stop: tuple[str, str] | None = None
         """(failure kind, reason) given to the cells not run, once the search stops."""
         self.out_of_memory_at: int | None = None
+        self.beyond_at: int | None = None
+        """The first batch size the script could not use (its training set is smaller)."""
+        self.train_samples: int | None = None
+        """Samples of the script's training set, as a cell that trained said (None: not said)."""
 
-    def add(self, res: CellResult) -> None:
-        if res.status == "oom":
-            self.out_of_memory_at = res.batch_size
-            self.stop = (
-                "oom",
-                f"not run: batch size {res.batch_size} ran out of memory, so larger ones do not fit "
-                "(batch-size search)",
-            )
+    def refuse(self, batch_size: int) -> str | None:
+        """Why ``batch_size`` is not passed to the script (None: run it): larger than its training set."""
+        n = self.train_samples
+        if n is None or batch_size <= n:
+            return None
+        return (
+            f"not run: batch size {batch_size} is beyond what the script can train: its training set has "
+            f"{n} samples, fewer than one batch (batch-size search)"
+        )
+
+    def add(self, res: CellResult, train_samples: int | None = None) -> None:
+        if train_samples is not None and train_samples > 0:
+            self.train_samples = train_samples
+        if res.status in ("oom", contract.INFEASIBLE):
+            oom = res.status == "oom"
+            if oom:
+                self.out_of_memory_at = res.batch_size
+            else:
+                self.beyond_at = res.batch_size
+            why = "ran out of memory, so larger ones do not fit" if oom else "is one the script cannot train"
+            self.stop = (res.status, f"not run: batch size {res.batch_size} {why} (batch-size search)")
             return
         step_s = (res.prediction or {}).get("step_s") if res.status == "ok" else None
         if not isinstance(step_s, int | float) or step_s <= 0:
@@ -121,8 +140,16 @@ class BatchSizeSearch:
             "feasible": [min(sizes), max(sizes)] if sizes else None,
             "largest_feasible": max(sizes) if sizes else None,
             "out_of_memory_at": self.out_of_memory_at,
-            "stopped": "out of memory" if self.out_of_memory_at else ("plateau" if self.stop else "max"),
+            "beyond_training_set_at": self.beyond_at,
+            "stopped": self._stopped(),
         }
+
+    def _stopped(self) -> str:
+        if self.out_of_memory_at:
+            return "out of memory"
+        if self.beyond_at:
+            return "training set"
+        return "plateau" if self.stop else "max"
 
 
 def failure_events(path: Path) -> list[dict[str, Any]]:
@@ -404,15 +431,14 @@ class Supervisor:
                     self.append_failure(cell.run_name, "stopped by SIGTERM before it started", "stopped")
                     results.append(CellResult(cell.run_name, cell.batch_size, "stopped", "not started", None))
                     continue
-                if search is not None and search.stop is not None:
-                    kind, reason = search.stop
-                    self.append_failure(cell.run_name, reason, kind)
-                    results.append(CellResult(cell.run_name, cell.batch_size, SKIPPED, reason, None))
+                skip = self._searched_past(search, cell)
+                if skip is not None:
+                    results.append(skip)
                     continue
                 res = self.run_cell(cell, make(i))
                 results.append(res)
                 if search is not None:
-                    search.add(res)
+                    search.add(res, self._train_samples(cell))
                 if res.status == "stopped":
                     self.stopping = True
                 if not cfg.packed and res.status != "ok":
@@ -430,19 +456,47 @@ class Supervisor:
             uploader.stop()
         return self.outcome(cfg, results)
 
+    def _searched_past(self, search: BatchSizeSearch | None, cell: Cell) -> CellResult | None:
+        """The result of a cell the batch-size search does not run (None: run it)."""
+        if search is None:
+            return None
+        if search.stop is not None:
+            kind, reason = search.stop
+            self.append_failure(cell.run_name, reason, kind)
+            return CellResult(cell.run_name, cell.batch_size, SKIPPED, reason, None)
+        beyond = search.refuse(cell.batch_size)
+        if beyond is None:
+            return None
+        self.append_failure(cell.run_name, beyond, contract.INFEASIBLE)
+        search.beyond_at = search.beyond_at or cell.batch_size
+        return CellResult(cell.run_name, cell.batch_size, contract.INFEASIBLE, beyond, None)
+
+    def _train_samples(self, cell: Cell) -> int | None:
+        """The training set's samples an instrumented script's cell status says (None: not said)."""
+        try:
+            st = json.loads(contract.cell_status_path(self.paths.output, cell.run_name).read_text())
+        except (OSError, ValueError):
+            return None
+        n = st.get("train_samples") if isinstance(st, dict) else None
+        return n if isinstance(n, int) else None
+
     def outcome(self, cfg: JobConfig | launch.ScriptConfig, results: list[CellResult]) -> int:
         if self.stopping or any(r.status == "stopped" for r in results):
             self.write_failure("stopped by SIGTERM (StopTrainingJob or MaxRuntimeExceeded); logs delivered")
             return EXIT_STOPPED
         errors = [r for r in results if r.status == "error"]
-        ooms = [r for r in results if r.status == "oom"]
+        ooms = [r for r in results if r.status in ("oom", contract.INFEASIBLE)]
         if errors:
             detail = "; ".join(f"{r.run_name} (batch size {r.batch_size}): {r.reason}" for r in errors)
             self.write_failure(f"training failed: {detail}")
             return EXIT_BAD_INPUT if all(r.exit_code == EXIT_BAD_INPUT for r in errors) else EXIT_FAILED
-        if ooms and (not cfg.packed or all(r.status in ("oom", SKIPPED) for r in results)):
-            sizes = ", ".join(str(r.batch_size) for r in ooms)
-            self.write_failure(f"out of memory at batch size {sizes}: does not fit on this instance type")
+        beyond = ("oom", contract.INFEASIBLE, SKIPPED)
+        if ooms and (not cfg.packed or all(r.status in beyond for r in results)):
+            if all(r.status == "oom" for r in ooms):
+                sizes = ", ".join(str(r.batch_size) for r in ooms)
+                self.write_failure(f"out of memory at batch size {sizes}: does not fit on this instance type")
+            else:
+                self.write_failure("no batch size trained: " + "; ".join(r.reason or r.status for r in ooms))
             return EXIT_FAILED
         return EXIT_OK
 
