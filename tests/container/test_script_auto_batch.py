@@ -47,7 +47,7 @@ def _auto_hyperparameters(s3: S3Server, root: Path, **auto: Any) -> dict[str, st
         "batch_sizes": {"auto": auto},
     }
     job = plan_sweep(spec, sweep_id="s-auto").jobs[0]
-    return dict(job["hyperparameters"])
+    return dict(job.hyperparameters)
 
 
 def test_a_scripts_search_records_batches_beyond_its_training_set_without_running_them(

@@ -109,7 +109,7 @@ def test_auto_batch_sizes_search_a_scripts_batch_sizes_too():
     workload = {"entry_point": "tests/container/conftest.py", "epochs": 1}
     spec = load_spec({**BASE, "workload": workload, "batch_sizes": {"auto": {"min": 16, "max": 64}}})
     plan = plan_sweep(spec, sweep_id="auto-2")
-    hyper = plan.jobs[0]["hyperparameters"]
+    hyper = dict(plan.jobs[0].hyperparameters)
     assert hyper["trainsweep-batch-size-search"] == "0.03"
     assert hyper["trainsweep-batch-sizes"] == "16,32,64"
     assert "batch-size-search" not in hyper  # the script's own arguments stay its own
