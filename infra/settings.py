@@ -17,7 +17,9 @@ BYO_IMAGE_REPOSITORIES = "byo_image_repositories"
 RETRY = "retry"
 DESTROY_ON_DELETE = "destroy_on_delete"
 PARSE_RESERVED_CONCURRENCY = "parse_reserved_concurrency"
-DEFAULT_PARSE_RESERVED_CONCURRENCY = 5
+DEFAULT_PARSE_RESERVED_CONCURRENCY = 0
+# Lambda refuses a reservation that leaves fewer than this many of the account's executions unreserved.
+LAMBDA_MIN_UNRESERVED = 100
 
 # ECR's own rules for a repository name, and a repository ARN (any partition, region and account).
 _REPOSITORY_NAME = r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*"
@@ -39,8 +41,10 @@ class StackSettings:
         retry: backoff of retryable training errors.
         destroy_on_delete: tear the bucket down with the stack (default: retain it).
         parse_reserved_concurrency: concurrent executions reserved for ParseRun, so that the rest of the
-            account cannot throttle it away from the state machine (0: reserve none; an account must
-            keep 10 unreserved, so one with the new-account limit of 10 needs 0).
+            account cannot throttle it away from the state machine (default 0: reserve none). Lambda
+            refuses a reservation that leaves fewer than 100 of the account's executions unreserved, so
+            an account whose limit is still a new account's 10 or 50 cannot reserve any;
+            ``trainsweep doctor`` says how many the account can afford.
     """
 
     notification_email: str | None = None

@@ -38,7 +38,7 @@ class TrainsweepStack(Stack):
     ``data_bucket_names`` (buckets the training jobs may read), ``byo_image_repositories`` (ECR
     repositories of users' own training images the jobs may pull), ``retry`` (backoff of retryable
     training errors), ``destroy_on_delete`` (tear the bucket down with the stack; default: retain it),
-    ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; 0: none).
+    ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; default 0: none).
 
     ParseRun's S3-triggered (asynchronous) invocations that still fail after Lambda's two retries land
     in the ``ParseFailures`` queue (``trainsweep status`` counts them) instead of disappearing.
@@ -89,8 +89,9 @@ class TrainsweepStack(Stack):
 
         # PlanSweep gives the stack's image to every job whose spec names none ($.job.image_uri).
         plan = function("PlanSweep", "plan_sweep", 512, 1, {TRAINING_IMAGE_ENV: training.image.image_uri})
-        # ParseRun records every finished cell: its own reserved concurrency keeps the account's other
-        # functions from throttling it (the state machine also retries a throttled invoke).
+        # ParseRun records every finished cell. No concurrency is reserved by default (a new account cannot
+        # afford it: Lambda keeps 100 unreserved); the state machine retries a throttled invoke patiently
+        # instead, and S3's asynchronous invocations are queued and retried by Lambda itself.
         parse = function(
             "ParseRun", "parse_run", 1024, 5, reserved_concurrency=settings.parse_reserved_concurrency
         )

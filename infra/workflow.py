@@ -51,6 +51,11 @@ RETRYABLE_LAMBDA_ERRORS = [
 LAMBDA_RETRY_INTERVAL_S = 2
 LAMBDA_RETRY_ATTEMPTS = 8
 LAMBDA_RETRY_MAX_DELAY_S = 60
+# ParseRun has no reserved concurrency by default, so a busy account can throttle it for longer: its
+# invoke waits up to about 28 minutes in all (the cell's training is done and paid for; only its record
+# waits) before the cell is recorded as "results not recorded".
+PARSE_RETRY_ATTEMPTS = 12
+PARSE_RETRY_MAX_DELAY_S = 300
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,8 @@ class SweepStateMachine(Construct):
                 # {training} or {error}: whichever the training task left (a missing path is an error)
                 "outcome": sfn.JsonPath.object_at("$.outcome"),
             },
+            attempts=PARSE_RETRY_ATTEMPTS,
+            max_delay_s=PARSE_RETRY_MAX_DELAY_S,
         )
         parse_failed = sfn.Pass(
             self,
@@ -423,6 +430,8 @@ def _invoke(
     payload: dict[str, Any],
     *,
     result_path: str | None = None,
+    attempts: int = LAMBDA_RETRY_ATTEMPTS,
+    max_delay_s: int = LAMBDA_RETRY_MAX_DELAY_S,
 ) -> tasks.LambdaInvoke:
     """A Lambda task whose state output is the function's own return value (no invocation metadata).
 
@@ -441,9 +450,9 @@ def _invoke(
     task.add_retry(
         errors=RETRYABLE_LAMBDA_ERRORS,
         interval=Duration.seconds(LAMBDA_RETRY_INTERVAL_S),
-        max_attempts=LAMBDA_RETRY_ATTEMPTS,
+        max_attempts=attempts,
         backoff_rate=2.0,
-        max_delay=Duration.seconds(LAMBDA_RETRY_MAX_DELAY_S),
+        max_delay=Duration.seconds(max_delay_s),
         jitter_strategy=sfn.JitterType.FULL,
     )
     return task

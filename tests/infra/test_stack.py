@@ -429,7 +429,23 @@ def test_lambda_throttling_is_retried_with_backoff_and_jitter(template):
         assert "States.ALL" not in r["ErrorEquals"]  # the function's own errors are caught, not retried
 
 
-def test_parse_run_has_reserved_concurrency_from_context(template, tmp_path):
+def test_a_throttled_parse_run_is_retried_for_many_minutes(template):
+    # ParseRun has no reserved concurrency: its invoke from the state machine waits out a busy account.
+    (r,) = [
+        r
+        for r in _definition_states(template)["ParseRun"]["Retry"]
+        if "Lambda.TooManyRequestsException" in r["ErrorEquals"]
+    ]
+    waits, delay = 0.0, float(r["IntervalSeconds"])
+    for _ in range(r["MaxAttempts"] - 1):
+        waits += min(delay, r["MaxDelaySeconds"])
+        delay *= r["BackoffRate"]
+    assert waits >= 20 * 60, r
+
+
+def test_parse_run_reserves_no_concurrency_unless_the_context_asks(template, tmp_path):
+    # Lambda refuses a reservation that leaves fewer than 100 executions unreserved: a new account
+    # (limit 10 or 50) could not deploy a stack that reserves any by default.
     def reserved(tpl: dict[str, Any]) -> dict[str, Any]:
         return {
             fn["Properties"]["Environment"]["Variables"]["TRAINSWEEP_FUNCTION"]: fn["Properties"].get(
@@ -441,10 +457,10 @@ def test_parse_run_has_reserved_concurrency_from_context(template, tmp_path):
 
     assert reserved(template) == {
         "plan_sweep": None,
-        "parse_run": 5,
+        "parse_run": None,
         "export_log": None,
         "aggregate_sweep": None,
     }
-    assert reserved(synth(tmp_path, {"parse_reserved_concurrency": "0"}, nag=False))["parse_run"] is None
+    assert reserved(synth(tmp_path, {"parse_reserved_concurrency": "5"}, nag=False))["parse_run"] == 5
     with pytest.raises(ValueError, match="parse_reserved_concurrency"):
         synth(tmp_path / "bad", {"parse_reserved_concurrency": "lots"}, nag=False)
