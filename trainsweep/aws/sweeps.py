@@ -96,15 +96,28 @@ class SweepView:
 # ---- stack and execution --------------------------------------------------------------------------
 
 
-def stack_outputs(cfn: CloudFormationClient, stack_name: str) -> dict[str, str]:
-    """The outputs of a deployed trainsweep stack; a clear error when it is not deployed."""
+def stack_outputs(
+    cfn: CloudFormationClient, stack_name: str, *, region_source: str | None = None
+) -> dict[str, str]:
+    """The outputs of a deployed trainsweep stack; a clear error when it is not deployed in the client's
+    region (``region_source``: where that region came from, for the message), and a credentials error
+    (:class:`~trainsweep.aws.credentials.AwsCredentialsError`) when the request could not authenticate."""
+    from trainsweep.aws.credentials import raise_for_credentials
+
     try:
         stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
     except Exception as exc:
-        raise TrainsweepError(
-            f"stack {stack_name!r} not found ({exc}); deploy it first with `npx cdk deploy`, "
-            "or pass --stack NAME / --local"
-        ) from exc
+        raise_for_credentials(exc)
+        region = getattr(getattr(cfn, "meta", None), "region_name", None)
+        where = f" in {region}" if region else ""
+        if region and region_source:
+            where += f" (region from {region_source})"
+        if "does not exist" in str(exc):  # CloudFormation's ValidationError for an unknown stack
+            raise TrainsweepError(
+                f"stack {stack_name!r} not found{where} ({exc}); deploy it first with `npx cdk deploy` "
+                "into that region, or pass --region REGION / --stack NAME / --local"
+            ) from exc
+        raise TrainsweepError(f"cannot read stack {stack_name!r}{where}: {exc}") from exc
     return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
 
 

@@ -39,23 +39,23 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 # ---- AWS options and session (boto3 is imported only when a command calls :func:`aws_session`) --------
 
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="AWS profile (as the AWS CLI).")]
-RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: the profile's).")]
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--region",
+        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's; as `cdk deploy`).",
+    ),
+]
 
 
-def aws_session(profile: str | None, region: str | None) -> Any:
-    """A boto3 session for ``--profile`` / ``--region``, as the AWS CLI picks them.
+def aws_session(profile: str | None, region: str | None, spec_region: str | None = None) -> Any:
+    """A boto3 session for ``--profile`` / ``--region``, in the region the CDK CLI would deploy to
+    (:func:`trainsweep.aws.region.resolve_region`: ``--region``, the spec's, ``AWS_REGION``,
+    ``AWS_DEFAULT_REGION``, the profile's); ``session.region_source`` names where it came from.
 
     Raises:
         TrainsweepError: the profile does not exist, or no region is configured anywhere.
     """
-    import boto3
+    from trainsweep.aws.region import open_session
 
-    from trainsweep.errors import TrainsweepError
-
-    try:
-        session = boto3.Session(profile_name=profile, region_name=region)
-    except Exception as exc:  # ProfileNotFound and friends
-        raise TrainsweepError(f"{exc}; list profiles with `aws configure list-profiles`") from exc
-    if session.region_name is None:
-        raise TrainsweepError("no AWS region configured: pass --region, or set AWS_REGION / a profile region")
-    return session
+    return open_session(profile, region, spec_region=spec_region)

@@ -151,7 +151,8 @@ def _error(console: Console, message: str) -> None:
 def _stack(session: Any, stack: str) -> tuple[str, str]:
     from trainsweep.aws import sweeps
 
-    outputs = sweeps.stack_outputs(session.client("cloudformation"), stack)
+    source = getattr(session, "region_source", None)
+    outputs = sweeps.stack_outputs(session.client("cloudformation"), stack, region_source=source)
     from trainsweep.aws import outputs as names
 
     return (
@@ -466,8 +467,8 @@ def _run_cloud(
     from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec, make_sweep_id, plan_sweep
 
-    session = aws_session(profile, region)
     spec = load_spec(spec_path)
+    session = aws_session(profile, region, spec.region)
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
     s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
@@ -749,7 +750,6 @@ def doctor(
         except SpecError as exc:
             _error(make_console(stderr=True), str(exc))
             raise typer.Exit(EXIT_USAGE) from None
-        region = region or spec.region
     marks = {
         "ok": ("ok  ", "green"),
         "warn": ("warn", "yellow"),

@@ -167,11 +167,17 @@ def check_aws(session: Any, stack: str, spec: Any | None = None) -> list[Check]:
     cfg = Config(connect_timeout=3, read_timeout=5, retries={"max_attempts": 1})
     checks: list[Check] = []
     region = session.region_name
+    source = getattr(session, "region_source", None)
     if region:
-        checks.append(Check("AWS region", "ok", region))
+        checks.append(Check("AWS region", "ok", f"{region} (from {source})" if source else region))
     else:
         checks.append(
-            Check("AWS region", "warn", "none configured", "pass --region or `aws configure set region`")
+            Check(
+                "AWS region",
+                "warn",
+                "none configured",
+                "pass --region, set AWS_REGION (as `cdk deploy` reads it) or `aws configure set region`",
+            )
         )
     try:
         creds = session.get_credentials()
@@ -388,7 +394,12 @@ def run_checks(
         try:
             import boto3
 
-            session = boto3.Session(profile_name=profile, region_name=region)
+            from trainsweep.aws.region import resolve_region
+
+            spec_region = spec.region if spec is not None else None
+            choice = resolve_region(region, spec_region=spec_region, profile=profile)
+            session = boto3.Session(profile_name=profile, region_name=choice.region)
+            session.region_source = choice.source
         except Exception as exc:
             checks.append(Check("AWS profile", "fail", str(exc), "aws configure list-profiles"))
             return checks
