@@ -27,16 +27,25 @@ from constructs import Construct
 from trainsweep import layout
 
 TRAINING_RESOURCE = "arn:aws:states:::sagemaker:createTrainingJob.sync"
-# Errors worth another attempt: SageMaker reports API errors of this integration (throttling,
-# ResourceLimitExceeded, capacity) as SageMaker.AmazonSageMakerException; the specific names cover
-# the AWS SDK spelling. Everything else is caught and recorded as the cell's failure.
+# Errors worth another attempt, by name (the AWS SDK's spellings of throttling and resource limits).
 RETRYABLE_TRAINING_ERRORS = [
-    "SageMaker.AmazonSageMakerException",
     "SageMaker.ThrottlingException",
     "SageMaker.ResourceLimitExceeded",
     "SageMaker.ResourceLimitExceededException",
     "ThrottlingException",
 ]
+# The integration reports every other API error as this one name, whatever its code: a throttle, but
+# also an instance type the region does not offer or a job name in use, which no retry can fix. It is
+# caught, and retried (RetryableTrainingError) only when its cause carries a code of throttling,
+# resource limits, capacity or a server error ("... Status Code: 400; Error Code: ThrottlingException").
+TRAINING_API_ERROR = "SageMaker.AmazonSageMakerException"
+RETRYABLE_TRAINING_CAUSES = [
+    "*Error Code: Throttling*",
+    "*Error Code: ResourceLimitExceeded*",
+    "*Capacity*",
+    "*Status Code: 50*",
+]
+TRAINING_RETRY_PATH = "$.training_retry"
 TRAINING_VOLUME_GB = 50
 # A Lambda invoke fails with these when Lambda throttles or hiccups, before the function ran (or without
 # its answer): another attempt is right. A ParseRun lost to them would leave a finished, billed cell
@@ -66,6 +75,11 @@ class RetryPolicy:
     max_attempts: int = 6
     backoff_rate: float = 2.0
     max_delay_s: int = 600
+
+    def caps_s(self) -> list[int]:
+        """The longest wait before each retry (full jitter waits a random 1 s up to it)."""
+        grow = self.backoff_rate
+        return [int(min(self.interval_s * grow**i, self.max_delay_s)) for i in range(self.max_attempts)]
 
     @classmethod
     def from_context(cls, value: Any) -> RetryPolicy:
@@ -182,7 +196,14 @@ class SweepStateMachine(Construct):
 
         # ---- one job: train (retry / catch) -> export the log if missing -> parse and record ----
         start_job = sfn.Pass(
-            self, "StartJob", parameters={"outcome": {}, "sweep_id.$": "$.sweep_id", "job.$": "$.job"}
+            self,
+            "StartJob",
+            parameters={
+                "outcome": {},
+                "sweep_id.$": "$.sweep_id",
+                "job.$": "$.job",
+                TRAINING_RETRY_PATH[2:]: {"attempt": 0, "wait_s": 0},
+            },
         )
         export_task = _invoke(
             self,
@@ -219,6 +240,7 @@ class SweepStateMachine(Construct):
         export_task.add_catch(parse_task, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
         export_task.next(parse_task)
 
+        retry_check, retry_again = _api_error_retry(self, retry, export_task)
         variants = {}
         for spot in (False, True):
             for data in (False, True):
@@ -239,6 +261,7 @@ class SweepStateMachine(Construct):
                     max_delay=Duration.seconds(retry.max_delay_s),
                     jitter_strategy=sfn.JitterType.FULL,
                 )
+                task.add_catch(retry_check, errors=[TRAINING_API_ERROR], result_path="$.outcome.error")
                 task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
                 task.next(export_task)
                 variants[(spot, data)] = task
@@ -250,6 +273,7 @@ class SweepStateMachine(Construct):
             .otherwise(variants[(False, False)])
         )
         start_job.next(choose)
+        retry_again.next(choose)
 
         # ---- one instance-type group: a Distributed Map over its jobs, read from and written to S3 ----
         # The state carries references only: the jobs come from the group's file, each job runs as a child
@@ -456,6 +480,48 @@ def _invoke(
         jitter_strategy=sfn.JitterType.FULL,
     )
     return task
+
+
+def _api_error_retry(
+    scope: Construct, retry: RetryPolicy, give_up: sfn.IChainable
+) -> tuple[sfn.Choice, sfn.Pass]:
+    """(the state a training API error goes to, the state that leads back to training).
+
+    An error whose cause is retryable (:data:`RETRYABLE_TRAINING_CAUSES`) waits, with exponential
+    backoff and full jitter, and trains again, at most ``retry.max_attempts`` times; any other goes on
+    to ``give_up`` at once (the cell is recorded failed with AWS's message).
+    """
+    caps = ", ".join(str(c + 1) for c in retry.caps_s())  # MathRandom's end is exclusive
+    attempt = f"{TRAINING_RETRY_PATH}.attempt"
+    schedule = sfn.Pass(
+        scope,
+        "ScheduleTrainingRetry",
+        parameters={
+            "attempt.$": f"States.MathAdd({attempt}, 1)",
+            "wait_s.$": f"States.MathRandom(1, States.ArrayGetItem(States.Array({caps}), {attempt}))",
+        },
+        result_path=TRAINING_RETRY_PATH,
+    )
+    wait = sfn.Wait(
+        scope, "WaitToRetryTraining", time=sfn.WaitTime.seconds_path(f"{TRAINING_RETRY_PATH}.wait_s")
+    )
+    again = sfn.Pass(scope, "RetryTraining", result=sfn.Result.from_object({}), result_path="$.outcome")
+    retryable = sfn.Condition.or_(
+        *(sfn.Condition.string_matches("$.outcome.error.Cause", p) for p in RETRYABLE_TRAINING_CAUSES)
+    )
+    check = (
+        sfn.Choice(scope, "RetryableTrainingError")
+        .when(
+            sfn.Condition.and_(
+                sfn.Condition.is_string("$.outcome.error.Cause"),
+                retryable,
+                sfn.Condition.number_less_than(attempt, retry.max_attempts),
+            ),
+            schedule.next(wait).next(again),
+        )
+        .otherwise(give_up)
+    )
+    return check, again
 
 
 def _spot_data(spot: bool, data: bool) -> sfn.Condition:

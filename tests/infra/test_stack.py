@@ -351,6 +351,28 @@ def test_training_task_retries_with_backoff_and_jitter_and_catches_everything_el
     assert text.count('\\"MaxConcurrencyPath\\"') == 2
 
 
+def test_only_throttling_limits_capacity_and_server_errors_are_retried(template):
+    from infra.workflow import RETRYABLE_TRAINING_CAUSES, TRAINING_API_ERROR
+
+    states = _definition_states(template)
+    for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
+        retried = {e for r in states[name]["Retry"] for e in r["ErrorEquals"]}
+        assert TRAINING_API_ERROR not in retried and "States.ALL" not in retried, name
+        catches = {c["ErrorEquals"][0]: c["Next"] for c in states[name]["Catch"]}
+        assert catches[TRAINING_API_ERROR] == "RetryableTrainingError"
+    check = json.dumps(states["RetryableTrainingError"])
+    for pattern in RETRYABLE_TRAINING_CAUSES:
+        assert json.dumps(pattern) in check
+    assert states["RetryableTrainingError"]["Default"] == "ExportLog"  # anything else: recorded at once
+
+
+def test_the_retry_waits_grow_to_the_policys_cap():
+    from infra.workflow import RetryPolicy
+
+    assert RetryPolicy().caps_s() == [30, 60, 120, 240, 480, 600]
+    assert RetryPolicy(interval_s=1, max_attempts=3, max_delay_s=2).caps_s() == [1, 2, 2]
+
+
 # ---- what the AWS integrations need (issue 13) -------------------------------------------------------
 
 
