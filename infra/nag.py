@@ -176,8 +176,13 @@ def acknowledge(stack: TrainsweepStack) -> None:
             ),
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
             f"execution:<{stack.get_logical_id(stack.state_machine.node.default_child)}.Name>/Jobs:*]": (  # type: ignore[arg-type]
-                "the Distributed Map describes and stops its own child executions (label Jobs), whose "
-                "names Step Functions makes at run time"
+                "the Distributed Map describes, stops and redrives its own child executions (label Jobs), "
+                "whose names Step Functions makes at run time"
+            ),
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+            f"execution:<{stack.get_logical_id(stack.state_machine.node.default_child)}.Name>:*]": (  # type: ignore[arg-type]
+                "AWS's documented Distributed Map policy: the state machine describes and stops its own "
+                "executions, whose names are made at run time"
             ),
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": KMS_DATA_KEY,
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": KMS_DATA_KEY,

@@ -192,11 +192,12 @@ class TrainingPlatform(Construct):
 
         self.role.add_to_policy(
             iam.PolicyStatement(
-                # CreateLogGroup is authorised on the group's own ARN (no ":*"): the first job in a
-                # region creates /aws/sagemaker/TrainingJobs.
+                # The first job in a region creates /aws/sagemaker/TrainingJobs. Both forms of the group's
+                # ARN, as AWS's own SageMaker policies grant it: which one CloudWatch Logs checks differs
+                # between callers, and a refused CreateLogGroup leaves the job with no stream at all.
                 sid="CreateTrainingLogGroup",
                 actions=["logs:CreateLogGroup"],
-                resources=[log_group()],
+                resources=[log_group(), log_group(":*")],
             )
         )
         self.role.add_to_policy(

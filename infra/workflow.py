@@ -404,7 +404,13 @@ class SweepStateMachine(Construct):
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["s3:PutObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
+                # What CDK's own ResultWriter grants: the writer reads back the parts it wrote.
+                actions=[
+                    "s3:PutObject",
+                    "s3:GetObject",
+                    "s3:ListMultipartUploadParts",
+                    "s3:AbortMultipartUpload",
+                ],
                 resources=[bucket.arn_for_objects(fan_out + "results/*")],
             )
         )
@@ -419,12 +425,20 @@ class SweepStateMachine(Construct):
                     actions=["lambda:InvokeFunction"], resources=[fn.function_arn, f"{fn.function_arn}:*"]
                 )
             )
-        executions = stack.format_arn(
-            service="states",
-            resource="execution",
-            resource_name=f"{self.state_machine.state_machine_name}/Jobs:*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
+
+        def executions(name: str) -> str:
+            return stack.format_arn(
+                service="states",
+                resource="execution",
+                resource_name=name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+
+        machine = self.state_machine.state_machine_name
+        # AWS's documented Distributed Map policy (execution:<machine>:*), and the child executions'
+        # own ARNs (execution:<machine>/<label>:<id>), which that pattern does not match; redriving a
+        # sweep re-runs its failed child executions (states:RedriveExecution on them).
+        own, children = executions(f"{machine}:*"), executions(f"{machine}/Jobs:*")
         iam.Policy(
             self,
             "DistributedMapPolicy",
@@ -434,8 +448,9 @@ class SweepStateMachine(Construct):
                     actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn]
                 ),
                 iam.PolicyStatement(
-                    actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
+                    actions=["states:DescribeExecution", "states:StopExecution"], resources=[own, children]
                 ),
+                iam.PolicyStatement(actions=["states:RedriveExecution"], resources=[children]),
             ],
         )
         role.add_to_principal_policy(

@@ -427,6 +427,8 @@ def test_the_training_role_may_create_the_log_group_in_a_fresh_region(template):
     # CreateLogGroup is authorised on the group's own ARN, which ".../TrainingJobs:*" does not match.
     resources_ = [json.dumps(r) for r in as_list(st["Resource"])]
     assert any(r.endswith(':log-group:/aws/sagemaker/TrainingJobs"]]}') for r in resources_), resources_
+    # ... and on the ":*" form too, as AWS's own policies grant it
+    assert any(r.endswith(':log-group:/aws/sagemaker/TrainingJobs:*"]]}') for r in resources_), resources_
     (put,) = _allows(statements(template, "TrainingExecutionRole"), "logs:PutLogEvents")
     assert json.dumps(put["Resource"]).endswith(':log-group:/aws/sagemaker/TrainingJobs:*"]]}')
 
