@@ -24,7 +24,7 @@ from infra.training import TrainingPlatform
 from infra.workflow import SweepStateMachine
 from trainsweep import layout
 from trainsweep.aws import outputs
-from trainsweep.aws.config import TRAINING_IMAGE_ENV
+from trainsweep.aws.config import DATA_BUCKETS_ENV, TRAINING_IMAGE_ENV
 
 PARSE_FAILURE_RETENTION = Duration.days(14)
 """How long a failed ParseRun event waits in the queue (SQS's maximum, as for a dead-letter queue)."""
@@ -88,7 +88,17 @@ class TrainsweepStack(Stack):
             )
 
         # PlanSweep gives the stack's image to every job whose spec names none ($.job.image_uri).
-        plan = function("PlanSweep", "plan_sweep", 512, 1, {TRAINING_IMAGE_ENV: training.image.image_uri})
+        # ... and the buckets the training role may read: it refuses a spec whose inputs lie elsewhere.
+        plan = function(
+            "PlanSweep",
+            "plan_sweep",
+            512,
+            1,
+            {
+                TRAINING_IMAGE_ENV: training.image.image_uri,
+                DATA_BUCKETS_ENV: ",".join(settings.data_bucket_names),
+            },
+        )
         # ParseRun records every finished cell. No concurrency is reserved by default (a new account cannot
         # afford it: Lambda keeps 100 unreserved); the state machine retries a throttled invoke patiently
         # instead, and S3's asynchronous invocations are queued and retried by Lambda itself.

@@ -422,6 +422,16 @@ def test_the_training_role_may_read_sse_kms_data_buckets_through_s3_only(templat
         assert f':s3:::{bucket}"' in arns and f':s3:::{bucket}/*"' in arns, arns
 
 
+def test_plan_sweep_knows_the_buckets_the_training_role_may_read(tmp_path):
+    tpl = synth(tmp_path, {"data_bucket_names": "team-data,more-data"}, nag=False)
+    variables = [
+        fn["Properties"].get("Environment", {}).get("Variables", {})
+        for fn in resources(tpl, "AWS::Lambda::Function").values()
+    ]
+    (plan,) = [v for v in variables if v.get("TRAINSWEEP_FUNCTION") == "plan_sweep"]
+    assert plan["TRAINSWEEP_DATA_BUCKETS"] == "team-data,more-data"
+
+
 def test_the_training_role_may_create_the_log_group_in_a_fresh_region(template):
     (st,) = _allows(statements(template, "TrainingExecutionRole"), "logs:CreateLogGroup")
     # CreateLogGroup is authorised on the group's own ARN, which ".../TrainingJobs:*" does not match.
