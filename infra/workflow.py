@@ -9,6 +9,7 @@ errors are retried and which are caught. What the steps compute lives in ``train
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +47,6 @@ RETRYABLE_TRAINING_CAUSES = [
     "*Status Code: 50*",
 ]
 TRAINING_RETRY_PATH = "$.training_retry"
-TRAINING_VOLUME_GB = 50
 # A Lambda invoke fails with these when Lambda throttles or hiccups, before the function ran (or without
 # its answer): another attempt is right. A ParseRun lost to them would leave a finished, billed cell
 # "results not recorded". The function's own errors are not retried (they would fail the same way).
@@ -98,23 +98,29 @@ def _training_task(
     key_arn: str,
     spot: bool,
     data: bool,
+    vpc: bool = False,
 ) -> sfn.CustomState:
-    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel).
+    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel, VPC).
 
     The image is the job's: the spec's own ``workload.image_uri``, or the stack's image, which PlanSweep
     puts in every other job.
     """
     params: dict[str, Any] = {
         "TrainingJobName.$": "$.job.job_name",
-        "AlgorithmSpecification": {"TrainingImage.$": "$.job.image_uri", "TrainingInputMode": "File"},
+        "AlgorithmSpecification": {
+            "TrainingImage.$": "$.job.image_uri",
+            "TrainingInputMode.$": "$.job.input_mode",
+        },
         "RoleArn": role_arn,
         "HyperParameters.$": "$.job.hyperparameters",
         "OutputDataConfig": {"S3OutputPath.$": "$.job.output_s3_uri", "KmsKeyId": key_arn},
         "ResourceConfig": {
             "InstanceType.$": "$.job.instance_type",
             "InstanceCount.$": "$.job.instance_count",
-            "VolumeSizeInGB": TRAINING_VOLUME_GB,
+            "VolumeSizeInGB.$": "$.job.volume_size_gb",
         },
+        "EnableNetworkIsolation.$": "$.job.network_isolation",
+        "EnableInterContainerTrafficEncryption.$": "$.job.inter_container_encryption",
         # Always set: the AWS default is a day of billing for a job that hangs.
         "StoppingCondition": {"MaxRuntimeInSeconds.$": "$.job.max_runtime_seconds"},
         "Tags": [
@@ -128,6 +134,8 @@ def _training_task(
         params["EnableManagedSpotTraining"] = True
         params["StoppingCondition"]["MaxWaitTimeInSeconds.$"] = "$.job.max_wait_seconds"
         params["CheckpointConfig"] = {"S3Uri.$": "$.job.checkpoint_s3_uri"}
+    if vpc:
+        params["VpcConfig.$"] = "$.job.vpc_config"
     if data:
         params["InputDataConfig"] = [
             {
@@ -241,37 +249,35 @@ class SweepStateMachine(Construct):
         export_task.next(parse_task)
 
         retry_check, retry_again = _api_error_retry(self, retry, export_task)
-        variants = {}
-        for spot in (False, True):
-            for data in (False, True):
-                name = "Train" + ("Spot" if spot else "") + ("WithData" if data else "")
-                task = _training_task(
-                    self,
-                    name,
-                    role_arn=training_role.role_arn,
-                    key_arn=bucket_key.key_arn,
-                    spot=spot,
-                    data=data,
-                )
-                task.add_retry(
-                    errors=RETRYABLE_TRAINING_ERRORS,
-                    interval=Duration.seconds(retry.interval_s),
-                    max_attempts=retry.max_attempts,
-                    backoff_rate=retry.backoff_rate,
-                    max_delay=Duration.seconds(retry.max_delay_s),
-                    jitter_strategy=sfn.JitterType.FULL,
-                )
-                task.add_catch(retry_check, errors=[TRAINING_API_ERROR], result_path="$.outcome.error")
-                task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
-                task.next(export_task)
-                variants[(spot, data)] = task
-        choose = (
-            sfn.Choice(self, "TrainingKind")
-            .when(_spot_data(True, True), variants[(True, True)])
-            .when(_spot_data(True, False), variants[(True, False)])
-            .when(_spot_data(False, True), variants[(False, True)])
-            .otherwise(variants[(False, False)])
-        )
+        choose = sfn.Choice(self, "TrainingKind")
+        for spot, data, vpc in itertools.product((True, False), repeat=3):
+            name = (
+                "Train" + ("Spot" if spot else "") + ("WithData" if data else "") + ("InVpc" if vpc else "")
+            )
+            task = _training_task(
+                self,
+                name,
+                role_arn=training_role.role_arn,
+                key_arn=bucket_key.key_arn,
+                spot=spot,
+                data=data,
+                vpc=vpc,
+            )
+            task.add_retry(
+                errors=RETRYABLE_TRAINING_ERRORS,
+                interval=Duration.seconds(retry.interval_s),
+                max_attempts=retry.max_attempts,
+                backoff_rate=retry.backoff_rate,
+                max_delay=Duration.seconds(retry.max_delay_s),
+                jitter_strategy=sfn.JitterType.FULL,
+            )
+            task.add_catch(retry_check, errors=[TRAINING_API_ERROR], result_path="$.outcome.error")
+            task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
+            task.next(export_task)
+            if spot or data or vpc:
+                choose.when(_training_kind(spot, data, vpc), task)
+            else:
+                choose.otherwise(task)
         start_job.next(choose)
         retry_again.next(choose)
 
@@ -539,9 +545,14 @@ def _api_error_retry(
     return check, again
 
 
-def _spot_data(spot: bool, data: bool) -> sfn.Condition:
+def _training_kind(spot: bool, data: bool, vpc: bool) -> sfn.Condition:
+    """The job's combination of spot, data channel and VPC (``vpc_config`` is in a job only when set)."""
     spot_c = sfn.Condition.boolean_equals("$.job.spot", True)
     data_c = sfn.Condition.is_string("$.job.data_s3_uri")
+    vpc_c = sfn.Condition.is_present("$.job.vpc_config")
     return sfn.Condition.and_(
-        spot_c if spot else sfn.Condition.not_(spot_c), data_c if data else sfn.Condition.not_(data_c)
+        *(
+            c if wanted else sfn.Condition.not_(c)
+            for c, wanted in ((spot_c, spot), (data_c, data), (vpc_c, vpc))
+        )
     )

@@ -338,16 +338,21 @@ def test_retry_backoff_comes_from_context_as_object_or_json_text():
     assert RetryPolicy.from_context('{"max_attempts": "2"}').max_attempts == 2
 
 
+TRAIN_STATES = [
+    "Train" + spot + data + vpc for spot in ("", "Spot") for data in ("", "WithData") for vpc in ("", "InVpc")
+]
+
+
 def test_training_task_retries_with_backoff_and_jitter_and_catches_everything_else(template):
     sm = next(r for r in resources(template, "AWS::StepFunctions::StateMachine").values())
     text = json.dumps(sm["Properties"]["DefinitionString"])
-    for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
+    for name in TRAIN_STATES:
         assert f'\\"{name}\\":' in text, name
-    assert text.count("arn:aws:states:::sagemaker:createTrainingJob.sync") == 4
+    assert text.count("arn:aws:states:::sagemaker:createTrainingJob.sync") == len(TRAIN_STATES) == 8
     states = _definition_states(template)
-    for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
+    for name in TRAIN_STATES:
         assert [r["JitterStrategy"] for r in states[name]["Retry"]] == ["FULL"], name
-    assert text.count('\\"MaxRuntimeInSeconds.$\\":\\"$.job.max_runtime_seconds\\"') == 4
+    assert text.count('\\"MaxRuntimeInSeconds.$\\":\\"$.job.max_runtime_seconds\\"') == 8
     assert text.count('\\"MaxConcurrencyPath\\"') == 2
 
 
@@ -355,7 +360,7 @@ def test_only_throttling_limits_capacity_and_server_errors_are_retried(template)
     from infra.workflow import RETRYABLE_TRAINING_CAUSES, TRAINING_API_ERROR
 
     states = _definition_states(template)
-    for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
+    for name in TRAIN_STATES:
         retried = {e for r in states[name]["Retry"] for e in r["ErrorEquals"]}
         assert TRAINING_API_ERROR not in retried and "States.ALL" not in retried, name
         catches = {c["ErrorEquals"][0]: c["Next"] for c in states[name]["Catch"]}
