@@ -73,3 +73,57 @@ def test_asl_validator_refuses_a_broken_definition(asl_validator, template, tmp_
     doc = definition(template)
     doc["States"][doc["StartAt"]]["Next"] = "NoSuchState"
     assert _validate(asl_validator, doc, tmp_path).returncode != 0
+
+
+# ---- checkov ------------------------------------------------------------------------------------------
+
+CHECKOV_VENV = ROOT / ".venv-checkov"
+
+
+@pytest.fixture(scope="module")
+def checkov() -> Path:
+    """checkov from its own environment (requirements-checkov.txt; .ci/run makes it, else this does)."""
+    exe = CHECKOV_VENV / "bin" / "checkov"
+    if not exe.is_file():
+        subprocess.run(["python3", "-m", "venv", str(CHECKOV_VENV)], check=True, timeout=300)
+        pip = [
+            str(CHECKOV_VENV / "bin" / "pip"),
+            "install",
+            "-q",
+            "-r",
+            str(ROOT / "requirements-checkov.txt"),
+        ]
+        subprocess.run(pip, check=True, timeout=900)
+    return exe
+
+
+def _checkov(exe: Path, template: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    path = tmp / "template.json"
+    path.write_text(json.dumps(template))
+    command = [str(exe), "-f", str(path), "--framework", "cloudformation", "--skip-download", "-o", "json"]
+    proc = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    report = json.loads(proc.stdout)
+    return report[0] if isinstance(report, list) else report
+
+
+def test_checkov_finds_nothing_unacknowledged_and_every_skip_says_why(checkov, template, tmp_path):
+    report = _checkov(checkov, template, tmp_path)
+    failed = [(f["check_id"], f["resource"]) for f in report["results"]["failed_checks"]]
+    assert failed == [] and report["summary"]["parsing_errors"] == 0, failed
+    skipped = report["results"]["skipped_checks"]
+    assert skipped
+    for check in skipped:
+        assert len(check["check_result"].get("suppress_comment", "").split()) >= 10, check["check_id"]
+
+
+def test_checkov_fails_the_template_without_the_acknowledgements(checkov, template, tmp_path):
+    bare = json.loads(json.dumps(template))
+    for resource in bare["Resources"].values():
+        resource.get("Metadata", {}).pop("checkov", None)
+    assert _checkov(checkov, bare, tmp_path)["results"]["failed_checks"]
