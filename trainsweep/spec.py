@@ -1448,6 +1448,17 @@ def _check_jobs(jobs: list[dict[str, Any]]) -> None:
         raise SpecError(_message("plan", errors), errors)
 
 
+def _efa_warnings(spec: SweepSpec) -> list[str]:
+    """A warning per EFA instance type whose multi-node jobs run on the stack's image (NCCL over TCP)."""
+    nodes = max(spec.node_counts)
+    own = spec.workload.image_uri is not None
+    return [
+        f"{t} x{nodes}: {instances.EFA_NOTE}"
+        for t in spec.instance_types
+        if instances.efa_without_plugin(t, nodes, own)
+    ]
+
+
 def _ignored_hyperparameters(w: Workload) -> list[str]:
     """A warning per hyperparameter a built-in workload does not read (a script's own are its business)."""
     if w.model is None:
@@ -1562,7 +1573,7 @@ def plan_sweep(
         worst_case_cost_usd=cost,
         worst_case_seconds=worst_s,
         unpriced_instance_types=unpriced,
-        warnings=_ignored_hyperparameters(w),
+        warnings=_ignored_hyperparameters(w) + _efa_warnings(spec),
     )
     if enforce_budget:
         check_budget(plan)
