@@ -1,8 +1,9 @@
 """A sweep seen from the user's side: start it, watch its cells, download its results, resume it.
 
 Used by ``trainsweep run/status/download`` against AWS and against the embedded AWS alike (the clients
-are passed in). A cell's live status comes from SageMaker (DescribeTrainingJob of its job) and S3 (its
-run record); once the sweep has been aggregated, ``jobs.json`` holds every cell's final status.
+are passed in). A cell's live status comes from SageMaker (ListTrainingJobs by the sweep's name, and
+DescribeTrainingJob of the jobs that run) and S3 (its run record); once the sweep has been aggregated,
+``jobs.json`` holds every cell's final status.
 """
 
 from __future__ import annotations
@@ -271,8 +272,14 @@ def sweep_view(
     region: str = "us-east-1",
     jobs_doc: dict[str, Any] | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    jobs_seen: dict[str, dict[str, Any]] | None = None,
 ) -> SweepView:
-    """The live status of every cell of a sweep."""
+    """The live status of every cell of a sweep.
+
+    SageMaker is asked through :func:`trainsweep.aws.jobstatus.job_states`: one paged list of the
+    sweep's jobs, and descriptions of the running ones; ``jobs_seen`` (a dict the caller keeps between
+    polls) spares describing a job that ended again.
+    """
     execution_status = None
     elapsed = None
     if sfn is not None and execution_arn is not None:
@@ -291,12 +298,9 @@ def sweep_view(
         k[len(runs_prefix) :].removesuffix(".json") for k in s3io.list_keys(s3, bucket, runs_prefix)
     }
     if sagemaker is not None:
-        described: dict[str, dict[str, Any] | None] = {}
-        for job_name in dict.fromkeys(c.job_name for c in cells):
-            try:
-                described[job_name] = sagemaker.describe_training_job(TrainingJobName=job_name)
-            except Exception:  # not created yet (or no permission): pending
-                described[job_name] = None
+        from trainsweep.aws.jobstatus import job_states
+
+        described = job_states(sagemaker, sweep_id, (c.job_name for c in cells), jobs_seen)
         per_job = Counter(c.job_name for c in cells)
         for cell in cells:
             d = described.get(cell.job_name)

@@ -497,11 +497,13 @@ def _run_cloud(
         )
     update, close = _watch_factory(console, watch)
 
+    seen: dict[str, Any] = {}  # ended jobs' descriptions: not asked for again
+
     def wait(arn: str) -> str:
         while True:
             view = sweeps.sweep_view(
                 s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, sfn=sfn, execution_arn=arn,
-                region=session.region_name,
+                region=session.region_name, jobs_seen=seen,
             )  # fmt: skip
             update(view)
             if view.finished:
