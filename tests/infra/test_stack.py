@@ -503,3 +503,15 @@ def test_parse_run_reserves_no_concurrency_unless_the_context_asks(template, tmp
     assert reserved(synth(tmp_path, {"parse_reserved_concurrency": "5"}, nag=False))["parse_run"] == 5
     with pytest.raises(ValueError, match="parse_reserved_concurrency"):
         synth(tmp_path / "bad", {"parse_reserved_concurrency": "lots"}, nag=False)
+
+
+def test_a_resume_waits_longer_for_aggregate_sweep_than_it_may_run(template):
+    from trainsweep.aws.sweeps import AGGREGATE_READ_TIMEOUT_S
+
+    (aggregate,) = [
+        fn["Properties"]
+        for fn in resources(template, "AWS::Lambda::Function").values()
+        if fn["Properties"].get("Environment", {}).get("Variables", {}).get("TRAINSWEEP_FUNCTION")
+        == "aggregate_sweep"
+    ]
+    assert aggregate["Timeout"] + 60 <= AGGREGATE_READ_TIMEOUT_S

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -136,3 +137,72 @@ def test_other_errors_are_not_taken_for_pending(s3: Any) -> None:
         TrainsweepError, match=r"cannot read the sweep's training jobs from SageMaker: .*AccessDenied"
     ):
         _view(s3, Denied({}))
+
+
+# ---- status prefers the cloud to a copy downloaded mid-run; resume waits for its aggregation -------------
+
+CLOUD_STACK = {
+    "Resources": {
+        "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "results-bucket"}},
+        "Machine": {
+            "Type": "AWS::StepFunctions::StateMachine",
+            "Properties": {
+                "StateMachineName": "sweep",
+                "DefinitionString": json.dumps(
+                    {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+                ),
+                "RoleArn": "arn:aws:iam::123456789012:role/sfn",
+            },
+        },
+    },
+    "Outputs": {
+        "BucketName": {"Value": {"Ref": "Bucket"}},
+        "StateMachineArn": {"Value": {"Ref": "Machine"}},
+    },
+}
+
+
+def test_status_asks_the_cloud_before_a_copy_downloaded_mid_run(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from trainsweep.cli import app
+
+    jobs = _jobs(2)
+    stale = tmp_path / SWEEP
+    stale.mkdir()
+    (stale / layout.JOBS_JSON).write_text(json.dumps({"sweep_id": SWEEP, "jobs": jobs}))  # not aggregated
+    final = [
+        {"run_name": j["run_names"][0], "status": "completed", "reason": None, "billable_s": 30.0}
+        for j in jobs
+    ]
+    with mock_aws():
+        boto3.client("cloudformation", region_name="us-east-1").create_stack(
+            StackName="Trainsweep", TemplateBody=json.dumps(CLOUD_STACK)
+        )
+        doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": final}
+        boto3.client("s3").put_object(
+            Bucket="results-bucket", Key=layout.jobs_key(SWEEP), Body=json.dumps(doc)
+        )
+        result = CliRunner().invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["counts"]["done"] == 2  # the downloaded copy says pending
+
+
+def test_a_stale_copy_is_shown_when_the_cloud_cannot_answer(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from trainsweep.cli import app
+
+    stale = tmp_path / SWEEP
+    stale.mkdir()
+    (stale / layout.JOBS_JSON).write_text(json.dumps({"sweep_id": SWEEP, "jobs": _jobs(2)}))
+    with mock_aws():  # no stack deployed
+        result = CliRunner().invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["counts"]["pending"] == 2
+
+
+def test_resume_waits_for_its_aggregation_and_never_sends_it_twice() -> None:
+    config = sweeps.aggregate_client(boto3.Session(region_name="us-east-1")).meta.config
+    assert config.read_timeout == sweeps.AGGREGATE_READ_TIMEOUT_S > 10 * 60  # AggregateSweep's timeout
+    assert config.retries["total_max_attempts"] == 1

@@ -547,13 +547,33 @@ def find_function(cfn: CloudFormationClient, stack_name: str, *hints: str) -> st
     return None
 
 
+AGGREGATE_READ_TIMEOUT_S = 15 * 60
+"""Longer than AggregateSweep may run (10 minutes, infra/stack.py): the synchronous invoke waits for it."""
+
+
+def aggregate_client(session: Any) -> LambdaClient:
+    """A Lambda client for :func:`reaggregate`: it waits as long as the function may run, and never sends
+    the invoke again (boto3's default 60 s read timeout and retries would start a second aggregation
+    while the first still runs)."""
+    from botocore.config import Config
+
+    config = Config(
+        read_timeout=AGGREGATE_READ_TIMEOUT_S,
+        connect_timeout=10,
+        retries={"total_max_attempts": 1},
+        tcp_keepalive=True,  # a NAT may drop a connection idle for minutes
+    )
+    return session.client("lambda", config=config)  # type: ignore[no-any-return]
+
+
 def reaggregate(
     lam: LambdaClient,
     function_name: str,
     sweep_id: str,
     cells: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Invoke the deployed AggregateSweep function on a merged cell list (after a resume)."""
+    """Invoke the deployed AggregateSweep function on a merged cell list (after a resume); ``lam`` from
+    :func:`aggregate_client`."""
     response = lam.invoke(
         FunctionName=function_name, Payload=json.dumps({"sweep_id": sweep_id, "cells": cells}).encode()
     )

@@ -521,7 +521,7 @@ def _run_cloud(
             console, saved_spec, spec_path, sweep_id, staged.packed.digest if staged is not None else None
         )
         outcome = sweeps.resume_sweep(
-            s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=session.client("lambda"),
+            s3=s3, sfn=sfn, cfn=session.client("cloudformation"), lam=sweeps.aggregate_client(session),
             stack_name=stack, bucket=bucket, state_machine_arn=machine, sweep_id=sweep_id,
             spec=spec_dict, watch=wait,
         )  # fmt: skip
@@ -585,9 +585,13 @@ def status(
         if sweep_id is not None:
             _check_folder_id(sweep_id)  # it names a folder under --results
         view = _local_view(results, sweep_id)
-        if view is None:
-            view = _cloud_view(stack, sweep_id, profile, region)
-            failures = _parse_failures(stack, profile, region)
+        if view is None or not view.finished:  # a copy downloaded mid-run is stale: ask the cloud first
+            try:
+                cloud = _cloud_view(stack, view.sweep_id if view else sweep_id, profile, region)
+                view, failures = cloud, _parse_failures(stack, profile, region)
+            except TrainsweepError:
+                if view is None:
+                    raise
     except SpecError as e:
         _error(err, str(e))
         raise typer.Exit(EXIT_USAGE) from None
