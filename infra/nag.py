@@ -55,7 +55,12 @@ def _s3_kms(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def acknowledge(stack: TrainsweepStack) -> None:
     """Attach every accepted finding to the narrowest construct it concerns."""
-    bucket_arn = f"<{stack.get_logical_id(stack.bucket.node.default_child)}.Arn>"  # type: ignore[arg-type]
+    own_bucket = stack.bucket.node.default_child
+    bucket_arn = (
+        f"<{stack.get_logical_id(own_bucket)}.Arn>"  # type: ignore[arg-type]
+        if own_bucket is not None
+        else f"arn:<AWS::Partition>:s3:::{stack.bucket.bucket_name}"  # an existing bucket, by name
+    )
     training_logs = (
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
         "log-group:/aws/sagemaker/TrainingJobs:*]"

@@ -38,7 +38,9 @@ class TrainsweepStack(Stack):
     ``data_bucket_names`` (buckets the training jobs may read), ``byo_image_repositories`` (ECR
     repositories of users' own training images the jobs may pull), ``retry`` (backoff of retryable
     training errors), ``destroy_on_delete`` (tear the bucket down with the stack; default: retain it),
-    ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; default 0: none).
+    ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; default 0: none),
+    ``training_role_arn``, ``results_bucket_name`` and ``results_bucket_key_arn`` (existing resources
+    to use instead of creating them).
 
     ParseRun's S3-triggered (asynchronous) invocations that still fail after Lambda's two retries land
     in the ``ParseFailures`` queue (``trainsweep status`` counts them) instead of disappearing.
@@ -51,8 +53,7 @@ class TrainsweepStack(Stack):
         settings = StackSettings.from_context(self.node)
         removal = RemovalPolicy.DESTROY if settings.destroy_on_delete else RemovalPolicy.RETAIN
 
-        storage = ResultsBucket(self, "Results", raw_log_days=settings.raw_log_days, removal_policy=removal)
-        bucket = storage.bucket
+        bucket, bucket_key = _results_bucket(self, settings, removal)
         data_buckets = [
             s3.Bucket.from_bucket_name(self, f"Data{i}", name)
             for i, name in enumerate(settings.data_bucket_names)
@@ -65,6 +66,7 @@ class TrainsweepStack(Stack):
             image_repositories=[
                 _repository(self, f"ByoImage{i}", ref) for i, ref in enumerate(settings.image_repositories)
             ],
+            existing_role_arn=settings.training_role_arn,
             **_image_args(image_directory),
         )
 
@@ -96,7 +98,8 @@ class TrainsweepStack(Stack):
             1,
             {
                 TRAINING_IMAGE_ENV: training.image.image_uri,
-                DATA_BUCKETS_ENV: ",".join(settings.data_bucket_names),
+                # an existing role may read what its owners gave it: "*", PlanSweep checks nothing
+                DATA_BUCKETS_ENV: "*" if settings.training_role_arn else ",".join(settings.data_bucket_names),
             },
         )
         # ParseRun records every finished cell. No concurrency is reserved by default (a new account cannot
@@ -168,7 +171,7 @@ class TrainsweepStack(Stack):
             aggregate=aggregate.function,
             topic=topic,
             bucket=bucket,
-            bucket_key=storage.key,
+            bucket_key=bucket_key,
             training_role=training.role,
             retry=settings.retry,
         )
@@ -193,6 +196,24 @@ class TrainsweepStack(Stack):
             "export_log": export,
             "aggregate_sweep": aggregate,
         }
+
+
+def _results_bucket(
+    stack: Stack, settings: StackSettings, removal: RemovalPolicy
+) -> tuple[s3.IBucket, kms.IKey | None]:
+    """The stack's own results bucket and its key, or the deployment's existing bucket (and its key)."""
+    if settings.results_bucket_name is None:
+        storage = ResultsBucket(stack, "Results", raw_log_days=settings.raw_log_days, removal_policy=removal)
+        return storage.bucket, storage.key
+    key = (
+        kms.Key.from_key_arn(stack, "ExistingResultsKey", settings.results_bucket_key_arn)
+        if settings.results_bucket_key_arn
+        else None
+    )
+    bucket = s3.Bucket.from_bucket_attributes(
+        stack, "ExistingResults", bucket_name=settings.results_bucket_name, encryption_key=key
+    )
+    return bucket, key
 
 
 def _quota_read_statement() -> iam.PolicyStatement:

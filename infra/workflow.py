@@ -95,7 +95,7 @@ def _training_task(
     construct_id: str,
     *,
     role_arn: str,
-    key_arn: str,
+    key_arn: str | None,
     spot: bool,
     data: bool,
     vpc: bool = False,
@@ -113,7 +113,10 @@ def _training_task(
         },
         "RoleArn": role_arn,
         "HyperParameters.$": "$.job.hyperparameters",
-        "OutputDataConfig": {"S3OutputPath.$": "$.job.output_s3_uri", "KmsKeyId": key_arn},
+        "OutputDataConfig": {
+            "S3OutputPath.$": "$.job.output_s3_uri",
+            **({"KmsKeyId": key_arn} if key_arn else {}),
+        },
         "ResourceConfig": {
             "InstanceType.$": "$.job.instance_type",
             "InstanceCount.$": "$.job.instance_count",
@@ -175,7 +178,7 @@ class SweepStateMachine(Construct):
         aggregate: lambda_.IFunction,
         topic: sns.ITopic,
         bucket: s3.IBucket,
-        bucket_key: kms.IKey,
+        bucket_key: kms.IKey | None,
         training_role: iam.IRole,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -258,7 +261,7 @@ class SweepStateMachine(Construct):
                 self,
                 name,
                 role_arn=training_role.role_arn,
-                key_arn=bucket_key.key_arn,
+                key_arn=bucket_key.key_arn if bucket_key else None,
                 spot=spot,
                 data=data,
                 vpc=vpc,
@@ -420,11 +423,12 @@ class SweepStateMachine(Construct):
                 resources=[bucket.arn_for_objects(fan_out + "results/*")],
             )
         )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket_key.key_arn]
+        if bucket_key is not None:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket_key.key_arn]
+                )
             )
-        )
         for fn in (export, parse):  # invoked by the job states, which CDK does not see inside the map
             role.add_to_principal_policy(
                 iam.PolicyStatement(

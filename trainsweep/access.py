@@ -16,6 +16,8 @@ from trainsweep import layout
 from trainsweep.errors import SpecError
 
 DATA_BUCKETS_SETTING = "data_bucket_names"
+ANY_BUCKET = "*"
+"""In place of the data buckets: the jobs run as a role the stack did not make, whose reads it cannot know."""
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class RoleReads:
     def allows(self, uri: str) -> bool:
         """Whether the role may read ``s3://bucket/key`` (for a prefix: the objects below it)."""
         bucket, _, key = uri.removeprefix("s3://").partition("/")
-        if bucket in self.data_buckets:
+        if ANY_BUCKET in self.data_buckets or bucket in self.data_buckets:
             return True
         if bucket != self.bucket:
             return False

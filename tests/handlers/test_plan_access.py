@@ -58,3 +58,8 @@ def test_what_the_role_may_read_is_accepted(s3, handler, context, monkeypatch):
 def test_the_results_outside_data_and_code_are_not_readable_either(s3, handler, context):
     with pytest.raises(SpecError, match="cannot read it"):
         handler("plan_sweep")({"input": {**SPEC, "data": f"s3://{BUCKET}/sweeps/other/results/"}}, context)
+
+
+def test_with_an_existing_training_role_nothing_is_refused(s3, handler, context, monkeypatch):
+    monkeypatch.setenv(DATA_BUCKETS_ENV, "*")  # the stack's setting for training_role_arn
+    assert handler("plan_sweep")({"input": {**SPEC, "data": "s3://anywhere/x/"}}, context)["job_count"] == 1

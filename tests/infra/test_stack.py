@@ -515,3 +515,51 @@ def test_a_resume_waits_longer_for_aggregate_sweep_than_it_may_run(template):
         == "aggregate_sweep"
     ]
     assert aggregate["Timeout"] + 60 <= AGGREGATE_READ_TIMEOUT_S
+
+
+# ---- existing resources: accounts where the deployment may not create IAM roles -----------------------
+
+EXISTING = {
+    "training_role_arn": "arn:aws:iam::123456789012:role/team/sagemaker-training",
+    "results_bucket_name": "team-results",
+    "results_bucket_key_arn": "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+}
+
+
+def test_an_existing_role_and_bucket_are_used_instead_of_created(tmp_path):
+    tpl = synth(tmp_path, EXISTING)  # cdk-nag on: every finding still acknowledged
+    roles = resources(tpl, "AWS::IAM::Role").values()
+    principals = json.dumps([r["Properties"]["AssumeRolePolicyDocument"] for r in roles])
+    assert "sagemaker.amazonaws.com" not in principals  # no training role of the stack's own
+    assert not resources(tpl, "AWS::S3::Bucket")
+    assert tpl["Outputs"]["TrainingRoleArn"]["Value"] == EXISTING["training_role_arn"]
+    assert tpl["Outputs"]["BucketName"]["Value"] == "team-results"
+    text = json.dumps(tpl)
+    assert text.count(EXISTING["results_bucket_key_arn"]) >= 2  # KmsKeyId of the jobs, the functions' grants
+    (pass_role,) = [
+        s for s in statements(tpl, "SweepStateMachineRole") if "iam:PassRole" in as_list(s["Action"])
+    ]
+    assert pass_role["Resource"] == EXISTING["training_role_arn"]
+    assert "team-results/sweeps/*" in text  # the functions' grants name the bucket
+    variables = [
+        fn["Properties"].get("Environment", {}).get("Variables", {})
+        for fn in resources(tpl, "AWS::Lambda::Function").values()
+    ]
+    (plan,) = [v for v in variables if v.get("TRAINSWEEP_FUNCTION") == "plan_sweep"]
+    assert plan["TRAINSWEEP_DATA_BUCKETS"] == "*"  # what that role reads is its owners' business
+
+
+def test_an_existing_bucket_without_a_key_gives_the_jobs_no_kms_key(tmp_path):
+    tpl = synth(tmp_path, {"results_bucket_name": "team-results"}, nag=False)
+    states = _definition_states(tpl)
+    assert "KmsKeyId" not in states["Train"]["Parameters"]["OutputDataConfig"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("training_role_arn", "sagemaker-training"), ("results_bucket_key_arn", "alias/mine")],
+)
+def test_an_existing_resource_that_is_not_an_arn_is_refused(tmp_path, key, value):
+    context = {"results_bucket_name": "team-results", key: value}
+    with pytest.raises(ValueError, match=key):
+        synth(tmp_path, context, nag=False)
