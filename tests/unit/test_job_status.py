@@ -206,3 +206,40 @@ def test_resume_waits_for_its_aggregation_and_never_sends_it_twice() -> None:
     config = sweeps.aggregate_client(boto3.Session(region_name="us-east-1")).meta.config
     assert config.read_timeout == sweeps.AGGREGATE_READ_TIMEOUT_S > 10 * 60  # AggregateSweep's timeout
     assert config.retries["total_max_attempts"] == 1
+
+
+# ---- resume redrives an interrupted execution first ---------------------------------------------------
+
+
+class FakeSfn:
+    def __init__(self, status: str, refuse: bool = False) -> None:
+        self.status, self.refuse, self.redriven = status, refuse, []
+
+    def get_paginator(self, _: str) -> Any:
+        execution = {"name": SWEEP, "executionArn": f"arn:x:execution:m:{SWEEP}", "startDate": NOW}
+        return type("P", (), {"paginate": lambda self, **_: [{"executions": [execution]}]})()
+
+    def describe_execution(self, executionArn: str) -> dict[str, Any]:  # noqa: N803 (boto3's name)
+        return {"status": self.status}
+
+    def redrive_execution(self, executionArn: str) -> dict[str, Any]:  # noqa: N803 (boto3's name)
+        if self.refuse:
+            raise ClientError({"Error": {"Code": "ExecutionNotRedrivable", "Message": "too old"}}, "Redrive")
+        self.redriven.append(executionArn)
+        return {}
+
+
+@pytest.mark.parametrize("status", ["ABORTED", "FAILED", "TIMED_OUT"])
+def test_resume_redrives_a_stopped_or_failed_execution_and_watches_it(status: str) -> None:
+    sfn = FakeSfn(status)
+    watched: list[str] = []
+    ended = sweeps.redrive_interrupted(
+        sfn, "arn:x:stateMachine:m", SWEEP, lambda arn: watched.append(arn) or "SUCCEEDED"
+    )  # type: ignore[arg-type]
+    assert ended == "SUCCEEDED" and sfn.redriven == watched == [f"arn:x:execution:m:{SWEEP}"]
+
+
+def test_resume_goes_on_without_a_redrive_when_there_is_none_to_do() -> None:
+    for sfn in (FakeSfn("SUCCEEDED"), FakeSfn("ABORTED", refuse=True)):
+        assert sweeps.redrive_interrupted(sfn, "arn:x:stateMachine:m", SWEEP, lambda arn: "X") is None  # type: ignore[arg-type]
+        assert sfn.redriven == []

@@ -650,10 +650,12 @@ def resume_sweep(
     """Re-run the cells of a sweep in ``bucket`` that have no results, then re-aggregate all cells
     (even when none is re-run: a sweep interrupted before its aggregation gets its report).
 
-    One execution per reduced spec (:func:`plan_resume`), one after the other so the spec's
-    ``max_concurrency`` holds. PlanSweep rewrites ``spec.json``/``jobs.json`` for a reduced spec: the
+    A sweep whose last execution failed, timed out or was stopped is first redriven
+    (:func:`redrive_interrupted`). Then one execution per reduced spec (:func:`plan_resume`), one after
+    the other so the spec's ``max_concurrency`` holds. PlanSweep rewrites ``spec.json``/``jobs.json`` for a reduced spec: the
     sweep's own are put back before AggregateSweep runs on the merged cells.
     """
+    redrive_interrupted(sfn, state_machine_arn, sweep_id, watch)
     jobs_doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id))
     if jobs_doc is None:
         raise SweepNotFoundError(f"cannot resume {sweep_id!r}: no {layout.jobs_key(sweep_id)} in {bucket}")
@@ -694,6 +696,31 @@ def resume_sweep(
         before_merge()
     reaggregate(lam, function, sweep_id, merge_cells(plan.kept_cells, new_cells))
     return ResumeOutcome(status, error, rerun, detail)
+
+
+REDRIVABLE = ("FAILED", "TIMED_OUT", "ABORTED")
+
+
+def redrive_interrupted(
+    sfn: SFNClient, state_machine_arn: str, sweep_id: str, watch: Callable[[str], str]
+) -> str | None:
+    """Redrive the sweep's last execution when it failed, timed out or was stopped, and watch it: Step
+    Functions re-runs it from the state that failed, its Distributed Maps only the child executions that
+    did not succeed (and those never started). Returns how it ended, or None when there was nothing to
+    redrive or Step Functions refused (an execution older than 14 days, one already redriven too often):
+    the cells without results are re-run as before.
+    """
+    from trainsweep.aws.credentials import raise_for_credentials
+
+    arn = latest_execution_arn(sfn, state_machine_arn, sweep_id)
+    if arn is None or sfn.describe_execution(executionArn=arn)["status"] not in REDRIVABLE:
+        return None
+    try:
+        sfn.redrive_execution(executionArn=arn)
+    except Exception as exc:  # ExecutionNotRedrivable and friends: resume without it
+        raise_for_credentials(exc)
+        return None
+    return watch(arn)
 
 
 def view_from_documents(
