@@ -526,7 +526,7 @@ class SweepSpec(BaseModel):
     )
 
     training_job: TrainingJobSettings = Field(
-        default_factory=TrainingJobSettings,
+        default_factory=lambda: TrainingJobSettings.model_validate({}),
         description="Network and storage of every job's CreateTrainingJob request (VPC, network "
         "isolation, traffic encryption, volume size, input mode).",
     )
@@ -789,7 +789,7 @@ class SweepSpec(BaseModel):
         doc = self.model_dump(mode="json", exclude={"schema_ref"})
         if not doc["prices"]:  # a spec without price overrides keeps the spec.json it always had
             del doc["prices"]
-        if self.training_job == TrainingJobSettings():  # likewise without training_job settings
+        if self.training_job == TrainingJobSettings.model_validate({}):  # likewise without training_job
             del doc["training_job"]
         return doc
 

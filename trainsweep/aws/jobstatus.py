@@ -9,6 +9,7 @@ never "pending".
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -64,7 +65,7 @@ def list_jobs(
         kwargs: dict[str, Any] = {"NameContains": name_part, "MaxResults": PAGE}
         if token:
             kwargs["NextToken"] = token
-        page = call(lambda kw=kwargs: sagemaker.list_training_jobs(**kw), sleep=sleep)
+        page = call(functools.partial(sagemaker.list_training_jobs, **kwargs), sleep=sleep)
         for summary in page.get("TrainingJobSummaries", []):
             out[summary["TrainingJobName"]] = summary
         token = page.get("NextToken")
@@ -103,9 +104,8 @@ def job_states(
             out[name] = known  # an ended job's description does not change
         else:
             try:
-                described = call(
-                    lambda n=name: sagemaker.describe_training_job(TrainingJobName=n), sleep=sleep
-                )
+                describe = functools.partial(sagemaker.describe_training_job, TrainingJobName=name)
+                described = call(describe, sleep=sleep)
             except ThrottledError:
                 out[name] = known or summary
                 continue

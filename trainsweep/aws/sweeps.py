@@ -652,8 +652,8 @@ def resume_sweep(
 
     A sweep whose last execution failed, timed out or was stopped is first redriven
     (:func:`redrive_interrupted`). Then one execution per reduced spec (:func:`plan_resume`), one after
-    the other so the spec's ``max_concurrency`` holds. PlanSweep rewrites ``spec.json``/``jobs.json`` for a reduced spec: the
-    sweep's own are put back before AggregateSweep runs on the merged cells.
+    the other so the spec's ``max_concurrency`` holds. PlanSweep rewrites ``spec.json``/``jobs.json``
+    for a reduced spec: the sweep's own are put back before AggregateSweep runs on the merged cells.
     """
     redrive_interrupted(sfn, state_machine_arn, sweep_id, watch)
     jobs_doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id))
