@@ -87,7 +87,7 @@ def open_session(profile: str | None, region: str | None, *, spec_region: str | 
 
     try:
         choice = resolve_region(region, spec_region=spec_region, profile=profile)
-        session = boto3.Session(profile_name=profile, region_name=choice.region)
+        session: Any = boto3.Session(profile_name=profile, region_name=choice.region)
     except Exception as exc:  # ProfileNotFound and friends
         raise TrainsweepError(f"{exc}; list profiles with `aws configure list-profiles`") from exc
     if choice.region is None:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from trainsweep.local.deploy import PROJECT_ROOT
 
@@ -398,7 +398,7 @@ def run_checks(
 
             spec_region = spec.region if spec is not None else None
             choice = resolve_region(region, spec_region=spec_region, profile=profile)
-            session = boto3.Session(profile_name=profile, region_name=choice.region)
+            session = cast(Any, boto3.Session(profile_name=profile, region_name=choice.region))
             session.region_source = choice.source
         except Exception as exc:
             checks.append(Check("AWS profile", "fail", str(exc), "aws configure list-profiles"))
