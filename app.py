@@ -7,10 +7,16 @@ resources' tokens into literal ARNs that the reviewed cdk-nag acknowledgements d
 stack uses no lookups, so the CLI deploys it into the account and region of the credentials anyway.
 """
 
+import sys
+
 from aws_cdk import App
 
 from infra.app import build
+from trainsweep.aws.region import cdk_region_note
 
+note = cdk_region_note()
+if note:  # `cdk deploy` and `trainsweep run` would act in different regions
+    print(note, file=sys.stderr)
 app = App()
 build(app)
 app.synth()

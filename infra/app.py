@@ -7,6 +7,7 @@ from pathlib import Path
 from aws_cdk import App, Environment, Validations
 from cdk_nag import AwsSolutionsChecks
 
+from infra import checkov
 from infra.nag import acknowledge
 from infra.stack import TrainsweepStack
 from trainsweep.aws import outputs
@@ -15,7 +16,8 @@ from trainsweep.aws import outputs
 def build(
     app: App, *, env: Environment | None = None, nag: bool = True, image_directory: Path | None = None
 ) -> TrainsweepStack:
-    """Add the trainsweep stack to ``app`` (and the cdk-nag checks, which make synth raise on findings).
+    """Add the trainsweep stack to ``app`` (and the cdk-nag checks, which make synth raise on findings),
+    with the checkov findings it accepts (:mod:`infra.checkov`).
 
     ``image_directory`` replaces the training image's build context (tests; default: this repository).
     """
@@ -26,6 +28,7 @@ def build(
         image_directory=image_directory,
         description="trainsweep: instance type x batch size sweeps of SageMaker training jobs",
     )
+    checkov.acknowledge(stack)
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
         acknowledge(stack)

@@ -55,7 +55,12 @@ def _s3_kms(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def acknowledge(stack: TrainsweepStack) -> None:
     """Attach every accepted finding to the narrowest construct it concerns."""
-    bucket_arn = f"<{stack.get_logical_id(stack.bucket.node.default_child)}.Arn>"  # type: ignore[arg-type]
+    own_bucket = stack.bucket.node.default_child
+    bucket_arn = (
+        f"<{stack.get_logical_id(own_bucket)}.Arn>"  # type: ignore[arg-type]
+        if own_bucket is not None
+        else f"arn:<AWS::Partition>:s3:::{stack.bucket.bucket_name}"  # an existing bucket, by name
+    )
     training_logs = (
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
         "log-group:/aws/sagemaker/TrainingJobs:*]"
@@ -176,8 +181,13 @@ def acknowledge(stack: TrainsweepStack) -> None:
             ),
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
             f"execution:<{stack.get_logical_id(stack.state_machine.node.default_child)}.Name>/Jobs:*]": (  # type: ignore[arg-type]
-                "the Distributed Map describes and stops its own child executions (label Jobs), whose "
-                "names Step Functions makes at run time"
+                "the Distributed Map describes, stops and redrives its own child executions (label Jobs), "
+                "whose names Step Functions makes at run time"
+            ),
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+            f"execution:<{stack.get_logical_id(stack.state_machine.node.default_child)}.Name>:*]": (  # type: ignore[arg-type]
+                "AWS's documented Distributed Map policy: the state machine describes and stops its own "
+                "executions, whose names are made at run time"
             ),
             "AwsSolutions-IAM5[Action::kms:ReEncrypt*]": KMS_DATA_KEY,
             "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]": KMS_DATA_KEY,

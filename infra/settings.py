@@ -17,7 +17,15 @@ BYO_IMAGE_REPOSITORIES = "byo_image_repositories"
 RETRY = "retry"
 DESTROY_ON_DELETE = "destroy_on_delete"
 PARSE_RESERVED_CONCURRENCY = "parse_reserved_concurrency"
-DEFAULT_PARSE_RESERVED_CONCURRENCY = 5
+TRAINING_ROLE_ARN = "training_role_arn"
+RESULTS_BUCKET_NAME = "results_bucket_name"
+RESULTS_BUCKET_KEY_ARN = "results_bucket_key_arn"
+_ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+")
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[\w-]+")
+DEFAULT_PARSE_RESERVED_CONCURRENCY = 0
+# Lambda refuses a reservation that leaves fewer than this many of the account's executions unreserved.
+LAMBDA_MIN_UNRESERVED = 100
 
 # ECR's own rules for a repository name, and a repository ARN (any partition, region and account).
 _REPOSITORY_NAME = r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*"
@@ -39,8 +47,15 @@ class StackSettings:
         retry: backoff of retryable training errors.
         destroy_on_delete: tear the bucket down with the stack (default: retain it).
         parse_reserved_concurrency: concurrent executions reserved for ParseRun, so that the rest of the
-            account cannot throttle it away from the state machine (0: reserve none; an account must
-            keep 10 unreserved, so one with the new-account limit of 10 needs 0).
+            account cannot throttle it away from the state machine (default 0: reserve none). Lambda
+            refuses a reservation that leaves fewer than 100 of the account's executions unreserved, so
+            an account whose limit is still a new account's 10 or 50 cannot reserve any;
+            ``trainsweep doctor`` says how many the account can afford.
+        training_role_arn: an existing SageMaker execution role the jobs run as, instead of the stack's
+            own (for accounts where the deployment may not create IAM roles; docs/cloud.md lists what
+            it needs).
+        results_bucket_name: an existing bucket for the results instead of the stack's own.
+        results_bucket_key_arn: that bucket's SSE-KMS key (None: the bucket is not SSE-KMS).
     """
 
     notification_email: str | None = None
@@ -50,6 +65,9 @@ class StackSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     destroy_on_delete: bool = False
     parse_reserved_concurrency: int = DEFAULT_PARSE_RESERVED_CONCURRENCY
+    training_role_arn: str | None = None
+    results_bucket_name: str | None = None
+    results_bucket_key_arn: str | None = None
 
     @classmethod
     def from_context(cls, node: Node) -> StackSettings:
@@ -74,7 +92,23 @@ class StackSettings:
                     "(give my-train, team/my-train or arn:aws:ecr:REGION:ACCOUNT:repository/my-train, "
                     "without the registry host or the tag)"
                 )
+        existing = {
+            TRAINING_ROLE_ARN: (_ROLE_ARN, "an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)"),
+            RESULTS_BUCKET_NAME: (_BUCKET_NAME, "an S3 bucket name"),
+            RESULTS_BUCKET_KEY_ARN: (_KEY_ARN, "a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)"),
+        }
+        for key, (pattern, what) in existing.items():
+            value = str(ctx(key) or "")
+            if value and not pattern.fullmatch(value):
+                raise ValueError(f"context {key}: {value!r} is not {what}")
+        if ctx(RESULTS_BUCKET_KEY_ARN) and not ctx(RESULTS_BUCKET_NAME):
+            raise ValueError(
+                f"context {RESULTS_BUCKET_KEY_ARN} is the key of {RESULTS_BUCKET_NAME}: give both"
+            )
         return cls(
+            training_role_arn=str(ctx(TRAINING_ROLE_ARN) or "") or None,
+            results_bucket_name=str(ctx(RESULTS_BUCKET_NAME) or "") or None,
+            results_bucket_key_arn=str(ctx(RESULTS_BUCKET_KEY_ARN) or "") or None,
             notification_email=str(ctx(NOTIFICATION_EMAIL) or "") or None,
             raw_log_days=int(days) if days else None,
             data_bucket_names=_names(ctx(DATA_BUCKET_NAMES)),

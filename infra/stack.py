@@ -24,7 +24,7 @@ from infra.training import TrainingPlatform
 from infra.workflow import SweepStateMachine
 from trainsweep import layout
 from trainsweep.aws import outputs
-from trainsweep.aws.config import TRAINING_IMAGE_ENV
+from trainsweep.aws.config import DATA_BUCKETS_ENV, TRAINING_IMAGE_ENV
 
 PARSE_FAILURE_RETENTION = Duration.days(14)
 """How long a failed ParseRun event waits in the queue (SQS's maximum, as for a dead-letter queue)."""
@@ -38,7 +38,9 @@ class TrainsweepStack(Stack):
     ``data_bucket_names`` (buckets the training jobs may read), ``byo_image_repositories`` (ECR
     repositories of users' own training images the jobs may pull), ``retry`` (backoff of retryable
     training errors), ``destroy_on_delete`` (tear the bucket down with the stack; default: retain it),
-    ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; 0: none).
+    ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; default 0: none),
+    ``training_role_arn``, ``results_bucket_name`` and ``results_bucket_key_arn`` (existing resources
+    to use instead of creating them).
 
     ParseRun's S3-triggered (asynchronous) invocations that still fail after Lambda's two retries land
     in the ``ParseFailures`` queue (``trainsweep status`` counts them) instead of disappearing.
@@ -51,8 +53,7 @@ class TrainsweepStack(Stack):
         settings = StackSettings.from_context(self.node)
         removal = RemovalPolicy.DESTROY if settings.destroy_on_delete else RemovalPolicy.RETAIN
 
-        storage = ResultsBucket(self, "Results", raw_log_days=settings.raw_log_days, removal_policy=removal)
-        bucket = storage.bucket
+        bucket, bucket_key = _results_bucket(self, settings, removal)
         data_buckets = [
             s3.Bucket.from_bucket_name(self, f"Data{i}", name)
             for i, name in enumerate(settings.data_bucket_names)
@@ -65,6 +66,7 @@ class TrainsweepStack(Stack):
             image_repositories=[
                 _repository(self, f"ByoImage{i}", ref) for i, ref in enumerate(settings.image_repositories)
             ],
+            existing_role_arn=settings.training_role_arn,
             **_image_args(image_directory),
         )
 
@@ -88,9 +90,21 @@ class TrainsweepStack(Stack):
             )
 
         # PlanSweep gives the stack's image to every job whose spec names none ($.job.image_uri).
-        plan = function("PlanSweep", "plan_sweep", 512, 1, {TRAINING_IMAGE_ENV: training.image.image_uri})
-        # ParseRun records every finished cell: its own reserved concurrency keeps the account's other
-        # functions from throttling it (the state machine also retries a throttled invoke).
+        # ... and the buckets the training role may read: it refuses a spec whose inputs lie elsewhere.
+        plan = function(
+            "PlanSweep",
+            "plan_sweep",
+            512,
+            1,
+            {
+                TRAINING_IMAGE_ENV: training.image.image_uri,
+                # an existing role may read what its owners gave it: "*", PlanSweep checks nothing
+                DATA_BUCKETS_ENV: "*" if settings.training_role_arn else ",".join(settings.data_bucket_names),
+            },
+        )
+        # ParseRun records every finished cell. No concurrency is reserved by default (a new account cannot
+        # afford it: Lambda keeps 100 unreserved); the state machine retries a throttled invoke patiently
+        # instead, and S3's asynchronous invocations are queued and retried by Lambda itself.
         parse = function(
             "ParseRun", "parse_run", 1024, 5, reserved_concurrency=settings.parse_reserved_concurrency
         )
@@ -157,7 +171,7 @@ class TrainsweepStack(Stack):
             aggregate=aggregate.function,
             topic=topic,
             bucket=bucket,
-            bucket_key=storage.key,
+            bucket_key=bucket_key,
             training_role=training.role,
             retry=settings.retry,
         )
@@ -182,6 +196,24 @@ class TrainsweepStack(Stack):
             "export_log": export,
             "aggregate_sweep": aggregate,
         }
+
+
+def _results_bucket(
+    stack: Stack, settings: StackSettings, removal: RemovalPolicy
+) -> tuple[s3.IBucket, kms.IKey | None]:
+    """The stack's own results bucket and its key, or the deployment's existing bucket (and its key)."""
+    if settings.results_bucket_name is None:
+        storage = ResultsBucket(stack, "Results", raw_log_days=settings.raw_log_days, removal_policy=removal)
+        return storage.bucket, storage.key
+    key = (
+        kms.Key.from_key_arn(stack, "ExistingResultsKey", settings.results_bucket_key_arn)
+        if settings.results_bucket_key_arn
+        else None
+    )
+    bucket = s3.Bucket.from_bucket_attributes(
+        stack, "ExistingResults", bucket_name=settings.results_bucket_name, encryption_key=key
+    )
+    return bucket, key
 
 
 def _quota_read_statement() -> iam.PolicyStatement:

@@ -40,6 +40,7 @@ class TrainingPlatform(Construct):
     serves every sweep, and SageMaker gives a job's session nothing, such as its name, that a policy
     could tie a prefix to); write its CloudWatch logs and metrics. Nothing else. What a job may still do
     to other sweeps, and why it cannot rewrite their results, is in docs/cloud.md ("Security").
+    ``existing_role_arn``: run the jobs as this role instead (the image is still built and pushed).
     """
 
     def __init__(
@@ -52,6 +53,7 @@ class TrainingPlatform(Construct):
         image_repositories: list[ecr.IRepository] | None = None,
         image_directory: Path = ROOT,
         dockerfile: str = DOCKERFILE,
+        existing_role_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if not (image_directory / dockerfile).is_file():
@@ -68,6 +70,13 @@ class TrainingPlatform(Construct):
             platform=ecr_assets.Platform.LINUX_AMD64,
         )
         stack = Stack.of(self)
+        if existing_role_arn:
+            # The deployment's own role: nothing is added to it (immutable), it needs what docs/cloud.md
+            # ("An existing execution role") lists.
+            self.role: iam.IRole = iam.Role.from_role_arn(
+                self, "ExistingRole", existing_role_arn, mutable=False
+            )
+            return
         self.role = iam.Role(
             self,
             "ExecutionRole",
@@ -92,7 +101,7 @@ class TrainingPlatform(Construct):
         # Also grants ecr:GetAuthorizationToken (resource "*"), which a pull from any repository needs.
         self.image.repository.grant_pull(self.role)
         if image_repositories:
-            self.role.add_to_policy(
+            self.role.add_to_principal_policy(
                 iam.PolicyStatement(
                     sid="PullOwnImages",  # what a docker pull needs, on the configured repositories only
                     actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
@@ -103,7 +112,7 @@ class TrainingPlatform(Construct):
         # actions (GetBucket*, List*, DeleteObject* on the bucket ARN) the jobs do not need.
         any_sweep = layout.SWEEPS_PREFIX + "*"
         objects = bucket.arn_for_objects
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 # Tagged uploads (layout.RAW_LOG_TAGGING) need PutObjectTagging too. Only raw-log keys
                 # (<run>.log, the trigger suffix): nothing else below logs/ is ever read.
@@ -112,33 +121,33 @@ class TrainingPlatform(Construct):
                 resources=[objects(f"{any_sweep}/{layout.LOGS_DIR}/*{layout.TRIGGER_SUFFIX_LOG}")],
             )
         )
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="WriteOutput", actions=["s3:PutObject"], resources=[objects(f"{any_sweep}/output/*")]
             )
         )
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="SyncSpotCheckpoints",  # managed spot syncs the checkpoint folder both ways
                 actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
                 resources=[objects(f"{any_sweep}/checkpoints/*")],
             )
         )
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadSourceCode",  # a script's packed source dir, uploaded by `trainsweep run`
                 actions=["s3:GetObject"],
                 resources=[objects(f"{any_sweep}/{layout.CODE_DIR}/*")],
             )
         )
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadUploadedData",
                 actions=["s3:GetObject"],
                 resources=[objects(f"{layout.DATA_PREFIX}*")],
             )
         )
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ListCheckpointsAndData",
                 actions=["s3:ListBucket"],
@@ -149,7 +158,7 @@ class TrainingPlatform(Construct):
             )
         )
         if bucket.encryption_key is not None:
-            self.role.add_to_policy(
+            self.role.add_to_principal_policy(
                 iam.PolicyStatement(
                     # GenerateDataKey/Decrypt: SSE-KMS objects it writes and reads; Encrypt: the job's
                     # output is encrypted with this key (OutputDataConfig.KmsKeyId names it).
@@ -166,7 +175,7 @@ class TrainingPlatform(Construct):
             # S3 uses, but only through S3 and only for objects of these buckets (the encryption context
             # is the object's ARN, or the bucket's with S3 Bucket Keys). A key in another account must
             # also allow the role in its key policy.
-            self.role.add_to_policy(
+            self.role.add_to_principal_policy(
                 iam.PolicyStatement(
                     sid="DecryptDataBuckets",
                     actions=["kms:Decrypt"],
@@ -190,22 +199,23 @@ class TrainingPlatform(Construct):
                 arn_format=ArnFormat.COLON_RESOURCE_NAME,
             )
 
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
-                # CreateLogGroup is authorised on the group's own ARN (no ":*"): the first job in a
-                # region creates /aws/sagemaker/TrainingJobs.
+                # The first job in a region creates /aws/sagemaker/TrainingJobs. Both forms of the group's
+                # ARN, as AWS's own SageMaker policies grant it: which one CloudWatch Logs checks differs
+                # between callers, and a refused CreateLogGroup leaves the job with no stream at all.
                 sid="CreateTrainingLogGroup",
                 actions=["logs:CreateLogGroup"],
-                resources=[log_group()],
+                resources=[log_group(), log_group(":*")],
             )
         )
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
                 resources=[log_group(":*")],
             )
         )
-        self.role.add_to_policy(
+        self.role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],

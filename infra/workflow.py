@@ -9,6 +9,7 @@ errors are retried and which are caught. What the steps compute lives in ``train
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -28,17 +29,25 @@ from trainsweep import layout
 from trainsweep.jobs import JOB_PATH, job_path
 
 TRAINING_RESOURCE = "arn:aws:states:::sagemaker:createTrainingJob.sync"
-# Errors worth another attempt: SageMaker reports API errors of this integration (throttling,
-# ResourceLimitExceeded, capacity) as SageMaker.AmazonSageMakerException; the specific names cover
-# the AWS SDK spelling. Everything else is caught and recorded as the cell's failure.
+# Errors worth another attempt, by name (the AWS SDK's spellings of throttling and resource limits).
 RETRYABLE_TRAINING_ERRORS = [
-    "SageMaker.AmazonSageMakerException",
     "SageMaker.ThrottlingException",
     "SageMaker.ResourceLimitExceeded",
     "SageMaker.ResourceLimitExceededException",
     "ThrottlingException",
 ]
-TRAINING_VOLUME_GB = 50
+# The integration reports every other API error as this one name, whatever its code: a throttle, but
+# also an instance type the region does not offer or a job name in use, which no retry can fix. It is
+# caught, and retried (RetryableTrainingError) only when its cause carries a code of throttling,
+# resource limits, capacity or a server error ("... Status Code: 400; Error Code: ThrottlingException").
+TRAINING_API_ERROR = "SageMaker.AmazonSageMakerException"
+RETRYABLE_TRAINING_CAUSES = [
+    "*Error Code: Throttling*",
+    "*Error Code: ResourceLimitExceeded*",
+    "*Capacity*",
+    "*Status Code: 50*",
+]
+TRAINING_RETRY_PATH = "$.training_retry"
 # A Lambda invoke fails with these when Lambda throttles or hiccups, before the function ran (or without
 # its answer): another attempt is right. A ParseRun lost to them would leave a finished, billed cell
 # "results not recorded". The function's own errors are not retried (they would fail the same way).
@@ -52,6 +61,11 @@ RETRYABLE_LAMBDA_ERRORS = [
 LAMBDA_RETRY_INTERVAL_S = 2
 LAMBDA_RETRY_ATTEMPTS = 8
 LAMBDA_RETRY_MAX_DELAY_S = 60
+# ParseRun has no reserved concurrency by default, so a busy account can throttle it for longer: its
+# invoke waits up to about 28 minutes in all (the cell's training is done and paid for; only its record
+# waits) before the cell is recorded as "results not recorded".
+PARSE_RETRY_ATTEMPTS = 12
+PARSE_RETRY_MAX_DELAY_S = 300
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,11 @@ class RetryPolicy:
     max_attempts: int = 6
     backoff_rate: float = 2.0
     max_delay_s: int = 600
+
+    def caps_s(self) -> list[int]:
+        """The longest wait before each retry (full jitter waits a random 1 s up to it)."""
+        grow = self.backoff_rate
+        return [int(min(self.interval_s * grow**i, self.max_delay_s)) for i in range(self.max_attempts)]
 
     @classmethod
     def from_context(cls, value: Any) -> RetryPolicy:
@@ -77,26 +96,35 @@ def _training_task(
     construct_id: str,
     *,
     role_arn: str,
-    key_arn: str,
+    key_arn: str | None,
     spot: bool,
     data: bool,
+    vpc: bool = False,
 ) -> sfn.CustomState:
-    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel).
+    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel, VPC).
 
     The image is the job's: the spec's own ``workload.image_uri``, or the stack's image, which PlanSweep
     puts in every other job.
     """
     params: dict[str, Any] = {
         "TrainingJobName.$": job_path("job_name"),
-        "AlgorithmSpecification": {"TrainingImage.$": job_path("image_uri"), "TrainingInputMode": "File"},
+        "AlgorithmSpecification": {
+            "TrainingImage.$": job_path("image_uri"),
+            "TrainingInputMode.$": job_path("input_mode"),
+        },
         "RoleArn": role_arn,
         "HyperParameters.$": job_path("hyperparameters"),
-        "OutputDataConfig": {"S3OutputPath.$": job_path("output_s3_uri"), "KmsKeyId": key_arn},
+        "OutputDataConfig": {
+            "S3OutputPath.$": job_path("output_s3_uri"),
+            **({"KmsKeyId": key_arn} if key_arn else {}),
+        },
         "ResourceConfig": {
             "InstanceType.$": job_path("instance_type"),
             "InstanceCount.$": job_path("instance_count"),
-            "VolumeSizeInGB": TRAINING_VOLUME_GB,
+            "VolumeSizeInGB.$": job_path("volume_size_gb"),
         },
+        "EnableNetworkIsolation.$": job_path("network_isolation"),
+        "EnableInterContainerTrafficEncryption.$": job_path("inter_container_encryption"),
         # Always set: the AWS default is a day of billing for a job that hangs.
         "StoppingCondition": {"MaxRuntimeInSeconds.$": job_path("max_runtime_seconds")},
         "Tags": [
@@ -110,6 +138,8 @@ def _training_task(
         params["EnableManagedSpotTraining"] = True
         params["StoppingCondition"]["MaxWaitTimeInSeconds.$"] = job_path("max_wait_seconds")
         params["CheckpointConfig"] = {"S3Uri.$": job_path("checkpoint_s3_uri")}
+    if vpc:
+        params["VpcConfig.$"] = job_path("vpc_config")
     if data:
         params["InputDataConfig"] = [
             {
@@ -149,7 +179,7 @@ class SweepStateMachine(Construct):
         aggregate: lambda_.IFunction,
         topic: sns.ITopic,
         bucket: s3.IBucket,
-        bucket_key: kms.IKey,
+        bucket_key: kms.IKey | None,
         training_role: iam.IRole,
         retry: RetryPolicy | None = None,
     ) -> None:
@@ -178,7 +208,14 @@ class SweepStateMachine(Construct):
 
         # ---- one job: train (retry / catch) -> export the log if missing -> parse and record ----
         start_job = sfn.Pass(
-            self, "StartJob", parameters={"outcome": {}, "sweep_id.$": "$.sweep_id", "job.$": JOB_PATH}
+            self,
+            "StartJob",
+            parameters={
+                "outcome": {},
+                "sweep_id.$": "$.sweep_id",
+                "job.$": JOB_PATH,
+                TRAINING_RETRY_PATH[2:]: {"attempt": 0, "wait_s": 0},
+            },
         )
         export_task = _invoke(
             self,
@@ -197,6 +234,8 @@ class SweepStateMachine(Construct):
                 # {training} or {error}: whichever the training task left (a missing path is an error)
                 "outcome": sfn.JsonPath.object_at("$.outcome"),
             },
+            attempts=PARSE_RETRY_ATTEMPTS,
+            max_delay_s=PARSE_RETRY_MAX_DELAY_S,
         )
         parse_failed = sfn.Pass(
             self,
@@ -213,37 +252,38 @@ class SweepStateMachine(Construct):
         export_task.add_catch(parse_task, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
         export_task.next(parse_task)
 
-        variants = {}
-        for spot in (False, True):
-            for data in (False, True):
-                name = "Train" + ("Spot" if spot else "") + ("WithData" if data else "")
-                task = _training_task(
-                    self,
-                    name,
-                    role_arn=training_role.role_arn,
-                    key_arn=bucket_key.key_arn,
-                    spot=spot,
-                    data=data,
-                )
-                task.add_retry(
-                    errors=RETRYABLE_TRAINING_ERRORS,
-                    interval=Duration.seconds(retry.interval_s),
-                    max_attempts=retry.max_attempts,
-                    backoff_rate=retry.backoff_rate,
-                    max_delay=Duration.seconds(retry.max_delay_s),
-                    jitter_strategy=sfn.JitterType.FULL,
-                )
-                task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
-                task.next(export_task)
-                variants[(spot, data)] = task
-        choose = (
-            sfn.Choice(self, "TrainingKind")
-            .when(_spot_data(True, True), variants[(True, True)])
-            .when(_spot_data(True, False), variants[(True, False)])
-            .when(_spot_data(False, True), variants[(False, True)])
-            .otherwise(variants[(False, False)])
-        )
+        retry_check, retry_again = _api_error_retry(self, retry, export_task)
+        choose = sfn.Choice(self, "TrainingKind")
+        for spot, data, vpc in itertools.product((True, False), repeat=3):
+            name = (
+                "Train" + ("Spot" if spot else "") + ("WithData" if data else "") + ("InVpc" if vpc else "")
+            )
+            task = _training_task(
+                self,
+                name,
+                role_arn=training_role.role_arn,
+                key_arn=bucket_key.key_arn if bucket_key else None,
+                spot=spot,
+                data=data,
+                vpc=vpc,
+            )
+            task.add_retry(
+                errors=RETRYABLE_TRAINING_ERRORS,
+                interval=Duration.seconds(retry.interval_s),
+                max_attempts=retry.max_attempts,
+                backoff_rate=retry.backoff_rate,
+                max_delay=Duration.seconds(retry.max_delay_s),
+                jitter_strategy=sfn.JitterType.FULL,
+            )
+            task.add_catch(retry_check, errors=[TRAINING_API_ERROR], result_path="$.outcome.error")
+            task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
+            task.next(export_task)
+            if spot or data or vpc:
+                choose.when(_training_kind(spot, data, vpc), task)
+            else:
+                choose.otherwise(task)
         start_job.next(choose)
+        retry_again.next(choose)
 
         # ---- one instance-type group: a Distributed Map over its jobs, read from and written to S3 ----
         # The state carries references only: the jobs come from the group's file, each job runs as a child
@@ -374,27 +414,42 @@ class SweepStateMachine(Construct):
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["s3:PutObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
+                # What CDK's own ResultWriter grants: the writer reads back the parts it wrote.
+                actions=[
+                    "s3:PutObject",
+                    "s3:GetObject",
+                    "s3:ListMultipartUploadParts",
+                    "s3:AbortMultipartUpload",
+                ],
                 resources=[bucket.arn_for_objects(fan_out + "results/*")],
             )
         )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket_key.key_arn]
+        if bucket_key is not None:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket_key.key_arn]
+                )
             )
-        )
         for fn in (export, parse):  # invoked by the job states, which CDK does not see inside the map
             role.add_to_principal_policy(
                 iam.PolicyStatement(
                     actions=["lambda:InvokeFunction"], resources=[fn.function_arn, f"{fn.function_arn}:*"]
                 )
             )
-        executions = stack.format_arn(
-            service="states",
-            resource="execution",
-            resource_name=f"{self.state_machine.state_machine_name}/Jobs:*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
+
+        def executions(name: str) -> str:
+            return stack.format_arn(
+                service="states",
+                resource="execution",
+                resource_name=name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+
+        machine = self.state_machine.state_machine_name
+        # AWS's documented Distributed Map policy (execution:<machine>:*), and the child executions'
+        # own ARNs (execution:<machine>/<label>:<id>), which that pattern does not match; redriving a
+        # sweep re-runs its failed child executions (states:RedriveExecution on them).
+        own, children = executions(f"{machine}:*"), executions(f"{machine}/Jobs:*")
         iam.Policy(
             self,
             "DistributedMapPolicy",
@@ -404,8 +459,9 @@ class SweepStateMachine(Construct):
                     actions=["states:StartExecution"], resources=[self.state_machine.state_machine_arn]
                 ),
                 iam.PolicyStatement(
-                    actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
+                    actions=["states:DescribeExecution", "states:StopExecution"], resources=[own, children]
                 ),
+                iam.PolicyStatement(actions=["states:RedriveExecution"], resources=[children]),
             ],
         )
         role.add_to_principal_policy(
@@ -424,6 +480,8 @@ def _invoke(
     payload: dict[str, Any],
     *,
     result_path: str | None = None,
+    attempts: int = LAMBDA_RETRY_ATTEMPTS,
+    max_delay_s: int = LAMBDA_RETRY_MAX_DELAY_S,
 ) -> tasks.LambdaInvoke:
     """A Lambda task whose state output is the function's own return value (no invocation metadata).
 
@@ -442,17 +500,64 @@ def _invoke(
     task.add_retry(
         errors=RETRYABLE_LAMBDA_ERRORS,
         interval=Duration.seconds(LAMBDA_RETRY_INTERVAL_S),
-        max_attempts=LAMBDA_RETRY_ATTEMPTS,
+        max_attempts=attempts,
         backoff_rate=2.0,
-        max_delay=Duration.seconds(LAMBDA_RETRY_MAX_DELAY_S),
+        max_delay=Duration.seconds(max_delay_s),
         jitter_strategy=sfn.JitterType.FULL,
     )
     return task
 
 
-def _spot_data(spot: bool, data: bool) -> sfn.Condition:
+def _api_error_retry(
+    scope: Construct, retry: RetryPolicy, give_up: sfn.IChainable
+) -> tuple[sfn.Choice, sfn.Pass]:
+    """(the state a training API error goes to, the state that leads back to training).
+
+    An error whose cause is retryable (:data:`RETRYABLE_TRAINING_CAUSES`) waits, with exponential
+    backoff and full jitter, and trains again, at most ``retry.max_attempts`` times; any other goes on
+    to ``give_up`` at once (the cell is recorded failed with AWS's message).
+    """
+    caps = ", ".join(str(c + 1) for c in retry.caps_s())  # MathRandom's end is exclusive
+    attempt = f"{TRAINING_RETRY_PATH}.attempt"
+    schedule = sfn.Pass(
+        scope,
+        "ScheduleTrainingRetry",
+        parameters={
+            "attempt.$": f"States.MathAdd({attempt}, 1)",
+            "wait_s.$": f"States.MathRandom(1, States.ArrayGetItem(States.Array({caps}), {attempt}))",
+        },
+        result_path=TRAINING_RETRY_PATH,
+    )
+    wait = sfn.Wait(
+        scope, "WaitToRetryTraining", time=sfn.WaitTime.seconds_path(f"{TRAINING_RETRY_PATH}.wait_s")
+    )
+    again = sfn.Pass(scope, "RetryTraining", result=sfn.Result.from_object({}), result_path="$.outcome")
+    retryable = sfn.Condition.or_(
+        *(sfn.Condition.string_matches("$.outcome.error.Cause", p) for p in RETRYABLE_TRAINING_CAUSES)
+    )
+    check = (
+        sfn.Choice(scope, "RetryableTrainingError")
+        .when(
+            sfn.Condition.and_(
+                sfn.Condition.is_string("$.outcome.error.Cause"),
+                retryable,
+                sfn.Condition.number_less_than(attempt, retry.max_attempts),
+            ),
+            schedule.next(wait).next(again),
+        )
+        .otherwise(give_up)
+    )
+    return check, again
+
+
+def _training_kind(spot: bool, data: bool, vpc: bool) -> sfn.Condition:
+    """The job's combination of spot, data channel and VPC (``vpc_config`` is in a job only when set)."""
     spot_c = sfn.Condition.boolean_equals(job_path("spot"), True)
     data_c = sfn.Condition.is_string(job_path("data_s3_uri"))
+    vpc_c = sfn.Condition.is_present(job_path("vpc_config"))
     return sfn.Condition.and_(
-        spot_c if spot else sfn.Condition.not_(spot_c), data_c if data else sfn.Condition.not_(data_c)
+        *(
+            c if wanted else sfn.Condition.not_(c)
+            for c, wanted in ((spot_c, spot), (data_c, data), (vpc_c, vpc))
+        )
     )

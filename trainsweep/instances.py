@@ -103,6 +103,25 @@ def _size_abbr(size: str) -> str:
     return f"{n}x" if x else f"{n}l"
 
 
+# Training types whose inter-node bandwidth comes from EFA (Elastic Fabric Adapter): NCCL reaches it only
+# through the aws-ofi-nccl plug-in and the EFA libraries, which the stack's image does not carry, so its
+# multi-node jobs fall back to TCP sockets on these types.
+EFA_TRAINING_TYPES = frozenset(
+    {"ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge",
+     "ml.p5en.48xlarge", "ml.g5.48xlarge", "ml.trn1.32xlarge", "ml.trn1n.32xlarge"}
+)  # fmt: skip
+EFA_NOTE = (
+    "the stack's training image has no EFA libraries or aws-ofi-nccl, so NCCL between its nodes falls back "
+    "to TCP: multi-node throughput and scaling efficiency understate this type; for a fair figure run an "
+    "image with EFA support (workload.image_uri, e.g. an AWS Deep Learning Container for PyTorch training)"
+)
+
+
+def efa_without_plugin(name: str, nodes: int, own_image: bool) -> bool:
+    """Whether a job of ``nodes`` instances of ``name`` runs NCCL over TCP where EFA was there to use."""
+    return nodes > 1 and not own_image and name in EFA_TRAINING_TYPES
+
+
 def lookup(name: str) -> InstanceType:
     """Return the catalogue entry for an instance type name; raises KeyError with the known names."""
     try:

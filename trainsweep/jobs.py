@@ -62,10 +62,25 @@ class PlannedJob(BaseModel):
     written before it."""
     output_s3_uri: str | None
     region: str
+    volume_size_gb: int = 50
+    """ResourceConfig.VolumeSizeInGB (the spec's ``training_job``); 50 in records written before it."""
+    input_mode: str = "File"
+    """AlgorithmSpecification.TrainingInputMode: File, FastFile or Pipe."""
+    network_isolation: bool = False
+    """EnableNetworkIsolation."""
+    inter_container_encryption: bool = False
+    """EnableInterContainerTrafficEncryption."""
+    vpc_config: dict[str, list[str]] | None = None
+    """VpcConfig (``Subnets``, ``SecurityGroupIds``); written only when set: the state machine picks the
+    training task that passes it by the key's presence."""
 
     def to_json(self) -> dict[str, Any]:
-        """The job as JSON types, keys in field order (``jobs.json`` and the state machine's ``$.job``)."""
-        return self.model_dump(mode="json")
+        """The job as JSON types, keys in field order (``jobs.json`` and the state machine's ``$.job``);
+        ``vpc_config`` only when set."""
+        out = self.model_dump(mode="json")
+        if out["vpc_config"] is None:
+            del out["vpc_config"]
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PlannedJob:

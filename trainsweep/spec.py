@@ -619,6 +619,59 @@ _AUTO_SCHEMA = {
 }  # fmt: skip
 
 
+# ---- what each CreateTrainingJob request carries for an enterprise account: network and storage ----
+
+_AWS_ID = r"^[-0-9a-zA-Z]+$"  # SageMaker's pattern for subnet and security group ids
+DEFAULT_VOLUME_GB = 50
+
+
+class VpcSettings(BaseModel):
+    """``VpcConfig`` of every job: the subnets and security groups its instances run in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    subnets: list[Annotated[str, Field(max_length=32, pattern=_AWS_ID)]] = Field(
+        min_length=1, max_length=16, description="Subnet ids (subnet-...), in the stack's region."
+    )
+    security_group_ids: list[Annotated[str, Field(max_length=32, pattern=_AWS_ID)]] = Field(
+        min_length=1, max_length=5, description="Security group ids (sg-...) of those subnets' VPC."
+    )
+
+
+class TrainingJobSettings(BaseModel):
+    """Settings passed through to every job's ``CreateTrainingJob`` request."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    volume_size_gb: int = Field(
+        DEFAULT_VOLUME_GB,
+        ge=1,
+        le=16384,
+        description="ResourceConfig.VolumeSizeInGB: the storage each instance gets (File mode copies the "
+        "whole data channel onto it).",
+    )
+    input_mode: Literal["File", "FastFile", "Pipe"] = Field(
+        "File",
+        description="TrainingInputMode of the data channel: File copies it before training, FastFile "
+        "streams it from S3 behind a file system, Pipe streams it through a FIFO (your own code only).",
+    )
+    network_isolation: bool = Field(
+        False,
+        description="EnableNetworkIsolation: the container gets no network access (no log uploads: the "
+        "log comes from CloudWatch).",
+    )
+    inter_container_encryption: bool = Field(
+        False, description="EnableInterContainerTrafficEncryption between the instances of a job."
+    )
+    vpc: VpcSettings | None = Field(None, description="VpcConfig: run the jobs in your VPC.")
+
+    def vpc_config(self) -> dict[str, list[str]] | None:
+        """``VpcConfig`` as SageMaker takes it, or None."""
+        if self.vpc is None:
+            return None
+        return {"Subnets": list(self.vpc.subnets), "SecurityGroupIds": list(self.vpc.security_group_ids)}
+
+
 class SweepSpec(BaseModel):
     """A sweep: one workload over instance types × batch sizes × repetitions."""
 
@@ -709,6 +762,21 @@ class SweepSpec(BaseModel):
         "ends (ResourceConfig.KeepAlivePeriodInSeconds), so that the next job of the same instance type "
         "starts warm; the kept time is billed and the account needs a warm-pool quota. 0: off.",
     )
+
+    training_job: TrainingJobSettings = Field(
+        default_factory=lambda: TrainingJobSettings.model_validate({}),
+        description="Network and storage of every job's CreateTrainingJob request (VPC, network "
+        "isolation, traffic encryption, volume size, input mode).",
+    )
+
+    @model_validator(mode="after")
+    def _pipe_needs_own_code(self) -> SweepSpec:
+        if self.training_job.input_mode == "Pipe" and self.workload.model is not None:
+            raise _FieldError(
+                "training_job.input_mode",
+                "the built-in workloads read files: Pipe needs your own script or image (File or FastFile)",
+            )
+        return self
 
     @model_validator(mode="after")
     def _warm_pool_consistent(self) -> SweepSpec:
@@ -962,6 +1030,8 @@ class SweepSpec(BaseModel):
         doc = self.model_dump(mode="json", exclude={"schema_ref"})
         if not doc["prices"]:  # a spec without price overrides keeps the spec.json it always had
             del doc["prices"]
+        if self.training_job == TrainingJobSettings.model_validate({}):  # likewise without training_job
+            del doc["training_job"]
         return doc
 
 
@@ -1600,9 +1670,23 @@ def _expand(
                         log_format=spec.workload.log_format,
                         output_s3_uri=f"s3://{bucket}/{layout.output_prefix(sweep_id)}" if bucket else None,
                         region=region,
+                        **_job_settings(spec.training_job),
                     )
                 )
     return jobs
+
+
+def _job_settings(settings: TrainingJobSettings) -> dict[str, Any]:
+    """The job record's part of ``training_job`` (the training task reads each at ``$.job.<key>``);
+    ``vpc_config`` only when set (the state machine picks its training task by the key's presence)."""
+    out: dict[str, Any] = {
+        "volume_size_gb": settings.volume_size_gb,
+        "input_mode": settings.input_mode,
+        "network_isolation": settings.network_isolation,
+        "inter_container_encryption": settings.inter_container_encryption,
+    }
+    vpc = settings.vpc_config()
+    return out if vpc is None else {**out, "vpc_config": vpc}
 
 
 def _check_jobs(jobs: list[PlannedJob]) -> None:
@@ -1653,6 +1737,17 @@ def _command_warnings(w: Workload) -> list[str]:
         if key not in used and key not in SCRIPT_KNOBS
     ]
     return out
+
+
+def _efa_warnings(spec: SweepSpec) -> list[str]:
+    """A warning per EFA instance type whose multi-node jobs run on the stack's image (NCCL over TCP)."""
+    nodes = max(spec.node_counts)
+    own = spec.workload.image_uri is not None
+    return [
+        f"{t} x{nodes}: {instances.EFA_NOTE}"
+        for t in spec.instance_types
+        if instances.efa_without_plugin(t, nodes, own)
+    ]
 
 
 def _ignored_hyperparameters(w: Workload) -> list[str]:
@@ -1771,7 +1866,7 @@ def plan_sweep(
         worst_case_cost_usd=cost,
         worst_case_seconds=worst_s,
         unpriced_instance_types=unpriced,
-        warnings=_ignored_hyperparameters(w),
+        warnings=_ignored_hyperparameters(w) + _efa_warnings(spec),
     )
     if enforce_budget:
         check_budget(plan)

@@ -32,7 +32,8 @@ def handler(event: dict[str, Any], context: Any) -> Any:
         for record in S3Event(event).records:
             # S3 URL-encodes keys in events (a space arrives as '+').
             key = unquote_plus(record.s3.get_object.key)
-            written += process_log(s3, record.s3.bucket.name or config.bucket, key)
+            bucket = record.s3.bucket.name or config.bucket
+            written += process_log(s3, bucket, key, event_etag=record.s3.get_object.etag or None)
         logger.info("artefacts written", extra={"keys": written})
         return {"written": written}
     request = parse_request(event, RecordJobRequest)

@@ -9,7 +9,8 @@ stack's own (``TRAINSWEEP_TRAINING_IMAGE``), in the job lists and in ``jobs.json
 over-budget sweep or a zero quota raises ``SpecError``/``BudgetExceededError``/``QuotaError``/
 ``SweepTooLargeError``: the state machine fails with that message, and nothing is written. So does a
 spec of ``local``/``local_gpu`` types outside local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``):
-SageMaker would reject every job.
+SageMaker would reject every job. So does a spec whose ``s3://`` data or source dir the training role cannot
+read (``trainsweep.access``; ``TRAINSWEEP_DATA_BUCKETS``: the stack's ``data_bucket_names``).
 Prices come from the spec's ``prices``, the stack's cache, the AWS Pricing API, then the shipped
 catalogue (``trainsweep.aws.pricing``).
 """
@@ -23,6 +24,7 @@ import boto3
 from aws_lambda_powertools import Logger
 
 from trainsweep import layout
+from trainsweep.access import RoleReads, check_role_can_read
 from trainsweep.aws import pricing
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.config import FunctionConfig
@@ -40,6 +42,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request = parse_request(event, PlanSweepRequest)
     config = FunctionConfig.from_env()
     spec = load_spec(request.input.spec)
+    if not config.embedded:  # IAM is AWS's: the embedded AWS enforces none
+        check_role_can_read(spec, RoleReads(config.bucket, config.data_buckets))
     region = os.environ.get("AWS_REGION") or spec.region or "us-east-1"
     s3 = boto3.client("s3")
     # The stack's price cache, else the Pricing API (not in local mode's embedded AWS), else the shipped

@@ -140,6 +140,7 @@ def _requests(template: dict[str, Any], path: Path, region: str) -> list[dict[st
     for jobs in state_input(plan.to_state_input()).items.values():  # what each Distributed Map reads
         for job in jobs:
             name = "Train" + ("Spot" if job.spot else "") + ("WithData" if job.data_s3_uri else "")
+            name += "InVpc" if job.vpc_config is not None else ""
             task = states[name]
             assert task["Resource"] == "arn:aws:states:::sagemaker:createTrainingJob.sync"
             state = {"sweep_id": plan.sweep_id, "job": job.to_json(), "outcome": {}}
@@ -256,6 +257,34 @@ def test_a_warm_pool_is_asked_for_in_resource_config(template, tmp_path):
     path.write_text(yaml.safe_dump({**spec, "spot": True}))
     (spot, *_) = _requests(template, path, "us-east-1")
     assert "KeepAlivePeriodInSeconds" not in spot["ResourceConfig"]  # SageMaker: no warm pool with spot
+
+
+def test_network_and_storage_settings_reach_every_request(template, tmp_path):
+    spec = yaml.safe_load((ROOT / "examples" / "mnist-cnn.yaml").read_text())
+    settings = {
+        "volume_size_gb": 500,
+        "input_mode": "FastFile",
+        "network_isolation": True,
+        "inter_container_encryption": True,
+        "vpc": {"subnets": ["subnet-0abc", "subnet-0def"], "security_group_ids": ["sg-0123"]},
+    }
+    path = tmp_path / "enterprise.yaml"
+    path.write_text(yaml.safe_dump({**spec, "training_job": settings, "data": "s3://my-data/mnist/"}))
+    requests = _requests(template, path, "eu-west-1")
+    for request in requests:
+        assert request_problems(request) == []
+        assert request["VpcConfig"] == {
+            "Subnets": ["subnet-0abc", "subnet-0def"],
+            "SecurityGroupIds": ["sg-0123"],
+        }
+        assert request["EnableNetworkIsolation"] is True
+        assert request["EnableInterContainerTrafficEncryption"] is True
+        assert request["ResourceConfig"]["VolumeSizeInGB"] == 500
+        assert request["AlgorithmSpecification"]["TrainingInputMode"] == "FastFile"
+    (default, *_) = _requests(template, ROOT / "examples" / "mnist-cnn.yaml", "eu-west-1")
+    assert "VpcConfig" not in default and default["EnableNetworkIsolation"] is False
+    assert default["ResourceConfig"]["VolumeSizeInGB"] == 50
+    assert default["AlgorithmSpecification"]["TrainingInputMode"] == "File"
 
 
 # ---- the template's IAM actions are operations AWS has -------------------------------------------------

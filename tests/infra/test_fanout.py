@@ -74,12 +74,18 @@ def test_the_state_machine_may_run_its_own_child_executions_and_touch_only_the_f
 
     (start,) = granted("states:StartExecution")
     assert '"Ref": "SweepStateMachine' in start
-    (describe,) = granted("states:DescribeExecution")
-    assert describe.endswith('"/Jobs:*"]]}') and granted("states:StopExecution") == [describe]
-    (read,) = granted("s3:GetObject")
+    # AWS's documented Distributed Map policy, and the child executions, which a redrive re-runs
+    own, children = granted("states:DescribeExecution")
+    assert own.endswith('":*"]]}') and children.endswith('"/Jobs:*"]]}'), (own, children)
+    assert granted("states:StopExecution") == [own, children]
+    assert granted("states:RedriveExecution") == [children]
+    read, _ = granted("s3:GetObject")
     assert read.endswith('/sweeps/*/map/*/jobs-*.json"]]}')
     (write,) = granted("s3:PutObject")
     assert write.endswith('/sweeps/*/map/*/results/*"]]}')
+    # what CDK's own ResultWriter grants on the results
+    for action in ("s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"):
+        assert write in granted(action), action
     assert not any(r.endswith('"/*"]]}') for a in ("s3:GetObject", "s3:PutObject") for r in granted(a))
     assert granted("kms:GenerateDataKey") and granted("kms:Decrypt")
     invoke = " ".join(granted("lambda:InvokeFunction"))

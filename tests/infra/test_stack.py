@@ -338,17 +338,44 @@ def test_retry_backoff_comes_from_context_as_object_or_json_text():
     assert RetryPolicy.from_context('{"max_attempts": "2"}').max_attempts == 2
 
 
+TRAIN_STATES = [
+    "Train" + spot + data + vpc for spot in ("", "Spot") for data in ("", "WithData") for vpc in ("", "InVpc")
+]
+
+
 def test_training_task_retries_with_backoff_and_jitter_and_catches_everything_else(template):
     sm = next(r for r in resources(template, "AWS::StepFunctions::StateMachine").values())
     text = json.dumps(sm["Properties"]["DefinitionString"])
-    for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
+    for name in TRAIN_STATES:
         assert f'\\"{name}\\":' in text, name
-    assert text.count("arn:aws:states:::sagemaker:createTrainingJob.sync") == 4
+    assert text.count("arn:aws:states:::sagemaker:createTrainingJob.sync") == len(TRAIN_STATES) == 8
     states = _definition_states(template)
-    for name in ("Train", "TrainSpot", "TrainWithData", "TrainSpotWithData"):
+    for name in TRAIN_STATES:
         assert [r["JitterStrategy"] for r in states[name]["Retry"]] == ["FULL"], name
-    assert text.count('\\"MaxRuntimeInSeconds.$\\":\\"$.job.max_runtime_seconds\\"') == 4
+    assert text.count('\\"MaxRuntimeInSeconds.$\\":\\"$.job.max_runtime_seconds\\"') == 8
     assert text.count('\\"MaxConcurrencyPath\\"') == 2
+
+
+def test_only_throttling_limits_capacity_and_server_errors_are_retried(template):
+    from infra.workflow import RETRYABLE_TRAINING_CAUSES, TRAINING_API_ERROR
+
+    states = _definition_states(template)
+    for name in TRAIN_STATES:
+        retried = {e for r in states[name]["Retry"] for e in r["ErrorEquals"]}
+        assert TRAINING_API_ERROR not in retried and "States.ALL" not in retried, name
+        catches = {c["ErrorEquals"][0]: c["Next"] for c in states[name]["Catch"]}
+        assert catches[TRAINING_API_ERROR] == "RetryableTrainingError"
+    check = json.dumps(states["RetryableTrainingError"])
+    for pattern in RETRYABLE_TRAINING_CAUSES:
+        assert json.dumps(pattern) in check
+    assert states["RetryableTrainingError"]["Default"] == "ExportLog"  # anything else: recorded at once
+
+
+def test_the_retry_waits_grow_to_the_policys_cap():
+    from infra.workflow import RetryPolicy
+
+    assert RetryPolicy().caps_s() == [30, 60, 120, 240, 480, 600]
+    assert RetryPolicy(interval_s=1, max_attempts=3, max_delay_s=2).caps_s() == [1, 2, 2]
 
 
 # ---- what the AWS integrations need (issue 13) -------------------------------------------------------
@@ -400,11 +427,23 @@ def test_the_training_role_may_read_sse_kms_data_buckets_through_s3_only(templat
         assert f':s3:::{bucket}"' in arns and f':s3:::{bucket}/*"' in arns, arns
 
 
+def test_plan_sweep_knows_the_buckets_the_training_role_may_read(tmp_path):
+    tpl = synth(tmp_path, {"data_bucket_names": "team-data,more-data"}, nag=False)
+    variables = [
+        fn["Properties"].get("Environment", {}).get("Variables", {})
+        for fn in resources(tpl, "AWS::Lambda::Function").values()
+    ]
+    (plan,) = [v for v in variables if v.get("TRAINSWEEP_FUNCTION") == "plan_sweep"]
+    assert plan["TRAINSWEEP_DATA_BUCKETS"] == "team-data,more-data"
+
+
 def test_the_training_role_may_create_the_log_group_in_a_fresh_region(template):
     (st,) = _allows(statements(template, "TrainingExecutionRole"), "logs:CreateLogGroup")
     # CreateLogGroup is authorised on the group's own ARN, which ".../TrainingJobs:*" does not match.
     resources_ = [json.dumps(r) for r in as_list(st["Resource"])]
     assert any(r.endswith(':log-group:/aws/sagemaker/TrainingJobs"]]}') for r in resources_), resources_
+    # ... and on the ":*" form too, as AWS's own policies grant it
+    assert any(r.endswith(':log-group:/aws/sagemaker/TrainingJobs:*"]]}') for r in resources_), resources_
     (put,) = _allows(statements(template, "TrainingExecutionRole"), "logs:PutLogEvents")
     assert json.dumps(put["Resource"]).endswith(':log-group:/aws/sagemaker/TrainingJobs:*"]]}')
 
@@ -429,7 +468,23 @@ def test_lambda_throttling_is_retried_with_backoff_and_jitter(template):
         assert "States.ALL" not in r["ErrorEquals"]  # the function's own errors are caught, not retried
 
 
-def test_parse_run_has_reserved_concurrency_from_context(template, tmp_path):
+def test_a_throttled_parse_run_is_retried_for_many_minutes(template):
+    # ParseRun has no reserved concurrency: its invoke from the state machine waits out a busy account.
+    (r,) = [
+        r
+        for r in _definition_states(template)["ParseRun"]["Retry"]
+        if "Lambda.TooManyRequestsException" in r["ErrorEquals"]
+    ]
+    waits, delay = 0.0, float(r["IntervalSeconds"])
+    for _ in range(r["MaxAttempts"] - 1):
+        waits += min(delay, r["MaxDelaySeconds"])
+        delay *= r["BackoffRate"]
+    assert waits >= 20 * 60, r
+
+
+def test_parse_run_reserves_no_concurrency_unless_the_context_asks(template, tmp_path):
+    # Lambda refuses a reservation that leaves fewer than 100 executions unreserved: a new account
+    # (limit 10 or 50) could not deploy a stack that reserves any by default.
     def reserved(tpl: dict[str, Any]) -> dict[str, Any]:
         return {
             fn["Properties"]["Environment"]["Variables"]["TRAINSWEEP_FUNCTION"]: fn["Properties"].get(
@@ -441,10 +496,70 @@ def test_parse_run_has_reserved_concurrency_from_context(template, tmp_path):
 
     assert reserved(template) == {
         "plan_sweep": None,
-        "parse_run": 5,
+        "parse_run": None,
         "export_log": None,
         "aggregate_sweep": None,
     }
-    assert reserved(synth(tmp_path, {"parse_reserved_concurrency": "0"}, nag=False))["parse_run"] is None
+    assert reserved(synth(tmp_path, {"parse_reserved_concurrency": "5"}, nag=False))["parse_run"] == 5
     with pytest.raises(ValueError, match="parse_reserved_concurrency"):
         synth(tmp_path / "bad", {"parse_reserved_concurrency": "lots"}, nag=False)
+
+
+def test_a_resume_waits_longer_for_aggregate_sweep_than_it_may_run(template):
+    from trainsweep.aws.sweeps import AGGREGATE_READ_TIMEOUT_S
+
+    (aggregate,) = [
+        fn["Properties"]
+        for fn in resources(template, "AWS::Lambda::Function").values()
+        if fn["Properties"].get("Environment", {}).get("Variables", {}).get("TRAINSWEEP_FUNCTION")
+        == "aggregate_sweep"
+    ]
+    assert aggregate["Timeout"] + 60 <= AGGREGATE_READ_TIMEOUT_S
+
+
+# ---- existing resources: accounts where the deployment may not create IAM roles -----------------------
+
+EXISTING = {
+    "training_role_arn": "arn:aws:iam::123456789012:role/team/sagemaker-training",
+    "results_bucket_name": "team-results",
+    "results_bucket_key_arn": "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+}
+
+
+def test_an_existing_role_and_bucket_are_used_instead_of_created(tmp_path):
+    tpl = synth(tmp_path, EXISTING)  # cdk-nag on: every finding still acknowledged
+    roles = resources(tpl, "AWS::IAM::Role").values()
+    principals = json.dumps([r["Properties"]["AssumeRolePolicyDocument"] for r in roles])
+    assert "sagemaker.amazonaws.com" not in principals  # no training role of the stack's own
+    assert not resources(tpl, "AWS::S3::Bucket")
+    assert tpl["Outputs"]["TrainingRoleArn"]["Value"] == EXISTING["training_role_arn"]
+    assert tpl["Outputs"]["BucketName"]["Value"] == "team-results"
+    text = json.dumps(tpl)
+    assert text.count(EXISTING["results_bucket_key_arn"]) >= 2  # KmsKeyId of the jobs, the functions' grants
+    (pass_role,) = [
+        s for s in statements(tpl, "SweepStateMachineRole") if "iam:PassRole" in as_list(s["Action"])
+    ]
+    assert pass_role["Resource"] == EXISTING["training_role_arn"]
+    assert "team-results/sweeps/*" in text  # the functions' grants name the bucket
+    variables = [
+        fn["Properties"].get("Environment", {}).get("Variables", {})
+        for fn in resources(tpl, "AWS::Lambda::Function").values()
+    ]
+    (plan,) = [v for v in variables if v.get("TRAINSWEEP_FUNCTION") == "plan_sweep"]
+    assert plan["TRAINSWEEP_DATA_BUCKETS"] == "*"  # what that role reads is its owners' business
+
+
+def test_an_existing_bucket_without_a_key_gives_the_jobs_no_kms_key(tmp_path):
+    tpl = synth(tmp_path, {"results_bucket_name": "team-results"}, nag=False)
+    states = _definition_states(tpl)
+    assert "KmsKeyId" not in states["Train"]["Parameters"]["OutputDataConfig"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("training_role_arn", "sagemaker-training"), ("results_bucket_key_arn", "alias/mine")],
+)
+def test_an_existing_resource_that_is_not_an_arn_is_refused(tmp_path, key, value):
+    context = {"results_bucket_name": "team-results", key: value}
+    with pytest.raises(ValueError, match=key):
+        synth(tmp_path, context, nag=False)

@@ -32,6 +32,7 @@ BUCKET = "trainsweep-sm-test"
 # A failure reason longer than any SageMaker writes (it cuts at 1 KiB): the state must not grow with it.
 LONG_REASON = "AlgorithmError: " + "x" * 10_000
 # Short, real backoff: moto really sleeps between attempts.
+INVALID_REQUEST = "The instance type ml.p5.48xlarge is not supported in this region"
 RETRY_CONTEXT = {"interval_s": 1, "max_attempts": 3, "backoff_rate": 2.0, "max_delay_s": 2}
 
 
@@ -67,7 +68,8 @@ class FakeSageMaker:
 
     ``ok`` uploads a log and completes; ``fail`` / ``oom`` upload a partial log and fail with that
     reason; ``fail-long`` fails with a :data:`LONG_REASON` (10 kB) reason and no log; ``throttle``
-    rejects the first CreateTrainingJob call, then behaves like ``ok``; ``cloudwatch-only`` completes
+    rejects the first CreateTrainingJob call, then behaves like ``ok``; ``invalid`` rejects every call
+    with a ValidationException (a request no retry can fix); ``cloudwatch-only`` completes
     but its log exists only in CloudWatch. ``log`` replaces the log a completed job writes (a user's own
     image logs in its own format).
     """
@@ -95,6 +97,9 @@ class FakeSageMaker:
                 if outcome == "throttle" and name not in fake.rejected:
                     fake.rejected.append(name)
                     raise JsonRESTError("ThrottlingException", "Rate exceeded")
+                if outcome == "invalid":
+                    fake.rejected.append(name)
+                    raise JsonRESTError("ValidationException", INVALID_REQUEST)
                 fake.calls.append(kwargs)
             job = original(backend, **kwargs)
             fake.run(job, name, hp, outcome)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from sweep_harness import moto_sweeps
+from sweep_harness import INVALID_REQUEST, moto_sweeps
 
 from trainsweep import layout
 
@@ -144,6 +144,20 @@ def test_a_throttled_create_call_is_retried_and_the_job_runs(mixed):
     assert throttled == mixed.cells[512]["job_name"]
     assert throttled in mixed.created
     assert mixed.cells[512]["status"] == "completed"
+
+
+def test_a_request_no_retry_can_fix_fails_its_cell_at_once_with_awss_message(deploy):
+    # The integration names every API error SageMaker.AmazonSageMakerException: only a cause that says
+    # throttling, a resource limit or capacity is retried, not an instance type the region lacks.
+    sweep = deploy({64: "ok", 128: "invalid"})
+    result = sweep.run({"spec": {**SPEC, "batch_sizes": [64, 128]}, "sweep_id": "demo-invalid"})
+    cells = _cells(sweep, "demo-invalid")
+    rejected = list(sweep.sagemaker.rejected)
+    assert result["status"] == "SUCCEEDED", result
+    assert rejected == [cells[128]["job_name"]]  # asked once, never again
+    assert cells[128]["status"] == "failed"
+    assert INVALID_REQUEST in cells[128]["reason"] and "ValidationException" in cells[128]["reason"]
+    assert cells[64]["status"] == "completed"
 
 
 def test_a_job_that_logged_only_to_cloudwatch_is_exported_then_parsed(mixed):

@@ -695,3 +695,56 @@ def test_instance_counts_and_instance_count_are_not_given_together() -> None:
     assert fields_of(make_spec(instance_types=["local_gpu"], instance_counts=[1, 2], workload=synthetic)) == [
         "instance_counts"
     ]
+
+
+# ---- training_job: network and storage of every request ---------------------------------------------
+
+
+def test_training_job_settings_go_into_every_job_and_defaults_stay_out_of_spec_json():
+    from trainsweep.spec import plan_sweep
+
+    base = {
+        "name": "t",
+        "workload": {"entry_point": "train.py", "source_dir": "s3://b/sweeps/x/code/s.tar.gz"},
+        "instance_types": ["ml.g5.xlarge"],
+        "batch_sizes": [32],
+    }
+    plain = load_spec(base)
+    assert "training_job" not in plain.to_dict()
+    job = plan_sweep(plain, region="us-east-1", bucket="b", cloud=True).jobs[0]
+    assert (job["volume_size_gb"], job["input_mode"], job["network_isolation"]) == (50, "File", False)
+    assert "vpc_config" not in job
+    vpc = {"subnets": ["subnet-1"], "security_group_ids": ["sg-1"]}
+    spec = load_spec({**base, "training_job": {"input_mode": "Pipe", "volume_size_gb": 900, "vpc": vpc}})
+    job = plan_sweep(spec, region="us-east-1", bucket="b", cloud=True).jobs[0]
+    assert job["vpc_config"] == {"Subnets": ["subnet-1"], "SecurityGroupIds": ["sg-1"]}
+    assert (job["volume_size_gb"], job["input_mode"]) == (900, "Pipe")
+    assert spec.to_dict()["training_job"]["volume_size_gb"] == 900
+
+
+def test_pipe_mode_is_refused_for_the_built_in_workloads_that_read_files():
+    with pytest.raises(SpecError, match=r"training_job\.input_mode"):
+        load_spec(
+            {
+                "name": "t",
+                "workload": {"model": "mnist-cnn", "epochs": 1},
+                "instance_types": ["ml.g5.xlarge"],
+                "batch_sizes": [32],
+                "training_job": {"input_mode": "Pipe"},
+            }
+        )
+
+
+@pytest.mark.parametrize(
+    "bad", [{"vpc": {"subnets": [], "security_group_ids": ["sg-1"]}}, {"volume_size_gb": 0}]
+)
+def test_training_job_settings_sagemaker_would_refuse_are_refused(bad):
+    spec = {
+        "name": "t",
+        "workload": {"model": "mnist-cnn", "epochs": 1},
+        "instance_types": ["ml.g5.xlarge"],
+        "batch_sizes": [32],
+        "training_job": bad,
+    }
+    with pytest.raises(SpecError, match="training_job"):
+        load_spec(spec)

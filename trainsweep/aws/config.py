@@ -10,6 +10,9 @@ TRAINING_LOG_GROUP_ENV = "TRAINSWEEP_TRAINING_LOG_GROUP"
 DEFAULT_TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 TRAINING_IMAGE_ENV = "TRAINSWEEP_TRAINING_IMAGE"
 """The stack's own training image (PlanSweep gives it to every job whose spec names no image)."""
+DATA_BUCKETS_ENV = "TRAINSWEEP_DATA_BUCKETS"
+"""The buckets the training role may read besides the results bucket (``data_bucket_names``), comma-separated:
+PlanSweep refuses a spec whose ``s3://`` inputs lie elsewhere."""
 EMBEDDED_ENV = "TRAINSWEEP_EMBEDDED_AWS"
 """``1`` where the function runs in local mode's embedded AWS (set by its Lambda runtime, never deployed):
 PlanSweep accepts the ``local``/``local_gpu`` instance types only there."""
@@ -27,6 +30,8 @@ class FunctionConfig:
     """Only PlanSweep is given it; see :meth:`require_training_image`."""
     embedded: bool = False
     """Running in local mode's embedded AWS (``TRAINSWEEP_EMBEDDED_AWS``), not in an AWS account."""
+    data_buckets: tuple[str, ...] = ()
+    """Only PlanSweep is given them (``TRAINSWEEP_DATA_BUCKETS``)."""
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> FunctionConfig:
@@ -39,6 +44,7 @@ class FunctionConfig:
             training_log_group=env.get(TRAINING_LOG_GROUP_ENV, DEFAULT_TRAINING_LOG_GROUP),
             training_image=env.get(TRAINING_IMAGE_ENV) or None,
             embedded=env.get(EMBEDDED_ENV) == "1",
+            data_buckets=tuple(b for b in env.get(DATA_BUCKETS_ENV, "").split(",") if b),
         )
 
     def require_training_image(self) -> str:

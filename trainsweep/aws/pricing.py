@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
 from trainsweep.aws import s3 as s3io
+from trainsweep.aws.credentials import raise_for_credentials
 from trainsweep.cost import prices
 from trainsweep.instances import LOCAL_CPU, LOCAL_GPU
 from trainsweep.spec import PriceFn
@@ -55,6 +56,7 @@ def read_stack_prices(s3: S3Client, bucket: str) -> dict[str, Any] | None:
     try:
         doc = s3io.get_json(s3, bucket, layout.PRICES_KEY)
     except (ValueError, BotoCoreError, ClientError) as exc:
+        raise_for_credentials(exc)
         LOG.warning("%s is unreadable (%s): pricing without it", where, exc)
         return None
     if doc is None:
@@ -108,6 +110,7 @@ def stack_price_fn(
         try:
             fetched, missing = prices.fetch_prices(pricing, [region], ask)
         except (BotoCoreError, ClientError) as exc:
+            raise_for_credentials(exc)  # no credentials is no reason to plan with other prices
             LOG.warning("the AWS Pricing API did not answer (%s); pricing %s otherwise", exc, ", ".join(ask))
         else:
             got = fetched.get(region, {})

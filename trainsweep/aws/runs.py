@@ -59,7 +59,7 @@ def _parse_versioned(
         return run, version
 
 
-def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
+def process_log(s3: S3Client, bucket: str, key: str, *, event_etag: str | None = None) -> list[str]:
     """Parse the raw log at ``key`` (already URL-decoded) and write its artefacts; returns the keys.
 
     Keys that are not raw logs (``layout.classify_log_key``) are ignored, so a stray notification
@@ -67,13 +67,18 @@ def process_log(s3: S3Client, bucket: str, key: str) -> list[str]:
     job of that sweep's ``jobs.json`` writes (:func:`planned_job`). A running job re-uploads its
     growing log: when the object changed while it was being parsed, nothing is written, so a slow
     notification for an old version never overwrites the artefacts of a newer one (whose own
-    notification follows).
+    notification follows). ``event_etag``, the ETag the notification names: a version already replaced
+    again is not read at all (the newer version's notification parses that one), so a backlog of a
+    running job's uploads costs one HEAD each, not a parse each.
     """
     from trainsweep.artefacts import iter_run_artefacts
 
     location = layout.classify_log_key(key)
     if location is None:
         LOG.info("ignoring %s: not a raw log key", key)
+        return []
+    if event_etag and _bare(s3io.etag(s3, bucket, key)) not in (None, _bare(event_etag)):
+        LOG.info("ignoring %s: the notified version has been replaced since", key)
         return []
     log_format = None
     if not location.is_import:
@@ -113,13 +118,29 @@ def planned_job(s3: S3Client, bucket: str, location: layout.LogLocation) -> Plan
     hand, or by another sweep's job) belongs to no planned job.
     """
     key = layout.jobs_key(location.sweep_id)
-    try:
-        doc = s3io.get_json(s3, bucket, key)
-        jobs = [] if doc is None else jobs_of_document(doc)
-    except (ValueError, JobRecordError) as exc:
-        LOG.warning("s3://%s/%s: %s; no job of it writes %s", bucket, key, exc, location.run_name)
-        return None
+    version = s3io.etag(s3, bucket, key)
+    cached = _JOBS_SEEN.get((bucket, key))
+    if version is not None and cached is not None and cached[0] == version:
+        jobs = cached[1]  # unchanged since this warm function last read it (13 MB at 10,000 jobs)
+    else:
+        try:
+            doc = s3io.get_json(s3, bucket, key)
+            jobs = [] if doc is None else jobs_of_document(doc)
+        except (ValueError, JobRecordError) as exc:
+            LOG.warning("s3://%s/%s: %s; no job of it writes %s", bucket, key, exc, location.run_name)
+            return None
+        _JOBS_SEEN.clear()  # one sweep's plan at a time: bounded memory
+        if version is not None:
+            _JOBS_SEEN[(bucket, key)] = (version, jobs)
     return job_for_run(jobs, location.run_name)
+
+
+_JOBS_SEEN: dict[tuple[str, str], tuple[str, list[PlannedJob]]] = {}
+"""The last ``jobs.json`` read, by its ETag: a warm ParseRun asks S3 only whether it changed."""
+
+
+def _bare(etag: str | None) -> str | None:
+    return None if etag is None else etag.strip('"')
 
 
 def record_job(

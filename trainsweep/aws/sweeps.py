@@ -1,8 +1,9 @@
 """A sweep seen from the user's side: start it, watch its cells, download its results, resume it.
 
 Used by ``trainsweep run/status/download`` against AWS and against the embedded AWS alike (the clients
-are passed in). A cell's live status comes from SageMaker (DescribeTrainingJob of its job) and S3 (its
-run record); once the sweep has been aggregated, ``jobs.json`` holds every cell's final status.
+are passed in). A cell's live status comes from SageMaker (ListTrainingJobs by the sweep's name, and
+DescribeTrainingJob of the jobs that run) and S3 (its run record); once the sweep has been aggregated,
+``jobs.json`` holds every cell's final status.
 """
 
 from __future__ import annotations
@@ -97,15 +98,28 @@ class SweepView:
 # ---- stack and execution --------------------------------------------------------------------------
 
 
-def stack_outputs(cfn: CloudFormationClient, stack_name: str) -> dict[str, str]:
-    """The outputs of a deployed trainsweep stack; a clear error when it is not deployed."""
+def stack_outputs(
+    cfn: CloudFormationClient, stack_name: str, *, region_source: str | None = None
+) -> dict[str, str]:
+    """The outputs of a deployed trainsweep stack; a clear error when it is not deployed in the client's
+    region (``region_source``: where that region came from, for the message), and a credentials error
+    (:class:`~trainsweep.aws.credentials.AwsCredentialsError`) when the request could not authenticate."""
+    from trainsweep.aws.credentials import raise_for_credentials
+
     try:
         stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
     except Exception as exc:
-        raise TrainsweepError(
-            f"stack {stack_name!r} not found ({exc}); deploy it first with `npx cdk deploy`, "
-            "or pass --stack NAME / --local"
-        ) from exc
+        raise_for_credentials(exc)
+        region = getattr(getattr(cfn, "meta", None), "region_name", None)
+        where = f" in {region}" if region else ""
+        if region and region_source:
+            where += f" (region from {region_source})"
+        if "does not exist" in str(exc):  # CloudFormation's ValidationError for an unknown stack
+            raise TrainsweepError(
+                f"stack {stack_name!r} not found{where} ({exc}); deploy it first with `npx cdk deploy` "
+                "into that region, or pass --region REGION / --stack NAME / --local"
+            ) from exc
+        raise TrainsweepError(f"cannot read stack {stack_name!r}{where}: {exc}") from exc
     return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
 
 
@@ -262,8 +276,14 @@ def sweep_view(
     region: str = "us-east-1",
     jobs_doc: dict[str, Any] | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    jobs_seen: dict[str, dict[str, Any]] | None = None,
 ) -> SweepView:
-    """The live status of every cell of a sweep."""
+    """The live status of every cell of a sweep.
+
+    SageMaker is asked through :func:`trainsweep.aws.jobstatus.job_states`: one paged list of the
+    sweep's jobs, and descriptions of the running ones; ``jobs_seen`` (a dict the caller keeps between
+    polls) spares describing a job that ended again.
+    """
     execution_status = None
     elapsed = None
     if sfn is not None and execution_arn is not None:
@@ -282,12 +302,9 @@ def sweep_view(
         k[len(runs_prefix) :].removesuffix(".json") for k in s3io.list_keys(s3, bucket, runs_prefix)
     }
     if sagemaker is not None:
-        described: dict[str, dict[str, Any] | None] = {}
-        for job_name in dict.fromkeys(c.job_name for c in cells):
-            try:
-                described[job_name] = sagemaker.describe_training_job(TrainingJobName=job_name)
-            except Exception:  # not created yet (or no permission): pending
-                described[job_name] = None
+        from trainsweep.aws.jobstatus import job_states
+
+        described = job_states(sagemaker, sweep_id, (c.job_name for c in cells), jobs_seen)
         per_job = Counter(c.job_name for c in cells)
         for cell in cells:
             d = described.get(cell.job_name)
@@ -575,13 +592,33 @@ def find_function(cfn: CloudFormationClient, stack_name: str, *hints: str) -> st
     return None
 
 
+AGGREGATE_READ_TIMEOUT_S = 15 * 60
+"""Longer than AggregateSweep may run (10 minutes, infra/stack.py): the synchronous invoke waits for it."""
+
+
+def aggregate_client(session: Any) -> LambdaClient:
+    """A Lambda client for :func:`reaggregate`: it waits as long as the function may run, and never sends
+    the invoke again (boto3's default 60 s read timeout and retries would start a second aggregation
+    while the first still runs)."""
+    from botocore.config import Config
+
+    config = Config(
+        read_timeout=AGGREGATE_READ_TIMEOUT_S,
+        connect_timeout=10,
+        retries={"total_max_attempts": 1},
+        tcp_keepalive=True,  # a NAT may drop a connection idle for minutes
+    )
+    return session.client("lambda", config=config)  # type: ignore[no-any-return]
+
+
 def reaggregate(
     lam: LambdaClient,
     function_name: str,
     sweep_id: str,
     cells: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """Invoke the deployed AggregateSweep function on a merged cell list (after a resume)."""
+    """Invoke the deployed AggregateSweep function on a merged cell list (after a resume); ``lam`` from
+    :func:`aggregate_client`."""
     response = lam.invoke(
         FunctionName=function_name, Payload=json.dumps({"sweep_id": sweep_id, "cells": cells}).encode()
     )
@@ -658,10 +695,12 @@ def resume_sweep(
     """Re-run the cells of a sweep in ``bucket`` that have no results, then re-aggregate all cells
     (even when none is re-run: a sweep interrupted before its aggregation gets its report).
 
-    One execution per reduced spec (:func:`plan_resume`), one after the other so the spec's
-    ``max_concurrency`` holds. PlanSweep rewrites ``spec.json``/``jobs.json`` for a reduced spec: the
-    sweep's own are put back before AggregateSweep runs on the merged cells.
+    A sweep whose last execution failed, timed out or was stopped is first redriven
+    (:func:`redrive_interrupted`). Then one execution per reduced spec (:func:`plan_resume`), one after
+    the other so the spec's ``max_concurrency`` holds. PlanSweep rewrites ``spec.json``/``jobs.json``
+    for a reduced spec: the sweep's own are put back before AggregateSweep runs on the merged cells.
     """
+    redrive_interrupted(sfn, state_machine_arn, sweep_id, watch)
     jobs_doc = s3io.get_json(s3, bucket, layout.jobs_key(sweep_id))
     if jobs_doc is None:
         raise SweepNotFoundError(f"cannot resume {sweep_id!r}: no {layout.jobs_key(sweep_id)} in {bucket}")
@@ -702,6 +741,31 @@ def resume_sweep(
         before_merge()
     reaggregate(lam, function, sweep_id, merge_cells(plan.kept_cells, new_cells))
     return ResumeOutcome(status, error, rerun, detail)
+
+
+REDRIVABLE = ("FAILED", "TIMED_OUT", "ABORTED")
+
+
+def redrive_interrupted(
+    sfn: SFNClient, state_machine_arn: str, sweep_id: str, watch: Callable[[str], str]
+) -> str | None:
+    """Redrive the sweep's last execution when it failed, timed out or was stopped, and watch it: Step
+    Functions re-runs it from the state that failed, its Distributed Maps only the child executions that
+    did not succeed (and those never started). Returns how it ended, or None when there was nothing to
+    redrive or Step Functions refused (an execution older than 14 days, one already redriven too often):
+    the cells without results are re-run as before.
+    """
+    from trainsweep.aws.credentials import raise_for_credentials
+
+    arn = latest_execution_arn(sfn, state_machine_arn, sweep_id)
+    if arn is None or sfn.describe_execution(executionArn=arn)["status"] not in REDRIVABLE:
+        return None
+    try:
+        sfn.redrive_execution(executionArn=arn)
+    except Exception as exc:  # ExecutionNotRedrivable and friends: resume without it
+        raise_for_credentials(exc)
+        return None
+    return watch(arn)
 
 
 def view_from_documents(

@@ -39,7 +39,13 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 # ---- AWS options and session (boto3 is imported only when a command calls :func:`aws_session`) --------
 
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="AWS profile (as the AWS CLI).")]
-RegionOpt = Annotated[str | None, typer.Option("--region", help="AWS region (default: the profile's).")]
+RegionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--region",
+        help="AWS region (default: AWS_REGION, AWS_DEFAULT_REGION, the profile's; as `cdk deploy`).",
+    ),
+]
 
 
 def aws_session(profile: str | None, region: str | None) -> Any:

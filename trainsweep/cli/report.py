@@ -190,9 +190,10 @@ def prices_refresh(
         from botocore.exceptions import BotoCoreError, ClientError
     except ImportError:
         raise fail("boto3 is not installed: pip install 'trainsweep[aws]'") from None
+    from trainsweep.aws.region import resolve_region
     from trainsweep.cost.prices import PRICING_API_REGION, SAGEMAKER, refresh
 
-    regions = region or [boto3.session.Session().region_name or "us-east-1"]
+    regions = region or [resolve_region().region or "us-east-1"]
     client = boto3.client("pricing", region_name=PRICING_API_REGION)
     try:
         path, fetched, missing = refresh(client, regions, platform=platform)
@@ -213,19 +214,20 @@ def prices_refresh(
 
 def _upload_prices(fetched: dict[str, dict[str, float]], stack: str) -> None:
     """Merge refreshed SageMaker prices into the stack's price cache; a stack not found is a warning."""
-    import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
     from trainsweep import layout
     from trainsweep.aws import outputs, sweeps
     from trainsweep.aws.pricing import write_stack_prices
+    from trainsweep.aws.region import open_session
     from trainsweep.errors import TrainsweepError
 
     try:
+        session = open_session(None, None)  # the stack of the region `cdk deploy` uses here
         bucket = sweeps.pick_output(
-            sweeps.stack_outputs(boto3.client("cloudformation"), stack), outputs.BUCKET_NAME
+            sweeps.stack_outputs(session.client("cloudformation"), stack), outputs.BUCKET_NAME
         )
-        write_stack_prices(boto3.client("s3"), bucket, fetched)
+        write_stack_prices(session.client("s3"), bucket, fetched)
     except (TrainsweepError, BotoCoreError, ClientError) as exc:
         make_console(stderr=True).print(
             styled(

@@ -418,7 +418,6 @@ def doctor(
         except SpecError as exc:
             _error(make_console(stderr=True), str(exc))
             raise typer.Exit(EXIT_USAGE) from None
-        region = region or spec.region
     marks = {
         "ok": ("ok  ", "green"),
         "warn": ("warn", "yellow"),

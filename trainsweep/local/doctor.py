@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from trainsweep.local.deploy import PROJECT_ROOT
 
@@ -25,6 +25,8 @@ MIN_PYTHON = (3, 11)
 MIN_NODE = 18
 COMMON_TYPES = ("ml.g4dn.xlarge", "ml.g5.xlarge", "ml.p3.2xlarge")
 BOOTSTRAP_STACK = "CDKToolkit"
+LAMBDA_MIN_UNRESERVED = 100  # Lambda refuses a reservation that leaves fewer unreserved executions
+PARSE_RESERVED_CONTEXT = "parse_reserved_concurrency"
 
 
 @dataclass(frozen=True)
@@ -165,11 +167,17 @@ def check_aws(session: Any, stack: str, spec: Any | None = None) -> list[Check]:
     cfg = Config(connect_timeout=3, read_timeout=5, retries={"max_attempts": 1})
     checks: list[Check] = []
     region = session.region_name
+    source = getattr(session, "region_source", None)
     if region:
-        checks.append(Check("AWS region", "ok", region))
+        checks.append(Check("AWS region", "ok", f"{region} (from {source})" if source else region))
     else:
         checks.append(
-            Check("AWS region", "warn", "none configured", "pass --region or `aws configure set region`")
+            Check(
+                "AWS region",
+                "warn",
+                "none configured",
+                "pass --region, set AWS_REGION (as `cdk deploy` reads it) or `aws configure set region`",
+            )
         )
     try:
         creds = session.get_credentials()
@@ -212,6 +220,7 @@ def check_aws(session: Any, stack: str, spec: Any | None = None) -> list[Check]:
             )
         )
     checks.append(check_bootstrap(session.client("cloudformation", config=cfg), region))
+    checks.append(check_lambda_concurrency(session.client("lambda", config=cfg), reserved_in_cdk_json()))
     checks += check_account_for_spec(session, stack, spec, cfg)
     return checks
 
@@ -231,6 +240,52 @@ def check_bootstrap(cfn: Any, region: str) -> Check:
     detail = f"{BOOTSTRAP_STACK} {status}" + (f", bootstrap version {version}" if version else "")
     ok = status.endswith("_COMPLETE") and "ROLLBACK" not in status and "DELETE" not in status
     return Check("CDK bootstrap", "ok" if ok else "warn", detail, fix)
+
+
+def reserved_in_cdk_json(root: Path = PROJECT_ROOT) -> int:
+    """ParseRun's reserved concurrency as ``cdk.json`` sets it (0 when unset or unreadable)."""
+    try:
+        value = json.loads((root / "cdk.json").read_text())["context"].get(PARSE_RESERVED_CONTEXT)
+        return max(0, int(value or 0))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return 0
+
+
+def check_lambda_concurrency(lam: Any, wanted: int) -> Check:
+    """Whether the account can afford ParseRun's reserved concurrency (``wanted``; 0: none reserved).
+
+    Lambda refuses a reservation that leaves fewer than 100 executions unreserved, which is every
+    reservation on an account whose limit is a new account's 10 or 50: ``cdk deploy`` would fail.
+    """
+    name = "Lambda concurrency"
+    try:
+        settings = lam.get_account_settings()["AccountLimit"]
+    except Exception as exc:
+        return Check(name, "info", f"not readable: {str(exc)[:80]}")
+    limit = int(settings.get("ConcurrentExecutions", 0))
+    unreserved = int(settings.get("UnreservedConcurrentExecutions", limit))
+    headroom = max(0, unreserved - LAMBDA_MIN_UNRESERVED)
+    text = f"account limit {limit}, unreserved {unreserved}: up to {headroom} can be reserved"
+    fix = (
+        f"deploy with `-c {PARSE_RESERVED_CONTEXT}=0` (cdk.json), or ask for a higher 'Concurrent "
+        "executions' quota (Service Quotas, AWS Lambda)"
+    )
+    if wanted > headroom:
+        return Check(
+            name,
+            "fail",
+            f"{text}; {PARSE_RESERVED_CONTEXT}={wanted} would make `cdk deploy` fail "
+            f"(Lambda keeps {LAMBDA_MIN_UNRESERVED} unreserved)",
+            fix,
+        )
+    if limit < 2 * LAMBDA_MIN_UNRESERVED:
+        return Check(
+            name,
+            "warn",
+            f"{text}; a low limit: sweeps of many concurrent jobs throttle ParseRun (its calls are retried)",
+            "ask for a higher 'Concurrent executions' quota (Service Quotas, AWS Lambda)",
+        )
+    return Check(name, "ok", text + (f"; {PARSE_RESERVED_CONTEXT}={wanted}" if wanted else ""))
 
 
 def check_account_for_spec(session: Any, stack: str, spec: Any | None, cfg: Any) -> list[Check]:
@@ -339,7 +394,12 @@ def run_checks(
         try:
             import boto3
 
-            session = boto3.Session(profile_name=profile, region_name=region)
+            from trainsweep.aws.region import resolve_region
+
+            spec_region = spec.region if spec is not None else None
+            choice = resolve_region(region, spec_region=spec_region, profile=profile)
+            session = cast(Any, boto3.Session(profile_name=profile, region_name=choice.region))
+            session.region_source = choice.source
         except Exception as exc:
             checks.append(Check("AWS profile", "fail", str(exc), "aws configure list-profiles"))
             return checks

@@ -205,7 +205,8 @@ class MllogReader:
             )
 
     def _metric(self, name: str, rank: int, meta: dict[str, Any], value: Any) -> None:
-        """A named metric of an epoch (rank 0's): kept per epoch in ``extra[METRIC_SERIES]``."""
+        """A named metric of an epoch (rank 0's): kept per epoch in ``extra[METRIC_SERIES]``, and its last
+        value under its own key (``trainsweep.metric.<name>``), as a run's other keys are."""
         v = float(value)
         if not math.isfinite(v):
             raise _AbsurdValueError(f"metric {name[:80]!r} {v!r} is not finite; ignored")
@@ -216,6 +217,7 @@ class MllogReader:
         if name not in series and len(series) >= MAX_METRICS:
             raise _AbsurdStructureError(f"more than {MAX_METRICS} metrics: {name[:80]!r} is ignored")
         series.setdefault(name, {})[str(index)] = v
+        self.extra[mllog.METRIC_PREFIX + name] = v
 
     def _epoch(self, rank: int, meta: dict[str, Any]) -> Epoch:
         num = meta.get("epoch_num")

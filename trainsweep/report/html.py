@@ -281,8 +281,22 @@ def _scaling(a: SweepAnalysis) -> str:
         "<p>Scaling efficiency = samples/s of N instances / (N x samples/s of one instance), same type and "
         "batch size (the batch size is global: split over every instance's ranks); 100% is linear. "
         "Iterations/USD and USD to train count every instance of the job.</p>"
+        f"{_efa_note(a)}"
         f'<table id="scaling-table"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table></section>'
     )
+
+
+def _efa_note(a: SweepAnalysis) -> str:
+    """A warning for multi-node rows of EFA types: the stack's image reaches EFA through no NCCL plug-in."""
+    from trainsweep.instances import EFA_NOTE, EFA_TRAINING_TYPES
+
+    types = sorted(
+        {r.instance_type for r in a.rows if r.instance_count > 1 and r.instance_type in EFA_TRAINING_TYPES}
+    )
+    if not types:
+        return ""
+    note = f"{', '.join(types)}: {EFA_NOTE} (unless the sweep already ran one)."
+    return f"<p class='warn' id='efa-note'>{_e(note)}</p>"
 
 
 def _stalls(a: SweepAnalysis) -> str:

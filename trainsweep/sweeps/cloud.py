@@ -19,23 +19,17 @@ POLL_S = 5.0
 """Seconds between two looks at a cloud sweep's cells."""
 
 
-def open_session(profile: str | None, region: str | None) -> Any:
-    """A boto3 session for a profile and a region, as the AWS CLI picks them.
+def open_session(profile: str | None, region: str | None, spec_region: str | None = None) -> Any:
+    """A boto3 session for a profile, in the region the CDK CLI would deploy to
+    (:func:`trainsweep.aws.region.resolve_region`: ``region``, the spec's, ``AWS_REGION``,
+    ``AWS_DEFAULT_REGION``, the profile's); ``session.region_source`` names where it came from.
 
     Raises:
         TrainsweepError: the profile does not exist, or no region is configured anywhere.
     """
-    import boto3
+    from trainsweep.aws import region as regions
 
-    from trainsweep.errors import TrainsweepError
-
-    try:
-        session = boto3.Session(profile_name=profile, region_name=region)
-    except Exception as exc:  # ProfileNotFound and friends
-        raise TrainsweepError(f"{exc}; list profiles with `aws configure list-profiles`") from exc
-    if session.region_name is None:
-        raise TrainsweepError("no AWS region configured: pass --region, or set AWS_REGION / a profile region")
-    return session
+    return regions.open_session(profile, region, spec_region=spec_region)
 
 
 def stack_resources(session: Any, stack: str) -> tuple[str, str]:
@@ -47,7 +41,8 @@ def stack_resources(session: Any, stack: str) -> tuple[str, str]:
     from trainsweep.aws import outputs as names
     from trainsweep.aws import sweeps
 
-    outputs = sweeps.stack_outputs(session.client("cloudformation"), stack)
+    source = getattr(session, "region_source", None)
+    outputs = sweeps.stack_outputs(session.client("cloudformation"), stack, region_source=source)
     return (
         sweeps.pick_output(outputs, names.BUCKET_NAME),
         sweeps.pick_output(outputs, names.STATE_MACHINE_ARN),
@@ -62,10 +57,12 @@ def watch_execution(
     from trainsweep.aws import sweeps
 
     s3, sfn, sm, region = clients
+    seen: dict[str, Any] = {}  # ended jobs' descriptions: not asked for again
     while True:
         view = sweeps.sweep_view(
-            s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, sfn=sfn, execution_arn=arn, region=region
-        )
+            s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, sfn=sfn, execution_arn=arn,
+            region=region, jobs_seen=seen,
+        )  # fmt: skip
         events.update(view)
         if view.finished:
             return str(view.execution_status)
@@ -130,8 +127,8 @@ def run_cloud(
     from trainsweep.sweeps.download import fetch
 
     events = events or SweepEvents()
-    session = session or open_session(profile, region)
     spec = load_spec(spec_source)
+    session = session or open_session(profile, region, spec.region)
     found = _checked_start(session, spec, stack)
     staged = stage(
         spec.workload, spec_folder or spec_dir(spec_source), check_requirements=False
@@ -207,7 +204,7 @@ def _resume(
         events.note(note)
     outcome = sweeps.resume_sweep(
         s3=s3, sfn=session.client("stepfunctions"), cfn=session.client("cloudformation"),
-        lam=session.client("lambda"), stack_name=stack, bucket=bucket, state_machine_arn=machine,
+        lam=sweeps.aggregate_client(session), stack_name=stack, bucket=bucket, state_machine_arn=machine,
         sweep_id=run.sweep_id, spec=spec_dict, watch=wait,
     )  # fmt: skip
     run.execution_status, run.error, run.error_detail = outcome.status, outcome.error, outcome.detail

@@ -53,13 +53,19 @@ def status(
     if sweep_id is not None:
         check_folder_id(sweep_id)  # it names a folder under results
     view = local_view(results, sweep_id)
-    if view is not None:
+    if view is not None and view.finished:
         return SweepStatus(view, downloaded=True)
+    from trainsweep.errors import TrainsweepError
     from trainsweep.sweeps.cloud import open_session
 
-    session = session or open_session(profile, region)
-    view = cloud_view(session, stack, sweep_id)
-    return SweepStatus(view, parse_failures(session, stack))
+    try:  # a copy downloaded mid-run is stale: the cloud is asked first
+        session = session or open_session(profile, region)
+        cloud = cloud_view(session, stack, view.sweep_id if view is not None else sweep_id)
+    except TrainsweepError:
+        if view is None:
+            raise
+        return SweepStatus(view, downloaded=True)
+    return SweepStatus(cloud, parse_failures(session, stack))
 
 
 def watch(
