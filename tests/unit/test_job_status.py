@@ -16,20 +16,29 @@ from moto import mock_aws
 from trainsweep import layout
 from trainsweep.aws import jobstatus, sweeps
 from trainsweep.errors import TrainsweepError
+from trainsweep.jobs import SCHEMA_VERSION, PlannedJob
 
 SWEEP = "demo-20260101-000000"
 NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
 
 
 def _jobs(n: int) -> list[dict[str, Any]]:
+    """``n`` planned jobs of one g5 instance, as the planner writes them (one batch size each)."""
     out = []
     for i in range(n):
         name = f"{SWEEP}-g5-1-{i}-e0"
-        out.append(
-            {"job_name": name, "run_names": [name], "instance_type": "ml.g5.xlarge", "batch_sizes": [i + 1],
-             "repetition": 0}
+        job = PlannedJob(
+            sweep_id=SWEEP, job_name=name, run_names=(name,), instance_type="ml.g5.xlarge", instance_count=1,
+            vmtype="g5-1", batch_sizes=(i + 1,), repetition=0, hyperparameters={}, max_runtime_seconds=3600,
+            spot=False, max_wait_seconds=None, checkpoint_s3_uri=None, data_s3_uri=None, image_uri=None,
+            output_s3_uri=None, region="us-east-1",
         )  # fmt: skip
+        out.append(job.to_json())
     return out
+
+
+def _doc(jobs: list[dict[str, Any]], **more: Any) -> str:
+    return json.dumps({"schema_version": SCHEMA_VERSION, **more, "jobs": jobs})
 
 
 class FakeSageMaker:
@@ -84,7 +93,7 @@ def _view(s3: Any, sm: Any, seen: dict[str, Any] | None = None) -> sweeps.SweepV
 
 def test_a_poll_lists_the_sweeps_jobs_and_describes_only_those_not_seen_ended(s3: Any) -> None:
     jobs = _jobs(150)  # two pages of the list
-    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": jobs}).encode())
+    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=_doc(jobs).encode())
     status = {j["job_name"]: "Completed" for j in jobs[:100]} | {
         j["job_name"]: "InProgress" for j in jobs[100:104]
     }
@@ -103,7 +112,7 @@ def test_a_throttled_describe_is_retried_and_the_running_job_stays_running(
 ) -> None:
     monkeypatch.setattr(jobstatus.time, "sleep", lambda _: None)
     jobs = _jobs(2)
-    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": jobs}).encode())
+    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=_doc(jobs).encode())
     sm = FakeSageMaker({jobs[0]["job_name"]: "InProgress"}, throttle_describe=True)
     view = _view(s3, sm)
     assert [c.status for c in view.cells] == ["running", "pending"]
@@ -113,7 +122,7 @@ def test_a_throttled_describe_is_retried_and_the_running_job_stays_running(
 def test_a_throttled_list_keeps_what_was_seen(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jobstatus.time, "sleep", lambda _: None)
     jobs = _jobs(1)
-    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": jobs}).encode())
+    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=_doc(jobs).encode())
     sm = FakeSageMaker({jobs[0]["job_name"]: "InProgress"})
     seen: dict[str, Any] = {}
     assert [c.status for c in _view(s3, sm, seen).cells] == ["running"]
@@ -127,7 +136,7 @@ def test_a_throttled_list_keeps_what_was_seen(s3: Any, monkeypatch: pytest.Monke
 
 def test_other_errors_are_not_taken_for_pending(s3: Any) -> None:
     jobs = _jobs(1)
-    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=json.dumps({"jobs": jobs}).encode())
+    s3.put_object(Bucket="results", Key=layout.jobs_key(SWEEP), Body=_doc(jobs).encode())
 
     class Denied(FakeSageMaker):
         def list_training_jobs(self, **kw: Any) -> dict[str, Any]:
@@ -170,7 +179,7 @@ def test_status_asks_the_cloud_before_a_copy_downloaded_mid_run(tmp_path: Path) 
     jobs = _jobs(2)
     stale = tmp_path / SWEEP
     stale.mkdir()
-    (stale / layout.JOBS_JSON).write_text(json.dumps({"sweep_id": SWEEP, "jobs": jobs}))  # not aggregated
+    (stale / layout.JOBS_JSON).write_text(_doc(jobs, sweep_id=SWEEP))  # not aggregated
     final = [
         {"run_name": j["run_names"][0], "status": "completed", "reason": None, "billable_s": 30.0}
         for j in jobs
@@ -179,9 +188,8 @@ def test_status_asks_the_cloud_before_a_copy_downloaded_mid_run(tmp_path: Path) 
         boto3.client("cloudformation", region_name="us-east-1").create_stack(
             StackName="Trainsweep", TemplateBody=json.dumps(CLOUD_STACK)
         )
-        doc = {"sweep_id": SWEEP, "jobs": jobs, "cells": final}
         boto3.client("s3").put_object(
-            Bucket="results-bucket", Key=layout.jobs_key(SWEEP), Body=json.dumps(doc)
+            Bucket="results-bucket", Key=layout.jobs_key(SWEEP), Body=_doc(jobs, sweep_id=SWEEP, cells=final)
         )
         result = CliRunner().invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
@@ -195,7 +203,7 @@ def test_a_stale_copy_is_shown_when_the_cloud_cannot_answer(tmp_path: Path) -> N
 
     stale = tmp_path / SWEEP
     stale.mkdir()
-    (stale / layout.JOBS_JSON).write_text(json.dumps({"sweep_id": SWEEP, "jobs": _jobs(2)}))
+    (stale / layout.JOBS_JSON).write_text(_doc(_jobs(2), sweep_id=SWEEP))
     with mock_aws():  # no stack deployed
         result = CliRunner().invoke(app, ["status", SWEEP, "--results", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output

@@ -712,13 +712,13 @@ def test_training_job_settings_go_into_every_job_and_defaults_stay_out_of_spec_j
     plain = load_spec(base)
     assert "training_job" not in plain.to_dict()
     job = plan_sweep(plain, region="us-east-1", bucket="b", cloud=True).jobs[0]
-    assert (job["volume_size_gb"], job["input_mode"], job["network_isolation"]) == (50, "File", False)
-    assert "vpc_config" not in job
+    assert (job.volume_size_gb, job.input_mode, job.network_isolation) == (50, "File", False)
+    assert "vpc_config" not in job.to_json()
     vpc = {"subnets": ["subnet-1"], "security_group_ids": ["sg-1"]}
     spec = load_spec({**base, "training_job": {"input_mode": "Pipe", "volume_size_gb": 900, "vpc": vpc}})
     job = plan_sweep(spec, region="us-east-1", bucket="b", cloud=True).jobs[0]
-    assert job["vpc_config"] == {"Subnets": ["subnet-1"], "SecurityGroupIds": ["sg-1"]}
-    assert (job["volume_size_gb"], job["input_mode"]) == (900, "Pipe")
+    assert job.to_json()["vpc_config"] == {"Subnets": ["subnet-1"], "SecurityGroupIds": ["sg-1"]}
+    assert (job.volume_size_gb, job.input_mode) == (900, "Pipe")
     assert spec.to_dict()["training_job"]["volume_size_gb"] == 900
 
 
