@@ -1,0 +1,202 @@
+"""End to end: public training scripts swept unchanged, through the CLI in local mode.
+
+The acceptance corpus (``../shared/fixtures/real-scripts``) holds public scripts byte for byte. Each test
+copies one into a temporary folder, prepares its data as its README says, and runs
+``trainsweep run SPEC --local`` with two batch sizes, as a user would with the command they already type:
+
+* nanoGPT: a positional config file, ``--key=value`` arguments, iterations instead of epochs, batches
+  sliced from a memmap (no DataLoader), evaluation under ``torch.no_grad()`` inside the loop, its
+  ``val loss`` read from its output by a metric definition;
+* word_language_model: ``store_true`` flags (``--use-optimizer``), no DataLoader, and by default weights
+  updated by hand (no optimizer at all: a step ends at each backward pass);
+* ddp-tutorial-series: a GPU-only script (``torchrun`` and NCCL on CUDA), which must fail on a CPU with
+  its own words in the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from trainsweep import layout
+from trainsweep.cli import app
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT.parent / "shared" / "fixtures" / "real-scripts"
+runner = CliRunner()
+
+NANOGPT_TINY = (
+    "--device=cpu --compile=False --n_layer=2 --n_head=2 --n_embd=32 --block_size=32 --eval_iters=4 "
+    "--dropout=0.0 --eval_interval=10 --log_interval=5 --always_save_checkpoint=False"
+)
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    src = CORPUS / name
+    if not src.is_dir():
+        pytest.fail(f"the real-scripts corpus is not at {CORPUS}: the project expects ../shared beside it")
+    dest = tmp_path / Path(name).name
+    shutil.copytree(src, dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def nanogpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """nanoGPT with its data prepared by its own ``prepare.py`` (input.txt is there: no download)."""
+    root = _copy(tmp_path_factory.mktemp("nanogpt"), "nanoGPT")
+    prep = root / "data" / "shakespeare_char"
+    subprocess.run([sys.executable, "prepare.py"], cwd=prep, check=True, capture_output=True)
+    return root
+
+
+@pytest.fixture(scope="module")
+def word_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """word_language_model with a small wikitext-2: its README's training split is a copy of valid.txt;
+    here the first 240 lines of it, and 60-line valid and test splits, so an epoch takes seconds."""
+    root = _copy(tmp_path_factory.mktemp("wordlm"), "pytorch-examples/word_language_model")
+    data = root / "data" / "wikitext-2"
+    lines = (data / "valid.txt").read_text().splitlines(keepends=True)
+    (data / "train.txt").write_text("".join(lines[:240]))
+    (data / "valid.txt").write_text("".join(lines[240:300]))
+    (data / "test.txt").write_text("".join(lines[300:360]))
+    return root
+
+
+def _run(tmp_path: Path, spec: dict[str, Any], *, expect_ok: bool = True) -> tuple[Path, str]:
+    path = tmp_path / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "results"
+    args = ["run", str(path), "--local", "--no-watch", "--out", str(out)]
+    result = runner.invoke(app, args, env={"COLUMNS": "400"})  # a wide terminal: reasons on one line
+    if expect_ok:
+        assert result.exit_code == 0, result.output
+    (folder,) = [d for d in out.iterdir() if d.is_dir()]
+    return folder, result.output
+
+
+def _cells(folder: Path) -> dict[int, dict[str, Any]]:
+    return {c["batch_size"]: c for c in json.loads((folder / layout.JOBS_JSON).read_text())["cells"]}
+
+
+def _record(folder: Path, bs: int) -> dict[str, Any]:
+    run = f"{folder.name}-local-cpu-{bs}-e0"
+    return json.loads((folder / layout.RESULTS_DIR / layout.run_record_path(run)).read_text())
+
+
+def _spec(name: str, source: Path, workload: dict[str, Any], mode: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "workload": {"source_dir": str(source), **workload},
+        "instance_types": ["local"],
+        "batch_sizes": [8, 16],
+        "mode": mode,
+        "packing": "per-instance",
+        "max_runtime_seconds": 900,
+    }
+
+
+def _all_steps(record: dict[str, Any]) -> int:
+    return sum(len(e["step_s"]) for e in record["epochs"])
+
+
+def test_nanogpt_sweeps_unchanged_from_its_command_with_its_val_loss_read_from_its_output(nanogpt, tmp_path):
+    workload = {
+        "command": f"python train.py config/train_shakespeare_char.py {NANOGPT_TINY} "
+        "--batch_size={batch_size} --max_iters={steps}",
+        "steps": 30,
+        "metric_definitions": [{"name": "val_loss", "regex": r"val loss ([0-9.]+)"}],
+    }
+    folder, _ = _run(tmp_path, _spec("nanogpt", nanogpt, workload, "full"))
+    cells = _cells(folder)
+    assert {bs: c["status"] for bs, c in cells.items()} == {8: "completed", 16: "completed"}
+    for bs in (8, 16):
+        record = _record(folder, bs)
+        assert record["status"] == "complete"
+        # nanoGPT runs iterations 0..max_iters: one optimizer step each, through GradScaler.step
+        assert _all_steps(record) == 31
+        assert record["header"]["step_marker"] == "optimizer"
+        assert record["header"]["steps"] == 30
+        # estimate_loss() under torch.no_grad, every 10 iterations: timed as evaluation, not as steps
+        assert record["epochs"][0]["validation_s"] > 0
+        # its "step N: train loss X, val loss Y" lines, read by the metric definition
+        series = record["extra"]["trainsweep.metric_series"]["val_loss"]
+        assert series and all(0 < v < 10 for v in series.values())
+
+
+def test_nanogpt_early_stop_predicts_its_steps_and_stops_before_them(nanogpt, tmp_path):
+    workload = {
+        "command": f"python train.py config/train_shakespeare_char.py {NANOGPT_TINY} "
+        "--batch_size={batch_size} --max_iters={steps}",
+        "steps": 2000,
+        "hyperparameters": {"early-stop-min-steps": 10, "early-stop-max-steps": 40},
+    }
+    folder, _ = _run(tmp_path, _spec("nanogpt-es", nanogpt, workload, "early-stop"))
+    cells = _cells(folder)
+    assert {bs: c["status"] for bs, c in cells.items()} == {8: "completed", 16: "completed"}
+    for bs in (8, 16):
+        record = _record(folder, bs)
+        assert _all_steps(record) <= 41  # stopped long before its 2,000 iterations
+        assert record["prediction"]["total_s"] > 0
+
+
+def test_word_language_model_with_its_store_true_flag_and_epochs(word_lm, tmp_path):
+    workload = {
+        "entry_point": "main.py",
+        "batch_size_arg": "batch_size",
+        "epochs": 2,
+        "flags": ["use-optimizer"],
+        "hyperparameters": {"use-optimizer": True, "emsize": 16, "nhid": 16, "log-interval": 10},
+    }
+    folder, _ = _run(tmp_path, _spec("wordlm", word_lm, workload, "full"))
+    cells = _cells(folder)
+    assert {bs: c["status"] for bs, c in cells.items()} == {8: "completed", 16: "completed"}
+    for bs in (8, 16):
+        record = _record(folder, bs)
+        assert len(record["epochs"]) == 2
+        steps = {len(e["step_s"]) for e in record["epochs"]}
+        assert len(steps) == 1 and steps.pop() > 5  # one AdamW step per bptt slice, the same each epoch
+        assert record["header"]["step_marker"] == "optimizer"
+
+
+def test_word_language_model_updating_weights_by_hand_is_timed_at_each_backward(word_lm, tmp_path):
+    workload = {
+        "command": "python main.py --batch_size {batch_size} --epochs {epochs} --emsize 16 --nhid 16",
+        "epochs": 2,
+    }
+    folder, _ = _run(tmp_path, _spec("wordlm-sgd", word_lm, workload, "early-stop"))
+    cells = _cells(folder)
+    assert {bs: c["status"] for bs, c in cells.items()} == {8: "completed", 16: "completed"}
+    for bs in (8, 16):
+        record = _record(folder, bs)
+        assert record["header"]["step_marker"] == "backward"  # how its steps were marked, said
+        assert _all_steps(record) > 5
+
+
+def test_the_gpu_only_ddp_tutorial_fails_on_a_cpu_with_its_own_words(tmp_path):
+    source = _copy(tmp_path, "pytorch-examples/ddp-tutorial-series")
+    workload = {
+        "command": "torchrun --standalone --nproc_per_node={gpus} multigpu_torchrun.py {epochs} 10 "
+        "--batch_size {batch_size}",
+        "epochs": 2,
+    }
+    spec = _spec("ddp", source, workload, "full")
+    spec["packing"] = "per-cell"
+    folder, output = _run(tmp_path, spec, expect_ok=False)
+    # torch's own AttributeError, raised in the rank torchrun started: in the CLI's table, the cells'
+    # reasons, the report
+    assert "AttributeError: module 'torch._C' has no attribute" in output and "'_cuda_setDevice'" in output
+    cells = _cells(folder)
+    assert {c["status"] for c in cells.values()} == {"failed"}
+    for cell in cells.values():
+        assert "_cuda_setDevice" in cell["reason"]
+    report = (folder / layout.RESULTS_DIR / layout.REPORT_HTML).read_text()
+    assert "_cuda_setDevice" in report
