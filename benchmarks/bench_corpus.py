@@ -104,7 +104,7 @@ NANOGPT_GPU = (  # its multi-GPU form: one rank per GPU under torchrun (its DDP 
 DDP = (
     "torchrun --standalone --nproc_per_node={gpus} multigpu_torchrun.py {epochs} 10 --batch_size {batch_size}"
 )
-WORD_LM = "python main.py --batch_size {batch_size} --epochs {epochs} --emsize 64 --nhid 64 --use-optimizer"
+WORD_LM = "python main.py --batch_size {batch_size} --epochs {epochs} --emsize 64 --nhid 64"  # weights by hand
 
 CASES = {
     "nanogpt": Case(
@@ -122,7 +122,7 @@ CASES = {
         folder="pytorch-examples/word_language_model",
         prepare=_prepare_word_lm,
         workload={
-            "cpu": {"command": WORD_LM, "epochs": 4},
+            "cpu": {"command": WORD_LM, "epochs": 3},
             "cuda": {"command": WORD_LM + " --accel", "epochs": 4},
         },
         progress=re.compile(rb"^\| end of epoch\s+(\d+) "),
