@@ -104,7 +104,7 @@ NANOGPT_GPU = (  # its multi-GPU form: one rank per GPU under torchrun (its DDP 
 DDP = (
     "torchrun --standalone --nproc_per_node={gpus} multigpu_torchrun.py {epochs} 10 --batch_size {batch_size}"
 )
-WORD_LM = "python main.py --batch_size {batch_size} --epochs {epochs} --emsize 64 --nhid 64"  # weights by hand
+WORD_LM = "python main.py --batch_size {batch_size} --epochs {epochs} --emsize 64 --nhid 64"  # by hand
 
 CASES = {
     "nanogpt": Case(
