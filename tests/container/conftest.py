@@ -189,3 +189,13 @@ def finish(session: Any) -> Any:
     session.finish()
     session.close()
     return parse(session.writer.path)
+
+
+def write_source(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A script's source folder ``tmp_path/src`` holding ``files`` (name, which may hold folders -> text)."""
+    root = tmp_path / "src"
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root

@@ -19,7 +19,7 @@ import pytest
 
 from trainsweep.spec import plan_sweep
 
-from .conftest import JobResult
+from .conftest import JobResult, write_source
 
 REAL_SCRIPTS = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures" / "real-scripts"
 
@@ -55,15 +55,6 @@ for _ in range(args.epochs):
 """
 
 
-def _source(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "src"
-    root.mkdir()
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    return root
-
-
 def _hyperparameters(root: Path, workload: dict[str, Any], batch_sizes: list[int]) -> dict[str, str]:
     spec = {
         "name": "s",
@@ -84,7 +75,7 @@ def _seen(result: JobResult, rank: str = "-") -> dict[str, Any]:
 
 
 def test_a_command_runs_from_the_source_dir_with_its_words_filled_and_is_timed(run_job, tmp_path):
-    root = _source(tmp_path, {"train.py": SEEN + TRAIN})
+    root = write_source(tmp_path, {"train.py": SEEN + TRAIN})
     hostile = "a b; touch pwned $(touch pwned2)"
     workload = {
         "command": "python train.py config.py --batch_size={batch_size} --note {note} --max_iters={steps}",
@@ -110,7 +101,7 @@ def test_a_command_runs_from_the_source_dir_with_its_words_filled_and_is_timed(r
 
 
 def test_a_command_under_torchrun_times_the_rank_and_leaves_the_launcher_passive(run_job, tmp_path):
-    root = _source(tmp_path, {"train.py": SEEN + TRAIN})
+    root = write_source(tmp_path, {"train.py": SEEN + TRAIN})
     workload = {"command": "torchrun --standalone --nproc_per_node={gpus} train.py --bs {batch_size}"}
     hyper = _hyperparameters(root, workload, [24])
 
@@ -130,7 +121,7 @@ def test_a_command_whose_script_fails_carries_the_scripts_exit(run_job, tmp_path
         "import argparse\nap = argparse.ArgumentParser()\nap.add_argument('--bs', type=int)\n"
         "ap.add_argument('--use-optimizer', action='store_true')\nap.parse_args()\n"
     )
-    root = _source(tmp_path, {"train.py": strict})
+    root = write_source(tmp_path, {"train.py": strict})
     hyper = _hyperparameters(
         root, {"command": "python train.py --bs={batch_size} --use-optimizer true"}, [16]
     )
@@ -145,7 +136,7 @@ def test_a_command_whose_script_fails_carries_the_scripts_exit(run_job, tmp_path
 
 
 def test_a_command_whose_program_is_not_found_is_bad_input(run_job, tmp_path):
-    root = _source(tmp_path, {"train.py": TRAIN})
+    root = write_source(tmp_path, {"train.py": TRAIN})
     hyper = _hyperparameters(root, {"command": "notalauncher-xyz train.py --bs={batch_size}"}, [16])
 
     result = run_job(hyper)
@@ -155,7 +146,7 @@ def test_a_command_whose_program_is_not_found_is_bad_input(run_job, tmp_path):
 
 
 def test_an_entry_point_gets_equals_style_flags_and_positionals(run_job, tmp_path):
-    root = _source(tmp_path, {"train.py": SEEN + TRAIN})
+    root = write_source(tmp_path, {"train.py": SEEN + TRAIN})
     workload = {
         "entry_point": "train.py",
         "argument_style": "equals",
@@ -204,7 +195,7 @@ def test_nanogpt_runs_unchanged_from_its_command(run_job, tmp_path):
 
 
 def test_a_command_that_runs_a_module_is_timed(run_job, tmp_path):
-    root = _source(tmp_path, {"pkg/__init__.py": "", "pkg/train.py": SEEN + TRAIN})
+    root = write_source(tmp_path, {"pkg/__init__.py": "", "pkg/train.py": SEEN + TRAIN})
     hyper = _hyperparameters(root, {"command": "python -m pkg.train --bs={batch_size}"}, [16])
 
     result = run_job(hyper)
@@ -252,7 +243,7 @@ def test_word_language_model_runs_unchanged_with_its_store_true_flag(run_job, tm
 
 @pytest.mark.slow
 def test_a_command_under_accelerate_launch_times_its_script(run_job, tmp_path):
-    root = _source(tmp_path, {"train.py": SEEN + TRAIN})
+    root = write_source(tmp_path, {"train.py": SEEN + TRAIN})
     workload = {"command": "accelerate launch --cpu --num_processes=1 train.py --bs {batch_size}"}
     hyper = _hyperparameters(root, workload, [16])
 

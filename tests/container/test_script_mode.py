@@ -13,7 +13,7 @@ from typing import Any
 from trainsweep.sourcedir import pack
 from trainsweep.spec import plan_sweep
 
-from .conftest import BUCKET, JobResult, S3Server
+from .conftest import BUCKET, JobResult, S3Server, write_source
 
 SEEN = """
 import json, os, sys
@@ -45,14 +45,6 @@ for _ in range(args.epochs):
 """
 
 
-def _source(tmp_path: Path, files: dict[str, str]) -> Path:
-    root = tmp_path / "src"
-    root.mkdir()
-    for name, text in files.items():
-        (root / name).write_text(text)
-    return root
-
-
 def _hyperparameters(s3: S3Server, root: Path, workload: dict[str, Any], batch_sizes: list[int],
                      packing: str = "per-cell") -> dict[str, str]:  # fmt: skip
     """The first job's hyperparameters as PlanSweep writes them, with the packed source uploaded."""
@@ -75,7 +67,7 @@ def _cells(result: JobResult) -> dict[int, dict[str, Any]]:
 
 
 def test_the_script_sees_exactly_sagemakers_arguments_and_environment(run_job, s3_server, tmp_path):
-    root = _source(tmp_path, {"train.py": SEEN + TRAIN})
+    root = write_source(tmp_path, {"train.py": SEEN + TRAIN})
     workload = {"entry_point": "train.py", "epochs": 1, "hyperparameters": {"lr": 0.1, "optimizer": "sgd"}}
     hyper = _hyperparameters(s3_server, root, workload, [16])
 
@@ -114,7 +106,7 @@ def test_the_script_sees_exactly_sagemakers_arguments_and_environment(run_job, s
 
 
 def test_a_packed_scan_records_out_of_memory_as_infeasible_and_goes_on(run_job, s3_server, tmp_path):
-    root = _source(tmp_path, {"train.py": TRAIN})
+    root = write_source(tmp_path, {"train.py": TRAIN})
     hyper = _hyperparameters(s3_server, root, {"entry_point": "train.py", "epochs": 1}, [8, 12, 16],
                              packing="per-instance")  # fmt: skip
 
@@ -130,7 +122,7 @@ def test_a_packed_scan_records_out_of_memory_as_infeasible_and_goes_on(run_job, 
 
 
 def test_requirements_that_fail_to_install_fail_the_job_with_pips_reason(run_job, s3_server, tmp_path):
-    root = _source(tmp_path, {"train.py": TRAIN, "requirements.txt": "this is ! not a requirement\n"})
+    root = write_source(tmp_path, {"train.py": TRAIN, "requirements.txt": "this is ! not a requirement\n"})
     hyper = _hyperparameters(s3_server, root, {"entry_point": "train.py", "epochs": 1}, [16])
 
     result = run_job(hyper, env=s3_server.env())
@@ -143,7 +135,7 @@ def test_requirements_that_fail_to_install_fail_the_job_with_pips_reason(run_job
 
 
 def test_an_entry_point_missing_from_the_source_dir_names_what_it_holds(run_job, s3_server, tmp_path):
-    root = _source(tmp_path, {"main.py": TRAIN})
+    root = write_source(tmp_path, {"main.py": TRAIN})
     hyper = _hyperparameters(s3_server, root, {"entry_point": "main.py", "epochs": 1}, [16])
     hyper["sagemaker_program"] = "train.py"  # as if the archive were built from another folder
 
@@ -155,7 +147,7 @@ def test_an_entry_point_missing_from_the_source_dir_names_what_it_holds(run_job,
 
 
 def test_a_source_dir_that_cannot_be_fetched_is_bad_input(run_job, s3_server, tmp_path):
-    root = _source(tmp_path, {"train.py": TRAIN})
+    root = write_source(tmp_path, {"train.py": TRAIN})
     hyper = _hyperparameters(s3_server, root, {"entry_point": "train.py", "epochs": 1}, [16])
     hyper["sagemaker_submit_directory"] = f"s3://{BUCKET}/sweeps/s-test/code/sourcedir-missing.tar.gz"
 
@@ -168,7 +160,7 @@ def test_a_source_dir_that_cannot_be_fetched_is_bad_input(run_job, s3_server, tm
 def test_a_script_jobs_log_settings_are_read_as_the_built_ins_are(s3_server, tmp_path):
     from trainsweep.training.launch import parse_script_config
 
-    root = _source(tmp_path, {"train.py": TRAIN})
+    root = write_source(tmp_path, {"train.py": TRAIN})
     hyper = _hyperparameters(s3_server, root, {"entry_point": "train.py", "epochs": 1}, [16])
     hyper.update({"trainsweep-log-upload-seconds": "5", "trainsweep-log-bucket": BUCKET})
     cfg = parse_script_config(hyper)

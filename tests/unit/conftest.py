@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
 
 from trainsweep.logs import mllog
+
+# A deployed trainsweep stack as the CLI reads it (its bucket and state machine outputs), for moto's
+# CloudFormation: the cloud commands' tests create it.
+CLOUD_STACK = {
+    "Resources": {
+        "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "results-bucket"}},
+        "Machine": {
+            "Type": "AWS::StepFunctions::StateMachine",
+            "Properties": {
+                "StateMachineName": "sweep",
+                "DefinitionString": json.dumps(
+                    {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
+                ),
+                "RoleArn": "arn:aws:iam::123456789012:role/sfn",
+            },
+        },
+    },
+    "Outputs": {
+        "BucketName": {"Value": {"Ref": "Bucket"}},
+        "StateMachineArn": {"Value": {"Ref": "Machine"}},
+    },
+}
 
 
 def _cloudml_log(

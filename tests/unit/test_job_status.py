@@ -18,6 +18,8 @@ from trainsweep.aws import jobstatus, sweeps
 from trainsweep.errors import TrainsweepError
 from trainsweep.jobs import SCHEMA_VERSION, PlannedJob
 
+from .conftest import CLOUD_STACK
+
 SWEEP = "demo-20260101-000000"
 NOW = datetime(2026, 1, 1, 1, tzinfo=UTC)
 
@@ -149,26 +151,6 @@ def test_other_errors_are_not_taken_for_pending(s3: Any) -> None:
 
 
 # ---- status prefers the cloud to a copy downloaded mid-run; resume waits for its aggregation -------------
-
-CLOUD_STACK = {
-    "Resources": {
-        "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "results-bucket"}},
-        "Machine": {
-            "Type": "AWS::StepFunctions::StateMachine",
-            "Properties": {
-                "StateMachineName": "sweep",
-                "DefinitionString": json.dumps(
-                    {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
-                ),
-                "RoleArn": "arn:aws:iam::123456789012:role/sfn",
-            },
-        },
-    },
-    "Outputs": {
-        "BucketName": {"Value": {"Ref": "Bucket"}},
-        "StateMachineArn": {"Value": {"Ref": "Machine"}},
-    },
-}
 
 
 def test_status_asks_the_cloud_before_a_copy_downloaded_mid_run(tmp_path: Path) -> None:

@@ -17,6 +17,8 @@ from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
 from trainsweep.local import doctor
 from trainsweep.spec import plan_sweep
 
+from .conftest import CLOUD_STACK
+
 SWEEP = "demo-20260101-000000"
 CLOUD_SPEC = (
     "name: t\nworkload: {model: mnist-cnn, epochs: 1}\ninstance_types: [ml.g4dn.xlarge]\nbatch_sizes: [32]\n"
@@ -226,27 +228,6 @@ def test_the_default_stack_is_the_one_the_cdk_app_deploys() -> None:
     from trainsweep.cli import sweep
 
     assert sweep.DEFAULT_STACK == outputs.STACK_NAME
-
-
-CLOUD_STACK = {
-    "Resources": {
-        "Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": "results-bucket"}},
-        "Machine": {
-            "Type": "AWS::StepFunctions::StateMachine",
-            "Properties": {
-                "StateMachineName": "sweep",
-                "DefinitionString": json.dumps(
-                    {"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}
-                ),
-                "RoleArn": "arn:aws:iam::123456789012:role/sfn",
-            },
-        },
-    },
-    "Outputs": {
-        "BucketName": {"Value": {"Ref": "Bucket"}},
-        "StateMachineArn": {"Value": {"Ref": "Machine"}},
-    },
-}
 
 
 def test_run_in_the_cloud_starts_the_stacks_state_machine_on_the_spec(tmp_path: Path) -> None:

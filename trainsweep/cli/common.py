@@ -49,11 +49,11 @@ RegionOpt = Annotated[
 
 
 def aws_session(profile: str | None, region: str | None) -> Any:
-    """A boto3 session for ``--profile`` / ``--region`` (:func:`trainsweep.sweeps.cloud.open_session`).
+    """A boto3 session for ``--profile`` / ``--region`` (:func:`trainsweep.aws.region.open_session`).
 
     Raises:
         TrainsweepError: the profile does not exist, or no region is configured anywhere.
     """
-    from trainsweep.sweeps.cloud import open_session
+    from trainsweep.aws.region import open_session
 
     return open_session(profile, region)

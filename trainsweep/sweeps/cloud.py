@@ -12,24 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from trainsweep.aws.region import open_session
 from trainsweep.sweeps.common import finish, spec_change_note
 from trainsweep.sweeps.result import DEFAULT_RESULTS_DIR, SweepEvents, SweepInterrupted, SweepRun
 
 POLL_S = 5.0
 """Seconds between two looks at a cloud sweep's cells."""
-
-
-def open_session(profile: str | None, region: str | None, spec_region: str | None = None) -> Any:
-    """A boto3 session for a profile, in the region the CDK CLI would deploy to
-    (:func:`trainsweep.aws.region.resolve_region`: ``region``, the spec's, ``AWS_REGION``,
-    ``AWS_DEFAULT_REGION``, the profile's); ``session.region_source`` names where it came from.
-
-    Raises:
-        TrainsweepError: the profile does not exist, or no region is configured anywhere.
-    """
-    from trainsweep.aws import region as regions
-
-    return regions.open_session(profile, region, spec_region=spec_region)
 
 
 def stack_resources(session: Any, stack: str) -> tuple[str, str]:
@@ -128,7 +116,7 @@ def run_cloud(
 
     events = events or SweepEvents()
     spec = load_spec(spec_source)
-    session = session or open_session(profile, region, spec.region)
+    session = session or open_session(profile, region, spec_region=spec.region)
     found = _checked_start(session, spec, stack)
     staged = stage(
         spec.workload, spec_folder or spec_dir(spec_source), check_requirements=False

@@ -75,7 +75,8 @@ def download(
         SpecError: ``sweep_id`` does not name one folder.
         TrainsweepError: no such stack, or no such sweep in its bucket.
     """
-    from trainsweep.sweeps.cloud import open_session, stack_resources
+    from trainsweep.aws.region import open_session
+    from trainsweep.sweeps.cloud import stack_resources
     from trainsweep.sweeps.status import check_folder_id
 
     check_folder_id(sweep_id)  # it names the folder and the S3 prefix

@@ -55,8 +55,8 @@ def status(
     view = local_view(results, sweep_id)
     if view is not None and view.finished:
         return SweepStatus(view, downloaded=True)
+    from trainsweep.aws.region import open_session
     from trainsweep.errors import TrainsweepError
-    from trainsweep.sweeps.cloud import open_session
 
     try:  # a copy downloaded mid-run is stale: the cloud is asked first
         session = session or open_session(profile, region)
@@ -82,7 +82,7 @@ def watch(
     each look. Returns the last :class:`trainsweep.aws.sweeps.SweepView`."""
     import time
 
-    from trainsweep.sweeps.cloud import open_session
+    from trainsweep.aws.region import open_session
 
     session = session or open_session(profile, region)
     events = events or SweepEvents()
