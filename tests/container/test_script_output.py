@@ -22,8 +22,7 @@ from trainsweep.training import contract, launch
 from trainsweep.training.config import Cell, Paths
 from trainsweep.training.supervisor import Supervisor
 
-from .conftest import BUCKET, JobResult, S3Server
-from .test_script_mode import _source
+from .conftest import BUCKET, JobResult, S3Server, write_source
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +69,7 @@ def _cells(result: JobResult) -> dict[int, dict[str, Any]]:
 
 def _job(run_job: Any, s3: Any, tmp_path: Path, script: str, workload: dict[str, Any] | None = None,
          batch_sizes: list[int] | None = None, **spec: Any) -> tuple[JobResult, list[str]]:  # fmt: skip
-    root = _source(tmp_path, {"train.py": script})
+    root = write_source(tmp_path, {"train.py": script})
     work = {"entry_point": "train.py", "epochs": 1, **(workload or {})}
     hyper = _hyperparameters(s3, root, work, batch_sizes or [8], **spec)
     result = run_job(hyper, env=s3.env(), timeout=120)

@@ -34,6 +34,7 @@ from trainsweep.cost.prices import EC2, LOCAL, SAGEMAKER, hourly_usd
 from trainsweep.logs import mllog
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.stalls import run_stall_stats
+from trainsweep.training.metric_lines import TargetRule
 
 OK, FAILED, INFEASIBLE, SKIPPED = "ok", "failed", "infeasible", "skipped"
 """A configuration's status; SKIPPED: the batch-size search did not run it (throughput plateau)."""
@@ -343,28 +344,12 @@ def run_metrics(
         m.aligned_step_s = stall.aligned_step_s
         m.free_step_s = stall.free_step_s
     m.gpu_memory_share = gpu_memory_share(run)
-    goal = None if target_value is None else Goal(target_metric, target_value, minimize)
+    goal = None if target_value is None else TargetRule.of(target_metric, target_value, minimize=minimize)
     _quality(m, run, eps, goal, known["billable_s"], overhead_s)
     if status == OK and m.step_s is None:
         m.status = FAILED
         m.reason = m.reason or "the log has no training steps"
     return m
-
-
-@dataclass(frozen=True)
-class Goal:
-    """A target: the first evaluation of ``metric`` at or above ``value`` (at or below it: ``minimize``)."""
-
-    metric: str
-    value: float
-    minimize: bool = False
-
-    def reached(self, v: float) -> bool:
-        return v <= self.value if self.minimize else v >= self.value
-
-    def describe(self) -> str:
-        """``eval_accuracy 0.97`` (a value to reach), ``val_loss <= 1.2`` (a value to go below)."""
-        return f"{self.metric} <= {self.value:g}" if self.minimize else f"{self.metric} {self.value:g}"
 
 
 def metric_values(run: RunTimings, eps: Sequence[Epoch], metric: str) -> list[tuple[int, float]]:
@@ -397,7 +382,7 @@ def _quality(
     m: RunMetrics,
     run: RunTimings,
     eps: Sequence[Epoch],
-    goal: Goal | None,
+    goal: TargetRule | None,
     billed_s: float | None,
     overhead_s: float,
 ) -> None:
@@ -427,7 +412,7 @@ def _quality(
         m.billable_to_target_s = billing.modelled_billable_s(m.time_to_target_s, overhead_s)
 
 
-def _missed_why(goal: Goal, missed: Sequence[RunMetrics]) -> str:
+def _missed_why(goal: TargetRule, missed: Sequence[RunMetrics]) -> str:
     """What the runs that missed the target saw: their best value, a metric that never matched, or none."""
     seen = _finite([r.target_metric_value for r in missed])
     if seen:
@@ -593,7 +578,7 @@ def aggregate(
             row.gpu_memory_share = max(_finite([r.gpu_memory_share for r in ok]), default=None)
             row.eval_accuracy = _mean([r.eval_accuracy for r in ok])
             if target is not None:
-                goal = Goal(target_metric, target, minimize)
+                goal = TargetRule.of(target_metric, target, minimize=minimize)
                 missed = [r for r in ok if r.time_to_target_s is None]
                 if missed:
                     row.quality = (

@@ -14,7 +14,6 @@ from trainsweep.cost.metrics import (
     FAILED,
     OK,
     ConfigMetrics,
-    Goal,
     RunMetrics,
     aggregate,
     job_status,
@@ -26,7 +25,7 @@ from trainsweep.cost.prices import price_source
 from trainsweep.cost.recommend import Recommendation, recommend
 from trainsweep.logs import mllog
 from trainsweep.logs.model import RunTimings
-from trainsweep.training.metric_lines import default_direction
+from trainsweep.training.metric_lines import TargetRule, default_direction
 
 DEFAULT_QUALITY_MARGIN = 0.02
 """The quality margin when no spec says (== ``trainsweep.spec.DEFAULT_QUALITY_MARGIN``)."""
@@ -213,7 +212,7 @@ def search_summary(rows: Sequence[ConfigMetrics]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def target_of(spec: Mapping[str, Any] | None) -> Goal | None:
+def target_of(spec: Mapping[str, Any] | None) -> TargetRule | None:
     """The spec's ``target`` (metric, value, direction), or None (no target, or not one it can read)."""
     t = (spec or {}).get("target")
     if not isinstance(t, Mapping):
@@ -223,7 +222,7 @@ def target_of(spec: Mapping[str, Any] | None) -> Goal | None:
         return None
     metric = str(t.get("metric") or "eval_accuracy")
     direction = t.get("direction") or default_direction(metric)
-    return Goal(metric, float(value), direction == "minimize")
+    return TargetRule.of(metric, float(value), minimize=direction == "minimize")
 
 
 def _unmatched_entries(runs: Sequence[RunTimings]) -> list[dict[str, Any]]:
@@ -292,7 +291,7 @@ def analyse(
     excluded = [r for r in runs if r.name in copies]
     runs = [r for r in runs if r.name not in copies]
     value = target.value if target else None
-    goal = target or Goal(mllog.EVAL_ACCURACY, 0.0)
+    goal = target or TargetRule(mllog.EVAL_ACCURACY, 0.0)
     metrics = [
         run_metrics(
             r,

@@ -143,11 +143,23 @@ class TargetRule:
     direction: str = MAXIMIZE
 
     def reached(self, v: float) -> bool:
-        return v <= self.value if self.direction == MINIMIZE else v >= self.value
+        return v <= self.value if self.minimize else v >= self.value
+
+    @property
+    def minimize(self) -> bool:
+        return self.direction == MINIMIZE
 
     @property
     def sign(self) -> str:
-        return "<=" if self.direction == MINIMIZE else ">="
+        return "<=" if self.minimize else ">="
+
+    def describe(self) -> str:
+        """``eval_accuracy 0.97`` (a value to reach), ``val_loss <= 1.2`` (a value to go below)."""
+        return f"{self.metric} <= {self.value:g}" if self.minimize else f"{self.metric} {self.value:g}"
+
+    @classmethod
+    def of(cls, metric: str, value: float, *, minimize: bool = False) -> TargetRule:
+        return cls(metric, value, MINIMIZE if minimize else MAXIMIZE)
 
     def to_json(self) -> str:
         return json.dumps({"metric": self.metric, "value": self.value, "direction": self.direction})
