@@ -38,6 +38,7 @@ from pydantic import (
 
 from trainsweep import hyperparameters as hp
 from trainsweep import image, instances, layout, sourcedir, workloads
+from trainsweep.boundedread import TooLargeError, read_bounded
 from trainsweep.errors import BudgetExceededError, SpecError
 from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
 from trainsweep.jobs import PlannedJob
@@ -1144,6 +1145,7 @@ def _join(path: str, key: str) -> str:
 # values even with YAML aliases expanded. Beyond them a spec is refused with a clear error instead of
 # growing memory without limit (a YAML alias bomb) or overflowing Python's stack (deep nesting).
 SPEC_MAX_BYTES = 1024 * 1024
+SPEC_READ_TIMEOUT_S = 10.0  # a FIFO or pipe that sends nothing for this long is refused
 SPEC_MAX_DEPTH = 32
 SPEC_MAX_VALUES = 100_000  # mappings, lists and scalars, counting every alias as the value it repeats
 SPEC_MAX_ALIASES = 100
@@ -1258,7 +1260,9 @@ def _read(source: str | Path) -> tuple[Any, str]:
         try:
             if path.is_file() and path.stat().st_size > SPEC_MAX_BYTES:
                 raise _too_large(where, f"{path.stat().st_size:,} bytes (at most {SPEC_MAX_BYTES:,})")
-            text = path.read_text(encoding="utf-8")
+            text = read_bounded(path, SPEC_MAX_BYTES, timeout_s=SPEC_READ_TIMEOUT_S).decode("utf-8")
+        except TooLargeError:
+            raise _too_large(where, f"more than {SPEC_MAX_BYTES:,} bytes") from None
         except FileNotFoundError:
             raise SpecError(f"spec file not found: {path}", [("(file)", f"{path} does not exist")]) from None
         except (OSError, UnicodeDecodeError) as e:
