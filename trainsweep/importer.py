@@ -12,11 +12,13 @@ experiments, which may share a name such as ``result-p2-1-256-e1.txt``, never ov
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib
 import json
 import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import zlib
@@ -61,6 +63,7 @@ ARCHIVE_MAX_UNCOMPRESSED_BYTES = 4 * 1024 * 1024 * 1024
 to about 500 GiB): a member that ends beyond it, and every member after it, is neither searched nor read."""
 ARCHIVE_MAX_MEMBERS = 100_000
 """Members of one archive looked at (tarfile keeps each one's header in memory)."""
+HIDDEN_FILE = "hidden file (its name starts with a dot): not read"
 NO_TRAINING_CONTENT = "no training-log content"
 """The reason a ``.txt``/``.out`` file without training content is skipped (the common, harmless one)."""
 POOL_MIN_FILES = 4
@@ -233,6 +236,59 @@ def _looks_like_training_log(path: Path) -> bool:
     return _has_training_content(head)
 
 
+def _is_candidate(name: str) -> bool:
+    """Whether a file of this name would be read (a log or an archive) were it a visible regular file."""
+    lower = name.lower().lstrip(".")
+    return PurePosixPath(lower).suffix in LOG_SUFFIXES or lower.endswith(ARCHIVE_SUFFIXES)
+
+
+def _folders_to_walk(
+    here: Path, names: list[str], src: Path, exclude: Path | None, skipped: list[dict[str, str]]
+) -> list[str]:
+    """The sub-folders of ``here`` to walk into, in order; hidden folders and links to folders are
+    added to ``skipped`` with the reason, the output folder ``exclude`` is left out silently."""
+    walked = []
+    for name in sorted(names):
+        path = here / name
+        if path.resolve() == exclude:
+            continue
+        if path.is_symlink():
+            reason = f"symbolic link to the folder {path.readlink()}: links to folders are not walked into"
+        elif name.startswith("."):
+            reason = "hidden folder (its name starts with a dot): not searched"
+        else:
+            walked.append(name)
+            continue
+        skipped.append({"path": path.relative_to(src).as_posix(), "reason": reason})
+    return walked
+
+
+def _not_a_regular_file(path: Path) -> str:
+    """Why a candidate that is no regular file is not read: a dangling link, a link loop, a FIFO, ..."""
+    if path.is_symlink():
+        try:
+            path.stat()
+        except FileNotFoundError:
+            return f"dangling symbolic link (to {path.readlink()}, which does not exist): not read"
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return "symbolic link loop (the link leads back to itself): not read"
+            return f"symbolic link that cannot be followed ({exc.strerror or exc}): not read"
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc}): not read"
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a folder"),
+    )
+    kind = next((what for test, what in kinds if test(mode)), "not a regular file")
+    return f"not a regular file ({kind}): not read"
+
+
 def _results_root(relative_dir: PurePosixPath) -> str:
     parts = relative_dir.parts
     if parts and parts[-1] == layout.LOGS_DIR:
@@ -266,14 +322,14 @@ def discover(
     root = src.resolve()
     for dirpath, dirnames, filenames in os.walk(src):
         here = Path(dirpath)
-        dirnames[:] = sorted(
-            d for d in dirnames if not d.startswith(".") and (here / d).resolve() != exclude_resolved
-        )
+        dirnames[:] = _folders_to_walk(here, dirnames, src, exclude_resolved, skipped)
         for filename in sorted(filenames):
             path = here / filename
             relative = PurePosixPath(path.relative_to(src).as_posix())
             suffix = path.suffix.lower()
             if filename.startswith("."):
+                if _is_candidate(filename):
+                    skipped.append({"path": str(relative), "reason": HIDDEN_FILE})
                 continue
             if not follow_symlinks and (target := _outside_link(path, root)) is not None:
                 skipped.append(
@@ -285,6 +341,8 @@ def discover(
                 )
                 continue
             if not path.is_file():
+                if _is_candidate(filename):
+                    skipped.append({"path": str(relative), "reason": _not_a_regular_file(path)})
                 continue
             if suffix == ".json":
                 json_files.append(path)
