@@ -102,17 +102,22 @@ _KIND_ALIAS = {"init2": "init", "init3": "init", "conj": "xshape", "pre2": "pre"
 KIND_OF = {i: _KIND_ALIAS.get(name, name) for i, name in _KIND.items()}
 
 # Frequent lines, read in bulk (``findall``) between two rare lines: steps and wall-clock stamps. A step
-# line is its number, the literal and its time, then nothing but the unit and the line end; a stamp is the
-# literal and its value, then the unit and the line end. Anything else holding the literal is a bad line:
-# dropped and reported, never paired with a number or value of another line.
+# line is its number (after optional blanks), the literal and its time, then its end; a stamp is the
+# literal and its value, then its end. The end is what the seed's parser (``line.split()``) lets through:
+# the unit, then blanks or anything after a blank or a non-ASCII byte; without the unit, blanks and
+# anything after a non-ASCII byte (``0.25 ms`` is no step time in seconds). Anything else holding the
+# literal is a bad line: dropped and reported, never paired with a number or value of another line.
 STEP_LIT = b"step training time: "
 LAST_STEP_LIT = b" steps training: "
 REAL_LIT = b"Real time: "
-_END = rb"s?\r?(?=\n)"
-STEP_LINE = re.compile(rb"\n(\d+) step training time: (" + NUMX + rb")" + _END)
-STEP = re.compile(rb"\n(\d+) (?:step training time|steps training): (" + NUMX + rb")" + _END)
+_END = rb"(?:s(?:[ \t\r\x0b\x0c\x80-\xff][^\n]*)?|[ \t\r\x0b\x0c]*(?:[\x80-\xff][^\n]*)?)(?=\n)"
+_STAMP_END = rb"s?(?:[ \t\r\x0b\x0c\x80-\xff][^\n]*)?(?=\n)"
+"""A stamp's end: a Unix time has no other unit, so anything may follow it after a blank."""
+_LEAD = rb"\n[ \t]*"
+STEP_LINE = re.compile(_LEAD + rb"(\d+) step training time: (" + NUMX + rb")" + _END)
+STEP = re.compile(_LEAD + rb"(\d+) (?:step training time|steps training): (" + NUMX + rb")" + _END)
 STEP_ANY = re.compile(rb"step training time: |steps training: ")
-REAL = re.compile(rb"Real time: (" + NUMX + rb")" + _END)
+REAL = re.compile(rb"Real time: (" + NUMX + rb")" + _STAMP_END)
 _UNSIGNED = b"0123456789.eE+- "
 """Bytes of unsigned decimals and exponents (a sign only after the ``e``), joined by spaces."""
 # val_accuracy sits at the end of the last progress bar of an epoch, not at a line start.
@@ -405,7 +410,8 @@ class CloudMLReader:
         for line_start in _lines_with(STEP_ANY, region, start, end):
             m = STEP.match(region, line_start, end)
             if m is None:
-                self._bad_line("a step line without its number or its time", region, line_start, end, lc)
+                what = f"a step line without its number or its time ({_excerpt(region, line_start, end)})"
+                self._bad_line(what, region, line_start, end, lc)
                 continue
             self.records += 1
             number = small_int(m.group(1))
@@ -422,9 +428,9 @@ class CloudMLReader:
             m = REAL.match(region, hit, end)
             if m is None:
                 line_start = region.rfind(b"\n", start, hit)
-                self._bad_line(
-                    "a 'Real time:' without a plain number", region, max(line_start, start), end, lc
-                )
+                line_start = max(line_start, start)
+                what = f"a 'Real time:' without a plain number ({_excerpt(region, line_start, end)})"
+                self._bad_line(what, region, line_start, end, lc)
                 pos = hit + len(REAL_LIT)
                 continue
             self.records += 1
@@ -671,3 +677,16 @@ class CloudMLReader:
     @property
     def has_data(self) -> bool:
         return bool(self.epochs) or self.init_s is not None or self.total_s is not None
+
+
+_EXCERPT_BYTES = 80
+
+
+def _excerpt(region: bytes, line_start: int, end: int) -> str:
+    """The line at ``line_start`` (its newline) as a problem shows it: its first bytes, undecodable ones
+    escaped (``\\xff``), so the report says exactly which line was dropped."""
+    begin = line_start + 1 if region[line_start : line_start + 1] == b"\n" else line_start
+    stop = region.find(b"\n", begin, end)
+    line = region[begin : stop if stop >= 0 else end]
+    text = line[:_EXCERPT_BYTES].decode("utf-8", "backslashreplace")
+    return "'" + text + ("..." if len(line) > _EXCERPT_BYTES else "") + "'"

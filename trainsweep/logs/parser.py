@@ -343,7 +343,9 @@ class _TextCheck:
             self.problems.append(
                 (
                     "undecodable-bytes",
-                    "the log has bytes that are not UTF-8 text; they were skipped",
+                    "the log has bytes that are not UTF-8 text (the first on this line); they are read as "
+                    "they are: a line that holds one is still read when its literal and numbers are whole, "
+                    "else it is listed as a bad line",
                     self.undecodable_line,
                     "warning",
                 )
