@@ -62,3 +62,21 @@ class LockedBoto3:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._boto3, name)
+
+
+class SignedBoto3:
+    """``boto3`` whose clients sign with the given credentials, whatever credentials the caller passes
+    (moto's Step Functions interpreter makes its clients with fixed dummy keys)."""
+
+    def __init__(self, boto3: Any, credentials: dict[str, str]) -> None:
+        self._boto3 = boto3
+        self._keys = {
+            "aws_access_key_id": credentials["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": credentials["AWS_SECRET_ACCESS_KEY"],
+        }
+
+    def client(self, *args: Any, **kwargs: Any) -> Any:
+        return self._boto3.client(*args, **{**kwargs, **self._keys})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._boto3, name)

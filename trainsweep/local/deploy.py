@@ -226,8 +226,9 @@ def _stringify(value: Any) -> Any:
 class CustomResources:
     """Create custom resources during CreateStack without running CDK's framework Lambdas."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, response_token: str = "") -> None:
         self._patches = Patches()
+        self._response_token = response_token  # the embedded AWS takes unsigned answers with it only
         self.bucket_notifications: list[dict[str, Any]] = []
         self.invoked: list[str] = []
         self.failures: list[str] = []
@@ -285,10 +286,12 @@ class CustomResources:
         from moto import settings
         from moto.awslambda.utils import get_backend
 
+        from trainsweep.local.access import CFN_RESPONSE_TOKEN
+
         function = get_backend(account_id, region).get_function(props["ServiceToken"])
         response_url = (
             f"http://localhost:{settings.moto_server_port()}/cloudformation_{region}/cfnresponse"
-            f"?stack={kw['StackId']}"
+            f"?stack={kw['StackId']}&{CFN_RESPONSE_TOKEN}={self._response_token}"
         )
         event = {
             "RequestType": "Create",

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
 DEFAULT_REGION = "us-east-1"
-_FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
 
 class EmbeddedAws:
@@ -65,6 +64,8 @@ class EmbeddedAws:
         self._patches = Patches()
         self._saved_env: dict[str, str | None] = {}
         self._server: Any = None
+        self.credentials: Any = None
+        """This run's :class:`~trainsweep.local.access.SweepCredentials` (set by :meth:`start`)."""
         self.port: int | None = None
         self.sagemaker: Any = None
         self.notifications: Any = None
@@ -90,14 +91,22 @@ class EmbeddedAws:
 
     def start(self) -> EmbeddedAws:
         t0 = time.perf_counter()
+        import boto3
         import moto.stepfunctions.models as sfn_models
+        from moto import settings
         from moto.core.config import default_user_config
         from moto.moto_api._internal.models import moto_api_backend
-        from moto.moto_server.threaded_moto_server import ThreadedMotoServer
+        from moto.stepfunctions.parser.asl.utils import boto_client
         from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
         from trainsweep.local import lambda_runner, sfn_map, sfn_sagemaker
-        from trainsweep.local.deploy import CustomResources
+        from trainsweep.local.access import (
+            GuardedMotoServer,
+            exempt_custom_resource_answers,
+            issue_credentials,
+        )
+        from trainsweep.local.clients import SignedBoto3
+        from trainsweep.local.deploy import ACCOUNT_ID, CustomResources
         from trainsweep.local.notifications import AsyncNotifications
         from trainsweep.local.sagemaker import ENTRY_POINT, LocalSageMaker
 
@@ -115,13 +124,22 @@ class EmbeddedAws:
             self._handler_resolver, async_s3=False
         )  # our notification workers make S3 events asynchronous
 
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        # Only this run's processes get in: its own access key, every request's signature checked by
+        # moto's IAM access control from the first request on (see trainsweep.local.access).
+        self.credentials = issue_credentials(ACCOUNT_ID)
+        # boto3's default session keeps the first credentials it read: a fresh one reads this run's.
+        self._patches.set(boto3, "DEFAULT_SESSION", None)
+        self._patches.set(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+        exempt_custom_resource_answers(self._patches)
+        # The interpreter signs its tasks' requests with fixed dummy keys: sign them with this run's.
+        self._patches.set(boto_client, "boto3", SignedBoto3(boto_client.boto3, self.credentials.as_env()))
+        self._server = GuardedMotoServer(self.credentials)
         self._server.start()
         self.port = int(self._server.get_host_and_port()[1])
         self._set_env("MOTO_PORT", str(self.port))
         self._set_env("AWS_ENDPOINT_URL", self.endpoint_url)
         self._set_env("AWS_DEFAULT_REGION", self.region)
-        for k, v in _FAKE_CREDENTIALS.items():
+        for k, v in self.credentials.as_env().items():
             self._set_env(k, v)
         self._set_env("AWS_SESSION_TOKEN", None)
         self._set_env("AWS_PROFILE", None)
@@ -131,13 +149,13 @@ class EmbeddedAws:
 
         self.notifications = AsyncNotifications(workers=self._notification_workers)
         self.notifications.install()
-        self.custom_resources = CustomResources()
+        self.custom_resources = CustomResources(response_token=self.credentials.token)
         self.custom_resources.install()
         self.sagemaker = LocalSageMaker(
             endpoint_url=self.endpoint_url,
             region=self.region,
             entry_point=self._entry_point or ENTRY_POINT,
-            env={**_FAKE_CREDENTIALS, **self._job_env},
+            env={**self.credentials.as_env(), **self._job_env},
             stop_grace_s=self._stop_grace_s,
             has_gpu=self._has_gpu,
         )
@@ -222,8 +240,8 @@ class EmbeddedAws:
             service,
             endpoint_url=self.endpoint_url,
             region_name=self.region,
-            aws_access_key_id=_FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=_FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            aws_access_key_id=self.credentials.access_key_id,
+            aws_secret_access_key=self.credentials.secret_access_key,
             config=Config(retries={"max_attempts": 2, "mode": "standard"}),
         )
 

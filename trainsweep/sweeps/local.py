@@ -94,8 +94,9 @@ class _Synth:
 
 
 # Loggers of the embedded AWS: what they report (e.g. moto's Step Functions interpreter logs each
-# aborted state with the whole state machine's internals, 165 KB on Ctrl-C) goes to a file, not the terminal.
-EMULATOR_LOGGERS = ("moto", "werkzeug")
+# aborted state with the whole state machine's internals, 165 KB on Ctrl-C; requests it refused) goes to a
+# file, not the terminal.
+EMULATOR_LOGGERS = ("moto", "werkzeug", "trainsweep.local.access")
 
 
 def _log_emulator_to(path: Path) -> Callable[[], None]:
