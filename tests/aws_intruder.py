@@ -49,6 +49,7 @@ CALLS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "cloudformation:DescribeStacks": ("cloudformation", lambda c: c.describe_stacks()),
     "ssm:GetParameter": ("ssm", lambda c: c.get_parameter(Name="/cdk-bootstrap/hnb659fds/version")),
     "sqs:ListQueues": ("sqs", lambda c: c.list_queues()),
+    "sns:ListTopics": ("sns", lambda c: c.list_topics()),
     "iam:ListUsers": ("iam", lambda c: c.list_users()),
     "iam:CreateAccessKey": ("iam", lambda c: c.create_access_key(UserName="trainsweep-local-sweep")),
     "sts:GetCallerIdentity": ("sts", lambda c: c.get_caller_identity()),
