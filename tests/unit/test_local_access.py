@@ -80,3 +80,24 @@ def test_each_run_issues_new_credentials_and_close_turns_checking_off() -> None:
         assert second.credentials.secret_access_key != first_key.secret_access_key
         assert second.client("s3").list_buckets()["Buckets"] == []  # the new keys work
     assert before == settings.INITIAL_NO_AUTH_ACTION_COUNT
+
+
+def test_a_flood_of_refused_requests_is_counted_not_logged_line_by_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from werkzeug.test import Client
+
+    from trainsweep.local import access
+
+    def never_called(environ: dict, start_response: object) -> list[bytes]:
+        raise AssertionError("a refused request reached moto")
+
+    guard = access.AccessGuard(never_called, access.SweepCredentials("AKIAEXAMPLE", "secret", "token"))
+    client = Client(guard)
+    flood = 2 * access.MAX_REFUSALS_KEPT + 5
+    with caplog.at_level(logging.WARNING, logger="trainsweep.local.access"):
+        for _ in range(flood):
+            assert client.get("/bucket/key").status_code == 403
+    assert guard.refused_count == flood
+    assert len(guard.refused) == access.MAX_REFUSALS_KEPT
+    assert len(caplog.records) == access.MAX_REFUSALS_KEPT + 2  # then one line per thousand

@@ -10,7 +10,8 @@ and the training jobs it starts (through their environment, which other users ca
 :class:`AccessGuard` wraps the server's WSGI application and refuses, before moto sees them, the requests
 that cannot be the sweep's: no signature, another access key, or moto's own control API (``/moto-api/``:
 reset, configuration, a dump of every resource, switching authentication off). Each refused request is
-logged (logger ``trainsweep.local.access``) and kept in :attr:`AccessGuard.refused`; a signed request
+logged (logger ``trainsweep.local.access``) and kept in :attr:`AccessGuard.refused` (a flood is counted
+past :data:`MAX_REFUSALS_KEPT`, one log line per thousand); a signed request
 with the sweep's key id but a wrong signature is refused by moto (403), and logged here too.
 
 CloudFormation's custom-resource answers (``/cloudformation_<region>/cfnresponse``) are unsigned on AWS
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 USER_NAME = "trainsweep-local-sweep"
 POLICY_NAME = "everything-the-sweep-does"
 _ALLOW_ALL = '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}'
+MAX_REFUSALS_KEPT = 1000
+"""Refused requests kept and logged one by one; beyond, a flood is counted (one log line per thousand)."""
 CFN_RESPONSE_TOKEN = "trainsweep-token"
 """Query parameter of the custom-resource ResponseURL that carries :attr:`SweepCredentials.token`."""
 
@@ -96,6 +99,8 @@ class AccessGuard:
         self._credentials = credentials
         self._lock = threading.Lock()
         self.refused: list[Refusal] = []
+        """The first :data:`MAX_REFUSALS_KEPT` refused requests."""
+        self.refused_count = 0
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         key_id = _access_key_id(environ)
@@ -141,8 +146,16 @@ class AccessGuard:
             client=f"{environ.get('REMOTE_ADDR', '?')}:{environ.get('REMOTE_PORT', '?')}",
         )
         with self._lock:
-            self.refused.append(refusal)
-        log.warning("refused %s %s from %s: %s", refusal.method, refusal.path, refusal.client, reason)
+            self.refused_count += 1
+            count = self.refused_count
+            if count <= MAX_REFUSALS_KEPT:
+                self.refused.append(refusal)
+        if count <= MAX_REFUSALS_KEPT:
+            log.warning("refused %s %s from %s: %s", refusal.method, refusal.path, refusal.client, reason)
+        elif count % MAX_REFUSALS_KEPT == 1:  # a flood: one line per thousand, not a line each
+            log.warning(
+                "refused %d requests so far (the first %d are logged one by one)", count, MAX_REFUSALS_KEPT
+            )
 
 
 class GuardedMotoServer(ThreadedMotoServer):
