@@ -109,6 +109,10 @@ def predict_eval_command(
     agg["calibration"] = calibration_used(cross_validate)
     agg["experiments"] = len(set(experiment.values()))
     if as_json:
+        from trainsweep.predict import cross_validations
+
+        # leave one experiment, family and instance class out: each held-out group calibrated on the rest
+        agg["cross_validation"] = cross_validations(results, experiment, rule.interval)
         out = {"logs": [r.to_dict() for r in results], "summary": agg}
         sys.stdout.write(json.dumps(_no_nan(out), indent=2) + "\n")
         return
