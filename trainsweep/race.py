@@ -188,18 +188,20 @@ def race(
         else:
             job.queue.append((e, k + 1))
     first = stages[0] if stages else Stage(0, race_rule.first_steps, [])
-    for t in jobs:  # every job's start-up is paid once, with its first look
-        first.billable_s += billing.FIXED_OVERHEAD_S
-        first.cost_usd += billing.cost_usd(
-            billing.FIXED_OVERHEAD_S, prices.get(t) or 0.0, spec.instance_count
-        )
+    start_up = sum(
+        billing.cost_usd(billing.FIXED_OVERHEAD_S, prices.get(t) or 0.0, spec.instance_count) for t in jobs
+    )
+    first.billable_s += billing.FIXED_OVERHEAD_S * len(jobs)  # every job's start-up, paid once
+    first.cost_usd += start_up
     wall = billing.FIXED_OVERHEAD_S + max((j.clock for j in jobs.values()), default=0.0)
     runs = []
     for e in entrants:
         w, full = e.watched, e.sample.full
         runs.append(full if w is None or w.prediction is None else _seen(full, w.prediction.total_s))
     finalists = [e for e in entrants if e.dropped_in is None]
-    return _strategy([stages[k] for k in sorted(stages)], entrants, finalists, prices, wall), runs
+    strategy = _strategy([stages[k] for k in sorted(stages)], entrants, finalists, prices, wall)
+    strategy["start_up_usd"] = start_up
+    return strategy, runs
 
 
 def _strategy(
