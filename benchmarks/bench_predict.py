@@ -50,6 +50,7 @@ from trainsweep.predict import (  # noqa: E402
     _percentile,
     calibrate,
     cross_validate,
+    cross_validations,
     family_summary,
     load_calibration,
     replay,
@@ -321,11 +322,38 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
                 print(
                     f"  {f}: none of its {fig['logs']} logs has an epoch beyond the ones watched: not scored"
                 )
+    figures["by_class"] = class_figures(prior, experiment, cal, show=show)
     if write:
         out = ROOT / "trainsweep" / "data" / CALIBRATION_FILE
         out.write_text(json.dumps(cal.to_dict(), indent=2) + "\n")
         print(f"wrote {out.relative_to(ROOT)}")
     return figures
+
+
+def class_figures(prior: list[ReplayResult], experiment: dict[str, str], cal, *, show: bool) -> dict:
+    """Coverage per family and per instance class, leaving out one experiment, one family, one class."""
+    cv = cross_validations(prior, experiment)
+    if not show:
+        return cv
+    lo, hi = (round(100 * g) for g in COVERAGE_GOAL)
+    print(f"interval per family and instance class, three cross-validations (goal: {lo}-{hi} % coverage "
+          "in every row; the held-out family or class is calibrated without any log of it):")  # fmt: skip
+    print(f"  {'group':15s} {'logs':>5s} {'median|err|':>11s} {'experiment':>10s} {'family':>8s} "
+          f"{'class':>8s}   shipped factor")  # fmt: skip
+    for part in ("families", "classes"):
+        rows = cv["leave_one_experiment_out"][part]
+        for name, f in rows.items():
+            if not f["logs_scored"] or (part == "classes" and name == "pooled"):
+                continue
+            cov = [cv[k][part][name]["interval_coverage"] for k in cv]
+            own = cal.classes.get(name) if part == "classes" else None
+            factor = "-" if own is None else (
+                f"x{max(1.0, own.factor):.2f}" if own.factor is not None else "unseen fallback")  # fmt: skip
+            print(f"  {name:15s} {f['logs_scored']:5d} {100 * f['median_abs_error']:10.2f} % "
+                  + " ".join(f"{100 * c:8.1f} %" for c in cov) + f"   {factor}")  # fmt: skip
+    print("  unseen-class fallback per kind: " + ", ".join(
+        f"{k} x{v:.2f}" for k, v in sorted(cal.unseen_class_factor.items())))  # fmt: skip
+    return cv
 
 
 if __name__ == "__main__":
