@@ -62,6 +62,8 @@ from trainsweep.predict import (  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
 CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
+HELD_OUT_LOGS = ROOT / "benchmarks" / "data" / "container-logs-2t"
+"""The container's runs at 2 CPU threads on a loaded machine: never in the calibration, scored apart."""
 SEED_FAMILIES = ("fcn", "mnist", "resnet", "mo833")
 FAMILIES = (*SEED_FAMILIES, "container-cpu", "container-gpu", "unknown", "seeds", "pooled")
 OLD_PRIOR = 0.01  # the fixed epoch jitter the interval used before the calibration
@@ -229,6 +231,7 @@ def main() -> None:
               f"{g['order_actual']} tau {g['kendall_tau']:+.2f}")  # fmt: skip
     error_sources(results, runs)
     cal = calibration_figures([a.data, a.container_logs], write=False)
+    cal["held_out_2t"] = held_out_figures(HELD_OUT_LOGS)
     if a.json:
         out = {
             "aggregate": agg,
@@ -328,6 +331,16 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
         out.write_text(json.dumps(cal.to_dict(), indent=2) + "\n")
         print(f"wrote {out.relative_to(ROOT)}")
     return figures
+
+
+def held_out_figures(folder: Path) -> dict:
+    """The shipped calibration on logs it was not fitted on (``container_logs.py --threads 2``)."""
+    results, _, _ = replay_logs([folder], StopRule())
+    fig = summarize(results)
+    print(f"held out, {folder.relative_to(ROOT)} ({fig['logs_scored']} logs scored, shipped calibration): "
+          f"median |error| {100 * fig['median_abs_error']:.1f} %, 90 % interval covers "
+          f"{sum(bool(r.covered) for r in results if r.covered)} of {fig['logs_scored']}")  # fmt: skip
+    return fig
 
 
 def class_figures(prior: list[ReplayResult], experiment: dict[str, str], cal, *, show: bool) -> dict:
