@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from trainsweep.class_calibration import ClassCalibration
     from trainsweep.logs.model import Epoch, RunTimings
 
 PREDICTION_VERSION = 1
@@ -816,25 +817,6 @@ class JitterCalibration:
 
 
 @dataclass(frozen=True)
-class ClassCalibration:
-    """How much one instance class widens (or narrows) its family's epoch jitter."""
-
-    factor: float | None
-    """Split-conformal over the class's logs of (needed jitter / their family's jitter); None when too
-    few logs for that."""
-    logs: int
-    families: int
-    cv_logs: int = 0
-    cv_interval_coverage: float | None = None
-    cv_median_abs_error: float | None = None
-
-    @property
-    def validated(self) -> bool:
-        c = self.cv_interval_coverage
-        return c is not None and COVERAGE_GOAL[0] <= c <= COVERAGE_GOAL[1]
-
-
-@dataclass(frozen=True)
 class Calibration:
     """Epoch jitter per family and pooled (all families), scaled per instance class; see
     :func:`fit_calibration`."""
@@ -935,6 +917,8 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration:
+        from trainsweep.class_calibration import ClassCalibration
+
         def one(x: dict[str, Any]) -> JitterCalibration:
             return JitterCalibration(**{k: v for k, v in x.items() if k != "validated"})
 
@@ -944,10 +928,7 @@ class Calibration:
             interval=d.get("interval", 0.90),
             created=d.get("created", ""),
             source=d.get("source", ""),
-            classes={
-                k: ClassCalibration(**{f: x for f, x in v.items() if f != "validated"})
-                for k, v in d.get("classes", {}).items()
-            },
+            classes={k: ClassCalibration.from_dict(v) for k, v in d.get("classes", {}).items()},
             unseen_class_factor=dict(d.get("unseen_class_factor", {})),
         )
 
@@ -998,7 +979,7 @@ def conformal_quantile(scores: Sequence[float], interval: float = 0.90) -> float
     return ranked[k - 1] * (1 + 1e-9)  # the k-th log itself on the boundary, covered
 
 
-def _family_jitters(
+def family_jitters(
     scored: Sequence[ReplayResult], experiment: dict[str, str], interval: float
 ) -> tuple[JitterCalibration, dict[str, JitterCalibration]]:
     by_family: dict[str, list[ReplayResult]] = {}
@@ -1014,59 +995,6 @@ def _family_jitters(
     return one(scored), {f: one(rs) for f, rs in sorted(by_family.items())}
 
 
-def _class_scores(
-    logs: Sequence[ReplayResult],
-    pooled: JitterCalibration,
-    families: dict[str, JitterCalibration],
-    interval: float,
-) -> list[float]:
-    """Each log's needed jitter over its family's fitted one (the pooled one where it has none)."""
-    out = []
-    for r in logs:
-        own = families.get(r.family or "")
-        base = own.epoch_jitter if own is not None and own.epoch_jitter is not None else pooled.epoch_jitter
-        need = needed_jitter(r, interval)
-        if base and need is not None:
-            out.append(need / base)
-    return out
-
-
-def _fit_classes(
-    scored: Sequence[ReplayResult],
-    experiment: dict[str, str],
-    pooled: JitterCalibration,
-    families: dict[str, JitterCalibration],
-    interval: float,
-) -> tuple[dict[str, ClassCalibration], dict[str, float]]:
-    """Each instance class's factor, and the unseen-class factor per kind (see :class:`Calibration`)."""
-    from trainsweep.instance_class import kind
-
-    by_class: dict[str, list[ReplayResult]] = {}
-    for r in scored:
-        if r.instance_class:
-            by_class.setdefault(r.instance_class, []).append(r)
-    classes = {
-        c: ClassCalibration(
-            conformal_quantile(_class_scores(rs, pooled, families, interval), interval),
-            len(rs),
-            len({r.family for r in rs}),
-        )
-        for c, rs in sorted(by_class.items())
-    }
-    unseen: dict[str, float] = {}
-    for c, rs in sorted(by_class.items()):
-        if classes[c].factor is None:
-            continue
-        rest = [r for r in scored if r.instance_class != c]
-        pooled_without, families_without = _family_jitters(rest, experiment, interval)
-        if pooled_without.epoch_jitter is None:
-            continue
-        held = conformal_quantile(_class_scores(rs, pooled_without, families_without, interval), interval)
-        if held is not None:
-            unseen[kind(c)] = max(unseen.get(kind(c), 1.0), held)
-    return classes, unseen
-
-
 def fit_calibration(
     results: Sequence[ReplayResult], experiment: dict[str, str], interval: float = 0.90
 ) -> Calibration:
@@ -1077,10 +1005,12 @@ def fit_calibration(
     ``experiment`` maps each log to its experiment (only counted here; see :func:`cross_validate`).
     """
     scored = [r for r in results if r.error is not None and r.stat_rel is not None]
-    pooled, families = _family_jitters(scored, experiment, interval)
+    pooled, families = family_jitters(scored, experiment, interval)
     if pooled.epoch_jitter is None:
         return Calibration(pooled, families, interval)
-    classes, unseen = _fit_classes(scored, experiment, pooled, families, interval)
+    from trainsweep.class_calibration import fit_classes
+
+    classes, unseen = fit_classes(scored, experiment, pooled, families, interval)
     return Calibration(pooled, families, interval, classes=classes, unseen_class_factor=unseen)
 
 

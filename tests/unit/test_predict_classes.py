@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from trainsweep.class_calibration import ClassCalibration
 from trainsweep.cli import app
 from trainsweep.cli.predict import replay_logs
 from trainsweep.instance_class import class_of, instance_class, known_classes
 from trainsweep.logs import parse
 from trainsweep.predict import (
     Calibration,
-    ClassCalibration,
     JitterCalibration,
     StopRule,
     calibrate,
