@@ -141,3 +141,10 @@ def test_predict_eval_json_prints_three_cross_validations_per_family_and_class(r
     # held out, the CPU class is calibrated on GPU logs alone: its figures differ from the shipped ones
     lofo = cv["leave_one_family_out"]["families"]["container-cpu"]["interval_coverage"]
     assert lofo != summary["families"]["container-cpu"]["interval_coverage"]
+
+
+def test_predict_eval_text_names_each_instance_class(real_data):
+    result = CliRunner().invoke(app, ["predict-eval", str(real_data / FCN)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Per instance class: kepler-single 12/12 logs scored" in text and "volta-multi 24/24" in text

@@ -224,6 +224,13 @@ def _print_table(results: list[Any], agg: dict[str, Any]) -> None:
     console.print(
         f"Per family ({agg['calibration']} calibration): " + "; ".join(per_family) + ".", highlight=False
     )
+    per_class = [
+        f"{name} {f['logs_scored']}/{f['logs']} logs scored"
+        + (f", interval covers {_pct(f['interval_coverage'], 1)}" if f["logs_scored"] else "")
+        for name, f in agg["classes"].items()
+        if name != "pooled"
+    ]
+    console.print("Per instance class: " + "; ".join(per_class) + ".", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
