@@ -17,7 +17,9 @@ experiments), per family (FCN, MNIST, ResNet, MO833, the container's own logs), 
 pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alone) measured in the same
 run, and the stricter leave-one-folder-out figures. The container's own logs are
 ``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``; ``--container-logs
-DIR`` for others).
+DIR`` for others). Then the same per instance class, leaving one experiment, one family and one class
+out; and the shipped calibration on logs it was not fitted on: ``benchmarks/data/container-logs-2t``
+(``container_logs.py --threads 2 --out benchmarks/data/container-logs-2t``, on a loaded machine).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR] [--json OUT]
 [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
