@@ -143,6 +143,49 @@ class _Job:
     queue: list[tuple[Entrant, int]] = field(default_factory=list)
 
 
+@dataclass
+class _Race:
+    """The race's state while it is replayed: the stages so far and every look's posted bounds."""
+
+    spec: SweepSpec
+    rule: StopRule
+    race_rule: RaceRule
+    stages: dict[int, Stage] = field(default_factory=dict)
+    posted: list[tuple[float, Entrant, Bounds]] = field(default_factory=list)
+    """Every look's bounds, with the time it was posted."""
+
+    def take(self, job: _Job) -> None:
+        """The job's next look: dropped if what is posted by now rules it out, else watched."""
+        e, k = job.queue.pop(0)
+        stage = self.stages.setdefault(k, Stage(k, self.race_rule.budget(k), []))
+        count = self.spec.instance_count
+        if k > 0 and excluded(e.bounds(count), _board(self.posted, job.clock, e)):
+            e.dropped_in = k
+            stage.dropped.append(_label(e))
+            return
+        added = self._watch(e, k)
+        job.clock += added
+        stage.watched.append(_label(e))
+        stage.billable_s += added
+        stage.cost_usd += billing.cost_usd(added, e.price or 0.0, count)
+        self.posted.append((job.clock, e, e.bounds(count)))
+        if e.settled or k + 1 >= self.race_rule.max_stages:
+            stage.settled.append(_label(e))
+        else:
+            job.queue.append((e, k + 1))
+
+    def _watch(self, e: Entrant, k: int) -> float:
+        """Watch ``e`` up to stage ``k``'s budget; the training seconds this look added."""
+        from trainsweep.simulate import watch
+
+        before = e.paid_s
+        e.watched = watch(
+            e.sample, self.spec, self.rule, self.race_rule.budget(k), calibration=self.race_rule.calibration
+        )
+        e.paid_s = e.watched.paid_s if e.watched is not None else e.sample.full.time_to_train_s or 0.0
+        return e.paid_s - before
+
+
 def race(
     by_cell: dict[tuple[str, int], list[Sample]],
     spec: SweepSpec,
@@ -157,51 +200,49 @@ def race(
     a configuration first reads what the others have posted by then, and drops it if that rules it out
     (:func:`excluded`). Nobody waits: the look that comes next is decided on what is known at that time.
     """
-    from trainsweep.simulate import _seen, watch
-
-    race_rule = race_rule or RaceRule()
+    state = _Race(spec, rule, race_rule or RaceRule())
     prices = {t: hourly_usd(t, region) for t in spec.instance_types}
+    entrants, jobs = _line_up(by_cell, prices)
+    while waiting := [j for j in jobs.values() if j.queue]:
+        state.take(min(waiting, key=lambda j: j.clock))
+    start_up = _start_up(
+        state.stages.setdefault(0, Stage(0, state.race_rule.first_steps, [])), jobs, prices, spec
+    )
+    wall = billing.FIXED_OVERHEAD_S + max((j.clock for j in jobs.values()), default=0.0)
+    stages = [state.stages[k] for k in sorted(state.stages)]
+    strategy = _strategy(stages, entrants, [e for e in entrants if e.dropped_in is None], prices, wall)
+    strategy["start_up_usd"] = start_up
+    return strategy, [_last_look(e) for e in entrants]
+
+
+def _line_up(
+    by_cell: dict[tuple[str, int], list[Sample]], prices: dict[str, float | None]
+) -> tuple[list[Entrant], dict[str, _Job]]:
+    """One entrant per configuration (its first log), and one packed job per instance type, each with
+    its configurations' first looks queued."""
     entrants = [Entrant(xs[0], prices.get(cell[0])) for cell, xs in sorted(by_cell.items()) if xs]
     jobs = {t: _Job(t) for t in dict.fromkeys(e.cell[0] for e in entrants)}
     for e in entrants:
         jobs[e.cell[0]].queue.append((e, 0))
-    stages: dict[int, Stage] = {}
-    posted: list[tuple[float, Entrant, Bounds]] = []  # every look's bounds, with the time it was posted
-    while any(j.queue for j in jobs.values()):
-        job = min((j for j in jobs.values() if j.queue), key=lambda j: j.clock)
-        e, k = job.queue.pop(0)
-        stage = stages.setdefault(k, Stage(k, race_rule.budget(k), []))
-        if k > 0 and excluded(e.bounds(spec.instance_count), _board(posted, job.clock, e)):
-            e.dropped_in = k
-            stage.dropped.append(_label(e))
-            continue
-        before = e.paid_s
-        e.watched = watch(e.sample, spec, rule, race_rule.budget(k), calibration=race_rule.calibration)
-        e.paid_s = e.watched.paid_s if e.watched is not None else e.sample.full.time_to_train_s or 0.0
-        job.clock += e.paid_s - before
-        stage.watched.append(_label(e))
-        stage.billable_s += e.paid_s - before
-        stage.cost_usd += billing.cost_usd(e.paid_s - before, e.price or 0.0, spec.instance_count)
-        posted.append((job.clock, e, e.bounds(spec.instance_count)))
-        if e.settled or k + 1 >= race_rule.max_stages:
-            stage.settled.append(_label(e))
-        else:
-            job.queue.append((e, k + 1))
-    first = stages[0] if stages else Stage(0, race_rule.first_steps, [])
-    start_up = sum(
+    return entrants, jobs
+
+
+def _start_up(first: Stage, jobs: dict[str, _Job], prices: dict[str, float | None], spec: SweepSpec) -> float:
+    """Every job's start-up, paid once, added to stage 0's bill; its cost."""
+    cost = sum(
         billing.cost_usd(billing.FIXED_OVERHEAD_S, prices.get(t) or 0.0, spec.instance_count) for t in jobs
     )
-    first.billable_s += billing.FIXED_OVERHEAD_S * len(jobs)  # every job's start-up, paid once
-    first.cost_usd += start_up
-    wall = billing.FIXED_OVERHEAD_S + max((j.clock for j in jobs.values()), default=0.0)
-    runs = []
-    for e in entrants:
-        w, full = e.watched, e.sample.full
-        runs.append(full if w is None or w.prediction is None else _seen(full, w.prediction.total_s))
-    finalists = [e for e in entrants if e.dropped_in is None]
-    strategy = _strategy([stages[k] for k in sorted(stages)], entrants, finalists, prices, wall)
-    strategy["start_up_usd"] = start_up
-    return strategy, runs
+    first.billable_s += billing.FIXED_OVERHEAD_S * len(jobs)
+    first.cost_usd += cost
+    return cost
+
+
+def _last_look(e: Entrant) -> RunMetrics:
+    """What the report aggregates of an entrant: its last look's prediction (the full run if none)."""
+    from trainsweep.simulate import _seen
+
+    w, full = e.watched, e.sample.full
+    return full if w is None or w.prediction is None else _seen(full, w.prediction.total_s)
 
 
 def _strategy(

@@ -327,21 +327,7 @@ def watch(
     if len(epochs) < 2 or any(e.steps == 0 for e in epochs):
         return None
     monitor = SteadyState(rule, steps_per_epoch=epochs[0].steps)
-    paid = 0.0
-    stopped_in: int | None = None
-    settled = False
-    for k, e in enumerate(epochs[: spec.workload.epochs]):
-        for step_s in e.step_s:
-            monitor.add(step_s)
-            paid += step_s
-            settled = monitor.stop_reason() is not None
-            if settled or (budget is not None and monitor.steps >= budget):
-                stopped_in = k
-                break
-        if stopped_in is not None:
-            break
-        monitor.epoch_boundary()
-        paid += _epoch_seconds(e) - sum(e.step_s)  # its validation and hand-off
+    paid, stopped_in, settled = _feed(monitor, epochs[: spec.workload.epochs], budget)
     est = monitor.estimate()
     if stopped_in is None or est is None:
         return Watched(paid, monitor.steps, None, True)
@@ -366,6 +352,22 @@ def watch(
         instance_class=instance_class(sample.run),
     )
     return Watched(paid, monitor.steps, predicted, settled)
+
+
+def _feed(monitor: SteadyState, epochs: list[Epoch], budget: int | None) -> tuple[float, int | None, bool]:
+    """Feed ``epochs``' steps to the live rule until it stops or ``budget`` steps were fed: (seconds
+    paid, the epoch it stopped in or None, whether the rule stopped by itself)."""
+    paid = 0.0
+    for k, e in enumerate(epochs):
+        for step_s in e.step_s:
+            monitor.add(step_s)
+            paid += step_s
+            settled = monitor.stop_reason() is not None
+            if settled or (budget is not None and monitor.steps >= budget):
+                return paid, k, settled
+        monitor.epoch_boundary()
+        paid += _epoch_seconds(e) - sum(e.step_s)  # its validation and hand-off
+    return paid, None, False
 
 
 def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
@@ -596,6 +598,15 @@ def replay_sweep(
     return strategy, rows
 
 
+def refuse_race(spec: SweepSpec) -> None:
+    """The race early-stops every run: a spec with a target or phases cannot be raced."""
+    if spec.target is not None or spec.phases:
+        raise TrainsweepError(
+            "the racing strategy early-stops every run, which never evaluates: it ranks by time and "
+            "cost to train, not to a target; remove target and phases from the spec to race"
+        )
+
+
 def replay_race(
     spec: SweepSpec,
     by_cell: dict[tuple[str, int], list[Sample]],
@@ -720,11 +731,8 @@ def simulate(
     asked with a target or phases (an early-stopped run never evaluates).
     """
     rule = rule or StopRule()
-    if race is not None and (spec.target is not None or spec.phases):
-        raise TrainsweepError(
-            "the racing strategy early-stops every run, which never evaluates: it ranks by time and "
-            "cost to train, not to a target; remove target and phases from the spec to race"
-        )
+    if race is not None:
+        refuse_race(spec)
     by_cell, outside, unused = samples_from(result, spec)
     notes: list[str] = []
     mixed = sorted(
@@ -790,10 +798,10 @@ def simulate(
             f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
         )
     block: dict[str, Any] | None = None
-    if spec.phases:
-        strategy, strategy_rows, block = replay_phases(spec, by_cell, region, rule)
-    elif race is not None:
+    if race is not None:
         strategy, strategy_rows = replay_race(spec, by_cell, region, rule, race)
+    elif spec.phases:
+        strategy, strategy_rows, block = replay_phases(spec, by_cell, region, rule)
     else:
         strategy, strategy_rows = replay_sweep(spec, by_cell, region, rule)
     picks = _picks(strategy_rows, said)
