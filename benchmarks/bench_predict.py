@@ -17,7 +17,9 @@ experiments), per family (FCN, MNIST, ResNet, MO833, the container's own logs), 
 pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alone) measured in the same
 run, and the stricter leave-one-folder-out figures. The container's own logs are
 ``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``; ``--container-logs
-DIR`` for others).
+DIR`` for others). Then the same per instance class, leaving one experiment, one family and one class
+out; and the shipped calibration on logs it was not fitted on: ``benchmarks/data/container-logs-2t``
+(``container_logs.py --threads 2 --out benchmarks/data/container-logs-2t``, on a loaded machine).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR] [--json OUT]
 [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
@@ -50,6 +52,7 @@ from trainsweep.predict import (  # noqa: E402
     _percentile,
     calibrate,
     cross_validate,
+    cross_validations,
     family_summary,
     load_calibration,
     replay,
@@ -61,6 +64,8 @@ from trainsweep.predict import (  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
 CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
+HELD_OUT_LOGS = ROOT / "benchmarks" / "data" / "container-logs-2t"
+"""The container's runs at 2 CPU threads on a loaded machine: never in the calibration, scored apart."""
 SEED_FAMILIES = ("fcn", "mnist", "resnet", "mo833")
 FAMILIES = (*SEED_FAMILIES, "container-cpu", "container-gpu", "unknown", "seeds", "pooled")
 OLD_PRIOR = 0.01  # the fixed epoch jitter the interval used before the calibration
@@ -228,6 +233,7 @@ def main() -> None:
               f"{g['order_actual']} tau {g['kendall_tau']:+.2f}")  # fmt: skip
     error_sources(results, runs)
     cal = calibration_figures([a.data, a.container_logs], write=False)
+    cal["held_out_2t"] = held_out_figures(HELD_OUT_LOGS)
     if a.json:
         out = {
             "aggregate": agg,
@@ -321,11 +327,48 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
                 print(
                     f"  {f}: none of its {fig['logs']} logs has an epoch beyond the ones watched: not scored"
                 )
+    figures["by_class"] = class_figures(prior, experiment, cal, show=show)
     if write:
         out = ROOT / "trainsweep" / "data" / CALIBRATION_FILE
         out.write_text(json.dumps(cal.to_dict(), indent=2) + "\n")
         print(f"wrote {out.relative_to(ROOT)}")
     return figures
+
+
+def held_out_figures(folder: Path) -> dict:
+    """The shipped calibration on logs it was not fitted on (``container_logs.py --threads 2``)."""
+    results, _, _ = replay_logs([folder], StopRule())
+    fig = summarize(results)
+    print(f"held out, {folder.relative_to(ROOT)} ({fig['logs_scored']} logs scored, shipped calibration): "
+          f"median |error| {100 * fig['median_abs_error']:.1f} %, 90 % interval covers "
+          f"{sum(bool(r.covered) for r in results if r.covered)} of {fig['logs_scored']}")  # fmt: skip
+    return fig
+
+
+def class_figures(prior: list[ReplayResult], experiment: dict[str, str], cal, *, show: bool) -> dict:
+    """Coverage per family and per instance class, leaving out one experiment, one family, one class."""
+    cv = cross_validations(prior, experiment)
+    if not show:
+        return cv
+    lo, hi = (round(100 * g) for g in COVERAGE_GOAL)
+    print(f"interval per family and instance class, three cross-validations (goal: {lo}-{hi} % coverage "
+          "in every row; the held-out family or class is calibrated without any log of it):")  # fmt: skip
+    print(f"  {'group':15s} {'logs':>5s} {'median|err|':>11s} {'experiment':>10s} {'family':>8s} "
+          f"{'class':>8s}   shipped factor")  # fmt: skip
+    for part in ("families", "classes"):
+        rows = cv["leave_one_experiment_out"][part]
+        for name, f in rows.items():
+            if not f["logs_scored"] or (part == "classes" and name == "pooled"):
+                continue
+            cov = [cv[k][part][name]["interval_coverage"] for k in cv]
+            own = cal.classes.get(name) if part == "classes" else None
+            factor = "-" if own is None else (
+                f"x{max(1.0, own.factor):.2f}" if own.factor is not None else "unseen fallback")  # fmt: skip
+            print(f"  {name:15s} {f['logs_scored']:5d} {100 * f['median_abs_error']:10.2f} % "
+                  + " ".join(f"{100 * c:8.1f} %" for c in cov) + f"   {factor}")  # fmt: skip
+    print("  unseen-class fallback per kind: " + ", ".join(
+        f"{k} x{v:.2f}" for k, v in sorted(cal.unseen_class_factor.items())))  # fmt: skip
+    return cv
 
 
 if __name__ == "__main__":

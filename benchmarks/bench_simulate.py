@@ -14,7 +14,15 @@ Then ``simulate`` through the CLI on >= 500 logs: the FCN folder's logs replicat
 folder at run time (each replica's step, validation and epoch times scaled by 1 + k/1000, so that no
 replica is a copy the import leaves out), timed end to end.
 
-Usage: ``python benchmarks/bench_simulate.py [DATA_DIR] [--replicas 7] [--json OUT]``.
+Then the racing strategy (``simulate --race``) beside the recommended one on wide synthetic grids
+(:mod:`wide_grids`: 10 to 36 instance types, every priced type of the catalogue at most, x each seed
+family's four batch sizes, three repetitions resampled from the real logs): cost ratio and regret
+against grid width. The race's intervals are calibrated without the family a grid is built from
+(leave one family out: the race is scored on logs its calibration has not seen), and its settings are
+:class:`trainsweep.race.RaceRule`'s defaults, fixed before any grid was scored.
+
+Usage: ``python benchmarks/bench_simulate.py [DATA_DIR] [--replicas 7] [--widths 10,20,36]
+[--grids 3] [--json OUT]``.
 """
 
 from __future__ import annotations
@@ -34,10 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from trainsweep.importer import ImportResult, read_dir  # noqa: E402
+from trainsweep.race import RaceRule  # noqa: E402
 from trainsweep.simulate import simulate  # noqa: E402
 from trainsweep.spec import load_spec  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
+CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
 FCN = "cloud-ML/seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker"
 STRATEGIES = {
     "exhaustive-1rep": {"mode": "full", "packing": "per-cell", "repetitions": 1},
@@ -62,6 +72,8 @@ STRATEGIES = {
     # the target, and the two-phase sweep (the scan above, then the default top 3 trained to it)
     "full-to-target-1rep": {"mode": "full", "packing": "per-cell", "repetitions": 1, "target": True},
     "scan-confirm-top3": {"mode": "early-stop", "repetitions": 1, "phases": True, "target": True},
+    # the recommended grid raced: packed early-stop jobs that stop watching what their intervals rule out
+    "race": {"mode": "early-stop", "packing": "per-instance", "repetitions": 1, "race": True},
 }
 TARGETS = {"seismic-fcn": 0.95, "cnn-mnist": 0.98}
 """eval_accuracy targets by folder (a part of its path), set from the accuracy curves before any replay
@@ -99,6 +111,7 @@ def grid_spec(result: ImportResult, root: str = "", **strategy) -> dict | None:
     epochs = Counter(len([e for e in r.epochs if e.steps]) for _, r in runs).most_common(1)[0][0]
     sizes = sorted({b for _, b in cells})
     auto = strategy.pop("auto", False)
+    strategy.pop("race", None)
     if strategy.pop("target", False):
         value = next((v for part, v in TARGETS.items() if part in root), None)
         if value is None:
@@ -120,7 +133,26 @@ def _pct(x: float | None) -> str:
     return "    -" if x is None else f"{100 * x:5.1f}%"
 
 
-def replay_folders(data: Path) -> list[dict]:
+def _family(result: ImportResult) -> str | None:
+    """The seed family of a folder's logs (its first log's)."""
+    from trainsweep.predict import run_family
+
+    return next((run_family(r, p) for p, r in result.runs.items()), None)
+
+
+def calibrations_without(data: Path) -> dict[str, object]:
+    """Per seed family, the interval's calibration fitted on the real logs of every other family."""
+    from trainsweep.cli.predict import replay_logs
+    from trainsweep.predict import StopRule, calibrate
+
+    results, _, experiment = replay_logs([data, CONTAINER_LOGS], StopRule(epoch_jitter=0.01))
+    out = {}
+    for family in ("fcn", "mnist", "resnet"):
+        out[family], _ = calibrate([r for r in results if r.family != family], experiment)
+    return out
+
+
+def replay_folders(data: Path, held_out: dict[str, object]) -> list[dict]:
     everything = read_dir(data)
     rows = []
     print(
@@ -133,7 +165,8 @@ def replay_folders(data: Path) -> list[dict]:
             if spec is None:
                 continue
             loaded = load_spec(spec, allow_retired=True)
-            sim = simulate(loaded, result).to_dict()
+            race = RaceRule(calibration=held_out.get(_family(result))) if strategy.get("race") else None
+            sim = simulate(loaded, result, race=race).to_dict()
             sp = sim["repetition_spread"]
             row = {
                 "folder": root,
@@ -210,13 +243,71 @@ def time_cli(data: Path, copies: int) -> dict:
     return {"logs": n, "wall_s": wall, "runs_used": sim["exhaustive"]["runs"]}
 
 
+def _within(sim: dict) -> bool:
+    sp = sim["repetition_spread"]
+    time_ok = sp["time_of_true_fastest"] is None or (sim["regret_time"] or 0) <= sp["time_of_true_fastest"]
+    cost_ok = sp["cost_of_true_cheapest"] is None or (sim["regret_cost"] or 0) <= sp["cost_of_true_cheapest"]
+    return time_ok and cost_ok
+
+
+def wide(data: Path, widths: list[int], grids: int, held_out: dict[str, object]) -> list[dict]:
+    """The recommended strategy and the race on synthetic grids of each width, per family and seed."""
+    from wide_grids import grid, pools
+
+    families = pools(read_dir(data))
+    rows = []
+    print(f"{'family':7} {'types':>5} {'configs':>7} {'seed':>4} {'recommended':>11} {'race':>6} "
+          f"{'race regret t/$':>15} {'spread t/$':>13} {'stages: looks (steps)':>22}")  # fmt: skip
+    for width in widths:
+        for family, pool in sorted(families.items()):
+            for seed in range(grids):
+                result, spec = grid(pool, width, seed=1000 * width + seed)
+                loaded = load_spec(spec, allow_retired=True)
+                rec = simulate(loaded, result).to_dict()
+                raced = simulate(loaded, result, race=RaceRule(calibration=held_out[family])).to_dict()
+                sp = raced["repetition_spread"]
+                row = {
+                    "family": family, "instance_types": width,
+                    "configurations": width * len(loaded.batch_sizes), "seed": seed,
+                    "recommended": rec["cost_ratio"], "race": raced["cost_ratio"],
+                    "recommended_within_spread": _within(rec), "race_within_spread": _within(raced),
+                    "race_regret_time": raced["regret_time"], "race_regret_cost": raced["regret_cost"],
+                    "spread_time": sp["time_of_true_fastest"], "spread_cost": sp["cost_of_true_cheapest"],
+                    "stages": raced["strategy"]["stages"],
+                    "race_start_up_share": raced["strategy"]["start_up_usd"] / raced["strategy_cost_usd"],
+                }  # fmt: skip
+                rows.append(row)
+                looks = " ".join(f"{st['configurations_watched']}({st['steps']})" for st in row["stages"])
+                regret = f"{_pct(row['race_regret_time'])}/{_pct(row['race_regret_cost'])}"
+                print(f"{family:7} {width:5d} {row['configurations']:7d} {seed:4d} {rec['cost_ratio']:11.3f} "
+                      f"{raced['cost_ratio']:6.3f} {regret} "
+                      f"{_pct(row['spread_time'])}/{_pct(row['spread_cost'])} {looks:>22}")  # fmt: skip
+    print("by width (median cost ratio over families and seeds; regret within the repetition spread):")
+    for width in widths:
+        mine = [r for r in rows if r["instance_types"] == width]
+        for name in ("recommended", "race"):
+            ratios = [r[name] for r in mine]
+            within = sum(1 for r in mine if r[f"{name}_within_spread"])
+            met = sum(x <= 0.10 for x in ratios)
+            print(f"  {width:3d} types, {name:11}: median {statistics.median(ratios):.3f}, "
+                  f"max {max(ratios):.3f}, <= 0.10 in {met} of {len(mine)}, "
+                  f"within spread {within} of {len(mine)}")  # fmt: skip
+        share = statistics.median(r["race_start_up_share"] for r in mine)
+        print(f"       the jobs' start-up (133 s each, one job per instance type) is {100 * share:.0f} % "
+              "of the race's bill (median)")  # fmt: skip
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--replicas", type=int, default=7, help="copies of the FCN grid's 72 logs to time")
+    ap.add_argument("--widths", default="10,20,36", help="instance types of the wide synthetic grids")
+    ap.add_argument("--grids", type=int, default=3, help="synthetic grids per width and family")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
-    rows = replay_folders(a.data)
+    held_out = calibrations_without(a.data)
+    rows = replay_folders(a.data, held_out)
     for name in STRATEGIES:
         mine = [r for r in rows if r["strategy"] == name]
         if not mine:
@@ -227,7 +318,7 @@ def main() -> None:
             f"{name:22} pooled over {len(mine)} folders: cost {cost:.3f}x, "
             f"wall-clock {wall:.3f}x the exhaustive"
         )
-    for name in ("recommended", "recommended-auto"):
+    for name in ("recommended", "recommended-auto", "race"):
         rec = [r for r in rows if r["strategy"] == name]
         within = [
             r
@@ -244,9 +335,10 @@ def main() -> None:
             f"batch-size search; recommended pick flagged 'learns worse' by the exhaustive runs in "
             f"{sum(1 for r in rec if 'recommended' in r['learns_worse'])} of {len(rec)}"
         )
+    wide_rows = wide(a.data, [int(w) for w in a.widths.split(",")], a.grids, held_out)
     timing = time_cli(a.data, a.replicas)
     if a.json:
-        a.json.write_text(json.dumps({"folders": rows, "timing": timing}, indent=1))
+        a.json.write_text(json.dumps({"folders": rows, "wide": wide_rows, "timing": timing}, indent=1))
 
 
 if __name__ == "__main__":

@@ -3,10 +3,12 @@
 Runs the entry point (``container/train.py``) as local mode does, in full mode, on this machine's CPU
 (``--gpu``: its GPUs): a built-in workload (default ``mnist-cnn``) on synthetic data, one packed job per
 session scanning batch sizes 32, 64 and 128 for 5 epochs. Each session is one experiment
-(``<out>/<workload>-<cpu|gpu>-<session>/logs/``); its seed differs. The logs are kept as the worker
+(``<out>/<workload>-<cpu|gpu>[-<N>t]-<session>/logs/``, ``-<N>t`` for ``--threads N`` other than 1); its
+seed differs. The logs are kept as the worker
 wrote them. Then ``python benchmarks/bench_predict.py --write-calibration`` refits the shipped table.
 
-Usage: ``python benchmarks/container_logs.py [--out DIR] [--sessions a,b,c,d,e] [--workload W] [--gpu]``.
+Usage: ``python benchmarks/container_logs.py [--out DIR] [--sessions a,b,c,d,e] [--workload W] [--gpu]
+[--threads N] [--seed-offset K]``.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from trainsweep.workloads import WORKLOADS  # noqa: E402
 BATCH_SIZES = (32, 64, 128)
 
 
-def session(name: str, seed: int, out: Path, *, workload: str = "mnist-cnn", gpu: bool = False) -> None:
-    """One packed job; its logs copied to ``out/<workload>-<cpu|gpu>-<name>/logs``."""
-    exp = f"{workload}-{'gpu' if gpu else 'cpu'}-{name}"
+def session(
+    name: str, seed: int, out: Path, *, workload: str = "mnist-cnn", gpu: bool = False, threads: int = 1
+) -> None:
+    """One packed job; its logs copied to ``out/<workload>-<cpu|gpu>[-<threads>t]-<name>/logs``."""
+    exp = f"{workload}-{'gpu' if gpu else 'cpu'}{f'-{threads}t' if threads != 1 else ''}-{name}"
     with tempfile.TemporaryDirectory(prefix="trainsweep-logs-") as tmp:
         base = Path(tmp)
         cfg = base / "input" / "config"
@@ -47,7 +51,9 @@ def session(name: str, seed: int, out: Path, *, workload: str = "mnist-cnn", gpu
             "seed": str(seed),
         }
         (cfg / "hyperparameters.json").write_text(json.dumps(hyper))
-        env = dict(os.environ, SAGEMAKER_BASE_DIR=str(base), TRAINING_JOB_NAME=exp, OMP_NUM_THREADS="1")
+        env = dict(
+            os.environ, SAGEMAKER_BASE_DIR=str(base), TRAINING_JOB_NAME=exp, OMP_NUM_THREADS=str(threads)
+        )
         if not gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
@@ -66,9 +72,11 @@ def main() -> None:
     ap.add_argument("--sessions", default="a,b,c,d,e")
     ap.add_argument("--workload", default="mnist-cnn", choices=sorted(WORKLOADS))
     ap.add_argument("--gpu", action="store_true", help="train on this machine's GPUs")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads of the worker (OMP_NUM_THREADS)")
+    ap.add_argument("--seed-offset", type=int, default=0, help="the first session's seed")
     a = ap.parse_args()
     for i, name in enumerate(a.sessions.split(",")):
-        session(name, i, a.out, workload=a.workload, gpu=a.gpu)
+        session(name, a.seed_offset + i, a.out, workload=a.workload, gpu=a.gpu, threads=a.threads)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from trainsweep.class_calibration import ClassCalibration
     from trainsweep.logs.model import Epoch, RunTimings
 
 PREDICTION_VERSION = 1
@@ -326,6 +327,11 @@ class Prediction:
     """Where ``epoch_jitter`` came from: ``family``, ``pooled`` or ``rule``."""
     interval_validated: bool | None = None
     """Whether that calibration's 90 % interval covered 85-95 % of held-out logs in cross-validation."""
+    instance_class: str | None = None
+    """The run's instance class (:mod:`trainsweep.instance_class`; None: unknown)."""
+    class_calibration: str | None = None
+    """How the class widened the jitter: ``class`` (its own factor), ``unseen-class`` (a class the
+    calibration has no factor for: the wider fallback), ``unknown-class``, or None (no class table)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -346,6 +352,7 @@ def predict_run(
     stop_reason: str = "precision",
     family: str | None = None,
     calibration: Calibration | None = None,
+    instance_class: str | None = None,
 ) -> Prediction:
     """Predict the time per epoch and for ``epochs`` epochs from steady-state step (and validation) times.
 
@@ -362,8 +369,13 @@ def predict_run(
             defaults to the step estimate's own.
         family: the run's family (:func:`run_family`); picks the epoch jitter from ``calibration``
             (default: the shipped table) unless the rule sets one. Unknown: the pooled jitter, and a note.
+        instance_class: the run's instance class (:mod:`trainsweep.instance_class`), which scales the
+            family's jitter; default: ``cpu`` for the container on the CPU, else unknown (the widest
+            fallback).
     """
     rule = rule or StopRule()
+    if instance_class is None and family == CONTAINER_FAMILIES[0]:
+        instance_class = "cpu"
     notes: list[str] = []
     batches = steps_per_epoch if train_batches is None else train_batches
     train = batches * step.mean_s
@@ -379,7 +391,7 @@ def predict_run(
         notes.append("validation not timed: the epoch time leaves it out")
     epoch = train + val + epoch_overhead_s
     stat_rel = math.sqrt(var_rel_num) / epoch if epoch > 0 else 0.0
-    jitter, source, validated = epoch_jitter_for(family, rule, calibration, notes)
+    jitter, source, validated, by_class = epoch_jitter_for(family, rule, calibration, notes, instance_class)
     z = NormalDist().inv_cdf(0.5 + rule.interval / 2)
     half = z * math.hypot(stat_rel, jitter)
     total = excess + epochs * epoch
@@ -408,20 +420,30 @@ def predict_run(
         epoch_jitter=jitter,
         calibration=source,
         interval_validated=validated,
+        instance_class=instance_class,
+        class_calibration=by_class,
     )
 
 
 def epoch_jitter_for(
-    family: str | None, rule: StopRule, calibration: Calibration | None, notes: list[str]
-) -> tuple[float, str, bool | None]:
-    """(jitter, where it came from, whether cross-validation found it honest); appends notes."""
+    family: str | None,
+    rule: StopRule,
+    calibration: Calibration | None,
+    notes: list[str],
+    instance_class: str | None = None,
+) -> tuple[float, str, bool | None, str | None]:
+    """(jitter, where the family's part came from, whether cross-validation found it honest, how the
+    instance class scaled it: :meth:`Calibration.class_factor`); appends notes."""
     if rule.epoch_jitter is not None:
-        return rule.epoch_jitter, "rule", None
+        return rule.epoch_jitter, "rule", None, None
     cal = calibration or load_calibration()
     jitter, source, more = cal.jitter_for(family)
     notes.extend(more)
     chosen = cal.pooled if source == "pooled" else cal.families[family or ""]
-    return jitter, source, chosen.validated if chosen.cv_interval_coverage is not None else None
+    factor, by_class, class_notes = cal.class_factor(instance_class)
+    notes.extend(class_notes)
+    validated = chosen.validated if chosen.cv_interval_coverage is not None else None
+    return jitter * factor, source, validated, by_class
 
 
 # ---- replay on complete logs ----------------------------------------------------------------------
@@ -465,6 +487,10 @@ class ReplayResult:
     interval_notes: list[str] = field(default_factory=list)
     """What the calibration says of this family (unknown, too few logs, short of the goals)."""
     notes: list[str] = field(default_factory=list)
+    instance_class: str | None = None
+    """The run's instance class (:mod:`trainsweep.instance_class`), which scales the family's jitter."""
+    class_calibration: str | None = None
+    """``class``, ``unseen-class``, ``unknown-class`` or None: see :attr:`Prediction.class_calibration`."""
 
     @property
     def error(self) -> float | None:
@@ -519,6 +545,7 @@ def replay(
     validation_tolerance: float = 0.10,
     family: str | None = None,
     calibration: Calibration | None = None,
+    instance_class: str | None = None,
 ) -> ReplayResult:
     """Apply the early-stop rule to a complete log and compare with the epochs it did not watch.
 
@@ -532,8 +559,11 @@ def replay(
     container's worker and the instrumentation feed theirs (not the steady epoch's steps alone).
 
     The interval's epoch jitter is the rule's when it sets one, else ``calibration``'s (default: the
-    shipped table) for ``family`` (default: :func:`run_family` of ``run``).
+    shipped table) for ``family`` (default: :func:`run_family` of ``run``) and ``instance_class``
+    (default: :func:`trainsweep.instance_class.instance_class` of ``run``).
     """
+    from trainsweep.instance_class import instance_class as class_of_run
+
     rule = rule or StopRule()
     epochs = [e for e in run.epochs if e.steps > 0]
     steps_total = sum(e.steps for e in epochs)
@@ -549,6 +579,7 @@ def replay(
         batch_size=run.batch_size,
         workload=run.header.workload,
         family=family if family is not None else run_family(run),
+        instance_class=instance_class if instance_class is not None else class_of_run(run),
     )
     if not epochs:
         res.notes.append("the log has no training steps")
@@ -608,8 +639,8 @@ def replay(
     pred_epoch = len(inner) * est.mean_s + overhead
     res.predicted_epoch_s = pred_epoch
     res.stat_rel = len(inner) * est.se_s / pred_epoch if pred_epoch > 0 else 0.0
-    res.epoch_jitter, res.calibration, res.interval_validated = epoch_jitter_for(
-        res.family, rule, calibration, res.interval_notes
+    res.epoch_jitter, res.calibration, res.interval_validated, res.class_calibration = epoch_jitter_for(
+        res.family, rule, calibration, res.interval_notes, res.instance_class
     )
     set_interval(res, rule.interval)
 
@@ -713,6 +744,7 @@ def summarize(results: Sequence[ReplayResult], group: dict[str, str] | None = No
         "grids_same_order": sum(g["same_order"] for g in ranking),
         "ranking": ranking,
         "families": family_summary(results),
+        "classes": class_summary(results),
     }
 
 
@@ -786,13 +818,52 @@ class JitterCalibration:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Epoch jitter per family and pooled (all families); see :func:`fit_calibration`."""
+    """Epoch jitter per family and pooled (all families), scaled per instance class; see
+    :func:`fit_calibration`."""
 
     pooled: JitterCalibration
     families: dict[str, JitterCalibration] = field(default_factory=dict)
     interval: float = 0.90
     created: str = ""
     source: str = ""
+    classes: dict[str, ClassCalibration] = field(default_factory=dict)
+    unseen_class_factor: dict[str, float] = field(default_factory=dict)
+    """Per kind (``cpu``, ``gpu``): the factor for a class without one of its own. Each seen class of
+    the kind is held out in turn, the family jitters refitted without it and its logs' factor fitted
+    against those: the widest of these (at least 1) is what an unseen class of that kind has needed."""
+
+    def class_factor(self, instance_class: str | None) -> tuple[float, str | None, list[str]]:
+        """(factor on the family's jitter, ``class`` / ``unseen-class`` / ``unknown-class`` / None, notes).
+
+        A table without classes scales nothing (None). A class with its own factor uses it; a class
+        without one (not in the calibration logs, or too few of them) and an unknown class get the
+        unseen-class fallback of their kind (an unknown class: the widest kind's), never below 1.
+        """
+        if not self.classes:
+            return 1.0, None, []
+        own = self.classes.get(instance_class) if instance_class else None
+        if own is not None and own.factor is not None:
+            # the family's jitter already covers its logs: a class widens it where its own logs needed
+            # more, and never narrows it (a quiet class of a noisy family would undercover the family)
+            return max(1.0, own.factor), "class", []
+        from trainsweep.instance_class import kind
+
+        fallback = dict(self.unseen_class_factor)
+        if instance_class is None:
+            factor = max(fallback.values(), default=1.0)
+            why, source = "instance class unknown", "unknown-class"
+        else:
+            factor = fallback.get(kind(instance_class), max(fallback.values(), default=1.0))
+            why = f"no calibration logs of instance class {instance_class!r}"
+            if own is not None:
+                why = f"instance class {instance_class!r} has too few calibration logs ({own.logs})"
+            source = "unseen-class"
+        factor = max(1.0, factor)
+        return (
+            factor,
+            source,
+            [f"{why}: the interval's jitter is widened {factor:.2f}x (unseen-class fallback)"],
+        )
 
     def jitter_for(self, family: str | None) -> tuple[float, str, list[str]]:
         """(epoch jitter, ``family`` or ``pooled``, notes) for a run of ``family``.
@@ -840,10 +911,14 @@ class Calibration:
         d["pooled"]["validated"] = self.pooled.validated
         for name, cal in self.families.items():
             d["families"][name]["validated"] = cal.validated
+        for name, cc in self.classes.items():
+            d["classes"][name]["validated"] = cc.validated
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration:
+        from trainsweep.class_calibration import ClassCalibration
+
         def one(x: dict[str, Any]) -> JitterCalibration:
             return JitterCalibration(**{k: v for k, v in x.items() if k != "validated"})
 
@@ -853,6 +928,8 @@ class Calibration:
             interval=d.get("interval", 0.90),
             created=d.get("created", ""),
             source=d.get("source", ""),
+            classes={k: ClassCalibration.from_dict(v) for k, v in d.get("classes", {}).items()},
+            unseen_class_factor=dict(d.get("unseen_class_factor", {})),
         )
 
 
@@ -890,21 +967,21 @@ def fit_jitter(results: Sequence[ReplayResult], interval: float = 0.90) -> float
     A new log exchangeable with these is covered with probability at least ``interval`` (and less than
     ``interval + 1/(n+1)``); None when n is too small for that (n < interval / (1 - interval)).
     """
-    need = sorted(j for r in results if (j := needed_jitter(r, interval)) is not None)
-    k = math.ceil(interval * (len(need) + 1))
-    if k > len(need):
+    return conformal_quantile([j for r in results if (j := needed_jitter(r, interval)) is not None], interval)
+
+
+def conformal_quantile(scores: Sequence[float], interval: float = 0.90) -> float | None:
+    """The ceil(interval (n + 1))-th smallest of n scores (None when n is too small for that)."""
+    ranked = sorted(scores)
+    k = math.ceil(interval * (len(ranked) + 1))
+    if k > len(ranked):
         return None
-    return need[k - 1] * (1 + 1e-9)  # the k-th log itself on the boundary, covered
+    return ranked[k - 1] * (1 + 1e-9)  # the k-th log itself on the boundary, covered
 
 
-def fit_calibration(
-    results: Sequence[ReplayResult], experiment: dict[str, str], interval: float = 0.90
-) -> Calibration:
-    """Epoch jitter per family (:func:`run_family`, in ``ReplayResult.family``) and pooled over all logs.
-
-    ``experiment`` maps each log to its experiment (only counted here; see :func:`cross_validate`).
-    """
-    scored = [r for r in results if r.error is not None and r.stat_rel is not None]
+def family_jitters(
+    scored: Sequence[ReplayResult], experiment: dict[str, str], interval: float
+) -> tuple[JitterCalibration, dict[str, JitterCalibration]]:
     by_family: dict[str, list[ReplayResult]] = {}
     for r in scored:
         if r.family:
@@ -915,7 +992,26 @@ def fit_calibration(
             fit_jitter(rs, interval), len(rs), len({experiment.get(r.log, r.log) for r in rs})
         )
 
-    return Calibration(one(scored), {f: one(rs) for f, rs in sorted(by_family.items())}, interval)
+    return one(scored), {f: one(rs) for f, rs in sorted(by_family.items())}
+
+
+def fit_calibration(
+    results: Sequence[ReplayResult], experiment: dict[str, str], interval: float = 0.90
+) -> Calibration:
+    """Epoch jitter per family (:func:`run_family`, in ``ReplayResult.family``) and pooled over all logs,
+    and per instance class (``ReplayResult.instance_class``) a factor on it, with the unseen-class
+    fallback (:class:`Calibration`).
+
+    ``experiment`` maps each log to its experiment (only counted here; see :func:`cross_validate`).
+    """
+    scored = [r for r in results if r.error is not None and r.stat_rel is not None]
+    pooled, families = family_jitters(scored, experiment, interval)
+    if pooled.epoch_jitter is None:
+        return Calibration(pooled, families, interval)
+    from trainsweep.class_calibration import fit_classes
+
+    classes, unseen = fit_classes(scored, experiment, pooled, families, interval)
+    return Calibration(pooled, families, interval, classes=classes, unseen_class_factor=unseen)
 
 
 def cross_validate(
@@ -942,15 +1038,15 @@ def cross_validate(
                 continue
             c.interval_notes = []
             if cal.pooled.epoch_jitter is None:  # no interval rather than one fitted on its own logs
-                c.epoch_jitter = c.calibration = c.interval_validated = None
+                c.epoch_jitter = c.calibration = c.interval_validated = c.class_calibration = None
                 c.predicted_epoch_low_s = c.predicted_epoch_high_s = None
                 n = cal.pooled.logs
                 c.interval_notes.append(
                     f"too few scored logs outside its experiment ({n}) to calibrate its interval"
                 )
                 continue
-            c.epoch_jitter, c.calibration, c.interval_validated = epoch_jitter_for(
-                c.family, StopRule(interval=interval), cal, c.interval_notes
+            c.epoch_jitter, c.calibration, c.interval_validated, c.class_calibration = epoch_jitter_for(
+                c.family, StopRule(interval=interval), cal, c.interval_notes, c.instance_class
             )
             set_interval(c, interval)
     return [scored[id(r)] for r in results]
@@ -958,9 +1054,21 @@ def cross_validate(
 
 def family_summary(results: Sequence[ReplayResult]) -> dict[str, dict[str, Any]]:
     """Per family (and ``pooled``): logs, logs scored, median |error|, interval coverage, baseline."""
+    return group_summary(results, lambda r: r.family)
+
+
+def class_summary(results: Sequence[ReplayResult]) -> dict[str, dict[str, Any]]:
+    """:func:`family_summary` per instance class (and ``pooled``)."""
+    return group_summary(results, lambda r: r.instance_class)
+
+
+def group_summary(
+    results: Sequence[ReplayResult], key: Callable[[ReplayResult], str | None]
+) -> dict[str, dict[str, Any]]:
+    """Per group ``key`` gives (``unknown`` for None; and ``pooled``): see :func:`family_summary`."""
     groups: dict[str, list[ReplayResult]] = {"pooled": list(results)}
     for r in results:
-        groups.setdefault(r.family or "unknown", []).append(r)
+        groups.setdefault(key(r) or "unknown", []).append(r)
     out = {}
     for name, rs in groups.items():
         scored = [r for r in rs if r.error is not None]
@@ -992,11 +1100,11 @@ def calibrate(
     """The calibration fitted on all ``results`` (the one to ship), each family carrying the figures of
     its leave-one-experiment-out cross-validation; and the cross-validated replays themselves."""
     cv = cross_validate(results, experiment, interval)
-    figures = family_summary(cv)
+    figures, by_class = family_summary(cv), class_summary(cv)
     full = fit_calibration(results, experiment, interval)
 
-    def with_cv(name: str, cal: JitterCalibration) -> JitterCalibration:
-        f = figures.get(name)
+    def with_cv(name: str, cal: Any, figs: dict[str, dict[str, Any]]) -> Any:
+        f = figs.get(name)
         if not f or not f["logs_scored"]:
             return cal
         return replace(
@@ -1006,5 +1114,26 @@ def calibrate(
             cv_median_abs_error=f["median_abs_error"],
         )
 
-    families = {k: with_cv(k, v) for k, v in full.families.items()}
-    return Calibration(with_cv("pooled", full.pooled), families, interval, created, source), cv
+    families = {k: with_cv(k, v, figures) for k, v in full.families.items()}
+    classes = {k: with_cv(k, v, by_class) for k, v in full.classes.items()}
+    pooled = with_cv("pooled", full.pooled, figures)
+    cal = Calibration(pooled, families, interval, created, source, classes, full.unseen_class_factor)
+    return cal, cv
+
+
+def cross_validations(
+    results: Sequence[ReplayResult], experiment: dict[str, str], interval: float = 0.90
+) -> dict[str, dict[str, Any]]:
+    """Leave one experiment, one family and one instance class out (:func:`cross_validate` held out by
+    each), each summarised per family and per class. A family or class held out is calibrated without
+    any log of it: its interval comes from the pooled jitter or the unseen-class fallback."""
+    out = {}
+    for name, key in (
+        ("leave_one_experiment_out", lambda r: experiment.get(r.log, r.log)),
+        ("leave_one_family_out", lambda r: r.family or "unknown"),
+        ("leave_one_class_out", lambda r: r.instance_class or "unknown"),
+    ):
+        held = {r.log: key(r) for r in results}
+        cv = cross_validate(results, held, interval)
+        out[name] = {"families": family_summary(cv), "classes": class_summary(cv)}
+    return out

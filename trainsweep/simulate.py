@@ -38,7 +38,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainsweep import phases
 from trainsweep.cost import billing
@@ -48,8 +48,11 @@ from trainsweep.cost.recommend import config_dict, recommend
 from trainsweep.errors import TrainsweepError
 from trainsweep.importer import ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.predict import SteadyState, StopRule, predict_run, replay
+from trainsweep.predict import Calibration, Prediction, SteadyState, StopRule, predict_run, replay
 from trainsweep.spec import SweepSpec, load_spec
+
+if TYPE_CHECKING:
+    from trainsweep.race import RaceRule
 
 _SAGEMAKER_JOB = {"platform": SAGEMAKER, "status": OK}
 """A simulated sweep runs SageMaker jobs, whatever platform the logs were recorded on."""
@@ -277,28 +280,57 @@ def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | N
     figure taken from beyond the stop, since the log times validation only once per epoch, not per
     batch. Returns the full run when the rule would not stop before the spec's epochs end.
     """
+    watched = watch(sample, spec, rule)
+    if watched is None:
+        return None
     full = sample.full
+    if watched.prediction is None:
+        assert full.time_to_train_s is not None
+        return _Observed(full, full.time_to_train_s, full.step_s)  # the rule would watch the whole run
+    return _Observed(
+        _seen(full, watched.prediction.total_s), watched.paid_s, watched.prediction.step_s, "step"
+    )
+
+
+@dataclass
+class Watched:
+    """What :func:`watch` saw of one run."""
+
+    paid_s: float
+    """Training seconds the job paid for it (steps, the epochs finished whole, one validation pass)."""
+    steps: int
+    """Training steps watched."""
+    prediction: Prediction | None
+    """The container's prediction of the full run; None when the rule watched every epoch."""
+    settled: bool
+    """Whether the live rule stopped by itself (precision or a cap), not at the budget."""
+
+
+def watch(
+    sample: Sample,
+    spec: SweepSpec,
+    rule: StopRule,
+    budget: int | None = None,
+    *,
+    calibration: Calibration | None = None,
+) -> Watched | None:
+    """The live rule fed the log's steps one by one until it stops, or until ``budget`` steps were
+    watched (what :func:`_live_rule` pays and predicts; the racing strategy's budgeted look).
+
+    None when the log has one epoch, or does not time the steps of every epoch. The prediction's
+    interval is the calibration's (the shipped one by default) for the run's family and instance class.
+    """
+    from trainsweep.instance_class import instance_class
+    from trainsweep.predict import run_family
+
     epochs = [e for e in sample.run.epochs if e.steps > 0 or e.epoch_s]
     if len(epochs) < 2 or any(e.steps == 0 for e in epochs):
         return None
     monitor = SteadyState(rule, steps_per_epoch=epochs[0].steps)
-    paid = 0.0
-    stopped_in: int | None = None
-    for k, e in enumerate(epochs[: spec.workload.epochs]):
-        for step_s in e.step_s:
-            monitor.add(step_s)
-            paid += step_s
-            if monitor.stop_reason():
-                stopped_in = k
-                break
-        if stopped_in is not None:
-            break
-        monitor.epoch_boundary()
-        paid += _epoch_seconds(e) - sum(e.step_s)  # its validation and hand-off
+    paid, stopped_in, settled = _feed(monitor, epochs[: spec.workload.epochs], budget)
     est = monitor.estimate()
     if stopped_in is None or est is None:
-        assert full.time_to_train_s is not None
-        return _Observed(full, full.time_to_train_s, full.step_s)  # the rule would watch the whole run
+        return Watched(paid, monitor.steps, None, True)
     passes = [e.validation_s for e in epochs[:2] if e.validation_s is not None]
     validation_s = passes[-1] if passes else 0.0
     one_off = passes[0] - validation_s if passes else 0.0
@@ -315,8 +347,27 @@ def _live_rule(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed | N
         rule=rule,
         epoch_overhead_s=validation_s,
         warmup_excess_s=est.warmup_excess_s + one_off,
-    ).total_s
-    return _Observed(_seen(full, predicted), paid, est.mean_s, "step")
+        family=run_family(sample.run, sample.path),
+        calibration=calibration,
+        instance_class=instance_class(sample.run),
+    )
+    return Watched(paid, monitor.steps, predicted, settled)
+
+
+def _feed(monitor: SteadyState, epochs: list[Epoch], budget: int | None) -> tuple[float, int | None, bool]:
+    """Feed ``epochs``' steps to the live rule until it stops or ``budget`` steps were fed: (seconds
+    paid, the epoch it stopped in or None, whether the rule stopped by itself)."""
+    paid = 0.0
+    for k, e in enumerate(epochs):
+        for step_s in e.step_s:
+            monitor.add(step_s)
+            paid += step_s
+            settled = monitor.stop_reason() is not None
+            if settled or (budget is not None and monitor.steps >= budget):
+                return paid, k, settled
+        monitor.epoch_boundary()
+        paid += _epoch_seconds(e) - sum(e.step_s)  # its validation and hand-off
+    return paid, None, False
 
 
 def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
@@ -547,6 +598,33 @@ def replay_sweep(
     return strategy, rows
 
 
+def refuse_race(spec: SweepSpec) -> None:
+    """The race early-stops every run: a spec with a target or phases cannot be raced."""
+    if spec.target is not None or spec.phases:
+        raise TrainsweepError(
+            "the racing strategy early-stops every run, which never evaluates: it ranks by time and "
+            "cost to train, not to a target; remove target and phases from the spec to race"
+        )
+
+
+def replay_race(
+    spec: SweepSpec,
+    by_cell: dict[tuple[str, int], list[Sample]],
+    region: str,
+    rule: StopRule,
+    race_rule: RaceRule,
+) -> tuple[dict[str, Any], list[ConfigMetrics]]:
+    """The racing strategy (:func:`trainsweep.race.race`) replayed: its bill, with each stage's, and
+    the rows its report would aggregate."""
+    from trainsweep.race import race
+
+    strategy, runs = race(by_cell, spec, region, rule, race_rule)
+    rows = aggregate(
+        runs, region=region, instance_count=spec.instance_count, quality_margin=spec.quality_margin
+    )
+    return strategy, rows
+
+
 def replay_phases(
     spec: SweepSpec, by_cell: dict[tuple[str, int], list[Sample]], region: str, rule: StopRule
 ) -> tuple[dict[str, Any], list[ConfigMetrics], dict[str, Any]]:
@@ -638,14 +716,23 @@ def _check_target_metric(spec: SweepSpec, samples: list[Sample], notes: list[str
 
 
 def simulate(
-    spec: SweepSpec, result: ImportResult, *, region: str = "us-east-1", rule: StopRule | None = None
+    spec: SweepSpec,
+    result: ImportResult,
+    *,
+    region: str = "us-east-1",
+    rule: StopRule | None = None,
+    race: RaceRule | None = None,
 ) -> Simulation:
-    """Replay ``spec``'s strategy on the logs ``result`` read (:func:`trainsweep.importer.read_dir`).
+    """Replay ``spec``'s strategy on the logs ``result`` read (:func:`trainsweep.importer.read_dir`);
+    with ``race``, the racing strategy (:mod:`trainsweep.race`) over the spec's grid instead.
 
-    Raises :class:`TrainsweepError` when the spec has a target and no log records its metric, or when
-    the replayed scan of ``phases: [scan, confirm]`` can judge no configuration.
+    Raises :class:`TrainsweepError` when the spec has a target and no log records its metric, when
+    the replayed scan of ``phases: [scan, confirm]`` can judge no configuration, or when ``race`` is
+    asked with a target or phases (an early-stopped run never evaluates).
     """
     rule = rule or StopRule()
+    if race is not None:
+        refuse_race(spec)
     by_cell, outside, unused = samples_from(result, spec)
     notes: list[str] = []
     mixed = sorted(
@@ -711,7 +798,9 @@ def simulate(
             f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
         )
     block: dict[str, Any] | None = None
-    if spec.phases:
+    if race is not None:
+        strategy, strategy_rows = replay_race(spec, by_cell, region, rule, race)
+    elif spec.phases:
         strategy, strategy_rows, block = replay_phases(spec, by_cell, region, rule)
     else:
         strategy, strategy_rows = replay_sweep(spec, by_cell, region, rule)

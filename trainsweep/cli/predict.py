@@ -109,6 +109,10 @@ def predict_eval_command(
     agg["calibration"] = calibration_used(cross_validate)
     agg["experiments"] = len(set(experiment.values()))
     if as_json:
+        from trainsweep.predict import cross_validations
+
+        # leave one experiment, family and instance class out: each held-out group calibrated on the rest
+        agg["cross_validation"] = cross_validations(results, experiment, rule.interval)
         out = {"logs": [r.to_dict() for r in results], "summary": agg}
         sys.stdout.write(json.dumps(_no_nan(out), indent=2) + "\n")
         return
@@ -220,6 +224,13 @@ def _print_table(results: list[Any], agg: dict[str, Any]) -> None:
     console.print(
         f"Per family ({agg['calibration']} calibration): " + "; ".join(per_family) + ".", highlight=False
     )
+    per_class = [
+        f"{name} {f['logs_scored']}/{f['logs']} logs scored"
+        + (f", interval covers {_pct(f['interval_coverage'], 1)}" if f["logs_scored"] else "")
+        for name, f in agg["classes"].items()
+        if name != "pooled"
+    ]
+    console.print("Per instance class: " + "; ".join(per_class) + ".", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

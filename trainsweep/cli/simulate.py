@@ -31,12 +31,21 @@ def simulate_command(
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Parallel processes reading the logs.")
     ] = None,
+    race: Annotated[
+        bool,
+        typer.Option(
+            "--race",
+            help="Replay the racing strategy over SPEC's grid instead of SPEC's own (packed early-stop "
+            "jobs that stop watching the configurations their intervals rule out), stage by stage.",
+        ),
+    ] = False,
 ) -> None:
     """What SPEC's strategy (mode, packing, repetitions, batch-size search, warm pool, target, phases)
     would cost, take and pick, replayed on the logs in the --from folder, beside the exhaustive grid of
     the same logs and its cost."""
     from trainsweep.errors import SpecError, TrainsweepError
     from trainsweep.importer import read_dir
+    from trainsweep.race import RaceRule
     from trainsweep.simulate import simulate
     from trainsweep.spec import load_spec
 
@@ -54,7 +63,9 @@ def simulate_command(
     except TrainsweepError as e:
         raise fail(str(e)) from None
     try:
-        sim = simulate(spec, logs, region=region or spec.region or "us-east-1")
+        sim = simulate(
+            spec, logs, region=region or spec.region or "us-east-1", race=RaceRule() if race else None
+        )
     except TrainsweepError as e:
         raise fail(f"{spec_path} on {source}: {e}") from None
     if not sim.exhaustive["runs"]:
@@ -108,6 +119,8 @@ def _print(d: dict[str, Any]) -> None:
         f"Exhaustive grid (every configuration and repetition, full runs{to}, one job each): {e['jobs']} "
         f"jobs, {_usd(e['cost_usd'])}, {_dur(e['wall_s'])}. Cost ratio {ratio}."
     )
+    if s["mode"] == "race":
+        _print_race(console, s)
     if d["phases"]:
         _print_phases(console, d, warm)
         console.print(
@@ -176,6 +189,19 @@ def _print(d: dict[str, Any]) -> None:
         )
     for note in d["notes"]:
         console.print(f"Note: {note}")
+
+
+def _print_race(console: Any, s: dict[str, Any]) -> None:
+    """The race stage by stage: the looks each stage took, what it dropped and settled, its cost."""
+    for st in s["stages"]:
+        console.print(
+            f"Race stage {st['stage']} (up to {st['steps']} steps each): watched "
+            f"{st['configurations_watched']}, dropped {len(st['dropped'])}, settled {len(st['settled'])}, "
+            f"{st['contenders_after']} still in; {_usd(st['cost_usd'])}"
+            + (" (with the jobs' start-up)" if st["stage"] == 0 else "")
+            + (f". Dropped: {_first(st['dropped'], str)}" if st["dropped"] else ""),
+            highlight=False,
+        )
 
 
 def _print_phases(console: Any, d: dict[str, Any], warm: str) -> None:

@@ -1,0 +1,150 @@
+"""The early-stop interval per instance class: what a class widens, and the fallback for one not seen."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trainsweep.class_calibration import ClassCalibration
+from trainsweep.cli import app
+from trainsweep.cli.predict import replay_logs
+from trainsweep.instance_class import class_of, instance_class, known_classes
+from trainsweep.logs import parse
+from trainsweep.predict import (
+    Calibration,
+    JitterCalibration,
+    StopRule,
+    calibrate,
+    predict_run,
+    replay,
+    steady_estimate,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
+FCN = "cloud-ML/seismic-fcn"
+
+
+@pytest.mark.parametrize(
+    ("vmtype", "expected"),
+    [("p2-1", "kepler-single"), ("p2-16", "kepler-multi"), ("p3-1", "volta-single"), ("p3-8", "volta-multi")],
+)
+def test_a_seed_logs_class_comes_from_its_instance_type(real_data, vmtype, expected):
+    log = next((real_data / FCN).rglob(f"result-{vmtype}-256-e1.txt"))
+    assert instance_class(parse(log)) == expected
+
+
+def test_the_containers_cpu_log_is_of_the_cpu_class():
+    assert instance_class(parse(next(CONTAINER_LOGS.rglob("*.log")))) == "cpu"
+
+
+def test_classes_name_generation_and_gpu_count():
+    assert class_of(0) == "cpu"
+    assert class_of(8, (9, 0)) == "hopper-multi"
+    assert class_of(1, None) == "gpu-single"  # a GPU whose model is not known
+    assert {"cpu", "volta-single", "volta-multi", "ampere-multi", "ada-single"} <= set(known_classes())
+
+
+def _step():
+    est = steady_estimate([0.1, 0.1001, 0.0999, 0.1, 0.1002, 0.0998] * 5)
+    assert est is not None
+    return est
+
+
+TABLE = Calibration(
+    pooled=JitterCalibration(0.02, 100, 10, 100, 0.90, 0.004),
+    families={"fam": JitterCalibration(0.01, 40, 4, 40, 0.91, 0.003)},
+    classes={
+        "volta-multi": ClassCalibration(1.5, 24, 1),
+        "volta-single": ClassCalibration(0.7, 60, 3),
+        "kepler-single": ClassCalibration(None, 3, 1),
+    },
+    unseen_class_factor={"gpu": 2.0, "cpu": 3.0},
+)
+
+
+@pytest.mark.parametrize(
+    ("cls", "jitter", "source", "note"),
+    [
+        ("volta-multi", 0.015, "class", None),
+        ("volta-single", 0.01, "class", None),  # a class never narrows its family's jitter
+        ("kepler-single", 0.02, "unseen-class", "too few calibration logs (3)"),
+        ("hopper-single", 0.02, "unseen-class", "no calibration logs of instance class 'hopper-single'"),
+        ("cpu", 0.03, "unseen-class", "no calibration logs of instance class 'cpu'"),
+        (None, 0.03, "unknown-class", "instance class unknown"),
+    ],
+)
+def test_the_prediction_says_how_its_class_scaled_the_interval(cls, jitter, source, note):
+    pred = predict_run(
+        _step(), steps_per_epoch=100, epochs=10, family="fam", calibration=TABLE, instance_class=cls
+    )
+    assert (pred.epoch_jitter, pred.calibration, pred.class_calibration) == (
+        pytest.approx(jitter),
+        "family",
+        source,
+    )
+    assert pred.instance_class == cls
+    assert (note is None) == (not any("class" in n for n in pred.notes)), pred.notes
+    if note is not None:
+        assert any(note in n and "widened" in n for n in pred.notes), pred.notes
+
+
+def test_a_table_without_classes_scales_nothing():
+    plain = Calibration(pooled=TABLE.pooled, families=TABLE.families)
+    pred = predict_run(_step(), steps_per_epoch=100, epochs=10, family="fam", calibration=plain)
+    assert (pred.epoch_jitter, pred.class_calibration) == (0.01, None)
+
+
+def test_calibration_fits_a_factor_per_class_and_a_wider_fallback(real_data):
+    results, _, experiment = replay_logs([real_data / FCN], StopRule(epoch_jitter=0.01))
+    cal, _ = calibrate(results, experiment)
+    assert set(cal.classes) == {"kepler-single", "kepler-multi", "volta-single", "volta-multi"}
+    # the FCN runs on V100s jitter more than the family's runs on K80s
+    factor = {c: cal.classes[c].factor or 0 for c in cal.classes}
+    assert (
+        min(factor["volta-multi"], factor["volta-single"])
+        > 1
+        > max(factor["kepler-single"], factor["kepler-multi"])
+    )
+    assert cal.unseen_class_factor["gpu"] > 1
+    again = Calibration.from_dict(json.loads(json.dumps(cal.to_dict())))
+    assert again.classes == cal.classes and again.unseen_class_factor == cal.unseen_class_factor
+
+
+def test_a_log_of_a_class_the_calibration_lacks_gets_the_wider_interval(real_data):
+    results, _, experiment = replay_logs([real_data / FCN], StopRule(epoch_jitter=0.01))
+    without = [r for r in results if r.instance_class != "volta-multi"]
+    cal, _ = calibrate(without, experiment)
+    log = next((real_data / FCN).rglob("result-p3-8-256-e1.txt"))
+    seen = replay(parse(log), calibration=cal, instance_class="kepler-single")
+    unseen = replay(parse(log), calibration=cal)
+    assert unseen.instance_class == "volta-multi" and unseen.class_calibration == "unseen-class"
+    assert unseen.epoch_jitter is not None and seen.epoch_jitter is not None
+    assert unseen.epoch_jitter > seen.epoch_jitter
+    assert any("'volta-multi'" in n for n in unseen.interval_notes)
+
+
+def test_predict_eval_json_prints_three_cross_validations_per_family_and_class(real_data):
+    result = CliRunner().invoke(app, ["predict-eval", str(real_data / FCN), str(CONTAINER_LOGS), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)["summary"]
+    assert {"volta-multi", "cpu", "pooled"} <= summary["classes"].keys()
+    cv = summary["cross_validation"]
+    assert set(cv) == {"leave_one_experiment_out", "leave_one_family_out", "leave_one_class_out"}
+    for name, held in cv.items():
+        assert {"fcn", "container-cpu", "pooled"} <= held["families"].keys(), name
+        assert {"volta-multi", "kepler-single", "cpu", "pooled"} <= held["classes"].keys(), name
+        assert held["classes"]["pooled"]["logs_scored"] == summary["logs_scored"]
+    # held out, the CPU class is calibrated on GPU logs alone: its figures differ from the shipped ones
+    lofo = cv["leave_one_family_out"]["families"]["container-cpu"]["interval_coverage"]
+    assert lofo != summary["families"]["container-cpu"]["interval_coverage"]
+
+
+def test_predict_eval_text_names_each_instance_class(real_data):
+    result = CliRunner().invoke(app, ["predict-eval", str(real_data / FCN)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Per instance class: kepler-single 12/12 logs scored" in text and "volta-multi 24/24" in text

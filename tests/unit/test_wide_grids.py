@@ -1,0 +1,45 @@
+"""benchmarks/wide_grids.py: the wide synthetic grids bench_simulate.py races on, built from real logs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_grid_resamples_each_configuration_from_real_logs_of_its_batch_size(real_data):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from wide_grids import grid, pools
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    from trainsweep.importer import read_dir
+    from trainsweep.spec import load_spec
+
+    pool = pools(read_dir(real_data / "cloud-ML" / "seismic-fcn"))["fcn"]
+    result, spec = grid(pool, 12, seed=7)
+    loaded = load_spec(spec, allow_retired=True)
+    assert len(loaded.instance_types) == 12 and loaded.batch_sizes == [256, 512, 1024, 2048]
+    assert len(result.files) == 12 * 4 * 3
+    sources = {id(r) for logs in pool.by_batch.values() for r, _ in logs}
+    for o in result.files:
+        run = result.runs[o.path]
+        assert id(run) not in sources  # a scaled copy: the real log is left as it was
+
+        # one factor scales every step of a real log of that batch size: its noise is kept
+        def factors(src, run=run):
+            return {
+                round(a / b, 6)
+                for e, f in zip(run.epochs, src.epochs, strict=True)
+                for a, b in zip(e.step_s, f.step_s, strict=True)
+            }
+
+        same_size = [r for r, _ in pool.by_batch[o.batch_size] if len(r.epochs) == len(run.epochs)]
+        assert any(
+            all(len(e.step_s) == len(f.step_s) for e, f in zip(run.epochs, src.epochs, strict=True))
+            and len(factors(src)) == 1
+            for src in same_size
+        ), o.path
+    again, _ = grid(pool, 12, seed=7)
+    assert [o.path for o in again.files] == [o.path for o in result.files]  # the seed fixes the grid
