@@ -1,9 +1,11 @@
 """Benchmark: public training scripts (the real-scripts corpus) under trainsweep, against the plain script.
 
 Each script runs from a temporary copy, with its data prepared as the corpus README says, and with the
-command a sweep gives it: the spec below is planned by the planner a sweep runs (``plan_sweep``), read
-by the container's own parser (``parse_script_config``) and launched by its launcher (``ScriptLauncher``),
-so the process, its words, its environment and its instrumentation are those of a job's cell.
+command a sweep gives it: the spec below is planned by the planner a sweep runs (``plan_sweep``) and its
+job's hyperparameters written to the job's ``/opt/ml``. The instrumented run is the job itself: the image's
+entry point (``container/train.py``), whose supervisor parses the job, launches the cell and relays every
+line of its output, as in a sweep (``--path launcher``: the cell's process alone, as the container's
+launcher builds it). The plain run is the user's own command in the same folder and environment.
 
 1. **Instrumentation overhead <= 1 %**, end to end: the same command with and without trainsweep's
    instrumentation (no ``TRAINSWEEP_INSTRUMENT`` and no injection folder on the path), interleaved
@@ -17,7 +19,7 @@ so the process, its words, its environment and its instrumentation are those of 
    machine.
 
     python benchmarks/bench_corpus.py [--device cpu|cuda] [--scripts nanogpt,word-lm,ddp] [--quick]
-                                      [--json PATH] [--corpus DIR]
+                                      [--path job|launcher] [--json PATH] [--corpus DIR]
 
 The corpus defaults to ``../shared/fixtures/real-scripts`` beside the repository. Exit status 1 when a
 goal is missed; figures taken on a busy machine say so (the load average is printed).
@@ -51,13 +53,14 @@ from trainsweep.instrument.inject import SITE_DIR  # noqa: E402
 from trainsweep.logs import parse  # noqa: E402
 from trainsweep.spec import plan_sweep  # noqa: E402
 from trainsweep.training import contract  # noqa: E402
-from trainsweep.training.config import Paths  # noqa: E402
+from trainsweep.training.config import BASE_ENV, Paths  # noqa: E402
 from trainsweep.training.launch import Launch, ScriptLauncher, parse_script_config  # noqa: E402
 
 RESULT_VERSION = 1
 OVERHEAD_TARGET = 0.01
 POLL_S = 0.002
 DEFAULT_CORPUS = ROOT.parent / "shared" / "fixtures" / "real-scripts"
+ENTRY_POINT = ROOT / "container" / "train.py"
 
 
 # ---- the scripts ---------------------------------------------------------------------------------------
@@ -208,8 +211,8 @@ def plain_env(launch: Launch) -> dict[str, str]:
 class Cells:
     """A corpus script prepared once, and its cells' processes as a job's launcher builds them."""
 
-    def __init__(self, case: Case, device: str, corpus: Path, folder: Path) -> None:
-        self.case, self.device, self.folder = case, device, folder
+    def __init__(self, case: Case, device: str, corpus: Path, folder: Path, path: str = "job") -> None:
+        self.case, self.device, self.folder, self.path = case, device, folder, path
         self.source = folder / "src"
         shutil.copytree(corpus / case.folder, self.source)
         if case.prepare is not None:
@@ -231,15 +234,32 @@ class Cells:
         for d in ("model", "output/data/logs", "work"):
             (base / d).mkdir(parents=True, exist_ok=True)
         paths = Paths(base)
+        paths.hyperparameters.write_text(json.dumps(hyper))
         launcher = ScriptLauncher(parse_script_config(dict(hyper)), paths, base / "work")
         launcher.prepare()
         return launcher, paths.log_file(launcher.cfg.cells[0].run_name)
 
+    @staticmethod
+    def job_launch(launcher: ScriptLauncher, env: dict[str, str]) -> Launch:
+        """The job's own process: the image's entry point on the cell's ``/opt/ml`` (written above)."""
+        base = launcher.paths.base
+        env[BASE_ENV] = str(base)
+        env.pop(contract.INSTRUMENT_ENV, None)  # the supervisor sets the cell's own, and its path
+        env.pop("PYTHONPATH", None)
+        if "PYTHONPATH" in os.environ:
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        return Launch(command=[sys.executable, str(ENTRY_POINT)], cwd=base, env={})
+
     def run(self, batch_size: int, mode: str, tag: str, *, instrumented: bool = True) -> tuple[Timed, Path]:
+        """One cell. Instrumented, as a job runs it (``path == "job"``: the image's entry point, whose
+        supervisor plans the cell, launches it and relays its output) or as the launcher starts it
+        (``"launcher"``: no supervisor); plain, the user's own command in the same folder and environment."""
         launcher, log = self.launcher(batch_size, mode, tag)
         launch = launcher.launch(0)
         env = {**os.environ, **launch.env} if instrumented else plain_env(launch)
         env["PYTHONUNBUFFERED"] = "1"  # progress lines arrive when printed, from both
+        if instrumented and self.path == "job":
+            launch = self.job_launch(launcher, env)
         timed = run_timed(launch, env, self.case.progress, self.folder / f"{tag}.out")
         if timed.returncode != 0:
             raise RuntimeError(f"{tag} exited with {timed.returncode}:\n{timed.tail}")
@@ -368,7 +388,7 @@ def metadata(device: str) -> dict[str, Any]:
 def measure_case(name: str, a: argparse.Namespace, progress: Callable[[str], None]) -> dict[str, Any]:
     case = CASES[name]
     with tempfile.TemporaryDirectory(prefix=f"bench-corpus-{name}-") as tmp:
-        cells = Cells(case, a.device, a.corpus, Path(tmp))
+        cells = Cells(case, a.device, a.corpus, Path(tmp), a.path)
         if case.gpu_only and a.device != "cuda":
             r = gpu_only_on_cpu(cells)
             progress(
@@ -393,6 +413,10 @@ def main() -> None:
     ap.add_argument("--parts", default="overhead,early-stop", help="overhead, early-stop or both")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here (versioned JSON)")
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument(
+        "--path", choices=["job", "launcher"], default="job",
+        help="instrumented runs as a job runs them (supervisor, output relay) or as the launcher starts them",
+    )  # fmt: skip
     a = ap.parse_args()
     # the scripts' requirements (torch) are this environment's: checked, not installed (as local mode)
     os.environ[contract.INSTALL_REQUIREMENTS_ENV] = "0"
@@ -400,6 +424,7 @@ def main() -> None:
     load = " ".join(f"{x:.2f}" for x in meta["load_average_before"])
     print(f"{meta['date']}; {meta['device']}; torch {meta['torch']}; python {meta['python']}; load {load}")
     results: dict[str, Any] = {"version": RESULT_VERSION, "benchmark": "bench_corpus", "metadata": meta}
+    results["path"] = a.path
 
     def progress(line: str) -> None:
         print(line, flush=True)
