@@ -202,7 +202,8 @@ class Workload(BaseModel):
         min_length=1,
         description="The command line you train with, run from the source dir (SageMaker SDK v3's "
         "SourceCode.command), with placeholders {batch_size}, {epochs}, {steps}, {instance_count}, "
-        "{gpus} and {<hyperparameter>}; e.g. 'python train.py --batch_size={batch_size}'. Split into "
+        "{gpus}, {batch_size_per_device}, {node_rank}, {master_addr}, {master_port} and "
+        "{<hyperparameter>}; e.g. 'python train.py --batch_size={batch_size}'. Split into "
         "words like a shell, never run by one; {{ and }} are literal braces.",
     )
     entry_point: str | None = Field(
@@ -1693,6 +1694,40 @@ def _job_settings(settings: TrainingJobSettings) -> dict[str, Any]:
     return out if vpc is None else {**out, "vpc_config": vpc}
 
 
+def _processes_per_host(instance_type: str) -> int | None:
+    """Training processes a host of this type runs (one per GPU, one on a CPU); None when unknown."""
+    if instance_type == instances.LOCAL_CPU:
+        return 1
+    try:
+        return max(instances.lookup(instance_type).gpus, 1)
+    except KeyError:
+        return None  # local_gpu (this machine's GPUs) or a type the catalogue lacks: checked in the job
+
+
+def _check_per_device(spec: SweepSpec) -> None:
+    """A command's ``{batch_size_per_device}`` needs every batch size to split over each job's processes."""
+    w = spec.workload
+    words = [*w.command_words, *w.arguments] if w.command else list(w.arguments)
+    if cmdline.BATCH_SIZE_PER_DEVICE not in cmdline.placeholders(words) or spec.batch_size_search:
+        return
+    errors = []
+    for t in spec.instance_types:
+        per_host = _processes_per_host(t)
+        for nodes in spec.node_counts if per_host is not None else ():
+            n = nodes * per_host
+            bad = [b for b in spec.batch_sizes if b % n]
+            if bad:
+                errors.append(
+                    (
+                        "batch_sizes",
+                        f"{', '.join(map(str, bad))} do not split over the {n} processes of {t} x{nodes} "
+                        f"({{batch_size_per_device}}): use multiples of {n}",
+                    )
+                )
+    if errors:
+        raise SpecError(_message("plan", errors), errors)
+
+
 def _check_jobs(jobs: list[PlannedJob]) -> None:
     """Guard the contracts downstream relies on; a failure here is a planner bug or an extreme spec."""
     names: set[str] = set()
@@ -1729,7 +1764,7 @@ def _command_warnings(w: Workload) -> list[str]:
     """What a command leaves out: the sweep's batch size, or hyperparameters it has no placeholder for."""
     used = cmdline.placeholders(w.command_words)
     out = []
-    if cmdline.BATCH_SIZE not in used:
+    if cmdline.BATCH_SIZE not in used and cmdline.BATCH_SIZE_PER_DEVICE not in used:
         out.append(
             "workload.command: has no {batch_size}: the script never gets the sweep's batch size "
             "(every cell trains the batch size the script chooses)"
@@ -1845,6 +1880,7 @@ def plan_sweep(
             "folder), or upload a sourcedir.tar.gz and give its s3:// URI as source_dir",
             [("workload.source_dir", "must be an s3:// URI when the state machine is started directly")],
         )
+    _check_per_device(spec)
     jobs = _expand(spec, sweep_id, region, bucket, attempt)
     _check_jobs(jobs)
 

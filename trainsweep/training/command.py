@@ -20,7 +20,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 BATCH_SIZE, EPOCHS, STEPS, INSTANCE_COUNT, GPUS = "batch_size", "epochs", "steps", "instance_count", "gpus"
-PLACEHOLDERS = (BATCH_SIZE, EPOCHS, STEPS, INSTANCE_COUNT, GPUS)
+BATCH_SIZE_PER_DEVICE = "batch_size_per_device"
+"""The batch size over the job's processes (instances x GPUs; a CPU host is one): for scripts whose
+``--batch_size`` is each rank's share (DDP examples), while ``{batch_size}`` is the sweep's global one."""
+NODE_RANK, MASTER_ADDR, MASTER_PORT = "node_rank", "master_addr", "master_port"
+"""A multi-instance launcher's rendezvous: this host's index among the job's hosts, where the first one
+listens."""
+PLACEHOLDERS = (
+    BATCH_SIZE, EPOCHS, STEPS, INSTANCE_COUNT, GPUS, BATCH_SIZE_PER_DEVICE,
+    NODE_RANK, MASTER_ADDR, MASTER_PORT,
+)  # fmt: skip
 """What the sweep sets in every command; a spec's hyperparameters add their own names."""
 
 _FORMATTER = string.Formatter()

@@ -61,6 +61,26 @@ def visible_gpus(requested: int) -> int:
     return min(requested, count) if requested else count
 
 
+def rendezvous(all_hosts: list[str]) -> tuple[str, str]:
+    """Where the first host's launcher listens: SageMaker resolves the host names; a launcher that runs the
+    hosts elsewhere (local mode's processes on loopback) says where in SM_MASTER_ADDR / SM_MASTER_PORT."""
+    return os.environ.get("SM_MASTER_ADDR") or all_hosts[0], os.environ.get("SM_MASTER_PORT") or MASTER_PORT
+
+
+def per_device(batch_size: int, processes: int) -> int:
+    """The global batch size's share of each of ``processes`` training processes.
+
+    Raises:
+        JobConfigError: the batch size does not split evenly (a rank would train another size).
+    """
+    if batch_size % processes:
+        raise JobConfigError(
+            f"batch size {batch_size} does not split over the job's {processes} processes "
+            f"({{batch_size_per_device}}): sweep batch sizes that are multiples of {processes}"
+        )
+    return batch_size // processes
+
+
 def launcher_prefix(paths: Paths, gpus: int) -> list[str]:
     """``torchrun`` with one process per GPU (and the hosts of a multi-host job), or [] for one process."""
     all_hosts, current = hosts(paths)
@@ -68,13 +88,12 @@ def launcher_prefix(paths: Paths, gpus: int) -> list[str]:
         return []
     launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={max(gpus, 1)}"]
     if len(all_hosts) > 1:
-        # SageMaker resolves the host names; a launcher that runs the hosts elsewhere (local mode's
-        # processes on loopback) says where the first host listens in SM_MASTER_ADDR/SM_MASTER_PORT.
+        master_addr, master_port = rendezvous(all_hosts)
         launcher += [
             f"--nnodes={len(all_hosts)}",
             f"--node_rank={all_hosts.index(current)}",
-            f"--master_addr={os.environ.get('SM_MASTER_ADDR') or all_hosts[0]}",
-            f"--master_port={os.environ.get('SM_MASTER_PORT') or MASTER_PORT}",
+            f"--master_addr={master_addr}",
+            f"--master_port={master_port}",
         ]
     else:
         launcher.append("--standalone")
@@ -422,17 +441,29 @@ class ScriptLauncher:
         return hps
 
     def values(self, cell: Cell, site: contract.ScriptSite) -> dict[str, str]:
-        """The placeholders' values of one cell: the hyperparameters as written, then the sweep's."""
+        """The placeholders' values of one cell: the hyperparameters as written, then the sweep's.
+
+        Raises:
+            JobConfigError: the command takes a per-device batch size that the job's processes cannot share.
+        """
         cfg = self.cfg
         values = dict(cfg.placeholder_values)
+        per_host = max(site.num_gpus, 1)  # one process per GPU, one on a CPU
+        master_addr, master_port = rendezvous(site.hosts)
         values.update(
             {
                 command.BATCH_SIZE: str(cell.batch_size),
                 command.EPOCHS: str(cfg.epochs),
                 command.INSTANCE_COUNT: str(len(site.hosts)),
-                command.GPUS: str(max(site.num_gpus, 1)),  # one process per GPU, one on a CPU
+                command.GPUS: str(per_host),
+                command.NODE_RANK: str(site.hosts.index(site.current_host)),
+                command.MASTER_ADDR: master_addr,
+                command.MASTER_PORT: master_port,
             }
         )
+        if command.BATCH_SIZE_PER_DEVICE in command.placeholders(cfg.command or cfg.arguments):
+            share = per_device(cell.batch_size, len(site.hosts) * per_host)
+            values[command.BATCH_SIZE_PER_DEVICE] = str(share)
         if cfg.steps is not None:
             values[command.STEPS] = str(cfg.steps)
         return values

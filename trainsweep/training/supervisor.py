@@ -435,7 +435,7 @@ class Supervisor:
                 if skip is not None:
                     results.append(skip)
                     continue
-                res = self.run_cell(cell, make(i))
+                res = self._launch_cell(cell, make, i)
                 results.append(res)
                 if search is not None:
                     search.add(res, self._train_samples(cell))
@@ -455,6 +455,15 @@ class Supervisor:
             (paths.output / "data" / JOB_SUMMARY).write_text(json.dumps(summary, indent=2))
             uploader.stop()
         return self.outcome(cfg, results)
+
+    def _launch_cell(self, cell: Cell, make: Callable[[int], launch.Launch], index: int) -> CellResult:
+        """Run one cell; one whose process cannot be built (its own settings are bad input) fails alone."""
+        try:
+            how = make(index)
+        except JobConfigError as e:
+            self.append_failure(cell.run_name, str(e), "error")
+            return CellResult(cell.run_name, cell.batch_size, "error", str(e), EXIT_BAD_INPUT)
+        return self.run_cell(cell, how)
 
     def _searched_past(self, search: BatchSizeSearch | None, cell: Cell) -> CellResult | None:
         """The result of a cell the batch-size search does not run (None: run it)."""
