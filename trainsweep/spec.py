@@ -1713,7 +1713,9 @@ def _check_per_device(spec: SweepSpec) -> None:
     errors = []
     for t in spec.instance_types:
         per_host = _processes_per_host(t)
-        for nodes in spec.node_counts if per_host is not None else ():
+        if per_host is None:
+            continue
+        for nodes in spec.node_counts:
             n = nodes * per_host
             bad = [b for b in spec.batch_sizes if b % n]
             if bad:

@@ -55,12 +55,15 @@ for _ in range(args.epochs):
 """
 
 
-def _hyperparameters(root: Path, workload: dict[str, Any], batch_sizes: list[int]) -> dict[str, str]:
+def _hyperparameters(
+    root: Path, workload: dict[str, Any], batch_sizes: list[int], **more: Any
+) -> dict[str, str]:
     spec = {
         "name": "s",
         "workload": {"source_dir": str(root), **workload},
         "instance_types": ["local"],
         "batch_sizes": batch_sizes,
+        **more,
     }
     return dict(plan_sweep(spec, sweep_id="s-test").jobs[0].hyperparameters)
 
@@ -253,3 +256,49 @@ def test_a_command_under_accelerate_launch_times_its_script(run_job, tmp_path):
     run = hyper["trainsweep-run-names"]
     assert _status(result, run)["status"] == "ok"
     assert result.log(run).count("step training time") == 3
+
+
+ARGV = """
+import json, os, sys
+out = os.environ["SM_OUTPUT_DATA_DIR"]
+os.makedirs(out, exist_ok=True)
+with open(os.path.join(out, "argv.json"), "w") as f:
+    json.dump(sys.argv[1:], f)
+"""
+
+RENDEZVOUS = (
+    "python train.py --nnodes={instance_count} --node_rank={node_rank} --master_addr={master_addr} "
+    "--master_port={master_port} --nproc_per_node={gpus} --batch_size={batch_size_per_device}"
+)
+SECOND_OF_TWO = {
+    "SM_HOSTS": json.dumps(["algo-1", "algo-2"]),
+    "SM_CURRENT_HOST": "algo-2",
+    "SM_MASTER_ADDR": "10.0.0.7",
+    "SM_MASTER_PORT": "29777",
+}
+
+
+def test_a_multi_host_command_gets_its_rank_rendezvous_and_per_device_batch(run_job, tmp_path):
+    root = write_source(tmp_path, {"train.py": ARGV})
+    hyper = _hyperparameters(root, {"command": RENDEZVOUS}, [32])
+
+    result = run_job(hyper, env=SECOND_OF_TWO)
+
+    argv = json.loads((result.base / "output" / "data" / "argv.json").read_text())
+    assert argv == [
+        "--nnodes=2", "--node_rank=1", "--master_addr=10.0.0.7", "--master_port=29777",
+        "--nproc_per_node=1", "--batch_size=16",
+    ]  # fmt: skip
+
+
+def test_a_batch_size_the_processes_cannot_share_fails_its_cell_alone_with_the_reason(run_job, tmp_path):
+    root = write_source(tmp_path, {"train.py": ARGV})
+    hyper = _hyperparameters(root, {"command": RENDEZVOUS}, [33, 64], packing="per-instance")
+
+    result = run_job(hyper, env=SECOND_OF_TWO)
+
+    assert result.returncode != 0
+    odd, _ = hyper["trainsweep-run-names"].split(",")
+    assert "Training failed: batch size 33 does not split over the job's 2 processes" in result.log(odd)
+    argv = json.loads((result.base / "output" / "data" / "argv.json").read_text())
+    assert argv[-1] == "--batch_size=32"  # the packed job's next cell ran: 64 over 2 processes

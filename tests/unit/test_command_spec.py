@@ -70,7 +70,8 @@ def test_an_unknown_placeholder_is_named_with_the_known_ones():
         command.check(["--lr={learning_rate}"], [*command.PLACEHOLDERS, "lr"])
     message = str(caught.value)
     assert "unknown placeholder {learning_rate}" in message
-    assert "{batch_size}, {epochs}, {steps}, {instance_count}, {gpus}, {lr}" in message
+    assert "{batch_size}, {epochs}, {steps}, {instance_count}, {gpus}, {batch_size_per_device}" in message
+    assert "{node_rank}, {master_addr}, {master_port}, {lr}" in message
 
 
 def test_attribute_and_index_lookups_are_not_placeholders():
@@ -252,6 +253,33 @@ def test_plan_accepts_a_command_whose_script_is_there_and_shows_its_steps(tmp_pa
     result = runner.invoke(app, ["plan", str(_write_spec(tmp_path, workload))])
     assert result.exit_code == 0, result.output
     assert "train.py (40 steps, full)" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "expected"),
+    [
+        ("local", "15 do not split over the 2 processes of local x2"),  # one process per CPU host
+        ("ml.g5.12xlarge", "15, 20 do not split over the 8 processes of ml.g5.12xlarge x2"),  # 4 GPUs each
+    ],
+)
+def test_plan_refuses_batch_sizes_the_processes_cannot_share_per_device(tmp_path, instance_type, expected):
+    (tmp_path / "train.py").write_text("print(1)\n")
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        "name: t\n"
+        "workload: {command: 'torchrun --nproc_per_node={gpus} train.py --bs={batch_size_per_device}'}\n"
+        f"instance_types: [{instance_type}]\ninstance_count: 2\nbatch_sizes: [15, 16, 20]\n"
+    )
+    result = runner.invoke(app, ["plan", str(spec)])
+    out = " ".join(result.output.split())
+    assert result.exit_code == 2, out
+    assert expected in out
+
+
+def test_a_per_device_batch_size_is_the_sweeps_batch_size_for_the_warning():
+    workload = {"command": "python train.py --bs={batch_size_per_device}"}
+    warnings = plan_sweep(_spec(workload)).warnings
+    assert not any("has no {batch_size}" in w for w in warnings)
 
 
 # ---- which process is timed -----------------------------------------------------------------------------
