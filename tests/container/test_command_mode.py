@@ -302,3 +302,90 @@ def test_a_batch_size_the_processes_cannot_share_fails_its_cell_alone_with_the_r
     assert "Training failed: batch size 33 does not split over the job's 2 processes" in result.log(odd)
     argv = json.loads((result.base / "output" / "data" / "argv.json").read_text())
     assert argv[-1] == "--batch_size=32"  # the packed job's next cell ran: 64 over 2 processes
+
+
+SPAWNED = """
+import argparse, os
+import torch, torch.distributed as dist, torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+def main(rank, world, args):
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    if rank == args.fail_rank:
+        raise ValueError(f"rank {rank} cannot find its shard")
+    data = TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+    model = DDP(torch.nn.Linear(4, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sampler = DistributedSampler(data)
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        for x, y in DataLoader(data, batch_size=args.bs // world, sampler=sampler):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bs", type=int)
+    ap.add_argument("--epochs", type=int)
+    ap.add_argument("--port")
+    ap.add_argument("--fail-rank", type=int, default=-1)
+    args = ap.parse_args()
+    os.environ["MASTER_PORT"] = args.port
+    mp.spawn(main, args=(2, args), nprocs=2)
+"""
+
+
+def _free_port() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def test_ranks_the_script_spawns_itself_are_timed_and_rank_0_reports(run_job, tmp_path):
+    root = write_source(tmp_path, {"train.py": SPAWNED})
+    command = f"python train.py --bs {{batch_size}} --epochs {{epochs}} --port {_free_port()}"
+    hyper = _hyperparameters(root, {"command": command, "epochs": 2}, [16])
+
+    result = run_job(hyper)
+
+    assert result.returncode == 0, result.stderr
+    run = hyper["trainsweep-run-names"]
+    status = _status(result, run)
+    assert status["status"] == "ok", status
+    assert status["steps"] == 8  # 64 samples / 16 per step (8 per rank, 2 ranks), 2 epochs
+    log = result.log(run)
+    assert log.count("step training time") == 8  # rank 0 alone writes the steps
+    assert log.count('"key": "init_start"') == 1  # the script's process opened the log; rank 0 went on
+
+
+def test_a_rank_the_script_spawned_that_fails_fails_the_cell_with_its_words(run_job, tmp_path):
+    root = write_source(tmp_path, {"train.py": SPAWNED})
+    command = f"python train.py --bs {{batch_size}} --epochs 1 --port {_free_port()} --fail-rank 1"
+    hyper = _hyperparameters(root, {"command": command}, [16])
+
+    result = run_job(hyper)
+
+    assert result.returncode != 0
+    status = _status(result, hyper["trainsweep-run-names"])
+    assert status["status"] == "error"
+    assert "rank 1 cannot find its shard" in status["reason"]
+
+
+def test_spawned_ranks_predict_in_early_stop_mode(run_job, tmp_path):
+    root = write_source(tmp_path, {"train.py": SPAWNED})
+    command = f"python train.py --bs {{batch_size}} --epochs {{epochs}} --port {_free_port()}"
+    hyper = _hyperparameters(root, {"command": command, "epochs": 3}, [8], mode="early-stop")
+
+    result = run_job(hyper)
+
+    assert result.returncode == 0, result.stderr
+    status = _status(result, hyper["trainsweep-run-names"])
+    assert status["status"] == "ok", status
+    assert status["prediction"]["steps_per_epoch"] == 8  # 64 samples, 4 per rank per step

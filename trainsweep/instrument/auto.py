@@ -29,6 +29,7 @@ from torch.optim import optimizer as optim
 from torch.utils.data import DataLoader
 from torch.utils.hooks import RemovableHandle
 
+from trainsweep.instrument import spawned
 from trainsweep.instrument.session import LoaderPass, Session
 
 
@@ -158,6 +159,9 @@ def _install_loop_hooks(installed: Installed) -> None:
 
     installed.patch(optim.Optimizer, "__init__", wrap_init)
     installed.patch(torch.autograd, "backward", wrap_backward)
+    ranks = spawned.wrap_start_processes(session, session.settings.workload)
+    for owner, name in spawned.targets():
+        installed.patch(owner, name, ranks)
     for cls in _GRAD_OFF:
         installed.patch(cls, "__enter__", functools.partial(_wrap_enter, session))
         installed.patch(cls, "__exit__", functools.partial(_wrap_exit, session))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainsweep.instrument import auto
+from trainsweep.instrument import auto, spawned
 from trainsweep.instrument.session import (
     BeyondEdge,
     EarlyStop,
@@ -187,33 +187,63 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, TypeError, ValueError) as e:
         print(f"trainsweep: cannot read {os.environ.get(contract.INSTRUMENT_ENV)}: {e}", file=sys.stderr)
         return contract.EXIT_BAD_INPUT
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    outcome, _ = time_run(cfg, workload, rank, run)
+    return outcome.code
+
+
+def time_run(
+    cfg: contract.InstrumentConfig | None,
+    workload: str,
+    rank: int,
+    run: Callable[[], BaseException | None],
+    *,
+    continued: float | None = None,
+) -> tuple[Outcome, BaseException | None]:
+    """Time ``run`` (the script, or a rank it started) as one rank of the cell: the hooks in, the run, its
+    outcome classified and written (the status file by rank 0). ``continued``: the wall-clock start of the
+    process that started this one (:mod:`trainsweep.instrument.spawned`), whose log this rank goes on.
+    Returns the outcome and what ``run`` raised."""
     try:
-        session = open_session(cfg, workload=workload, rank=rank)
+        session = open_session(cfg, workload=workload, rank=rank, continued=continued)
     except (TypeError, ValueError) as e:  # an early-stop rule the predictor refuses
         assert cfg is not None  # outside a job the settings are the defaults
         reason = f"bad instrumentation settings: {failure_reason(e)}"
         print(f"trainsweep: {reason}", file=sys.stderr)
         if rank == 0:
             write_status(Path(cfg.status_file), cell_status(cfg.run_name, cfg.batch_size, "error", reason))
-        return contract.EXIT_BAD_INPUT
+        return Outcome("error", reason, "error", contract.EXIT_BAD_INPUT), None
     installed = auto.install(session)
     activate(session)
-    signal.signal(signal.SIGTERM, _on_sigterm)
     exc = run()
     # from here on a SIGTERM must not cut the status file short
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    outcome = classify(exc, session)
-    if outcome.kind is None:
+    outcome = _handed_over(exc) if session.handed_over else classify(exc, session)
+    if outcome.kind is None and not session.handed_over:
         outcome = _finish(session, outcome)
     if outcome.kind is not None:
         session.fail(outcome.reason or outcome.status, outcome.kind)
         print(f"trainsweep: {outcome.reason}", file=sys.stderr, flush=True)
-    if rank == 0 and cfg is not None:
+    if rank == 0 and cfg is not None and (outcome.kind is not None or not session.handed_over):
         write_status(Path(cfg.status_file), session.status(outcome.status, outcome.reason))
     session.close()
     installed.remove()
     activate(None)
-    return outcome.code
+    return outcome, exc
+
+
+def _handed_over(exc: BaseException | None) -> Outcome:
+    """The outcome of a process whose ranks timed themselves (rank 0 wrote the status): its own failure
+    only, a rank's as ``torch.multiprocessing`` raised it here (with that rank's traceback)."""
+    if isinstance(exc, Stopped):
+        return Outcome("stopped", str(exc), "stopped", contract.EXIT_STOPPED)
+    if isinstance(exc, SystemExit):
+        status = _exit_status(exc)
+        return OK if status == 0 else _error(f"the script exited with code {status}")
+    if exc is not None:
+        traceback.print_exception(exc)
+        return _error(spawned.rank_failure(exc) or failure_reason(exc))
+    return OK
 
 
 if __name__ == "__main__":

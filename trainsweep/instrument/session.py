@@ -222,6 +222,8 @@ class Session:
         self._resume_at: tuple[float, float] | None = None  # where a loop without a loader goes on
         self._block: GradOffBlock | None = None
         self.forwards = ForwardWatch(self.forward_called)
+        self.handed_over = False
+        """The script started its ranks itself (``torch.multiprocessing.spawn``): they time the run."""
         if self.monitor is not None and settings.steps is not None:
             self.monitor.steps_per_epoch = settings.steps  # the run is one stretch of that many steps
 
@@ -232,9 +234,13 @@ class Session:
 
     # ---- the run's start and the epochs ----------------------------------------------------------
 
-    def start(self) -> None:
-        """The process starts (before the script): the initialisation interval opens."""
-        self.writer.init_start()
+    def start(self, *, continued: float | None = None) -> None:
+        """The process starts (before the script): the initialisation interval opens. ``continued``: the
+        wall-clock start of the process that started this rank, which opened the interval in this log."""
+        if continued is None:
+            self.writer.init_start()
+        else:
+            self._t_start -= max(time.time() - continued, 0.0)
 
     def _ensure_written(self, ep: _Epoch) -> None:
         """Write what precedes the epoch's first step: the run's header (once), then EPOCH_START."""
@@ -979,13 +985,16 @@ def activate(session: Session | None) -> None:
     _current = session
 
 
-def open_session(cfg: InstrumentConfig | None, *, workload: str, rank: int | None = None) -> Session:
-    """A started session for ``cfg`` (a job's cell) or for a script outside a job (``cfg`` None)."""
+def open_session(
+    cfg: InstrumentConfig | None, *, workload: str, rank: int | None = None, continued: float | None = None
+) -> Session:
+    """A started session for ``cfg`` (a job's cell) or for a script outside a job (``cfg`` None);
+    ``continued``: see :meth:`Session.start`."""
     rank = int(os.environ.get("RANK", "0")) if rank is None else rank
     if cfg is None:
         session = Session(Settings.standalone(workload=workload), StdoutLog(rank=rank), rank=rank)
     else:
         log = RunLog(Path(cfg.log_file), rank=rank)
         session = Session(Settings.from_config(cfg, workload=workload), log, rank=rank)
-    session.start()
+    session.start(continued=continued)
     return session
