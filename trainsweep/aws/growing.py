@@ -121,6 +121,10 @@ def parse_growing(
         session.feed(chunk)
         tail = (tail + chunk[-resume.TAIL :])[-resume.TAIL :]
     kept = resume.dump(session, tail, run_name, log_format)
+    if offset:
+        LOG.info("%s: resumed at byte %d of %d", key, offset, version.size)
+    else:
+        LOG.info("%s: parsed from its first byte%s", key, f" ({why})" if why else "")
     return GrowingParse(session.finish(sha256=version.sha256), kept, version, offset, why)
 
 

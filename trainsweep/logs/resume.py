@@ -8,12 +8,14 @@ between two chunks) with how many bytes it had read, and reads the next version 
 * another state format or another parser (:data:`PARSER_FINGERPRINT`, a hash of this package's log
   readers' source: any change to them makes old states useless, never subtly wrong);
 * another run name or ``log_format`` than the caller's;
-* bytes that are not a state, or a state that holds anything but the parser's own classes (the
-  unpickler resolves a fixed list of names only: :class:`_StateUnpickler`).
+* bytes that are not a state, or a state that holds anything but the parser's own classes, arrays,
+  ranges and a compiled ``log_format`` (the unpickler resolves a fixed list of names only:
+  :class:`_StateUnpickler`).
 
 The caller checks the log itself: a log shorter than what was read, or whose :data:`TAIL` bytes before
 that offset are not the ones the state saw (:meth:`ParseState.tail_matches`), was replaced, not
-extended, and is parsed from its start. The state's format is documented in docs/log-formats.md.
+extended, and is parsed from its start. The state's format is documented in docs/cloud.md
+("Growing logs: parse states").
 """
 
 from __future__ import annotations
@@ -107,14 +109,8 @@ def load(data: bytes, run_name: str, log_format: str | None) -> tuple[ParseState
 
 _ALLOWED = {
     ("builtins", "range"),
-    ("builtins", "set"),
-    ("builtins", "frozenset"),
-    ("builtins", "bytearray"),
     ("array", "_array_reconstructor"),
     ("array", "array"),
-    ("copyreg", "_reconstructor"),
-    ("builtins", "object"),
-    ("pathlib", "PosixPath"),
     ("re", "_compile"),
     ("encodings.utf_8", "IncrementalDecoder"),
     ("trainsweep.logs.parser", "LogParse"),
