@@ -63,9 +63,22 @@ def supported_capabilities(arch_list: Iterable[str] = ARCH_LIST) -> str:
 
 
 def unusable_reason(instance_type: str) -> str | None:
-    """Why the stack's image cannot use ``instance_type``'s GPUs, or None when it can (or it has none)."""
+    """Why the stack's image cannot use ``instance_type``'s accelerators, or None when it can (or it has
+    none): GPUs its PyTorch has no kernels for, or accelerators that are not CUDA GPUs (Trainium)."""
     t = instances.CATALOGUE.get(instance_type)
-    if t is None or t.gpus == 0 or t.compute_capability is None:
+    if t is None:
+        return None
+    chip = t.chip
+    if chip is not None and not chip.is_cuda:
+        return (
+            f"{instance_type} has {chip.vendor} {chip.model} accelerators, which PyTorch reaches only "
+            f"through the AWS Neuron SDK (torch-neuronx); the training image ({DESCRIPTION}) has CUDA "
+            "PyTorch and no Neuron SDK, so a job there would train on its CPUs. Choose a GPU type it can use "
+            f"({usable_families()}), or run an image with the Neuron SDK and a script written for it "
+            "(workload.image_uri with workload.entry_point, e.g. an AWS Deep Learning Container for "
+            "PyTorch Neuron)"
+        )
+    if t.gpus == 0 or t.compute_capability is None:
         return None
     if runs_on(t.compute_capability, ARCH_LIST):
         return None
@@ -73,7 +86,17 @@ def unusable_reason(instance_type: str) -> str | None:
     return (
         f"{instance_type} has NVIDIA {t.gpu_model} GPUs (compute capability {cc}); the training image "
         f"({DESCRIPTION}) has kernels for compute capability {supported_capabilities()} only, so a job "
-        f"there could not use its GPUs. Choose a type it can use (ml.g4dn, ml.g5, ml.g6, ml.p3, ml.p4d, "
-        f"ml.p5), or run your own image built with a PyTorch that has sm_{cc.replace('.', '')} kernels "
+        f"there could not use its GPUs. Choose a type it can use ({usable_families()}), or run your own "
+        f"image built with a PyTorch that has sm_{cc.replace('.', '')} kernels "
         "(workload.image_uri with workload.entry_point)"
     )
+
+
+def usable_families() -> str:
+    """``ml.g4dn, ml.g5, ...``: the GPU families of the catalogue whose GPUs the image can use."""
+    families: dict[str, None] = {}
+    for t in instances.CATALOGUE.values():
+        cc = t.compute_capability
+        if t.gpus and not t.is_local and cc is not None and runs_on(cc, ARCH_LIST):
+            families.setdefault(f"ml.{t.family}")
+    return ", ".join(sorted(families))

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, replace
 from functools import cache
 
+from trainsweep.accelerators import ACCELERATORS, Accelerator
+
 LOCAL_CPU = "local"
 LOCAL_GPU = "local_gpu"
 MAX_LOCAL_HOSTS = 8
@@ -22,12 +24,17 @@ MAX_LOCAL_HOSTS = 8
 class InstanceType:
     name: str  # ml.p3.2xlarge
     gpus: int
-    gpu_model: str | None  # the accelerator: NVIDIA K80, V100, T4, A10G, L4, A100, H100
+    """CUDA GPUs (0 on CPU and Trainium types)."""
+    gpu_model: str | None  # the GPUs' accelerator key: K80, V100, T4, A10G, L4, L40S, A100, H100, H200, B200
     vcpus: int
     memory_gib: float
     # The GPUs' CUDA compute capability, e.g. (7, 5), as NVIDIA lists it (developer.nvidia.com/cuda-gpus);
     # which image can use it is trainsweep.image's question.
     compute_capability: tuple[int, int] | None = None
+    accelerator: str | None = None
+    """Key of the accelerator in :data:`trainsweep.accelerators.ACCELERATORS` (GPUs and Trainium chips)."""
+    accelerators: int = 0
+    """How many accelerators one instance has (its GPUs, or its Trainium chips)."""
 
     @property
     def is_local(self) -> bool:
@@ -41,56 +48,131 @@ class InstanceType:
     def size(self) -> str:
         return self.name.split(".")[2] if self.name.startswith("ml.") else ""
 
+    @property
+    def chip(self) -> Accelerator | None:
+        """The accelerator's facts (memory, peak FLOPs per precision, source); None for CPU types."""
+        return ACCELERATORS[self.accelerator] if self.accelerator is not None else None
 
-def _t(
-    name: str, gpus: int, gpu_model: str | None, vcpus: int, mem: float, cc: tuple[int, int] | None = None
-) -> InstanceType:
-    return InstanceType(name, gpus, gpu_model, vcpus, mem, cc)
 
+def _t(name: str, accelerator: str | None, count: int, vcpus: int, mem: float) -> InstanceType:
+    """A training type with ``count`` accelerators of the model ``accelerator`` (None: CPU only)."""
+    chip = ACCELERATORS[accelerator] if accelerator is not None else None
+    cuda = chip is not None and chip.is_cuda
+    return InstanceType(
+        name,
+        count if cuda else 0,
+        accelerator if cuda else None,
+        vcpus,
+        mem,
+        chip.compute_capability if chip is not None and cuda else None,
+        accelerator,
+        count if chip is not None else 0,
+    )
+
+
+_SIZE_VCPUS = {"large": 2, "xlarge": 4}
+
+
+def _vcpus(size: str) -> int:
+    """vCPUs of an EC2 size: large 2, xlarge 4, Nxlarge 4N."""
+    return _SIZE_VCPUS.get(size) or 4 * int(size.removesuffix("xlarge"))
+
+
+def _cpu(family: str, gib_per_vcpu: float, sizes: str, **odd: tuple[int, float]) -> list[InstanceType]:
+    """A CPU family's training sizes; ``odd`` gives (vCPUs, GiB) where the family's ratio does not hold
+    (size names with ``x`` for ``.``: ``c4_8xlarge``)."""
+    rows = []
+    for size in sizes.split():
+        vcpus, mem = odd.get(f"{family}_{size}", (_vcpus(size), _vcpus(size) * gib_per_vcpu))
+        rows.append(_t(f"ml.{family}.{size}", None, 0, vcpus, mem))
+    return rows
+
+
+_STANDARD = "large xlarge 2xlarge 4xlarge 8xlarge 12xlarge 16xlarge 24xlarge"
 
 CATALOGUE: dict[str, InstanceType] = {
     t.name: t
     for t in [
-        _t("ml.p2.xlarge", 1, "K80", 4, 61, (3, 7)),
-        _t("ml.p2.8xlarge", 8, "K80", 32, 488, (3, 7)),
-        _t("ml.p2.16xlarge", 16, "K80", 64, 732, (3, 7)),
-        _t("ml.p3.2xlarge", 1, "V100", 8, 61, (7, 0)),
-        _t("ml.p3.8xlarge", 4, "V100", 32, 244, (7, 0)),
-        _t("ml.p3.16xlarge", 8, "V100", 64, 488, (7, 0)),
-        _t("ml.p3dn.24xlarge", 8, "V100", 96, 768, (7, 0)),
-        _t("ml.p4d.24xlarge", 8, "A100", 96, 1152, (8, 0)),
-        _t("ml.p5.48xlarge", 8, "H100", 192, 2048, (9, 0)),
-        _t("ml.g4dn.xlarge", 1, "T4", 4, 16, (7, 5)),
-        _t("ml.g4dn.2xlarge", 1, "T4", 8, 32, (7, 5)),
-        _t("ml.g4dn.4xlarge", 1, "T4", 16, 64, (7, 5)),
-        _t("ml.g4dn.8xlarge", 1, "T4", 32, 128, (7, 5)),
-        _t("ml.g4dn.12xlarge", 4, "T4", 48, 192, (7, 5)),
-        _t("ml.g4dn.16xlarge", 1, "T4", 64, 256, (7, 5)),
-        _t("ml.g5.xlarge", 1, "A10G", 4, 16, (8, 6)),
-        _t("ml.g5.2xlarge", 1, "A10G", 8, 32, (8, 6)),
-        _t("ml.g5.4xlarge", 1, "A10G", 16, 64, (8, 6)),
-        _t("ml.g5.8xlarge", 1, "A10G", 32, 128, (8, 6)),
-        _t("ml.g5.12xlarge", 4, "A10G", 48, 192, (8, 6)),
-        _t("ml.g5.16xlarge", 1, "A10G", 64, 256, (8, 6)),
-        _t("ml.g5.24xlarge", 4, "A10G", 96, 384, (8, 6)),
-        _t("ml.g5.48xlarge", 8, "A10G", 192, 768, (8, 6)),
-        _t("ml.g6.xlarge", 1, "L4", 4, 16, (8, 9)),
-        _t("ml.g6.2xlarge", 1, "L4", 8, 32, (8, 9)),
-        _t("ml.g6.12xlarge", 4, "L4", 48, 192, (8, 9)),
-        _t("ml.g6.48xlarge", 8, "L4", 192, 768, (8, 9)),
-        _t("ml.c4.xlarge", 0, None, 4, 7.5),
-        _t("ml.c4.2xlarge", 0, None, 8, 15),
-        _t("ml.c5.xlarge", 0, None, 4, 8),
-        _t("ml.c5.2xlarge", 0, None, 8, 16),
-        _t("ml.c5.4xlarge", 0, None, 16, 32),
-        _t("ml.m5.large", 0, None, 2, 8),
-        _t("ml.m5.xlarge", 0, None, 4, 16),
-        _t("ml.m5.2xlarge", 0, None, 8, 32),
-        _t("ml.m5.4xlarge", 0, None, 16, 64),
-        _t(LOCAL_CPU, 0, None, 0, 0),
-        _t(LOCAL_GPU, 1, None, 0, 0),
+        _t("ml.p2.xlarge", "K80", 1, 4, 61),
+        _t("ml.p2.8xlarge", "K80", 8, 32, 488),
+        _t("ml.p2.16xlarge", "K80", 16, 64, 732),
+        _t("ml.p3.2xlarge", "V100", 1, 8, 61),
+        _t("ml.p3.8xlarge", "V100", 4, 32, 244),
+        _t("ml.p3.16xlarge", "V100", 8, 64, 488),
+        _t("ml.p3dn.24xlarge", "V100-32GB", 8, 96, 768),
+        _t("ml.p4d.24xlarge", "A100", 8, 96, 1152),
+        _t("ml.p4de.24xlarge", "A100-80GB", 8, 96, 1152),
+        _t("ml.p5.4xlarge", "H100", 1, 16, 256),
+        _t("ml.p5.48xlarge", "H100", 8, 192, 2048),
+        _t("ml.p5e.48xlarge", "H200", 8, 192, 2048),
+        _t("ml.p5en.48xlarge", "H200", 8, 192, 2048),
+        _t("ml.p6-b200.48xlarge", "B200", 8, 192, 2048),
+        _t("ml.g4dn.xlarge", "T4", 1, 4, 16),
+        _t("ml.g4dn.2xlarge", "T4", 1, 8, 32),
+        _t("ml.g4dn.4xlarge", "T4", 1, 16, 64),
+        _t("ml.g4dn.8xlarge", "T4", 1, 32, 128),
+        _t("ml.g4dn.12xlarge", "T4", 4, 48, 192),
+        _t("ml.g4dn.16xlarge", "T4", 1, 64, 256),
+        _t("ml.g5.xlarge", "A10G", 1, 4, 16),
+        _t("ml.g5.2xlarge", "A10G", 1, 8, 32),
+        _t("ml.g5.4xlarge", "A10G", 1, 16, 64),
+        _t("ml.g5.8xlarge", "A10G", 1, 32, 128),
+        _t("ml.g5.12xlarge", "A10G", 4, 48, 192),
+        _t("ml.g5.16xlarge", "A10G", 1, 64, 256),
+        _t("ml.g5.24xlarge", "A10G", 4, 96, 384),
+        _t("ml.g5.48xlarge", "A10G", 8, 192, 768),
+        _t("ml.g6.xlarge", "L4", 1, 4, 16),
+        _t("ml.g6.2xlarge", "L4", 1, 8, 32),
+        _t("ml.g6.4xlarge", "L4", 1, 16, 64),
+        _t("ml.g6.8xlarge", "L4", 1, 32, 128),
+        _t("ml.g6.12xlarge", "L4", 4, 48, 192),
+        _t("ml.g6.16xlarge", "L4", 1, 64, 256),
+        _t("ml.g6.24xlarge", "L4", 4, 96, 384),
+        _t("ml.g6.48xlarge", "L4", 8, 192, 768),
+        _t("ml.g6e.xlarge", "L40S", 1, 4, 32),
+        _t("ml.g6e.2xlarge", "L40S", 1, 8, 64),
+        _t("ml.g6e.4xlarge", "L40S", 1, 16, 128),
+        _t("ml.g6e.8xlarge", "L40S", 1, 32, 256),
+        _t("ml.g6e.12xlarge", "L40S", 4, 48, 384),
+        _t("ml.g6e.16xlarge", "L40S", 1, 64, 512),
+        _t("ml.g6e.24xlarge", "L40S", 4, 96, 768),
+        _t("ml.g6e.48xlarge", "L40S", 8, 192, 1536),
+        _t("ml.trn1.2xlarge", "Trainium", 1, 8, 32),
+        _t("ml.trn1.32xlarge", "Trainium", 16, 128, 512),
+        _t("ml.trn1n.32xlarge", "Trainium", 16, 128, 512),
+        _t("ml.trn2.48xlarge", "Trainium2", 16, 192, 2048),
+        *_cpu("c4", 1.875, "xlarge 2xlarge 4xlarge 8xlarge", c4_8xlarge=(36, 60)),
+        *_cpu("c5", 2, "xlarge 2xlarge 4xlarge 9xlarge 18xlarge"),
+        *_cpu(
+            "c5n",
+            2,
+            "xlarge 2xlarge 4xlarge 9xlarge 18xlarge",
+            c5n_xlarge=(4, 10.5),
+            c5n_2xlarge=(8, 21),
+            c5n_4xlarge=(16, 42),
+            c5n_9xlarge=(36, 96),
+            c5n_18xlarge=(72, 192),
+        ),
+        *_cpu("c6i", 2, "xlarge 2xlarge 4xlarge 8xlarge 12xlarge 16xlarge 24xlarge 32xlarge"),
+        *_cpu("c7i", 2, _STANDARD + " 48xlarge"),
+        *_cpu("c8i", 2, _STANDARD.removeprefix("large ") + " 32xlarge 48xlarge 96xlarge"),
+        *_cpu("m4", 4, "xlarge 2xlarge 4xlarge 10xlarge 16xlarge"),
+        *_cpu("m5", 4, "large xlarge 2xlarge 4xlarge 12xlarge 24xlarge"),
+        *_cpu("m6i", 4, _STANDARD + " 32xlarge"),
+        *_cpu("m7i", 4, _STANDARD + " 48xlarge"),
+        *_cpu("m8i", 4, _STANDARD + " 32xlarge 48xlarge 96xlarge"),
+        *_cpu("r5", 8, _STANDARD),
+        *_cpu("r5d", 8, _STANDARD),
+        *_cpu("r6i", 8, _STANDARD + " 32xlarge"),
+        *_cpu("r7i", 8, _STANDARD + " 48xlarge"),
+        *_cpu("r8i", 8, _STANDARD + " 32xlarge 48xlarge 96xlarge"),
+        InstanceType(LOCAL_CPU, 0, None, 0, 0),
+        InstanceType(LOCAL_GPU, 1, None, 0, 0),
     ]
 }
+"""Every SageMaker training instance type trainsweep knows (the SageMaker API's ``TrainingInstanceType``
+values of the families above), with its accelerators; docs/spec.md ("Instance catalogue") says where
+each fact comes from. Burstable (t3) and flex (``*-flex``) CPU types are left out."""
 
 _SIZE_ABBR = re.compile(r"^(\d*)(x?)large$")
 
@@ -137,13 +219,19 @@ def vmtype(name: str) -> str:
     if name == LOCAL_GPU:
         return "local-gpu"
     t = lookup(name)
+    count = t.accelerators or t.gpus
     same_count = sorted(
-        (o for o in CATALOGUE.values() if o.family == t.family and o.gpus == t.gpus and not o.is_local),
+        (
+            o
+            for o in CATALOGUE.values()
+            if o.family == t.family and (o.accelerators or o.gpus) == count and not o.is_local
+        ),
         key=lambda o: o.vcpus,
     )
-    if t.gpus and same_count and same_count[0].name == t.name:
-        return f"{t.family}-{t.gpus}"
-    return f"{t.family}{_size_abbr(t.size)}-{t.gpus}"
+    family = t.family.replace("-", "")  # p6-b200: a job name's VMTYPE is <family>-<count>, one dash
+    if count and same_count and same_count[0].name == t.name:
+        return f"{family}-{count}"
+    return f"{family}{_size_abbr(t.size)}-{count}"
 
 
 # ---- spellings ------------------------------------------------------------------------------------

@@ -28,6 +28,9 @@ TRIGGER_SUFFIX_LOG = ".log"
 RAW_LOG_TAG_KEY = "trainsweep-kind"
 RAW_LOG_TAG_VALUE = "raw-log"
 RAW_LOG_TAGGING = f"{RAW_LOG_TAG_KEY}={RAW_LOG_TAG_VALUE}"
+RAW_LOG_CHECKSUM = "SHA256"
+"""``PutObject(ChecksumAlgorithm=...)`` of the container's log uploads: S3 keeps the whole log's SHA-256,
+which ParseRun's resumed parse takes as the run's ``sha256`` (:mod:`trainsweep.aws.growing`)."""
 
 # Relative names below a results root.
 EXECUTION_TIMES_DIR = "execution-times"
@@ -129,6 +132,21 @@ def map_results_prefix(sweep_id: str, execution: str) -> str:
 
 def results_prefix(sweep_id: str) -> str:
     return f"{sweep_prefix(sweep_id)}{RESULTS_DIR}/"
+
+
+PARSE_STATE_DIR = "parse-state"
+PARSE_STATE_SUFFIX = ".state"
+
+
+def parse_state_key(sweep_id: str, run_name: str) -> str:
+    """``sweeps/<id>/parse-state/<run>.state``: ParseRun's parse of the last version of a run's growing
+    log that it read (:mod:`trainsweep.logs.resume`), which the next version resumes from. Written and
+    read by ParseRun only; not a trigger prefix, not a result (downloads leave it out)."""
+    return f"{sweep_prefix(sweep_id)}{PARSE_STATE_DIR}/{run_name}{PARSE_STATE_SUFFIX}"
+
+
+def is_parse_state_key(sweep_id: str, key: str) -> bool:
+    return key.startswith(f"{sweep_prefix(sweep_id)}{PARSE_STATE_DIR}/")
 
 
 CHECKPOINTS_DIR = "checkpoints"

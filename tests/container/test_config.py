@@ -106,6 +106,20 @@ def test_the_uploader_sends_only_logs_that_changed(tmp_path):
 
 
 @mock_aws
+def test_an_uploaded_log_carries_its_whole_sha256_for_parse_run(tmp_path):
+    """ParseRun reads a growing log's new bytes only and takes the run's hash from S3's checksum."""
+    import base64
+    import hashlib
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="logs-bucket")
+    (tmp_path / "r1.log").write_bytes(b"one\ntwo\n")
+    LogUploader(bucket="logs-bucket", prefix="p/", logs_dir=tmp_path, client_factory=lambda: s3).flush()
+    head = s3.head_object(Bucket="logs-bucket", Key=log_object_key("p/", "r1"), ChecksumMode="ENABLED")
+    assert base64.b64decode(head["ChecksumSHA256"]) == hashlib.sha256(b"one\ntwo\n").digest()
+
+
+@mock_aws
 def test_an_upload_error_is_reported_and_retried_not_raised(tmp_path):
     s3 = boto3.client("s3", region_name="us-east-1")
     (tmp_path / "r1.log").write_text("one\n")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import boto3
 import pytest
@@ -19,9 +21,18 @@ def empty_cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-def test_every_sagemaker_type_has_a_us_east_1_price():
-    missing = [t for t in CATALOGUE if prices.hourly_usd(t) is None]
-    assert missing == []
+def test_shipped_prices_are_of_catalogue_types_and_price_every_example():
+    """Types added to the catalogue without a checked price have none shipped (``prices refresh`` or a
+    spec's ``prices`` give it); the examples' types must all be priced."""
+    shipped = prices.shipped_catalogue()["regions"]["us-east-1"]
+    assert sorted(set(shipped) - set(CATALOGUE)) == []
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    used = set(re.findall(r"\bml\.[a-z0-9-]+\.[0-9]*x?large\b", _texts(examples)))
+    assert used and sorted(t for t in used if prices.hourly_usd(t) is None) == []
+
+
+def _texts(folder: Path) -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in sorted(folder.rglob("*.yaml")))
 
 
 def test_shipped_catalogue_states_date_and_source():

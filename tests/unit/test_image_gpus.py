@@ -58,9 +58,44 @@ def test_cuda_compatibility_rules(capability, arch_list, ok):
     assert image.runs_on(capability, arch_list) is ok
 
 
-def test_only_the_k80_types_are_unusable_by_the_image():
+def test_the_k80_b200_and_trainium_types_are_the_ones_the_image_cannot_use():
     unusable = sorted(n for n in instances.CATALOGUE if image.unusable_reason(n))
-    assert unusable == ["ml.p2.16xlarge", "ml.p2.8xlarge", "ml.p2.xlarge"]
+    assert unusable == [
+        "ml.p2.16xlarge",
+        "ml.p2.8xlarge",
+        "ml.p2.xlarge",
+        "ml.p6-b200.48xlarge",  # compute capability 10.0: the cu126 build stops at sm_90
+        "ml.trn1.2xlarge",
+        "ml.trn1.32xlarge",
+        "ml.trn1n.32xlarge",
+        "ml.trn2.48xlarge",
+    ]
+
+
+def test_plan_refuses_trainium_for_the_stacks_image_with_the_neuron_reason(tmp_path: Path):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**SPEC, "instance_types": ["ml.trn1.2xlarge"]}))
+    result = runner.invoke(app, ["plan", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code == EXIT_INVALID, result.output
+    out = " ".join(result.output.split())
+    assert "not a known value" not in out
+    assert "ml.trn1.2xlarge has AWS Trainium accelerators" in out and "Neuron SDK" in out
+    assert "workload.image_uri" in out and "ml.g6e" in out
+
+
+def test_a_trainium_type_is_planned_with_an_image_of_ones_own(tmp_path: Path):
+    own = {
+        **SPEC,
+        "instance_types": ["ml.trn1.2xlarge"],
+        "workload": {"image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/neuron-train:1", "epochs": 1},
+        "packing": "per-cell",
+        "prices": {"ml.trn1.2xlarge": 1.5},
+    }
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(own))
+    result = runner.invoke(app, ["plan", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "trn1-1" in result.output  # its VMTYPE counts its Trainium chips
 
 
 def test_plan_refuses_a_type_the_image_cannot_use_and_says_which_would(tmp_path: Path):

@@ -24,6 +24,8 @@ from trainsweep.jobs import JobRecordError, PlannedJob, job_for_run, jobs_of_doc
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+    from trainsweep.aws.growing import GrowingParse
+
 LOG = logging.getLogger(__name__)
 
 
@@ -59,6 +61,50 @@ def _parse_versioned(
         return run, version
 
 
+def _parse_log(
+    s3: S3Client, bucket: str, key: str, location: layout.LogLocation, log_format: str | None
+) -> tuple[Any, str, GrowingParse | None] | None:
+    """The run of the log at ``key``, the ETag of the version read, and the state to keep for its next
+    version (None: the log is parsed whole, as a log without S3's SHA-256 of it is). None when the
+    object is gone, or changed while it was read (the newer version's notification parses that one).
+
+    A sweep's log that S3 keeps a whole-object SHA-256 of (the container's uploads) is read from where
+    the last parse of it stopped (:mod:`trainsweep.aws.growing`); a failure there reads it whole.
+    """
+    from trainsweep.aws import growing
+
+    if not location.is_import:
+        version = growing.head_log(s3, bucket, key)
+        if version is None:
+            return None
+        if version.sha256 is not None:
+            state_key = layout.parse_state_key(location.sweep_id, location.run_name)
+            try:
+                parsed = growing.parse_growing(
+                    s3, bucket, key, state_key, location.run_name, log_format, version
+                )
+            except Exception:  # the parse from the start below records a parser error as the run's
+                LOG.exception("resumable parse of s3://%s/%s failed; parsing it whole", bucket, key)
+            else:
+                return None if parsed is None else (parsed.run, version.etag, parsed)
+    whole = _parse_versioned(s3, bucket, key, location.run_name, log_format)
+    return None if whole is None else (whole[0], whole[1], None)
+
+
+def _write_run(s3: S3Client, bucket: str, sweep_id: str, run: Any, kept: GrowingParse | None) -> list[str]:
+    """Write a run's artefacts, then the parse state its log's next version resumes from."""
+    from trainsweep.artefacts import iter_run_artefacts
+
+    # Streamed, artefact by artefact: a 1 GB log's artefacts are hundreds of MB, more than the
+    # function's memory holds next to the parsed run.
+    keys = s3io.put_all_streamed(s3, bucket, layout.results_prefix(sweep_id), iter_run_artefacts(run))
+    if kept is not None:
+        from trainsweep.aws import growing
+
+        growing.keep_state(s3, bucket, layout.parse_state_key(sweep_id, run.name), kept)
+    return keys
+
+
 def process_log(s3: S3Client, bucket: str, key: str, *, event_etag: str | None = None) -> list[str]:
     """Parse the raw log at ``key`` (already URL-decoded) and write its artefacts; returns the keys.
 
@@ -71,8 +117,6 @@ def process_log(s3: S3Client, bucket: str, key: str, *, event_etag: str | None =
     again is not read at all (the newer version's notification parses that one), so a backlog of a
     running job's uploads costs one HEAD each, not a parse each.
     """
-    from trainsweep.artefacts import iter_run_artefacts
-
     location = layout.classify_log_key(key)
     if location is None:
         LOG.info("ignoring %s: not a raw log key", key)
@@ -95,19 +139,15 @@ def process_log(s3: S3Client, bucket: str, key: str, *, event_etag: str | None =
             )
             return []
         log_format = job.log_format or None
-    parsed = _parse_versioned(s3, bucket, key, location.run_name, log_format)
+    parsed = _parse_log(s3, bucket, key, location, log_format)
     if parsed is None:
-        LOG.info("ignoring %s: the object is gone", key)
+        LOG.info("ignoring %s: the object is gone or was replaced while it was read", key)
         return []
-    run, version = parsed
+    run, version, kept = parsed
     if s3io.etag(s3, bucket, key) != version:
         LOG.info("ignoring %s: a newer version arrived while parsing", key)
         return []
-    # Streamed, artefact by artefact: a 1 GB log's artefacts are hundreds of MB, more than the
-    # function's memory holds next to the parsed run.
-    return s3io.put_all_streamed(
-        s3, bucket, layout.results_prefix(location.sweep_id), iter_run_artefacts(run)
-    )
+    return _write_run(s3, bucket, location.sweep_id, run, kept)
 
 
 def planned_job(s3: S3Client, bucket: str, location: layout.LogLocation) -> PlannedJob | None:
@@ -143,6 +183,21 @@ def _bare(etag: str | None) -> str | None:
     return None if etag is None else etag.strip('"')
 
 
+def _record_run(s3: S3Client, bucket: str, sweep_id: str, run_name: str, log_format: str | None) -> Any:
+    """Parse a finished job's run log and write its artefacts; None when it has no log."""
+    key = layout.log_key(sweep_id, run_name)
+    location = layout.classify_log_key(key)
+    parsed = _parse_log(s3, bucket, key, location, log_format) if location is not None else None
+    if parsed is None:  # no log, or one replaced while read (rare once the job ended): read what is there
+        run = parse_object(s3, bucket, key, run_name, log_format)
+        kept = None
+    else:
+        run, _, kept = parsed
+    if run is not None:
+        _write_run(s3, bucket, sweep_id, run, kept)
+    return run
+
+
 def record_job(
     s3: S3Client,
     bucket: str,
@@ -158,15 +213,10 @@ def record_job(
     evenly among them (not the cells a batch-size search skipped: they did not run). The job's
     ``log_format`` (None: sniff) reads each run's log.
     """
-    from trainsweep.artefacts import iter_run_artefacts
-
     outcome = job_outcome(training, error)
     judged = []
     for ident in job_cells(job):
-        run_name = ident["run_name"]
-        run = parse_object(s3, bucket, layout.log_key(sweep_id, run_name), run_name, job.log_format or None)
-        if run is not None:
-            s3io.put_all_streamed(s3, bucket, layout.results_prefix(sweep_id), iter_run_artefacts(run))
+        run = _record_run(s3, bucket, sweep_id, ident["run_name"], job.log_format or None)
         status, reason = cell_status(
             outcome,
             run.status if run is not None else None,

@@ -32,7 +32,7 @@ def content_type(key: str) -> str:
     return "application/octet-stream"
 
 
-def _missing(exc: Any) -> bool:
+def is_missing(exc: Any) -> bool:
     """Whether a botocore ClientError says the object does not exist."""
     return exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound")
 
@@ -49,7 +49,7 @@ def get_bytes(s3: S3Client, bucket: str, key: str) -> bytes | None:
     try:
         return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
     except ClientError as exc:
-        if _missing(exc):
+        if is_missing(exc):
             return None
         raise
 
@@ -64,7 +64,7 @@ def open_chunks(
     try:
         response = s3.get_object(Bucket=bucket, Key=key)
     except ClientError as exc:
-        if _missing(exc):
+        if is_missing(exc):
             return None
         raise
     body = response["Body"]
@@ -78,7 +78,7 @@ def etag(s3: S3Client, bucket: str, key: str) -> str | None:
     try:
         return str(s3.head_object(Bucket=bucket, Key=key).get("ETag", ""))
     except ClientError as exc:
-        if _missing(exc):
+        if is_missing(exc):
             return None
         raise
 

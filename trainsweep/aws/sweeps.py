@@ -392,7 +392,7 @@ class SweepObjects:
 
 
 def list_sweep(s3: S3Client, bucket: str, sweep_id: str) -> SweepObjects:
-    """Every object under ``sweeps/<id>/`` with its size.
+    """Every object under ``sweeps/<id>/`` with its size, but ParseRun's parse states.
 
     Raises:
         SweepNotFoundError: nothing is there.
@@ -403,7 +403,8 @@ def list_sweep(s3: S3Client, bucket: str, sweep_id: str) -> SweepObjects:
         found.extend((o["Key"], int(o.get("Size", 0))) for o in page.get("Contents", []))
     if not found:
         raise SweepNotFoundError(f"no sweep {sweep_id!r} in bucket {bucket} (nothing under {prefix})")
-    found = [(k, n) for k, n in found if not k.endswith("/")]
+    # ParseRun's parse states (layout.parse_state_key) are its working files, not a sweep's content.
+    found = [(k, n) for k, n in found if not k.endswith("/") and not layout.is_parse_state_key(sweep_id, k)]
     models = [(k, n) for k, n in found if layout.is_model_key(sweep_id, k)]
     return SweepObjects([(k, n) for k, n in found if not layout.is_model_key(sweep_id, k)], models)
 

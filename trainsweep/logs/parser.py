@@ -106,107 +106,171 @@ def parse(
     Raises:
         ValueError: ``log_format`` is not a usable pattern (the spec's validation refuses such a text).
     """
-    compiled = compile_log_format(log_format) if isinstance(log_format, str) else log_format
-    file_name = name if name is not None else source_name(source)
-    run = RunTimings(name=_run_name(file_name))
-    naming = checks.NameFacts.infer(file_name, source_path(source) if name is None else None)
-    run.computing_system = computing_system if computing_system is not None else naming.vmtype
-    run.batch_size = batch_size if batch_size is not None else naming.batch_size
-    run.run_index = run_index if run_index is not None else naming.run
-    if naming.platform is not None:
-        run.extra[mllog.PLATFORM] = naming.platform
-
-    cloud, mo, ml = CloudMLReader(), Mo833Reader(), MllogReader()
-    user = PatternReader(compiled) if compiled is not None else None
-    readers: tuple[CloudMLReader | Mo833Reader | MllogReader | PatternReader, ...] = (
-        (user,) if user is not None else (cloud, mo, ml)
+    path = source_path(source)
+    session = LogParse(
+        name if name is not None else source_name(source),
+        naming_path=path if name is None else None,
+        path=path,
+        computing_system=computing_system,
+        batch_size=batch_size,
+        run_index=run_index,
+        train_samples=train_samples,
+        log_format=log_format,
     )
-    sha = _Sha256()
-    count_newlines = native.count_newlines or _count_newlines
-    text = _TextCheck()
-    carry = b"\n"  # the virtual newline before the first line
-    newlines_before = 0
-    newlines = 0
-    last_byte = b""
     try:
         for chunk in iter_chunks(source):
-            sha.update(chunk)
-            run.bytes_read += len(chunk)
-            newlines += count_newlines(chunk)
-            last_byte = chunk[-1:]
-            text.feed(chunk, newlines_before + carry.count(b"\n"))
-            # The carry holds one newline, its first byte: the region ends at the chunk's last newline.
-            cut = chunk.rfind(b"\n")
-            cut_long_line = cut < 0 and len(carry) + len(chunk) > MAX_LINE
-            if cut < 0 and not cut_long_line:
-                carry += chunk
-                continue
-            # The region keeps the newline that ends its last line (the carry starts with it too): a value
-            # must be followed by its line end, and the last line of a log cut short has none. It is
-            # made with one copy (join of a view); the carry is the rest, from that newline on.
-            if cut_long_line:
-                text.long_line = True
-                region, carry = carry + chunk, b"\n"
-            else:
-                region, carry = b"".join((carry, memoryview(chunk)[: cut + 1])), bytes(chunk[cut:])
-            for r in readers:
-                r.feed(region, newlines_before)
-            # Newlines before the next region: all read so far (plus the virtual first one) but the carry's.
-            newlines_before = newlines + 1 - carry.count(b"\n")
-            if cut_long_line:
-                newlines_before -= 1  # the b"\n" put in front of the rest is not in the log
+            session.feed(chunk)
     except (OSError, TypeError, ValueError) as exc:
+        return session.unreadable(exc)
+    except BaseException:
+        session.close()  # a reader's crash: the hashing thread ends with it
+        raise
+    return session.finish()
+
+
+class LogParse:
+    """One log being read, chunk after chunk: :func:`parse` is a session fed every chunk, then finished.
+
+    A session that does not hash the log (``hash_bytes=False``; :attr:`run` ``.sha256`` is given to
+    :meth:`finish` instead) pickles between two chunks: :mod:`trainsweep.logs.resume` keeps it to
+    read a growing log's new bytes only. Everything a later chunk or :meth:`finish` needs is an
+    attribute of the session or of its readers, so a session unpickled and fed the rest of a log
+    gives the run that one session fed the whole log gives.
+    """
+
+    def __init__(
+        self,
+        file_name: str | None,
+        *,
+        naming_path: Path | None = None,
+        path: Path | None = None,
+        computing_system: str | None = None,
+        batch_size: int | None = None,
+        run_index: int | None = None,
+        train_samples: int | None = None,
+        log_format: str | re.Pattern[str] | None = None,
+        hash_bytes: bool = True,
+    ) -> None:
+        compiled = compile_log_format(log_format) if isinstance(log_format, str) else log_format
+        run = self.run = RunTimings(name=_run_name(file_name))
+        naming = self.naming = checks.NameFacts.infer(file_name, naming_path)
+        run.computing_system = computing_system if computing_system is not None else naming.vmtype
+        run.batch_size = batch_size if batch_size is not None else naming.batch_size
+        run.run_index = run_index if run_index is not None else naming.run
+        if naming.platform is not None:
+            run.extra[mllog.PLATFORM] = naming.platform
+        self.path = path
+        self.train_samples = train_samples
+        self.cloud, self.mo, self.ml = CloudMLReader(), Mo833Reader(), MllogReader()
+        self.user = PatternReader(compiled) if compiled is not None else None
+        self._sha = _Sha256() if hash_bytes else None
+        self.text = _TextCheck()
+        self.carry = b"\n"  # the virtual newline before the first line
+        self.newlines_before = 0
+        self.newlines = 0
+        self.last_byte = b""
+
+    @property
+    def readers(self) -> tuple[CloudMLReader | Mo833Reader | MllogReader | PatternReader, ...]:
+        return (self.user,) if self.user is not None else (self.cloud, self.mo, self.ml)
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._sha is not None:
+            raise TypeError("a session that hashes the log cannot be pickled (hash_bytes=False)")
+        return self.__dict__
+
+    def feed(self, chunk: bytes) -> None:
+        """Read the next chunk of the log (raises what a reader raises on a chunk it cannot take)."""
+        run, text, carry = self.run, self.text, self.carry
+        if self._sha is not None:
+            self._sha.update(chunk)
+        run.bytes_read += len(chunk)
+        self.newlines += (native.count_newlines or _count_newlines)(chunk)
+        self.last_byte = chunk[-1:]
+        text.feed(chunk, self.newlines_before + carry.count(b"\n"))
+        # The carry holds one newline, its first byte: the region ends at the chunk's last newline.
+        cut = chunk.rfind(b"\n")
+        cut_long_line = cut < 0 and len(carry) + len(chunk) > MAX_LINE
+        if cut < 0 and not cut_long_line:
+            self.carry = carry + chunk
+            return
+        # The region keeps the newline that ends its last line (the carry starts with it too): a value
+        # must be followed by its line end, and the last line of a log cut short has none. It is
+        # made with one copy (join of a view); the carry is the rest, from that newline on.
+        if cut_long_line:
+            text.long_line = True
+            region, self.carry = carry + chunk, b"\n"
+        else:
+            region, self.carry = b"".join((carry, memoryview(chunk)[: cut + 1])), bytes(chunk[cut:])
+        for r in self.readers:
+            r.feed(region, self.newlines_before)
+        # Newlines before the next region: all read so far (plus the virtual first one) but the carry's.
+        self.newlines_before = self.newlines + 1 - self.carry.count(b"\n")
+        if cut_long_line:
+            self.newlines_before -= 1  # the b"\n" put in front of the rest is not in the log
+
+    def close(self) -> None:
+        """End the hashing thread, if any (a session given up on)."""
+        if self._sha is not None:
+            self._sha.close()
+
+    def unreadable(self, exc: Exception) -> RunTimings:
+        """The run of a source whose bytes could not all be read (``exc``: why)."""
+        run = self.run
         run.add_problem("read-error", f"the log could not be read: {exc}", None, "error")
         run.status = "unreadable"
-        run.sha256 = sha.hexdigest()
-        run.lines_read = newlines
+        run.sha256 = self._sha.hexdigest() if self._sha is not None else None
+        run.lines_read = self.newlines
         return run
-    except BaseException:
-        sha.close()  # a reader's crash: the hashing thread ends with it
-        raise
-    run.sha256 = sha.hexdigest()  # every byte is read: the hashing thread, if any, ends here
-    if len(carry) > 1:
-        for r in readers:
-            r.feed(carry, newlines_before)
-    text.finish()
 
-    run.lines_read = newlines + (1 if last_byte not in (b"", b"\n") else 0)
-    cloud.finish()
-    ml.finish()
-    path = source_path(source)
-    if user is not None:
-        user.finish()
+    def finish(self, sha256: str | None = None) -> RunTimings:
+        """The run of every byte fed (the session is spent). ``sha256``: the log's SHA-256 (hex) when
+        the session does not hash (``hash_bytes=False``)."""
+        run, cloud, mo, ml, user = self.run, self.cloud, self.mo, self.ml, self.user
+        # every byte is read: the hashing thread, if any, ends here
+        run.sha256 = self._sha.hexdigest() if self._sha is not None else sha256
+        if len(self.carry) > 1:
+            for r in self.readers:
+                r.feed(self.carry, self.newlines_before)
+        self.text.finish()
 
-    for code, message, line, severity in text.problems:
-        run.add_problem(code, message, line, severity)  # type: ignore[arg-type]
-    if user is not None:
-        _from_pattern(run, user)
-    else:
-        dialect = _choose_dialect(cloud, mo, ml)
-        if dialect == "mllog":
-            _from_mllog(run, ml)
-            if mllog.SUBMISSION_BENCHMARK in ml.extra:
-                _from_mlperf(run, ml, path)
-        elif dialect == "mo833":
-            _from_mo833(run, mo)
-        elif dialect == "cloud-ml":
-            _from_cloudml(run, cloud)
-    for reader in readers:
-        for code, message, line, severity in reader.problems:
+        run.lines_read = self.newlines + (1 if self.last_byte not in (b"", b"\n") else 0)
+        cloud.finish()
+        ml.finish()
+        if user is not None:
+            user.finish()
+
+        for code, message, line, severity in self.text.problems:
             run.add_problem(code, message, line, severity)  # type: ignore[arg-type]
-    if train_samples is not None:
-        run.header.train_samples = run.header.train_samples or train_samples
-    checks.check_run(
-        run,
-        naming,
-        text,
-        cloud if run.dialect == "cloud-ml" else None,
-        ml,
-        train_samples,
-        pattern_lines=user.matched_lines if user is not None else None,
-    )
-    run.problems.sort(key=lambda p: (p.line is not None, p.line or 0))
-    return run
+        if user is not None:
+            _from_pattern(run, user)
+        else:
+            dialect = _choose_dialect(cloud, mo, ml)
+            if dialect == "mllog":
+                _from_mllog(run, ml)
+                if mllog.SUBMISSION_BENCHMARK in ml.extra:
+                    _from_mlperf(run, ml, self.path)
+            elif dialect == "mo833":
+                _from_mo833(run, mo)
+            elif dialect == "cloud-ml":
+                _from_cloudml(run, cloud)
+        for reader in self.readers:
+            for code, message, line, severity in reader.problems:
+                run.add_problem(code, message, line, severity)  # type: ignore[arg-type]
+        train_samples = self.train_samples
+        if train_samples is not None:
+            run.header.train_samples = run.header.train_samples or train_samples
+        checks.check_run(
+            run,
+            self.naming,
+            self.text,
+            cloud if run.dialect == "cloud-ml" else None,
+            ml,
+            train_samples,
+            pattern_lines=user.matched_lines if user is not None else None,
+        )
+        run.problems.sort(key=lambda p: (p.line is not None, p.line or 0))
+        return run
 
 
 def _from_mlperf(run: RunTimings, r: MllogReader, path: Path | None) -> None:

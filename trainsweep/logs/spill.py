@@ -80,6 +80,10 @@ class SpillBudget:
         self.held = 0
         self.file: SpillFile | None = None
 
+    def __getstate__(self) -> dict[str, object]:
+        # A pickled epoch carries its values (Epoch.__reduce__), not the file they were spilled to.
+        return {"budget": self.budget, "held": self.held, "file": None}
+
     def keep(self, values: array) -> array | Spilled:
         """``values`` itself while the budget lasts, else where it now lies on disk."""
         size = len(values) * values.itemsize

@@ -3,7 +3,9 @@
 A background thread uploads every log that changed since its last upload, every ``period_s`` seconds;
 :meth:`LogUploader.flush` uploads once more (at exit, on failure, on SIGTERM). The S3 client is created
 lazily on first use (boto3 honours ``AWS_ENDPOINT_URL``: local mode points it at its moto server) and
-can be injected. Upload errors are reported and retried at the next period; they never stop training.
+can be injected. Each upload is one ``PutObject`` with the log's SHA-256 checksum, which S3 keeps as the
+whole object's (ParseRun's resumed parse relies on it). Upload errors are reported and retried at the
+next period; they never stop training.
 """
 
 from __future__ import annotations
@@ -97,6 +99,9 @@ class LogUploader:
                         Body=body,
                         ContentType="text/plain",
                         Tagging=layout.RAW_LOG_TAGGING,  # lets the bucket's raw-log lifecycle rule expire it
+                        # S3 checks and keeps the log's SHA-256: ParseRun reads only a new version's
+                        # new bytes and takes the whole log's hash from S3 (trainsweep.aws.growing).
+                        ChecksumAlgorithm=layout.RAW_LOG_CHECKSUM,
                     )
                     self._sent[path.name] = (len(body), st.st_mtime_ns) if len(body) == st.st_size else stamp
                     self.uploads += 1

@@ -1,0 +1,262 @@
+"""ParseRun on a running job's growing log: each upload's new bytes are read, not the whole log again,
+and the artefacts are those a parse of the whole version gives."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from handler_helpers import BUCKET, planned_job, put_planned_runs, s3_event
+
+from trainsweep import layout
+from trainsweep.artefacts import run_artefacts
+from trainsweep.logs import parse, resume
+from trainsweep.training.upload import LogUploader
+
+SWEEP = "demo-20260101-000000"
+FCN_LOG = Path(
+    "cloud-ML/seismic-fcn/experimental_results/2020-06-FCN-on-sagemaker/logs/result-p3-4-256-e1.txt"
+)
+MO833_LOG = Path("high-res-distributed/mo833-trabalho/experiment_results/c5x") / (
+    "TEST_NODE-TEST_EXPERIMENT_ID-1625080072.599054.out"
+)
+
+
+class Reads:
+    """Every GetObject the handler makes: (key, Range, bytes received), from botocore's events."""
+
+    def __init__(self, s3: Any) -> None:
+        self.calls: list[list[Any]] = []
+        s3.meta.events.register("provide-client-params.s3.GetObject", self._asked)
+        s3.meta.events.register("after-call.s3.GetObject", self._answered)
+
+    def _asked(self, params: dict[str, Any], **_: Any) -> None:
+        self.calls.append([params["Key"], params.get("Range"), None])
+
+    def _answered(self, parsed: dict[str, Any], **_: Any) -> None:
+        self.calls[-1][2] = parsed.get("ContentLength")
+
+    def of(self, key: str) -> list[tuple[str | None, int]]:
+        found = [(r, n) for k, r, n in self.calls if k == key]
+        self.calls.clear()
+        return found
+
+
+def use_client(handler: Any, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ParseRun creates its S3 client with ``s3``'s event hooks: the test's own client."""
+    module = inspect.getmodule(inspect.unwrap(handler("parse_run")))
+    monkeypatch.setattr(module, "boto3", SimpleNamespace(client=lambda *_a, **_k: s3))
+
+
+class Job:
+    """A running job's log: written to a file and delivered as the container does (LogUploader)."""
+
+    def __init__(
+        self, s3: Any, handler: Any, tmp_path: Path, run: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        self.s3, self.run = s3, run
+        self.key = layout.log_key(SWEEP, run)
+        self.file = tmp_path / f"{run}.log"
+        self.uploader = LogUploader(
+            bucket=BUCKET, prefix=layout.logs_prefix(SWEEP), logs_dir=tmp_path, client_factory=lambda: s3
+        )
+        use_client(handler, s3, monkeypatch)
+        self.reads = Reads(s3)
+
+    def upload(self, data: bytes, handler: Any, context: Any) -> dict[str, Any]:
+        self.file.write_bytes(data)
+        assert self.uploader.flush() == 1
+        return handler("parse_run")(s3_event(self.key), context)
+
+    def artefacts(self) -> dict[str, bytes]:
+        prefix = layout.results_prefix(SWEEP)
+        listed = self.s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
+        return {
+            o["Key"][len(prefix) :]: self.s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read()
+            for o in listed
+        }
+
+
+def _whole(data: bytes, run: str) -> dict[str, bytes]:
+    """The artefacts of a parse of the whole version, as a parse of a downloaded log gives them."""
+    return run_artefacts(parse(data, name=run))
+
+
+def _versions(data: bytes, cut_inside: bytes) -> list[int]:
+    """Sizes of growing versions: a few fractions of the log, one cut in the middle of a line that
+    holds ``cut_inside``, and the whole log."""
+    inside = data.index(cut_inside, len(data) // 2) + len(cut_inside) // 2
+    sizes = {len(data) // 9, len(data) // 3, inside, inside + 1, (3 * len(data)) // 4, len(data)}
+    return sorted(sizes)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "run", "cut_inside"),
+    [
+        (FCN_LOG, f"{SWEEP}-p3-4-256-e1", b"step training time: "),
+        (MO833_LOG, f"{SWEEP}-c5-1-64-e0", b",It. time,"),
+    ],
+)
+def test_each_upload_reads_only_its_new_bytes_and_gives_the_whole_parse(
+    s3, handler, context, real_data, tmp_path, monkeypatch, fixture, run, cut_inside
+):
+    data = (real_data / fixture).read_bytes()
+    put_planned_runs(s3, SWEEP, run)
+    job = Job(s3, handler, tmp_path, run, monkeypatch)
+    read_to = 0
+    for size in _versions(data, cut_inside):
+        job.upload(data[:size], handler, context)
+        reads = job.reads.of(job.key)
+        assert job.artefacts() == _whole(data[:size], run), f"version of {size} bytes"
+        # one ranged GET per upload: the new bytes, and the few before them that identify the log
+        [(asked, got)] = reads
+        assert asked == f"bytes={max(0, read_to - resume.TAIL)}-"
+        assert got <= size - read_to + resume.TAIL
+        read_to = size
+
+
+def test_the_parse_resumes_at_a_line_cut_in_the_middle_of_its_number(
+    s3, handler, context, real_data, tmp_path, monkeypatch
+):
+    run = f"{SWEEP}-p3-4-256-e1"
+    data = (real_data / FCN_LOG).read_bytes()
+    put_planned_runs(s3, SWEEP, run)
+    job = Job(s3, handler, tmp_path, run, monkeypatch)
+    cut = data.index(b"step training time: 0.", len(data) // 2) + len(b"step training time: 0.")
+    job.upload(data[:cut], handler, context)
+    job.upload(data[: cut + 3], handler, context)  # still inside the same number
+    job.upload(data, handler, context)
+    assert job.artefacts() == _whole(data, run)
+
+
+def _bytes_read_of_last_upload(job: Job) -> list[int]:
+    return [n for _, n in job.reads.of(job.key)]
+
+
+@pytest.fixture
+def fcn_job(s3, handler, context, real_data, tmp_path, monkeypatch) -> tuple[Job, bytes]:
+    """A job whose log's first half is parsed and its state kept."""
+    run = f"{SWEEP}-p3-4-256-e1"
+    data = (real_data / FCN_LOG).read_bytes()
+    put_planned_runs(s3, SWEEP, run)
+    job = Job(s3, handler, tmp_path, run, monkeypatch)
+    job.upload(data[: len(data) // 2], handler, context)
+    job.reads.of(job.key)
+    return job, data
+
+
+def test_a_missing_state_reads_the_log_whole(s3, handler, context, fcn_job):
+    job, data = fcn_job
+    s3.delete_object(Bucket=BUCKET, Key=layout.parse_state_key(SWEEP, job.run))
+    job.upload(data, handler, context)
+    assert _bytes_read_of_last_upload(job) == [len(data)]
+    assert job.artefacts() == _whole(data, job.run)
+
+
+def test_a_log_that_shrank_is_read_whole(s3, handler, context, fcn_job):
+    """A restarted job (a spot interruption) starts a new, shorter log under the same name."""
+    job, data = fcn_job
+    restarted = data[: len(data) // 5]
+    job.upload(restarted, handler, context)
+    assert _bytes_read_of_last_upload(job) == [len(restarted)]
+    assert job.artefacts() == _whole(restarted, job.run)
+
+
+def test_a_log_replaced_by_a_longer_other_log_is_read_whole(s3, handler, context, fcn_job):
+    job, data = fcn_job
+    other = data.replace(b"step training time: 0.", b"step training time: 1.")
+    job.upload(other, handler, context)
+    reads = _bytes_read_of_last_upload(job)
+    assert reads[-1] == len(other)  # after the bytes before the offset did not match
+    assert job.artefacts() == _whole(other, job.run)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda h: h | {"parser": "0" * 16}, id="another-parser-version"),
+        pytest.param(lambda h: h | {"format": resume.STATE_FORMAT + 1}, id="another-state-format"),
+        pytest.param(lambda h: h | {"run_name": "someone-else"}, id="another-run"),
+    ],
+)
+def test_a_state_of_another_version_or_run_is_not_used(s3, handler, context, fcn_job, damage):
+    job, data = fcn_job
+    key = layout.parse_state_key(SWEEP, job.run)
+    line, _, blob = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().partition(b"\n")
+    header = damage(json.loads(line))
+    s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(header).encode() + b"\n" + blob)
+    job.upload(data, handler, context)
+    assert _bytes_read_of_last_upload(job) == [len(data)]
+    assert job.artefacts() == _whole(data, job.run)
+
+
+def test_a_state_that_names_code_is_refused_not_run(s3, handler, context, fcn_job, tmp_path):
+    import pickle
+
+    class Boom:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (Path.touch, (tmp_path / "ran",))
+
+    job, data = fcn_job
+    key = layout.parse_state_key(SWEEP, job.run)
+    line = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().partition(b"\n")[0]
+    s3.put_object(Bucket=BUCKET, Key=key, Body=line + b"\n" + pickle.dumps(Boom()))
+    job.upload(data, handler, context)
+    assert not (tmp_path / "ran").exists()
+    assert _bytes_read_of_last_upload(job) == [len(data)]
+    assert job.artefacts() == _whole(data, job.run)
+
+
+def test_a_log_without_its_sha256_in_s3_is_parsed_whole_and_keeps_no_state(
+    s3, handler, context, real_data, monkeypatch
+):
+    """An older container's upload, or a CloudWatch stream ExportLog copied: no checksum to rely on."""
+    run = f"{SWEEP}-p3-4-256-e1"
+    data = (real_data / FCN_LOG).read_bytes()
+    put_planned_runs(s3, SWEEP, run)
+    use_client(handler, s3, monkeypatch)
+    s3.put_object(Bucket=BUCKET, Key=layout.log_key(SWEEP, run), Body=data)
+    handler("parse_run")(s3_event(layout.log_key(SWEEP, run)), context)
+    state = s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.parse_state_key(SWEEP, run))
+    assert state.get("KeyCount") == 0
+    record = layout.results_key(SWEEP, layout.run_record_path(run))
+    got = json.loads(s3.get_object(Bucket=BUCKET, Key=record)["Body"].read())
+    assert got == json.loads(_whole(data, run)[layout.run_record_path(run)])
+
+
+def test_the_finished_job_resumes_from_the_last_upload(s3, handler, context, fcn_job):
+    """The state machine's per-job call parses the final log from the state the uploads left."""
+    job, data = fcn_job
+    job.file.write_bytes(data)
+    job.uploader.flush()
+    job_doc = planned_job(SWEEP, job.run)
+    cells = handler("parse_run")(
+        {"sweep_id": SWEEP, "job": job_doc, "outcome": {"training": {"TrainingJobStatus": "Completed"}}},
+        context,
+    )
+    assert [c["status"] for c in cells] == ["completed"]
+    assert _bytes_read_of_last_upload(job) == [len(data) - len(data) // 2 + resume.TAIL]
+    assert job.artefacts() == _whole(data, job.run)
+
+
+def test_a_job_with_its_own_log_format_resumes_with_that_pattern(s3, handler, context, tmp_path, monkeypatch):
+    from handler_helpers import jobs_document
+
+    pattern = r"^epoch (?P<epoch>\d+) step (?P<step>\d+): (?P<step_s>[0-9.]+) s$"
+    run = f"{SWEEP}-p3-1-64-e0"
+    s3.put_object(
+        Bucket=BUCKET,
+        Key=layout.jobs_key(SWEEP),
+        Body=jobs_document([planned_job(SWEEP, run, log_format=pattern)]),
+    )
+    data = b"".join(f"epoch {e} step {s}: 0.{s}25 s\n".encode() for e in (1, 2, 3) for s in range(1, 60))
+    job = Job(s3, handler, tmp_path, run, monkeypatch)
+    for size in (len(data) // 3, len(data) // 2 + 5, len(data)):
+        job.upload(data[:size], handler, context)
+        [(asked, _)] = job.reads.of(job.key)
+        assert job.artefacts() == run_artefacts(parse(data[:size], name=run, log_format=pattern))
+    assert asked != "bytes=0-"
