@@ -389,3 +389,16 @@ def test_spawned_ranks_predict_in_early_stop_mode(run_job, tmp_path):
     status = _status(result, hyper["trainsweep-run-names"])
     assert status["status"] == "ok", status
     assert status["prediction"]["steps_per_epoch"] == 8  # 64 samples, 4 per rank per step
+
+
+def test_a_script_that_spawns_no_rank_fails_as_one_that_never_stepped(run_job, tmp_path):
+    # the DDP tutorial spawns torch.cuda.device_count() ranks: none on a machine without a GPU
+    no_ranks = "import torch.multiprocessing as mp\n\ndef main(rank):\n    pass\n\n"
+    no_ranks += "if __name__ == '__main__':\n    mp.spawn(main, nprocs=0)\n"
+    root = write_source(tmp_path, {"train.py": no_ranks})
+    hyper = _hyperparameters(root, {"command": "python train.py --bs {batch_size}"}, [16])
+
+    result = run_job(hyper)
+
+    assert result.returncode != 0
+    assert "never called optimizer.step()" in _status(result, hyper["trainsweep-run-names"])["reason"]

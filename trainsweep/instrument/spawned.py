@@ -83,7 +83,7 @@ def wrap_start_processes(session: Any, workload: str) -> Callable[[Any], Any]:
             fn: Callable[..., Any], args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True,
             daemon: bool = False, start_method: str = "spawn",
         ) -> Any:  # fmt: skip
-            if start_method in TIMED_METHODS and not isinstance(fn, RankEntry):
+            if start_method in TIMED_METHODS and nprocs >= 1 and not isinstance(fn, RankEntry):
                 fn = RankEntry(fn, workload, nprocs, node_rank(), started)
                 session.handed_over = True
             return original(fn, args, nprocs, join, daemon, start_method)
