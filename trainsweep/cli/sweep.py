@@ -326,6 +326,7 @@ def status(
     stack is asked, and also says how many raw-log events ParseRun failed on for good (its queue).
     """
     from trainsweep.errors import SpecError, TrainsweepError
+    from trainsweep.sweeps.status import UnreadableSweepError
     from trainsweep.sweeps.status import status as sweep_status
 
     console = make_console()
@@ -335,6 +336,9 @@ def status(
     except SpecError as e:
         _error(err, str(e))
         raise typer.Exit(EXIT_USAGE) from None
+    except UnreadableSweepError as e:
+        _error(err, str(e))
+        raise typer.Exit(EXIT_FAILED) from None
     except TrainsweepError as e:
         where = f"sweep {sweep_id!r}" if sweep_id else "a sweep"
         _error(err, f"{e}\n(no downloaded {where} under {results}/ either)")

@@ -1,0 +1,72 @@
+"""The local jobs' temporary folders (``$TMPDIR/trainsweep-jobs-*``), removed when their run is gone.
+
+A folder is held by its run through an ``flock`` on ``<folder>/.owner``, which the kernel releases when
+the run's process dies, however it dies: a new run removes every such folder nobody holds (what a
+killed run left).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import IO
+
+PREFIX = "trainsweep-jobs-"
+OWNER_FILE = ".owner"
+
+
+class Workroot:
+    """A fresh ``trainsweep-jobs-*`` folder under ``parent`` (default: the temp dir), held by this process."""
+
+    def __init__(self, parent: Path | None = None) -> None:
+        import fcntl
+
+        remove_abandoned(parent)
+        self.path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=parent))
+        # Locked before it has its name: another run never sees an owner file nobody holds yet.
+        staging = self.path / f"{OWNER_FILE}.new"
+        self._owner: IO[str] | None = staging.open("w", encoding="utf-8")
+        fcntl.flock(self._owner.fileno(), fcntl.LOCK_EX)
+        self._owner.write(f"{os.getpid()}\n")
+        self._owner.flush()
+        staging.rename(self.path / OWNER_FILE)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._owner is not None:
+            self._owner.close()
+            self._owner = None
+
+
+def remove_abandoned(parent: Path | None = None) -> list[Path]:
+    """Remove the ``trainsweep-jobs-*`` folders of this user that no live run holds; returns them.
+
+    A folder without an owner file (made by a version that did not write one, or a run killed while it
+    made the folder) counts as abandoned once it is more than a minute old.
+    """
+    import fcntl
+    import time
+
+    removed = []
+    root = Path(parent or tempfile.gettempdir())
+    for folder in root.glob(PREFIX + "*"):
+        try:
+            if not folder.is_dir() or folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue
+            owner = folder / OWNER_FILE
+            if not owner.exists():
+                if time.time() - folder.stat().st_mtime < 60:
+                    continue
+            else:
+                with owner.open("r") as f:
+                    try:
+                        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue  # a live run's
+        except OSError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
