@@ -43,11 +43,9 @@ class Workroot:
 def remove_abandoned(parent: Path | None = None) -> list[Path]:
     """Remove the ``trainsweep-jobs-*`` folders of this user that no live run holds; returns them.
 
-    A folder without an owner file (made by a version that did not write one, or a run killed while it
-    made the folder) counts as abandoned once it is more than a minute old.
+    A folder without an owner file is left alone: it may be a live run's of a version that wrote none.
     """
     import fcntl
-    import time
 
     removed = []
     root = Path(parent or tempfile.gettempdir())
@@ -55,16 +53,11 @@ def remove_abandoned(parent: Path | None = None) -> list[Path]:
         try:
             if not folder.is_dir() or folder.is_symlink() or folder.stat().st_uid != os.getuid():
                 continue
-            owner = folder / OWNER_FILE
-            if not owner.exists():
-                if time.time() - folder.stat().st_mtime < 60:
-                    continue
-            else:
-                with owner.open("r") as f:
-                    try:
-                        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        continue  # a live run's
+            with (folder / OWNER_FILE).open("r") as f:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live run's
         except OSError:
             continue
         shutil.rmtree(folder, ignore_errors=True)
