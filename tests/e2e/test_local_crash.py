@@ -156,6 +156,8 @@ def test_a_sweep_killed_at_random_moments_resumes_to_the_unkilled_result(tmp_pat
             proc.kill()  # SIGKILL
         output = proc.communicate(timeout=60)[0].decode(errors="replace")
         assert proc.returncode in (0, -signal.SIGKILL), (kill, at, output)
+        kept = _finished_on_disk(_planned(out)[0]) if _planned(out) else set()
+        print(f"kill {kill}: at {at:.1f} of {reference_s:.1f} s, exit {proc.returncode}, kept {len(kept)}")
         deadline = time.monotonic() + 10
         while _trainers_in(scratch) and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -78,7 +78,7 @@ class LocalSageMaker:
         self.region = region
         self.entry_point = entry_point
         self._own_workroot = Workroot() if workroot is None else None
-        self.workroot = Path(workroot) if workroot is not None else self._own_workroot.path
+        self.workroot = self._own_workroot.path if self._own_workroot is not None else Path(workroot or ".")
         self._env = dict(env or {})
         self._stop_grace_s = stop_grace_s
         self._has_gpu = has_gpu
