@@ -172,7 +172,9 @@ def test_a_local_sweep_runs_every_cell_writes_every_artefact_and_resumes_the_fai
     assert _children() <= children_before
 
 
-def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path: Path, signum: int) -> None:
+    """Ctrl-C, and SIGTERM as ``timeout`` or a CI runner's cancel sends it, stop the sweep alike."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     _write_mnist(data_dir / "mnist.npz", train=256, test=64)
@@ -202,7 +204,7 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     try:
         trainer = _wait_for_trainer(cli.pid, timeout=240)
         _wait_for_steps(scratch, timeout=240)
-        cli.send_signal(signal.SIGINT)
+        cli.send_signal(signum)
         output, _ = cli.communicate(timeout=120)
     finally:
         if cli.poll() is None:
@@ -221,6 +223,8 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     assert (folder / layout.JOBS_JSON).is_file()
     logs = list((folder / "logs").glob("*.log"))
     assert logs and "step training time" in logs[0].read_text()
+    assert not list(scratch.glob("trainsweep-jobs-*"))  # the jobs' folders went with the run
+    assert (out / f"{folder.name}.lock").is_file()  # held by nobody: `status` says interrupted
 
 
 def _wait_for_steps(scratch: Path, timeout: float) -> None:
