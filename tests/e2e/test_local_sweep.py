@@ -469,3 +469,35 @@ def test_a_node_count_sweep_runs_two_local_hosts_and_reports_their_scaling(tmp_p
     report = (results / layout.REPORT_HTML).read_text()
     assert 'id="scaling-table"' in report and f"{efficiency:.0%}" in report
     assert _children() <= children_before
+
+
+def test_resume_reruns_a_cell_whose_run_record_was_cut_short(tmp_path: Path) -> None:
+    """A sweep aggregated with its cell completed, but the run record on disk cut short (a writer killed
+    midway): the record counts as missing, so the resume runs the cell again and aggregates, where it used
+    to keep the cell and fail in AggregateSweep (JSONDecodeError) on every resume."""
+    from trainsweep.spec import plan_sweep
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=64, test=32)
+    spec = _spec(tmp_path, data_dir, batch_sizes=[16])
+    sweep_id = "e2e-20260101-000003"
+    out = tmp_path / "results"
+    folder = out / sweep_id
+    plan = plan_sweep(spec, sweep_id=sweep_id)
+    run16 = f"{sweep_id}-local-cpu-16-e0"
+    (folder / layout.RESULTS_DIR / layout.RUNS_DIR).mkdir(parents=True)
+    doc = json.loads(plan.jobs_json())
+    doc["cells"] = [{"run_name": run16, "status": "completed", "reason": None, "billable_s": 5}]
+    (folder / layout.JOBS_JSON).write_text(json.dumps(doc))
+    (folder / layout.SPEC_JSON).write_text(json.dumps(plan.spec.to_dict()))
+    record = folder / layout.RESULTS_DIR / layout.run_record_path(run16)
+    record.write_text('{"kind": "trainsweep.run", "status": "compl')
+    resumed = CliRunner().invoke(
+        app, ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert f"Resumed 1 run(s): {run16}" in resumed.output
+    assert json.loads(record.read_text())["status"] == "complete"
+    assert _cells(folder)[16]["status"] == "completed"
+    assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()

@@ -335,3 +335,56 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+# ---- the sweep's prefix copied to its folder as it changes ----------------------------------------
+
+
+def test_the_mirror_copies_what_changed_with_jobs_json_after_the_run_records(tmp_path: Path) -> None:
+    import boto3
+    from moto import mock_aws
+
+    from trainsweep.aws import mirror as mirror_module
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="sweeps-bucket")
+        record = layout.results_key(SWEEP, layout.run_record_path("r1"))
+        s3.put_object(
+            Bucket="sweeps-bucket", Key=layout.jobs_key(SWEEP), Body=b'{"cells": [{"run_name": "r1"}]}'
+        )
+        s3.put_object(Bucket="sweeps-bucket", Key=record, Body=b'{"status": "complete"}')
+        s3.put_object(
+            Bucket="sweeps-bucket", Key=layout.results_key(SWEEP, layout.REPORT_HTML), Body=b"<html/>"
+        )
+        order: list[str] = []
+        real = atomicio.write_chunks
+
+        def noted(path: Path, chunks: Any, *, durable: bool = True) -> Path:
+            order.append(Path(path).name)
+            return real(path, chunks, durable=durable)
+
+        dest = tmp_path / SWEEP
+        mp = pytest.MonkeyPatch()
+        mp.setattr(atomicio, "write_chunks", noted)
+        try:
+            mirror = mirror_module.SweepMirror(s3, "sweeps-bucket", SWEEP, dest)
+            assert mirror.sync() == 3
+            assert order[-1] == layout.JOBS_JSON
+            assert mirror.sync() == 0  # nothing changed: nothing fetched
+            s3.put_object(Bucket="sweeps-bucket", Key=record, Body=b'{"status": "complete", "n": 2}')
+            assert mirror.sync() == 1
+            assert (
+                json.loads((dest / layout.RESULTS_DIR / layout.run_record_path("r1")).read_text())["n"] == 2
+            )
+            # a resume's mirror: only the runs' own files, nothing of what the folder already had
+            resumed = mirror_module.SweepMirror(
+                s3, "sweeps-bucket", SWEEP, tmp_path / "r", accept=mirror_module.run_files_only
+            )
+            s3.put_object(Bucket="sweeps-bucket", Key=layout.jobs_key(SWEEP), Body=b'{"reduced": true}')
+            assert resumed.sync() == 1
+            assert not (tmp_path / "r" / layout.JOBS_JSON).exists()
+            resumed.mark_current()
+            assert resumed.sync() == 0
+        finally:
+            mp.undo()

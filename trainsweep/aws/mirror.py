@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 LOG = logging.getLogger(__name__)
+BUSY_FACTOR = 4.0
 RUN_FILES = (
     f"{layout.LOGS_DIR}/",
     f"{layout.RESULTS_DIR}/{layout.RUNS_DIR}/",
@@ -134,11 +136,15 @@ class SweepMirror:
             self._thread.join()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        pause = self.interval_s
+        while not self._stop.wait(pause):
+            t0 = time.monotonic()
             try:
                 self.sync()
             except Exception as exc:  # the embedded AWS stopping, a full disk: the next pass tries again
                 LOG.debug("mirror pass failed: %s", exc)
+            # A large sweep's listing takes a while: passes take at most a fifth of the time.
+            pause = max(self.interval_s, BUSY_FACTOR * (time.monotonic() - t0))
 
 
 def run_files_only(rel: str) -> bool:
