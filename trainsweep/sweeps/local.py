@@ -252,52 +252,29 @@ def _run_in_embedded_aws(
     they appear, download, stop everything."""
     from trainsweep.aws import outputs as output_names
     from trainsweep.aws import sweeps
-    from trainsweep.aws.code import upload_source
-    from trainsweep.aws.failures import queued_failures
     from trainsweep.aws.mirror import SweepMirror, run_files_only
     from trainsweep.local.server import EmbeddedAws
 
     sweep_id, dest = result.sweep_id, result.dest
-    bucket: str | None = None
     mirror: SweepMirror | None = None
     aws = EmbeddedAws(**aws_options)
     # Synthesis (a Node.js subprocess) overlaps the server's start.
     synth = _Synth(project_root)
     restore_logging = _log_emulator_to(log_path_for(dest))
+    deployed: list[str] = []  # the bucket, once there is one
     try:
-        aws.start()
-        if aws.sagemaker is not None:
-            aws.sagemaker.keep_output = dest / layout.JOB_OUTPUT_DIR  # the jobs' folders are temporary
-        assembly = synth.result()
-        stack = aws.deploy(assembly=assembly)
-        result.timings.update(aws.timings)
-        result.timings["synth_wait"] = synth.waited
+        stack, spec_dict = _deploy(aws, synth, result, spec, staged)
         bucket = stack.output(output_names.BUCKET_NAME)
+        deployed.append(bucket)
         machine = stack.output(output_names.STATE_MACHINE_ARN)
-        s3, sfn, sm = aws.client("s3"), aws.client("stepfunctions"), aws.client("sagemaker")
-        spec_dict = spec.to_dict()
-        if spec.data and spec.data.startswith("file://"):
-            spec_dict["data"] = upload_data(s3, bucket, sweep_id, spec.data)
-        if staged is not None:
-            spec_dict = upload_source(s3, bucket, sweep_id, spec_dict, staged)
-
-        def watch(execution_arn: str) -> str:
-            while True:
-                view = sweeps.sweep_view(
-                    s3=s3, bucket=str(bucket), sweep_id=sweep_id, sagemaker=sm, sfn=sfn,
-                    execution_arn=execution_arn, region=aws.region,
-                )  # fmt: skip
-                result.view = view
-                if on_update is not None:
-                    on_update(view)
-                if view.finished:
-                    return str(view.execution_status)
-                time.sleep(poll_s)
-
+        watch = _watcher(aws, bucket, result, on_update, poll_s)
         # A resume's reduced specs rewrite the plan and the report: only each run's files go to disk
         # as they come, the rest with the final download.
-        mirror = SweepMirror(s3, bucket, sweep_id, dest, accept=run_files_only if resume else None)
+        mirror = SweepMirror(
+            aws.client("s3"), bucket, sweep_id, dest, accept=run_files_only if resume else None
+        )
         if not resume:
+            sfn = aws.client("stepfunctions")
             mirror.start()
             arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
             result.execution_status = watch(arn)
@@ -305,19 +282,7 @@ def _run_in_embedded_aws(
             result.error_detail = sweeps.execution_error_detail(sfn, arn)
         else:
             _resume(aws, stack, dest, spec_dict, sweep_id, bucket, machine, watch, result, mirror)
-        t0 = time.perf_counter()
-        # Many cells finishing at once queue many notifications: wait while they are being parsed (a
-        # fixed cap would download before the last ones and lose their results).
-        if not aws.notifications.drain(stall_s=NOTIFICATION_STALL_S):
-            LOG.warning(
-                "%d log notifications not handled: ParseRun made no progress for %d s",
-                aws.notifications.pending,
-                NOTIFICATION_STALL_S,
-            )
-        result.timings["drain"] = time.perf_counter() - t0
-        result.parse_failures = queued_failures(
-            aws.client("sqs"), stack.output(output_names.PARSE_FAILURE_QUEUE_URL)
-        )
+        _drain(aws, stack, result)
     except KeyboardInterrupt:
         result.interrupted = True
         with contextlib.suppress(Exception):
@@ -330,21 +295,95 @@ def _run_in_embedded_aws(
     finally:
         if mirror is not None:
             mirror.stop()
-        if aws.sagemaker is not None:
-            result.training_seconds = aws.sagemaker.process_seconds()
         try:
-            if aws.port is not None and bucket is not None:
-                t0 = time.perf_counter()
-                with contextlib.suppress(sweeps.SweepNotFoundError):
-                    sweeps.download_sweep(aws.client("s3"), bucket, sweep_id, dest, models=models)
-                    result.downloaded = True
-                    result.view = _final_view(aws, bucket, sweep_id, result.view)
-                result.timings["download"] = time.perf_counter() - t0
+            _download(aws, result, deployed[0] if deployed else None, models)
         finally:
             t0 = time.perf_counter()
             aws.close()
             restore_logging()
             result.timings["shutdown"] = time.perf_counter() - t0
+
+
+def _deploy(aws: Any, synth: _Synth, result: SweepRun, spec: Any, staged: StagedSource | None) -> Any:
+    """Start the server, deploy the stack, upload the data channel and the script's folder; returns the
+    stack and the spec as the state machine gets it."""
+    from trainsweep.aws import outputs as output_names
+    from trainsweep.aws.code import upload_source
+
+    aws.start()
+    if aws.sagemaker is not None:
+        aws.sagemaker.keep_output = result.dest / layout.JOB_OUTPUT_DIR  # the jobs' folders are temporary
+    stack = aws.deploy(assembly=synth.result())
+    result.timings.update(aws.timings)
+    result.timings["synth_wait"] = synth.waited
+    bucket = stack.output(output_names.BUCKET_NAME)
+    s3 = aws.client("s3")
+    spec_dict = spec.to_dict()
+    if spec.data and spec.data.startswith("file://"):
+        spec_dict["data"] = upload_data(s3, bucket, result.sweep_id, spec.data)
+    if staged is not None:
+        spec_dict = upload_source(s3, bucket, result.sweep_id, spec_dict, staged)
+    return stack, spec_dict
+
+
+def _watcher(
+    aws: Any, bucket: str, result: SweepRun, on_update: StatusCallback | None, poll_s: float
+) -> Callable[[str], str]:
+    """``watch(execution_arn)``: the live view every ``poll_s`` until the execution ends; its status."""
+    from trainsweep.aws import sweeps
+
+    s3, sfn, sm = aws.client("s3"), aws.client("stepfunctions"), aws.client("sagemaker")
+
+    def watch(execution_arn: str) -> str:
+        while True:
+            view = sweeps.sweep_view(
+                s3=s3, bucket=bucket, sweep_id=result.sweep_id, sagemaker=sm, sfn=sfn,
+                execution_arn=execution_arn, region=aws.region,
+            )  # fmt: skip
+            result.view = view
+            if on_update is not None:
+                on_update(view)
+            if view.finished:
+                return str(view.execution_status)
+            time.sleep(poll_s)
+
+    return watch
+
+
+def _drain(aws: Any, stack: Any, result: SweepRun) -> None:
+    """Wait while log notifications are parsed; count ParseRun's failures."""
+    from trainsweep.aws import outputs as output_names
+    from trainsweep.aws.failures import queued_failures
+
+    t0 = time.perf_counter()
+    # Many cells finishing at once queue many notifications: wait while they are being parsed (a
+    # fixed cap would download before the last ones and lose their results).
+    if not aws.notifications.drain(stall_s=NOTIFICATION_STALL_S):
+        LOG.warning(
+            "%d log notifications not handled: ParseRun made no progress for %d s",
+            aws.notifications.pending,
+            NOTIFICATION_STALL_S,
+        )
+    result.timings["drain"] = time.perf_counter() - t0
+    result.parse_failures = queued_failures(
+        aws.client("sqs"), stack.output(output_names.PARSE_FAILURE_QUEUE_URL)
+    )
+
+
+def _download(aws: Any, result: SweepRun, bucket: str | None, models: bool) -> None:
+    """The whole prefix into ``dest`` once more (``jobs.json`` last), and the final view."""
+    from trainsweep.aws import sweeps
+
+    if aws.sagemaker is not None:
+        result.training_seconds = aws.sagemaker.process_seconds()
+    if aws.port is None or bucket is None:
+        return
+    t0 = time.perf_counter()
+    with contextlib.suppress(sweeps.SweepNotFoundError):
+        sweeps.download_sweep(aws.client("s3"), bucket, result.sweep_id, result.dest, models=models)
+        result.downloaded = True
+        result.view = _final_view(aws, bucket, result.sweep_id, result.view)
+    result.timings["download"] = time.perf_counter() - t0
 
 
 def _final_view(aws: Any, bucket: str, sweep_id: str, current: Any) -> Any:
