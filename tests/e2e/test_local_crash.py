@@ -2,8 +2,9 @@
 
 A reference sweep runs once unkilled. The same spec then starts again and is killed (SIGKILL, no
 handler can run) at ``TRAINSWEEP_CRASH_KILLS`` moments (default 3; 20 on demand) drawn with
-``TRAINSWEEP_CRASH_SEED`` across the reference's run time: during deploy, a job, the parsing, the
-aggregation, the download. Each kill is followed by a ``--resume`` (or a new start while no plan was
+``TRAINSWEEP_CRASH_SEED``: one in each of as many equal slices of the reference's run time, earliest
+first, so they fall during the deploy, the jobs, the parsing, the aggregation and the download while
+cells are still left to run. Each kill is followed by a ``--resume`` (or a new start while no plan was
 kept). After every kill: no training process outlives the sweep, ``status`` answers without a traceback
 and shows done only the cells whose run record says they finished. After the last, a resume runs to the
 end: it re-runs only cells without results, and every cell is recorded exactly once, with the
@@ -144,11 +145,12 @@ def test_a_sweep_killed_at_random_moments_resumes_to_the_unkilled_result(tmp_pat
     rng = random.Random(SEED)
     out = tmp_path / "results"
     sweep_id: str | None = None
-    for kill in range(KILLS):
+    width = reference_s / KILLS
+    moments = [rng.uniform(max(1.0, i * width), (i + 1) * width) for i in range(KILLS)]
+    for kill, at in enumerate(moments):
         args = ["run", str(spec), "--local", "--no-watch", "--out", str(out)]
         if sweep_id is not None:
             args += ["--resume", sweep_id]
-        at = rng.uniform(1.0, reference_s)
         proc = _start(args, scratch)
         try:
             proc.wait(timeout=at)
