@@ -2,13 +2,14 @@
 
 A reference sweep runs once unkilled. The same spec then starts again and is killed (SIGKILL, no
 handler can run) at ``TRAINSWEEP_CRASH_KILLS`` moments (default 3; 20 on demand) drawn with
-``TRAINSWEEP_CRASH_SEED``: one in each of as many equal slices of the reference's run time, earliest
-first, so they fall during the deploy, the jobs, the parsing, the aggregation and the download while
-cells are still left to run. Each kill is followed by a ``--resume`` (or a new start while no plan was
-kept). After every kill: no training process outlives the sweep, ``status`` answers without a traceback
-and shows done only the cells whose run record says they finished. After the last, a resume runs to the
-end: it re-runs only cells without results, and every cell is recorded exactly once, with the
-reference's statuses, and no job folder is left in the temp dir.
+``TRAINSWEEP_CRASH_SEED``: one in each of as many equal slices of the reference's run time, in a
+random order, so they fall during the deploy, the jobs, the parsing, the aggregation and the download
+of a first run or of a resume. A run that ends before its moment is not killed (its output says so).
+Each kill is followed by a ``--resume`` (or a new start while no plan was kept). After every kill: no
+training process outlives the sweep, ``status`` answers without a traceback and shows done only the
+cells whose run record says they finished. After the last, a resume runs to the end: it re-runs only
+cells without results, and every cell is recorded exactly once, with the reference's statuses, and no
+job folder is left in the temp dir.
 """
 
 from __future__ import annotations
@@ -147,6 +148,7 @@ def test_a_sweep_killed_at_random_moments_resumes_to_the_unkilled_result(tmp_pat
     sweep_id: str | None = None
     width = reference_s / KILLS
     moments = [rng.uniform(max(1.0, i * width), (i + 1) * width) for i in range(KILLS)]
+    rng.shuffle(moments)
     for kill, at in enumerate(moments):
         args = ["run", str(spec), "--local", "--no-watch", "--out", str(out)]
         if sweep_id is not None:
