@@ -172,7 +172,9 @@ def test_a_local_sweep_runs_every_cell_writes_every_artefact_and_resumes_the_fai
     assert _children() <= children_before
 
 
-def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path: Path, signum: int) -> None:
+    """Ctrl-C, and SIGTERM as ``timeout`` or a CI runner's cancel sends it, stop the sweep alike."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     _write_mnist(data_dir / "mnist.npz", train=256, test=64)
@@ -202,7 +204,7 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     try:
         trainer = _wait_for_trainer(cli.pid, timeout=240)
         _wait_for_steps(scratch, timeout=240)
-        cli.send_signal(signal.SIGINT)
+        cli.send_signal(signum)
         output, _ = cli.communicate(timeout=120)
     finally:
         if cli.poll() is None:
@@ -221,6 +223,8 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     assert (folder / layout.JOBS_JSON).is_file()
     logs = list((folder / "logs").glob("*.log"))
     assert logs and "step training time" in logs[0].read_text()
+    assert not list(scratch.glob("trainsweep-jobs-*"))  # the jobs' folders went with the run
+    assert (out / f"{folder.name}.lock").is_file()  # held by nobody: `status` says interrupted
 
 
 def _wait_for_steps(scratch: Path, timeout: float) -> None:
@@ -465,3 +469,35 @@ def test_a_node_count_sweep_runs_two_local_hosts_and_reports_their_scaling(tmp_p
     report = (results / layout.REPORT_HTML).read_text()
     assert 'id="scaling-table"' in report and f"{efficiency:.0%}" in report
     assert _children() <= children_before
+
+
+def test_resume_reruns_a_cell_whose_run_record_was_cut_short(tmp_path: Path) -> None:
+    """A sweep aggregated with its cell completed, but the run record on disk cut short (a writer killed
+    midway): the record counts as missing, so the resume runs the cell again and aggregates, where it used
+    to keep the cell and fail in AggregateSweep (JSONDecodeError) on every resume."""
+    from trainsweep.spec import plan_sweep
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    _write_mnist(data_dir / "mnist.npz", train=64, test=32)
+    spec = _spec(tmp_path, data_dir, batch_sizes=[16])
+    sweep_id = "e2e-20260101-000003"
+    out = tmp_path / "results"
+    folder = out / sweep_id
+    plan = plan_sweep(spec, sweep_id=sweep_id)
+    run16 = f"{sweep_id}-local-cpu-16-e0"
+    (folder / layout.RESULTS_DIR / layout.RUNS_DIR).mkdir(parents=True)
+    doc = json.loads(plan.jobs_json())
+    doc["cells"] = [{"run_name": run16, "status": "completed", "reason": None, "billable_s": 5}]
+    (folder / layout.JOBS_JSON).write_text(json.dumps(doc))
+    (folder / layout.SPEC_JSON).write_text(json.dumps(plan.spec.to_dict()))
+    record = folder / layout.RESULTS_DIR / layout.run_record_path(run16)
+    record.write_text('{"kind": "trainsweep.run", "status": "compl')
+    resumed = CliRunner().invoke(
+        app, ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
+    )
+    assert resumed.exit_code == 0, resumed.output
+    assert f"Resumed 1 run(s): {run16}" in resumed.output
+    assert json.loads(record.read_text())["status"] == "complete"
+    assert _cells(folder)[16]["status"] == "completed"
+    assert (folder / layout.RESULTS_DIR / layout.REPORT_HTML).is_file()

@@ -502,3 +502,36 @@ def test_doctor_refuses_a_spec_it_cannot_read(tmp_path: Path) -> None:
     spec.write_text("name: t\ninstance_types: [ml.g5.xlarge]\n")
     result = runner.invoke(app, ["doctor", str(spec)])
     assert result.exit_code == 2 and "workload" in result.output
+
+
+def test_a_download_cut_short_leaves_no_partial_file_and_no_jobs_json(
+    deployed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files are written whole or not at all, ``jobs.json`` after every other: a download that fails
+    midway never leaves a cut-short run record, nor final cells whose run records are missing."""
+    from trainsweep.aws import s3 as s3io
+
+    record_key = layout.results_key(SWEEP, layout.run_record_path(f"{SWEEP}-local-cpu-32-e0"))
+    deployed.put_object(Bucket="results-bucket", Key=layout.jobs_key(SWEEP), Body=b'{"cells": []}')
+    deployed.put_object(Bucket="results-bucket", Key=record_key, Body=b'{"status": "complete"}')
+    opened = s3io.open_chunks
+
+    def cut(s3: Any, bucket: str, key: str, chunk_size: int = 1 << 20) -> Any:
+        got = opened(s3, bucket, key, chunk_size)
+        if key != record_key or got is None:
+            return got
+
+        def chunks() -> Any:
+            yield b'{"stat'
+            raise ConnectionResetError("connection reset by peer")
+
+        return chunks(), got[1]
+
+    monkeypatch.setattr(s3io, "open_chunks", cut)
+    dest = tmp_path / "out"
+    result = runner.invoke(app, ["download", SWEEP, "--to", str(dest), "--region", "us-east-1"])
+    assert result.exit_code == 1, result.output
+    assert "the download stopped: connection reset by peer" in result.output
+    assert not (dest / layout.JOBS_JSON).exists()
+    written = [p for p in dest.rglob("*") if p.is_file()]
+    assert written == [], written

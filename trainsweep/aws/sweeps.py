@@ -13,13 +13,12 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainsweep import layout
+from trainsweep import atomicio, layout
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.outcome import job_cells
 from trainsweep.errors import TrainsweepError
@@ -422,26 +421,20 @@ def download_sweep(
     """Copy the sweep's spec, jobs, logs and results under ``sweeps/<id>/`` to ``dest`` with the same
     relative layout; its jobs' models and checkpoints too with ``models``. ``objects``: the sweep's
     listing when the caller has it (:func:`list_sweep`)."""
+    from trainsweep.aws.mirror import fetch_keys
+
     prefix = layout.sweep_prefix(sweep_id)
     listed = objects or list_sweep(s3, bucket, sweep_id)
     keys = [k for k, _ in listed.files + (listed.models if models else [])]
-    dest.mkdir(parents=True, exist_ok=True)
+    return fetch_keys(s3, bucket, prefix, keys, dest, workers)
 
-    def one(key: str) -> Path:
-        rel = key[len(prefix) :]
-        target = dest / rel
-        if not target.resolve().is_relative_to(dest.resolve()):
-            raise TrainsweepError(f"refusing to write outside {dest}: {key}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        opened = s3io.open_chunks(s3, bucket, key)  # streamed: a model archive can be gigabytes
-        if opened is not None:  # else deleted since it was listed
-            with target.open("wb") as f:
-                for chunk in opened[0]:
-                    f.write(chunk)
-        return target
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, keys))
+def _readable_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+    except ValueError:
+        return False
+    return True
 
 
 def upload_sweep(s3: S3Client, bucket: str, sweep_id: str, src: Path) -> int:
@@ -453,9 +446,12 @@ def upload_sweep(s3: S3Client, bucket: str, sweep_id: str, src: Path) -> int:
         if not f.is_file():
             continue
         rel = f.relative_to(src).as_posix()
-        if rel.startswith(layout.LOGS_DIR + "/"):
+        if rel.startswith(layout.LOGS_DIR + "/") or f.name.endswith(atomicio.PART_SUFFIX):
             continue
-        s3io.put_bytes(s3, bucket, prefix + rel, f.read_bytes())
+        data = f.read_bytes()
+        if f.suffix == ".json" and not _readable_json(data):
+            continue  # empty or cut short by a killed writer: missing, so its run is re-run
+        s3io.put_bytes(s3, bucket, prefix + rel, data)
         count += 1
     return count
 
@@ -789,6 +785,9 @@ def view_from_documents(
             cell.status = "done"
     if jobs_doc.get("cells"):
         _apply_final(cells, jobs_doc["cells"])
+        for cell in cells:
+            if cell.status == "done" and cell.run_name not in have_record:
+                cell.status, cell.detail = "failed", "its run record is missing: a resume runs it again"
     region = str(jobs_doc.get("region") or "us-east-1")
     for cell in cells:
         price = _price(cell.instance_type, region, jobs_doc)

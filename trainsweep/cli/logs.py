@@ -115,6 +115,7 @@ def _sink(path: Path | None) -> Iterator[BinaryIO]:
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as f:
-        yield f
+    from trainsweep import atomicio
+
+    with atomicio.open_atomic(path) as f:  # whole or absent
+        yield f  # type: ignore[misc]

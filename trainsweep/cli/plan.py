@@ -115,7 +115,9 @@ def schema(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.write_text(text, encoding="utf-8")
+        from trainsweep import atomicio
+
+        atomicio.write_text(out, text)
         typer.echo(f"wrote {out}", err=True)
 
 

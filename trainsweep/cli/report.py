@@ -75,6 +75,7 @@ def report_command(
             f"no runs/*.json below {folder}: is this a results folder? (`trainsweep import LOGS --out DIR`)"
         )
 
+    from trainsweep import atomicio
     from trainsweep.report import load_results, sweep_artefacts
 
     console = make_console(soft_wrap=False)
@@ -98,9 +99,7 @@ def report_command(
             title=None if spec else root.resolve().name,
         )
         for relative, data in artefacts.items():
-            target = root / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            atomicio.write_bytes(root / relative, data, durable=False)
         import json
 
         from trainsweep import layout
@@ -115,12 +114,11 @@ def report_command(
 
 def _mlperf_reports(folder: Path, runs: list, region: str, console) -> None:
     """MLPerf result logs among the runs: per benchmark, the systems compared, into DIR/mlperf/."""
+    from trainsweep import atomicio
     from trainsweep.report.mlperf import REPORT_HTML, mlperf_artefacts
 
     for relative, data in mlperf_artefacts(runs, region).items():
-        target = folder / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        target = atomicio.write_bytes(folder / relative, data, durable=False)
         if relative.endswith(REPORT_HTML):
             console.print(styled(("MLPerf", "bold"), f" systems compared by time to train: open {target}"))
 

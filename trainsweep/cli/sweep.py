@@ -326,6 +326,7 @@ def status(
     stack is asked, and also says how many raw-log events ParseRun failed on for good (its queue).
     """
     from trainsweep.errors import SpecError, TrainsweepError
+    from trainsweep.sweeps.status import UnreadableSweepError
     from trainsweep.sweeps.status import status as sweep_status
 
     console = make_console()
@@ -335,6 +336,9 @@ def status(
     except SpecError as e:
         _error(err, str(e))
         raise typer.Exit(EXIT_USAGE) from None
+    except UnreadableSweepError as e:
+        _error(err, str(e))
+        raise typer.Exit(EXIT_FAILED) from None
     except TrainsweepError as e:
         where = f"sweep {sweep_id!r}" if sweep_id else "a sweep"
         _error(err, f"{e}\n(no downloaded {where} under {results}/ either)")
@@ -364,6 +368,8 @@ def download(
 ) -> None:
     """Download a sweep's spec, jobs, logs and results with the S3 layout below the folder (its jobs'
     models and checkpoints too with --models)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from trainsweep import layout
     from trainsweep.errors import SpecError, TrainsweepError
     from trainsweep.sweeps.download import download as download_sweep
@@ -380,6 +386,9 @@ def download(
         raise typer.Exit(EXIT_USAGE) from None
     except TrainsweepError as e:
         _error(console, str(e))
+        raise typer.Exit(EXIT_FAILED) from None
+    except (OSError, BotoCoreError, ClientError) as e:  # every file written is whole; run it again
+        _error(console, f"the download stopped: {e}; what it wrote is whole, run it again for the rest")
         raise typer.Exit(EXIT_FAILED) from None
     console.print(f"Downloaded {len(files)} files to {dest}/", highlight=False)
     report = dest / layout.RESULTS_DIR / layout.REPORT_HTML

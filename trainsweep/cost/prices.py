@@ -21,6 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from trainsweep import atomicio
 from trainsweep.instances import CATALOGUE, LOCAL_CPU, LOCAL_GPU
 
 CATALOGUE_KIND = "trainsweep.prices"
@@ -256,11 +257,7 @@ def write_cache(
     """Merge refreshed prices of a platform into the user cache and return its path."""
     path = cache_dir() / CATALOGUE_FILES[platform]
     doc = merged_catalogue(cached_catalogue(platform), prices, now=now, platform=platform)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomicio.write_text(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
 def _on_demand_usd(item: dict[str, Any]) -> float | None:

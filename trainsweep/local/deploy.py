@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -27,6 +26,10 @@ from typing import Any
 
 from trainsweep.errors import LocalModeError, TrainsweepError
 from trainsweep.local.patching import Patches
+from trainsweep.local.workroot import Workroot
+from trainsweep.parentdeath import die_with_parent
+
+SYNTH_PREFIX = "trainsweep-synth-"
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT_ID = "123456789012"
@@ -100,7 +103,8 @@ def synthesize(root: Path = PROJECT_ROOT, *, region: str = "us-east-1", use_cach
         if (target / "manifest.json").is_file():
             os.utime(target)  # recently used: pruning keeps it
             return target
-    outdir = Path(tempfile.mkdtemp(prefix="trainsweep-synth-"))
+    held = Workroot(prefix=SYNTH_PREFIX)  # removed by a later run if this process is killed
+    outdir = held.path
     env = dict(os.environ)
     env.update(
         {
@@ -116,12 +120,14 @@ def synthesize(root: Path = PROJECT_ROOT, *, region: str = "us-east-1", use_cach
     for k in ("AWS_ENDPOINT_URL", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
         env.pop(k, None)
     proc = subprocess.run(
-        [sys.executable, str(app)], cwd=root, env=env, capture_output=True, text=True, check=False
-    )
+        [sys.executable, str(app)], cwd=root, env=env, capture_output=True, text=True, check=False,
+        preexec_fn=die_with_parent(),  # this thread waits for it: it dies with a killed run
+    )  # fmt: skip
     if proc.returncode != 0 or not (outdir / "manifest.json").is_file():
-        shutil.rmtree(outdir, ignore_errors=True)
+        held.remove()
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise LocalModeError(f"synthesizing the CDK app failed (python app.py):\n{tail}")
+    held.disown()
     if target is None:
         return outdir
     target.parent.mkdir(parents=True, exist_ok=True)

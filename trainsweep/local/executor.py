@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from trainsweep import atomicio
 from trainsweep.instances import LOCAL_CPU, LOCAL_GPU, MAX_LOCAL_HOSTS
+from trainsweep.parentdeath import die_with_parent
 
 # SageMaker truncates FailureReason to 1024 characters.
 FAILURE_REASON_MAX = 1024
@@ -318,6 +320,7 @@ class LocalTrainingJob:
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stopping reaches its children too
+                    preexec_fn=die_with_parent(),  # killed with the sweep; this thread waits for it
                 )
 
     def _supervise(self) -> str:
@@ -379,10 +382,10 @@ class LocalTrainingJob:
             keep.mkdir(parents=True, exist_ok=True)
             for host in self.hosts:
                 if self.host_log_path(host).is_file():
-                    shutil.copyfile(self.host_log_path(host), keep / f"{host}.txt")
+                    atomicio.copy_file(self.host_log_path(host), keep / f"{host}.txt", durable=False)
                 for cell in sorted((self.host_base(host) / "output" / "data" / "cells").glob("*.output.txt")):
                     (keep / "cells").mkdir(exist_ok=True)
-                    shutil.copyfile(cell, keep / "cells" / cell.name)
+                    atomicio.copy_file(cell, keep / "cells" / cell.name, durable=False)
         except OSError as e:  # losing a copy must not fail the job
             print(f"local mode: could not keep the output of {self.request.name}: {e}", file=sys.stderr)
 

@@ -10,8 +10,6 @@ stream ``<job>/algo-1-<epoch>``), where ExportLog finds it when a job wrote no l
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +25,7 @@ from trainsweep.local.executor import (
     gpu_available,
 )
 from trainsweep.local.patching import Patches
+from trainsweep.local.workroot import Workroot
 from trainsweep.training import contract
 
 TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -78,8 +77,8 @@ class LocalSageMaker:
         self.endpoint_url = endpoint_url
         self.region = region
         self.entry_point = entry_point
-        self._own_workroot = workroot is None
-        self.workroot = Path(workroot or tempfile.mkdtemp(prefix="trainsweep-jobs-"))
+        self._own_workroot = Workroot() if workroot is None else None
+        self.workroot = self._own_workroot.path if self._own_workroot is not None else Path(workroot or ".")
         self._env = dict(env or {})
         self._stop_grace_s = stop_grace_s
         self._has_gpu = has_gpu
@@ -135,8 +134,8 @@ class LocalSageMaker:
     def close(self) -> None:
         self.stop_all()
         self._patches.restore()
-        if self._own_workroot:
-            shutil.rmtree(self.workroot, ignore_errors=True)
+        if self._own_workroot is not None:
+            self._own_workroot.remove()
 
     def process_seconds(self) -> float:
         """Wall time during which at least one training process ran (the union of their lifetimes)."""

@@ -3,10 +3,10 @@ execution's detail in a log file, a phase's record, the events told)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from trainsweep import atomicio
 from trainsweep.sweeps.result import SweepEvents, SweepRun
 
 
@@ -42,7 +42,7 @@ def write_record(dest: Path, record: dict[str, Any] | None) -> None:
     from trainsweep.phases import PHASES_FILE
 
     if record is not None and dest.is_dir():
-        (dest / PHASES_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        atomicio.write_json(dest / PHASES_FILE, record)
 
 
 def finish(run: SweepRun, events: SweepEvents, record: dict[str, Any] | None = None) -> SweepRun:

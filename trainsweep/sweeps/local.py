@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from trainsweep import layout
+from trainsweep import atomicio, layout
 from trainsweep.errors import LocalModeError
+from trainsweep.sweeps import claim
 from trainsweep.sweeps.common import finish, log_path_for, spec_change_note
 from trainsweep.sweeps.result import DEFAULT_RESULTS_DIR, SweepEvents, SweepInterrupted, SweepRun
+from trainsweep.sweeps.termination import interrupt_on_termination
 
 if TYPE_CHECKING:
     from trainsweep.sourcedir import StagedSource
@@ -160,13 +162,8 @@ def run_local_sweep(
     the caller already packed (and checked) it, else it is packed here; ``models``: download the jobs'
     models and checkpoints too (:func:`trainsweep.aws.sweeps.download_sweep`).
     """
-    from trainsweep.aws import outputs as output_names
-    from trainsweep.aws import sweeps
-    from trainsweep.aws.code import upload_source
-    from trainsweep.aws.failures import queued_failures
     from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.local.executor import gpu_available
-    from trainsweep.local.server import EmbeddedAws
     from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import check_sweep_id, load_spec, make_sweep_id, plan_sweep
 
@@ -178,73 +175,115 @@ def run_local_sweep(
     # The script, its folder and its requirements are checked before anything starts.
     if staged is None:
         staged = stage(spec.workload, spec_folder or spec_dir(spec_source), check_requirements=True)
-    sweep_id = resume or sweep_id or make_sweep_id(spec.name, now or datetime.now(UTC))
-    check_plan_fits(plan_sweep(spec, sweep_id=sweep_id))  # PlanSweep would refuse it once deployed
-    dest = Path(out_root) / sweep_id
-    previous: Path | None = None
+    out_root = Path(out_root)
+    created_root = not out_root.exists()
     if resume:
-        previous = dest
-        if not (previous / layout.JOBS_JSON).is_file():
-            raise LocalModeError(
-                f"cannot resume {sweep_id!r}: {previous / layout.JOBS_JSON} not found "
-                f"(resume a sweep downloaded under {out_root})"
-            )
+        sweep_id = resume
+        lock = claim.acquire(out_root, sweep_id)  # a second run of the same sweep is refused
+    else:
+        sweep_id = claim.claim_new(out_root, sweep_id or make_sweep_id(spec.name, now or datetime.now(UTC)))
+        lock = claim.acquire(out_root, sweep_id)
+    dest = out_root / sweep_id
     result = SweepRun(sweep_id, dest, None, None, log_path=log_path_for(dest), local=True)
-    bucket: str | None = None
-    aws = EmbeddedAws(entry_point=entry_point, stop_grace_s=stop_grace_s, has_gpu=has_gpu, job_env=job_env)
+    try:
+        with interrupt_on_termination():
+            check_plan_fits(plan_sweep(spec, sweep_id=sweep_id))  # PlanSweep would refuse it once deployed
+            if resume:
+                _check_resumable(dest, sweep_id, out_root)
+            _run_in_embedded_aws(
+                result, spec, staged, resume=bool(resume), on_update=on_update, poll_s=poll_s,
+                aws_options={"entry_point": entry_point, "stop_grace_s": stop_grace_s, "has_gpu": has_gpu,
+                             "job_env": job_env},
+                project_root=project_root, models=models,
+            )  # fmt: skip
+    finally:
+        _release(lock, result, out_root if created_root else None)
+        result.timings["total"] = time.perf_counter() - t_start
+    return result
+
+
+def _release(lock: claim.SweepLock, result: SweepRun, created_root: Path | None) -> None:
+    """The end of a run: an interrupted sweep with something to resume keeps its lock file (nobody holds
+    it: ``status`` says ``INTERRUPTED``); a run that left nothing leaves no folder either."""
+    resumable = (result.dest / layout.JOBS_JSON).is_file()
+    if result.interrupted and resumable:
+        lock.handle.close()
+    else:
+        lock.release()
+    if not resumable:
+        for folder in (result.dest, created_root):
+            if folder is not None:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only when empty
+
+
+def _check_resumable(dest: Path, sweep_id: str, out_root: Path) -> None:
+    """A resume needs the sweep's plan: ``jobs.json``, or ``spec.json`` to plan it again (the plan is
+    deterministic) when a killed writer left ``jobs.json`` empty or cut short."""
+    from trainsweep.spec import plan_sweep
+
+    jobs = dest / layout.JOBS_JSON
+    if isinstance(atomicio.read_json(jobs), dict):
+        return
+    saved = atomicio.read_json(dest / layout.SPEC_JSON)
+    why = "is empty or cut short" if jobs.is_file() else "not found"
+    if not isinstance(saved, dict):
+        raise LocalModeError(
+            f"cannot resume {sweep_id!r}: {jobs} {why} and no readable {layout.SPEC_JSON} beside it to plan "
+            f"it again (the sweep never got its plan: start it again without --resume; resume a sweep "
+            f"downloaded under {out_root})"
+        )
+    LOG.warning("%s %s: planned again from %s", jobs, why, layout.SPEC_JSON)
+    atomicio.write_bytes(jobs, plan_sweep(saved, sweep_id=sweep_id).jobs_json())
+
+
+def _run_in_embedded_aws(
+    result: SweepRun,
+    spec: Any,
+    staged: StagedSource | None,
+    *,
+    resume: bool,
+    on_update: StatusCallback | None,
+    poll_s: float,
+    aws_options: dict[str, Any],
+    project_root: Path | None,
+    models: bool,
+) -> None:
+    """Start the embedded AWS, deploy, run (or resume) the sweep with its results copied to ``dest`` as
+    they appear, download, stop everything."""
+    from trainsweep.aws import outputs as output_names
+    from trainsweep.aws import sweeps
+    from trainsweep.aws.mirror import SweepMirror, run_files_only
+    from trainsweep.local.server import EmbeddedAws
+
+    sweep_id, dest = result.sweep_id, result.dest
+    mirror: SweepMirror | None = None
+    aws = EmbeddedAws(**aws_options)
     # Synthesis (a Node.js subprocess) overlaps the server's start.
     synth = _Synth(project_root)
     restore_logging = _log_emulator_to(log_path_for(dest))
+    deployed: list[str] = []  # the bucket, once there is one
     try:
-        aws.start()
-        if aws.sagemaker is not None:
-            aws.sagemaker.keep_output = dest / layout.JOB_OUTPUT_DIR  # the jobs' folders are temporary
-        assembly = synth.result()
-        stack = aws.deploy(assembly=assembly)
-        result.timings.update(aws.timings)
-        result.timings["synth_wait"] = synth.waited
+        stack, spec_dict = _deploy(aws, synth, result, spec, staged)
         bucket = stack.output(output_names.BUCKET_NAME)
+        deployed.append(bucket)
         machine = stack.output(output_names.STATE_MACHINE_ARN)
-        s3, sfn, sm = aws.client("s3"), aws.client("stepfunctions"), aws.client("sagemaker")
-        spec_dict = spec.to_dict()
-        if spec.data and spec.data.startswith("file://"):
-            spec_dict["data"] = upload_data(s3, bucket, sweep_id, spec.data)
-        if staged is not None:
-            spec_dict = upload_source(s3, bucket, sweep_id, spec_dict, staged)
-
-        def watch(execution_arn: str) -> str:
-            while True:
-                view = sweeps.sweep_view(
-                    s3=s3, bucket=str(bucket), sweep_id=sweep_id, sagemaker=sm, sfn=sfn,
-                    execution_arn=execution_arn, region=aws.region,
-                )  # fmt: skip
-                result.view = view
-                if on_update is not None:
-                    on_update(view)
-                if view.finished:
-                    return str(view.execution_status)
-                time.sleep(poll_s)
-
-        if previous is None:
+        watch = _watcher(aws, bucket, result, on_update, poll_s)
+        # A resume's reduced specs rewrite the plan and the report: only each run's files go to disk
+        # as they come, the rest with the final download.
+        mirror = SweepMirror(
+            aws.client("s3"), bucket, sweep_id, dest, accept=run_files_only if resume else None
+        )
+        if not resume:
+            sfn = aws.client("stepfunctions")
+            mirror.start()
             arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
             result.execution_status = watch(arn)
             result.error = sweeps.execution_error(sfn, arn)
             result.error_detail = sweeps.execution_error_detail(sfn, arn)
         else:
-            _resume(aws, stack, previous, spec_dict, sweep_id, bucket, machine, watch, result)
-        t0 = time.perf_counter()
-        # Many cells finishing at once queue many notifications: wait while they are being parsed (a
-        # fixed cap would download before the last ones and lose their results).
-        if not aws.notifications.drain(stall_s=NOTIFICATION_STALL_S):
-            LOG.warning(
-                "%d log notifications not handled: ParseRun made no progress for %d s",
-                aws.notifications.pending,
-                NOTIFICATION_STALL_S,
-            )
-        result.timings["drain"] = time.perf_counter() - t0
-        result.parse_failures = queued_failures(
-            aws.client("sqs"), stack.output(output_names.PARSE_FAILURE_QUEUE_URL)
-        )
+            _resume(aws, stack, dest, spec_dict, sweep_id, bucket, machine, watch, result, mirror)
+        _drain(aws, stack, result)
     except KeyboardInterrupt:
         result.interrupted = True
         with contextlib.suppress(Exception):
@@ -255,23 +294,97 @@ def run_local_sweep(
             aws.notifications.drain(30)
         raise SweepInterrupted(result) from None  # ``finally`` below downloads first
     finally:
-        if aws.sagemaker is not None:
-            result.training_seconds = aws.sagemaker.process_seconds()
+        if mirror is not None:
+            mirror.stop()
         try:
-            if aws.port is not None and bucket is not None:
-                t0 = time.perf_counter()
-                with contextlib.suppress(sweeps.SweepNotFoundError):
-                    sweeps.download_sweep(aws.client("s3"), bucket, sweep_id, dest, models=models)
-                    result.downloaded = True
-                    result.view = _final_view(aws, bucket, sweep_id, result.view)
-                result.timings["download"] = time.perf_counter() - t0
+            _download(aws, result, deployed[0] if deployed else None, models)
         finally:
             t0 = time.perf_counter()
             aws.close()
             restore_logging()
             result.timings["shutdown"] = time.perf_counter() - t0
-            result.timings["total"] = time.perf_counter() - t_start
-    return result
+
+
+def _deploy(aws: Any, synth: _Synth, result: SweepRun, spec: Any, staged: StagedSource | None) -> Any:
+    """Start the server, deploy the stack, upload the data channel and the script's folder; returns the
+    stack and the spec as the state machine gets it."""
+    from trainsweep.aws import outputs as output_names
+    from trainsweep.aws.code import upload_source
+
+    aws.start()
+    if aws.sagemaker is not None:
+        aws.sagemaker.keep_output = result.dest / layout.JOB_OUTPUT_DIR  # the jobs' folders are temporary
+    stack = aws.deploy(assembly=synth.result())
+    result.timings.update(aws.timings)
+    result.timings["synth_wait"] = synth.waited
+    bucket = stack.output(output_names.BUCKET_NAME)
+    s3 = aws.client("s3")
+    spec_dict = spec.to_dict()
+    if spec.data and spec.data.startswith("file://"):
+        spec_dict["data"] = upload_data(s3, bucket, result.sweep_id, spec.data)
+    if staged is not None:
+        spec_dict = upload_source(s3, bucket, result.sweep_id, spec_dict, staged)
+    return stack, spec_dict
+
+
+def _watcher(
+    aws: Any, bucket: str, result: SweepRun, on_update: StatusCallback | None, poll_s: float
+) -> Callable[[str], str]:
+    """``watch(execution_arn)``: the live view every ``poll_s`` until the execution ends; its status."""
+    from trainsweep.aws import sweeps
+
+    s3, sfn, sm = aws.client("s3"), aws.client("stepfunctions"), aws.client("sagemaker")
+
+    def watch(execution_arn: str) -> str:
+        while True:
+            view = sweeps.sweep_view(
+                s3=s3, bucket=bucket, sweep_id=result.sweep_id, sagemaker=sm, sfn=sfn,
+                execution_arn=execution_arn, region=aws.region,
+            )  # fmt: skip
+            result.view = view
+            if on_update is not None:
+                on_update(view)
+            if view.finished:
+                return str(view.execution_status)
+            time.sleep(poll_s)
+
+    return watch
+
+
+def _drain(aws: Any, stack: Any, result: SweepRun) -> None:
+    """Wait while log notifications are parsed; count ParseRun's failures."""
+    from trainsweep.aws import outputs as output_names
+    from trainsweep.aws.failures import queued_failures
+
+    t0 = time.perf_counter()
+    # Many cells finishing at once queue many notifications: wait while they are being parsed (a
+    # fixed cap would download before the last ones and lose their results).
+    if not aws.notifications.drain(stall_s=NOTIFICATION_STALL_S):
+        LOG.warning(
+            "%d log notifications not handled: ParseRun made no progress for %d s",
+            aws.notifications.pending,
+            NOTIFICATION_STALL_S,
+        )
+    result.timings["drain"] = time.perf_counter() - t0
+    result.parse_failures = queued_failures(
+        aws.client("sqs"), stack.output(output_names.PARSE_FAILURE_QUEUE_URL)
+    )
+
+
+def _download(aws: Any, result: SweepRun, bucket: str | None, models: bool) -> None:
+    """The whole prefix into ``dest`` once more (``jobs.json`` last), and the final view."""
+    from trainsweep.aws import sweeps
+
+    if aws.sagemaker is not None:
+        result.training_seconds = aws.sagemaker.process_seconds()
+    if aws.port is None or bucket is None:
+        return
+    t0 = time.perf_counter()
+    with contextlib.suppress(sweeps.SweepNotFoundError):
+        sweeps.download_sweep(aws.client("s3"), bucket, result.sweep_id, result.dest, models=models)
+        result.downloaded = True
+        result.view = _final_view(aws, bucket, result.sweep_id, result.view)
+    result.timings["download"] = time.perf_counter() - t0
 
 
 def _final_view(aws: Any, bucket: str, sweep_id: str, current: Any) -> Any:
@@ -300,11 +413,14 @@ def _resume(
     machine: str,
     watch: Callable[[str], str],
     result: SweepRun,
+    mirror: Any,
 ) -> None:
     from trainsweep.aws import sweeps
 
     s3 = aws.client("s3")
     sweeps.upload_sweep(s3, bucket, sweep_id, previous)
+    mirror.mark_current()  # what was just uploaded is on disk already
+    mirror.start()
     outcome = sweeps.resume_sweep(
         s3=s3,
         sfn=aws.client("stepfunctions"),
@@ -341,15 +457,13 @@ def run_local(
     the re-run cells and ParseRun's failures. ``record``: a phase's record for its folder
     (:func:`trainsweep.phases.phases_record`). Ctrl-C raises :class:`SweepInterrupted`.
     """
-    import json
-
     from trainsweep.sweeps import local as this  # looked up on each call, so tests can replace it
 
     events = events or SweepEvents()
     staged = None
     if resume:
-        saved = out / resume / layout.SPEC_JSON
-        if saved.is_file():
+        saved = atomicio.read_json(out / resume / layout.SPEC_JSON)  # None when empty or cut short
+        if isinstance(saved, dict):
             from trainsweep.sourcedir import spec_dir, stage
             from trainsweep.spec import load_spec
 
@@ -357,7 +471,7 @@ def run_local(
             folder = spec_folder or spec_dir(spec_source)
             staged = stage(load_spec(spec_source).workload, folder, check_requirements=True)
             digest = staged.packed.digest if staged is not None else None
-            note = spec_change_note(json.loads(saved.read_text()), spec_source, resume, digest)
+            note = spec_change_note(saved, spec_source, resume, digest)
             if note:
                 events.note(note)
     events.say("Starting the embedded AWS and deploying the stack (local mode)…")

@@ -85,11 +85,12 @@ def run_phases(
         return run_cloud(spec_dict, watch=watch, models=models, **common, **cloud)
 
     scan_id = make_sweep_id(spec.name, datetime.now(UTC))
-    confirm_id = phases.confirm_sweep_id(scan_id)
     events.say(f"Phase 1 of 2, scan: every configuration early-stopped, packed, once (sweep {scan_id})")
     scan = run_one(phases.scan_spec(spec), scan_id)
     if not scan.succeeded:
         return scan
+    scan_id = scan.sweep_id  # a local run adds a suffix when another start took the id
+    confirm_id = phases.confirm_sweep_id(scan_id)
     ranked = _scan_ranking(scan)
     cells = phases.confirm_cells(ranked, spec.confirm_top_k)
     named = ", ".join(f"{t} x {b}" for t, b in cells)

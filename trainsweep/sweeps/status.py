@@ -3,11 +3,11 @@ the deployed stack (``trainsweep status``, ``trainsweep.status``, ``trainsweep.w
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainsweep.errors import TrainsweepError
 from trainsweep.sweeps.result import DEFAULT_RESULTS_DIR, SweepEvents
 
 
@@ -20,6 +20,10 @@ class SweepStatus:
     view: Any
     parse_failures: Any = None
     downloaded: bool = False  # read from a downloaded folder, not from the stack
+
+
+class UnreadableSweepError(TrainsweepError):
+    """A downloaded sweep's ``jobs.json`` is there but empty or cut short."""
 
 
 def check_folder_id(sweep_id: str) -> None:
@@ -53,10 +57,9 @@ def status(
     if sweep_id is not None:
         check_folder_id(sweep_id)  # it names a folder under results
     view = local_view(results, sweep_id)
-    if view is not None and view.finished:
-        return SweepStatus(view, downloaded=True)
+    if view is not None and (view.finished or view.execution_status == "RUNNING"):
+        return SweepStatus(view, downloaded=True)  # RUNNING: a local run holds its lock
     from trainsweep.aws.region import open_session
-    from trainsweep.errors import TrainsweepError
 
     try:  # a copy downloaded mid-run is stale: the cloud is asked first
         session = session or open_session(profile, region)
@@ -101,7 +104,6 @@ def parse_failures(session: Any, stack: str) -> Any:
     from trainsweep.aws import outputs as names
     from trainsweep.aws import sweeps
     from trainsweep.aws.failures import queued_failures
-    from trainsweep.errors import TrainsweepError
 
     try:
         url = sweeps.pick_output(
@@ -114,7 +116,7 @@ def parse_failures(session: Any, stack: str) -> Any:
 
 def local_view(results: Path, sweep_id: str | None) -> Any:
     """The status of a downloaded sweep (None when it is not on disk)."""
-    from trainsweep import layout
+    from trainsweep import atomicio, layout
     from trainsweep.aws import sweeps
 
     if sweep_id is None:
@@ -127,29 +129,35 @@ def local_view(results: Path, sweep_id: str | None) -> Any:
     jobs_file = folder / layout.JOBS_JSON
     if not jobs_file.is_file():
         return None
-    doc = json.loads(jobs_file.read_text())
+    doc = atomicio.read_json(jobs_file)
+    if not isinstance(doc, dict):
+        raise UnreadableSweepError(
+            f"{jobs_file} is empty or cut short (its writer was killed): the sweep's status is unknown; "
+            f"`trainsweep run SPEC --local --resume {folder.name} --out {results}` plans it again from "
+            f"its {layout.SPEC_JSON} and re-runs the cells without results"
+        )
     runs = folder / layout.RESULTS_DIR / layout.RUNS_DIR
     records = sorted(runs.glob("*.json")) if runs.is_dir() else []
-    have = {p.stem for p in records}
+    have = {p.stem for p in records if p.stat().st_size > 0}  # an empty one is missing
     aggregated = {c.get("run_name") for c in doc.get("cells") or []}
     unfinished = {}
     for p in records:
         if p.stem in aggregated:
             continue  # its final record says more
-        try:
-            record = json.loads(p.read_text())
-        except (OSError, ValueError):
-            record = None
-        done, reason = sweeps.record_outcome(record)
+        done, reason = sweeps.record_outcome(atomicio.read_json(p))
         if not done:
             unfinished[p.stem] = reason
-    return sweeps.view_from_documents(folder.name, doc, have, unfinished)
+    view = sweeps.view_from_documents(folder.name, doc, have, unfinished)
+    if view.execution_status is None:  # not aggregated: is a run still at it, or was it killed?
+        from trainsweep.sweeps.claim import run_state
+
+        view.execution_status = run_state(results, folder.name)
+    return view
 
 
 def cloud_view(session: Any, stack: str, sweep_id: str | None) -> Any:
     """The live status of a sweep of the deployed stack (default: the latest in its bucket)."""
     from trainsweep.aws import sweeps
-    from trainsweep.errors import TrainsweepError
     from trainsweep.sweeps.cloud import stack_resources
 
     bucket, machine = stack_resources(session, stack)

@@ -25,6 +25,7 @@ from typing import Any
 
 from trainsweep import hyperparameters as hp
 from trainsweep.logs import mllog
+from trainsweep.parentdeath import die_with_parent
 from trainsweep.training import contract, launch
 from trainsweep.training.config import (
     DEFAULT_LOG_UPLOAD_S,
@@ -245,6 +246,7 @@ class Supervisor:
             self.child = subprocess.Popen(
                 process.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=env, cwd=process.cwd, process_group=0,
+                preexec_fn=die_with_parent(),  # a killed job leaves no worker behind
             )  # fmt: skip
         except OSError as e:
             capture.join(0)
