@@ -51,9 +51,9 @@ sys.path.insert(0, str(ROOT))
 
 from trainsweep.instrument.inject import SITE_DIR  # noqa: E402
 from trainsweep.logs import parse  # noqa: E402
+from trainsweep.sagemaker_contract import BASE_ENV, Paths  # noqa: E402
 from trainsweep.spec import plan_sweep  # noqa: E402
 from trainsweep.training import contract  # noqa: E402
-from trainsweep.training.config import BASE_ENV, Paths  # noqa: E402
 from trainsweep.training.launch import Launch, ScriptLauncher, parse_script_config  # noqa: E402
 
 RESULT_VERSION = 1

@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from trainsweep.logs import parse  # noqa: E402
-from trainsweep.training.config import Cell, JobConfig, Paths  # noqa: E402
+from trainsweep.sagemaker_contract import Paths  # noqa: E402
+from trainsweep.training.config import Cell, JobConfig  # noqa: E402
 from trainsweep.training.runlog import RunLog  # noqa: E402
 from trainsweep.training.worker import CellRun, Rank  # noqa: E402
 

@@ -8,6 +8,7 @@ from aws_cdk import Acknowledgment, Validations
 from constructs import IConstruct
 
 from trainsweep import layout
+from trainsweep.sagemaker_contract import TRAINING_LOG_GROUP
 
 if TYPE_CHECKING:
     from infra.stack import TrainsweepStack
@@ -63,7 +64,7 @@ def acknowledge(stack: TrainsweepStack) -> None:
     )
     training_logs = (
         "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:"
-        "log-group:/aws/sagemaker/TrainingJobs:*]"
+        f"log-group:{TRAINING_LOG_GROUP}:*]"
     )
     _ack(
         stack.bucket,

@@ -25,6 +25,7 @@ from infra.workflow import SweepStateMachine
 from trainsweep import layout
 from trainsweep.aws import outputs
 from trainsweep.aws.config import DATA_BUCKETS_ENV, TRAINING_IMAGE_ENV
+from trainsweep.sagemaker_contract import TRAINING_LOG_GROUP
 
 PARSE_FAILURE_RETENTION = Duration.days(14)
 """How long a failed ParseRun event waits in the queue (SQS's maximum, as for a dead-letter queue)."""
@@ -245,7 +246,7 @@ def _training_logs_read_statement(stack: Stack) -> iam.PolicyStatement:
             stack.format_arn(
                 service="logs",
                 resource="log-group",
-                resource_name="/aws/sagemaker/TrainingJobs:*",
+                resource_name=f"{TRAINING_LOG_GROUP}:*",
                 arn_format=ArnFormat.COLON_RESOURCE_NAME,
             )
         ],

@@ -12,6 +12,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from trainsweep import layout
+from trainsweep.sagemaker_contract import TRAINING_LOG_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = "container/Dockerfile"
@@ -27,7 +28,7 @@ IMAGE_CONTEXT_EXCLUDE = [
     "**/__pycache__",
     "**/*.pyc",
 ]
-SAGEMAKER_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+SAGEMAKER_LOG_GROUP = TRAINING_LOG_GROUP
 
 
 class TrainingPlatform(Construct):

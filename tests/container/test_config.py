@@ -10,7 +10,8 @@ from moto import mock_aws
 
 from trainsweep import hyperparameters as hp
 from trainsweep import spec
-from trainsweep.training.config import JobConfig, JobConfigError, Paths, parse_config, read_hyperparameters
+from trainsweep.sagemaker_contract import Paths
+from trainsweep.training.config import JobConfig, JobConfigError, parse_config, read_hyperparameters
 from trainsweep.training.upload import LogUploader, log_object_key
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from tests.container.conftest import job_env
 from trainsweep.logs import parse
-from trainsweep.training.config import Paths, parse_config
+from trainsweep.sagemaker_contract import Paths
+from trainsweep.training.config import parse_config
 from trainsweep.training.supervisor import Supervisor
 
 HYPER = {"workload": "mnist-cnn", "epochs": "1", "batch-size": "16", "synthetic": "true",

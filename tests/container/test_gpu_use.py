@@ -8,8 +8,8 @@ import pytest
 
 from tests.container.conftest import QUICK
 from trainsweep.logs import parse
+from trainsweep.sagemaker_contract import Paths
 from trainsweep.training import worker
-from trainsweep.training.config import Paths
 
 RUN = "gpu-p3-1-16-e0"
 HYPER = {**QUICK, "epochs": "1", "batch-size": "16", "run-names": RUN}

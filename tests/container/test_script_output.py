@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from trainsweep.logs import mllog, parse
+from trainsweep.sagemaker_contract import Paths
 from trainsweep.sourcedir import pack
 from trainsweep.spec import plan_sweep
 from trainsweep.training import contract, launch
-from trainsweep.training.config import Cell, Paths
+from trainsweep.training.config import Cell
 from trainsweep.training.supervisor import Supervisor
 
 from .conftest import BUCKET, JobResult, S3Server, write_source

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from trainsweep.sagemaker_contract import TRAINING_LOG_GROUP
+
 BUCKET_ENV = "TRAINSWEEP_BUCKET"
 TRAINING_LOG_GROUP_ENV = "TRAINSWEEP_TRAINING_LOG_GROUP"
-DEFAULT_TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+DEFAULT_TRAINING_LOG_GROUP = TRAINING_LOG_GROUP
 TRAINING_IMAGE_ENV = "TRAINSWEEP_TRAINING_IMAGE"
 """The stack's own training image (PlanSweep gives it to every job whose spec names no image)."""
 DATA_BUCKETS_ENV = "TRAINSWEEP_DATA_BUCKETS"

@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainsweep import sagemaker_contract as sm
 from trainsweep.instrument.loops import FIRST_STEP_TIMEOUT_S
 from trainsweep.predict import StopRule
 from trainsweep.training.contract import InstrumentConfig
@@ -41,7 +42,7 @@ class Settings:
             rule=StopRule(**cfg.rule),
             max_steps_per_epoch=cfg.max_steps_per_epoch,
             max_eval_batches=cfg.max_eval_batches,
-            instance_type=cfg.instance_type or os.environ.get("SM_CURRENT_INSTANCE_TYPE") or None,
+            instance_type=cfg.instance_type or os.environ.get(sm.CURRENT_INSTANCE_TYPE_ENV) or None,
             prediction_file=Path(cfg.prediction_file),
             batch_size_arg=cfg.batch_size_arg,
             steps=cfg.steps,
@@ -56,5 +57,5 @@ class Settings:
         return cls(
             run_name=Path(workload).stem or "run",
             workload=workload,
-            instance_type=os.environ.get("SM_CURRENT_INSTANCE_TYPE") or None,
+            instance_type=os.environ.get(sm.CURRENT_INSTANCE_TYPE_ENV) or None,
         )

@@ -15,8 +15,6 @@ The ``fork`` start method is left alone: a forked rank inherits the script's hoo
 from __future__ import annotations
 
 import functools
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +23,7 @@ from typing import Any
 
 import torch.multiprocessing
 
+from trainsweep import sagemaker_contract as sm
 from trainsweep.training import contract
 from trainsweep.training.output import script_words
 
@@ -65,12 +64,9 @@ def _call(fn: Callable[..., Any], index: int, args: tuple[Any, ...]) -> BaseExce
 
 
 def node_rank() -> int:
-    """This host's index among the job's hosts (SageMaker's ``SM_HOSTS`` / ``SM_CURRENT_HOST``); 0 alone."""
-    try:
-        hosts = json.loads(os.environ.get("SM_HOSTS") or "[]")
-        return list(hosts).index(os.environ.get("SM_CURRENT_HOST"))
-    except (ValueError, TypeError):
-        return 0
+    """This host's index among the job's hosts (SageMaker's ``SM_HOSTS`` / ``SM_CURRENT_HOST``)."""
+    all_hosts, current = sm.hosts(sm.Paths.from_env())
+    return all_hosts.index(current) if current in all_hosts else 0
 
 
 def wrap_start_processes(session: Any, workload: str) -> Callable[[Any], Any]:

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from trainsweep import atomicio
+from trainsweep import sagemaker_contract as sm
 from trainsweep.instances import LOCAL_CPU, LOCAL_GPU, MAX_LOCAL_HOSTS
 from trainsweep.parentdeath import die_with_parent
 
@@ -161,7 +162,7 @@ class LocalTrainingJob:
 
     def host_base(self, host: str) -> Path:
         """A host's ``SAGEMAKER_BASE_DIR``: the job's folder for ``algo-1``, ``hosts/<host>`` in it else."""
-        return self.workdir if host == "algo-1" else self.workdir / "hosts" / host
+        return self.workdir if host == sm.FIRST_HOST else self.workdir / "hosts" / host
 
     def host_log_path(self, host: str) -> Path:
         """Everything a host's process wrote to stdout and stderr."""
@@ -214,7 +215,7 @@ class LocalTrainingJob:
         if req.channels:
             self._transition("Downloading", "Downloading input data")
             for name, uri in req.channels.items():
-                dest = base / "input" / "data" / name
+                dest = sm.Paths(base).channel(name)
                 dest.mkdir(parents=True, exist_ok=True)
                 if self._fetch_channel is None:
                     raise RuntimeError("no channel fetcher configured")
@@ -257,16 +258,11 @@ class LocalTrainingJob:
 
     def _lay_out(self, host: str) -> None:
         """A host's ``/opt/ml``: the config files SageMaker writes and the folders the job fills."""
-        req, base = self.request, self.host_base(host)
-        config = base / "input" / "config"
-        for d in (config, base / "input" / "data", base / "model", base / "output" / "data", base / "code",
-                  base / "checkpoints"):  # fmt: skip
-            d.mkdir(parents=True, exist_ok=True)
-        (config / "hyperparameters.json").write_text(json.dumps(req.hyperparameters, indent=1))
-        (config / "resourceconfig.json").write_text(
-            json.dumps({"current_host": host, "hosts": self.hosts, "network_interface_name": "lo"})
-        )
-        (config / "inputdataconfig.json").write_text(
+        req, paths = self.request, sm.Paths(self.host_base(host))
+        paths.lay_out()
+        paths.hyperparameters.write_text(json.dumps(req.hyperparameters, indent=1))
+        paths.resource_config.write_text(json.dumps(sm.resource_config(host, self.hosts, "lo")))
+        paths.input_data_config.write_text(
             json.dumps({name: {"TrainingInputMode": "File"} for name in req.channels})
         )
 
@@ -300,17 +296,17 @@ class LocalTrainingJob:
         env = dict(os.environ)
         env.update(self._env)
         env.update(self.request.environment)
-        env["TRAINING_JOB_NAME"] = self.request.name
-        env["SM_HOSTS"] = json.dumps(self.hosts)
+        env[sm.JOB_NAME_ENV] = self.request.name
+        env[sm.HOSTS_ENV] = json.dumps(self.hosts)
         env["PYTHONUNBUFFERED"] = "1"
         if len(self.hosts) > 1:
-            env["SM_MASTER_ADDR"] = "127.0.0.1"
-            env["SM_MASTER_PORT"] = str(_free_port())
+            env[sm.MASTER_ADDR_ENV] = "127.0.0.1"
+            env[sm.MASTER_PORT_ENV] = str(_free_port())
         if self.request.instance_type == LOCAL_CPU:
             env["CUDA_VISIBLE_DEVICES"] = ""  # `local` means the CPU even on a machine with a GPU
         self.process_interval = (time.perf_counter(), None)
         for host in self.hosts:
-            host_env = {**env, "SAGEMAKER_BASE_DIR": str(self.host_base(host)), "SM_CURRENT_HOST": host}
+            host_env = {**env, sm.BASE_ENV: str(self.host_base(host)), sm.CURRENT_HOST_ENV: host}
             with self.host_log_path(host).open("wb") as out:
                 self._procs[host] = subprocess.Popen(
                     [sys.executable, str(self.entry_point)],
@@ -383,7 +379,8 @@ class LocalTrainingJob:
             for host in self.hosts:
                 if self.host_log_path(host).is_file():
                     atomicio.copy_file(self.host_log_path(host), keep / f"{host}.txt", durable=False)
-                for cell in sorted((self.host_base(host) / "output" / "data" / "cells").glob("*.output.txt")):
+                cells = sm.Paths(self.host_base(host)).output_data / "cells"
+                for cell in sorted(cells.glob("*.output.txt")):
                     (keep / "cells").mkdir(exist_ok=True)
                     atomicio.copy_file(cell, keep / "cells" / cell.name, durable=False)
         except OSError as e:  # losing a copy must not fail the job
@@ -392,7 +389,7 @@ class LocalTrainingJob:
     def _failure_reason(self) -> str:
         host = self.failed_host or "algo-1"
         where = f" on {host}" if len(self.hosts) > 1 else ""
-        failure = self.host_base(host) / "output" / "failure"
+        failure = sm.Paths(self.host_base(host)).failure
         if failure.is_file():
             text = failure.read_text(errors="replace").strip()
             if text:

@@ -26,9 +26,9 @@ from trainsweep.local.executor import (
 )
 from trainsweep.local.patching import Patches
 from trainsweep.local.workroot import Workroot
+from trainsweep.sagemaker_contract import TRAINING_LOG_GROUP
 from trainsweep.training import contract
 
-TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 ENTRY_POINT = Path(__file__).resolve().parents[2] / "container" / "train.py"
 
 

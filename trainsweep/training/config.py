@@ -1,8 +1,6 @@
-"""The SageMaker training contract: where things are, and the job's settings read from its hyperparameters.
-
-``<base>`` is ``/opt/ml`` unless ``SAGEMAKER_BASE_DIR`` says otherwise (the sagemaker-training-toolkit
-convention), so tests and local mode run the same entry point anywhere. This module imports no torch:
-the supervisor validates the job before any worker starts.
+"""A built-in job's settings, read from its hyperparameters (the files and environment of a job:
+:mod:`trainsweep.sagemaker_contract`). This module imports no torch: the supervisor validates the job
+before any worker starts.
 """
 
 from __future__ import annotations
@@ -11,17 +9,14 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, overload
 
 from trainsweep import hyperparameters as hp
 from trainsweep import workloads
 from trainsweep.errors import TrainsweepError
 from trainsweep.predict import StopRule
+from trainsweep.sagemaker_contract import JOB_NAME_ENV, Paths
 
-DEFAULT_BASE = "/opt/ml"
-BASE_ENV = "SAGEMAKER_BASE_DIR"
-JOB_NAME_ENV = "TRAINING_JOB_NAME"
 DEFAULT_RUN_NAME = "trainsweep-run"
 TRAIN_CHANNEL = "train"
 WORKLOADS = workloads.NAMES
@@ -31,55 +26,6 @@ DEFAULT_LOG_UPLOAD_S = 30.0
 
 class JobConfigError(TrainsweepError):
     """The job's hyperparameters or inputs are not usable; the message says which and what to do."""
-
-
-@dataclass(frozen=True)
-class Paths:
-    """The ``/opt/ml`` layout below one base folder."""
-
-    base: Path
-
-    @classmethod
-    def from_env(cls) -> Paths:
-        return cls(Path(os.environ.get(BASE_ENV) or DEFAULT_BASE))
-
-    @property
-    def is_default_base(self) -> bool:
-        return str(self.base) == DEFAULT_BASE
-
-    @property
-    def hyperparameters(self) -> Path:
-        return self.base / "input" / "config" / "hyperparameters.json"
-
-    @property
-    def resource_config(self) -> Path:
-        return self.base / "input" / "config" / "resourceconfig.json"
-
-    def channel(self, name: str) -> Path:
-        return self.base / "input" / "data" / name
-
-    @property
-    def model(self) -> Path:
-        return self.base / "model"
-
-    @property
-    def output(self) -> Path:
-        return self.base / "output"
-
-    @property
-    def failure(self) -> Path:
-        return self.output / "failure"
-
-    @property
-    def logs(self) -> Path:
-        """Local copies of the run logs (``output/data`` is packaged into output.tar.gz by SageMaker)."""
-        return self.output / "data" / "logs"
-
-    def log_file(self, run_name: str) -> Path:
-        return self.logs / f"{run_name}.log"
-
-    def prediction_file(self, run_name: str) -> Path:
-        return self.output / "data" / "predictions" / f"{run_name}.json"
 
 
 @dataclass(frozen=True)
@@ -327,30 +273,3 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         search_min_gain=_search_gain(raw),
         raw=dict(raw),
     )
-
-
-def hosts(paths: Paths) -> tuple[list[str], str]:
-    """(all hosts, this host) from ``SM_HOSTS``/``SM_CURRENT_HOST`` or SageMaker's resourceconfig.json."""
-    env_hosts, env_current = os.environ.get("SM_HOSTS"), os.environ.get("SM_CURRENT_HOST")
-    if env_hosts and env_current:
-        try:
-            hs = json.loads(env_hosts)
-        except json.JSONDecodeError:
-            hs = [h for h in env_hosts.split(",") if h]
-        return [str(h) for h in hs], env_current
-    try:
-        rc = json.loads(paths.resource_config.read_text())
-        return list(rc["hosts"]), str(rc["current_host"])
-    except (OSError, ValueError, KeyError):
-        return ["algo-1"], "algo-1"
-
-
-def instance_type(paths: Paths) -> str | None:
-    """This instance's type: ``SM_CURRENT_INSTANCE_TYPE`` or SageMaker's resourceconfig.json, else None."""
-    if os.environ.get("SM_CURRENT_INSTANCE_TYPE"):
-        return os.environ["SM_CURRENT_INSTANCE_TYPE"]
-    try:
-        value = json.loads(paths.resource_config.read_text()).get("current_instance_type")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return str(value) if value else None

@@ -1,5 +1,6 @@
-"""The SageMaker script-mode contract, in one room: what a user's training script sees, and what trainsweep's
-launcher and instrumentation hand each other.
+"""Script mode: what a user's training script sees (its arguments and the ``SM_*`` environment, with the
+job's files and names from :mod:`trainsweep.sagemaker_contract`), and what trainsweep's launcher and
+instrumentation hand each other.
 
 A script written for SageMaker's PyTorch estimator reads its hyperparameters as ``--name value`` arguments
 (sorted by name, as sagemaker-training-toolkit's ``to_cmd_args``) and its paths and hosts from ``SM_*``
@@ -19,6 +20,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from trainsweep import sagemaker_contract as sm
 
 # ---- hyperparameters of script mode (SageMaker SDK names first) -----------------------------------------
 
@@ -172,30 +175,30 @@ def job_gpus_said() -> int | None:
     Raises:
         ValueError: it is set but not a whole number.
     """
-    text = os.environ.get("SM_NUM_GPUS", "").strip()
+    text = os.environ.get(sm.NUM_GPUS_ENV, "").strip()
     if not text:
         return None
     try:
         return int(text)
     except ValueError:
-        raise ValueError(f"SM_NUM_GPUS must be a whole number, got {text!r}") from None
+        raise ValueError(f"{sm.NUM_GPUS_ENV} must be a whole number, got {text!r}") from None
 
 
 def sm_env(site: ScriptSite, hps: dict[str, Any], args: list[str] | None = None) -> dict[str, str]:
     """The ``SM_*`` environment of a script (sagemaker-training-toolkit's names and encodings);
     ``SM_USER_ARGS`` is ``args`` when given, else :func:`user_args` of ``hps``."""
-    base = site.base
+    base, paths = site.base, sm.Paths(site.base)
     env = {
-        "SM_MODEL_DIR": str(base / "model"),
+        "SM_MODEL_DIR": str(paths.model),
         "SM_INPUT_DIR": str(base / "input"),
-        "SM_INPUT_CONFIG_DIR": str(base / "input" / "config"),
-        "SM_OUTPUT_DIR": str(base / "output"),
-        "SM_OUTPUT_DATA_DIR": str(base / "output" / "data"),
-        "SM_OUTPUT_INTERMEDIATE_DIR": str(base / "output" / "intermediate"),
+        "SM_INPUT_CONFIG_DIR": str(paths.input_config),
+        "SM_OUTPUT_DIR": str(paths.output),
+        "SM_OUTPUT_DATA_DIR": str(paths.output_data),
+        "SM_OUTPUT_INTERMEDIATE_DIR": str(paths.output / "intermediate"),
         "SM_CHANNELS": _env_value(sorted(site.channels)),
-        "SM_HOSTS": _env_value(site.hosts),
-        "SM_CURRENT_HOST": site.current_host,
-        "SM_NUM_GPUS": str(site.num_gpus),
+        sm.HOSTS_ENV: _env_value(site.hosts),
+        sm.CURRENT_HOST_ENV: site.current_host,
+        sm.NUM_GPUS_ENV: str(site.num_gpus),
         "SM_NUM_CPUS": str(site.num_cpus),
         "SM_HPS": _env_value(hps),
         "SM_USER_ARGS": _env_value(user_args(hps) if args is None else args),
@@ -205,15 +208,15 @@ def sm_env(site: ScriptSite, hps: dict[str, Any], args: list[str] | None = None)
         "SM_FRAMEWORK_MODULE": "",
         "SM_LOG_LEVEL": "20",
         "SM_NETWORK_INTERFACE_NAME": site.network_interface,
-        "SM_CURRENT_INSTANCE_TYPE": site.instance_type or "",
+        sm.CURRENT_INSTANCE_TYPE_ENV: site.instance_type or "",
     }
     for name in site.channels:
-        env[f"SM_CHANNEL_{name.upper()}"] = str(base / "input" / "data" / name)
+        env[f"SM_CHANNEL_{name.upper()}"] = str(paths.channel(name))
     for name, value in hps.items():
         env[f"SM_HP_{name.upper()}"] = _env_value(value)
     env["SM_TRAINING_ENV"] = _env_value(
         {
-            "channel_input_dirs": {n: str(base / "input" / "data" / n) for n in site.channels},
+            "channel_input_dirs": {n: str(paths.channel(n)) for n in site.channels},
             "current_host": site.current_host,
             "hosts": site.hosts,
             "hyperparameters": hps,

@@ -23,6 +23,8 @@ from urllib.parse import urlparse
 
 from trainsweep import hyperparameters as hp
 from trainsweep.predict import StopRule
+from trainsweep.sagemaker_contract import Paths, hosts, instance_type
+from trainsweep.sagemaker_contract import rendezvous as _rendezvous
 from trainsweep.sourcedir import DEFAULT_REQUIREMENTS
 from trainsweep.training import command, contract
 from trainsweep.training.config import (
@@ -30,9 +32,6 @@ from trainsweep.training.config import (
     MODES,
     Cell,
     JobConfigError,
-    Paths,
-    hosts,
-    instance_type,
     run_names_hint,
     stop_rule,
 )
@@ -62,9 +61,8 @@ def visible_gpus(requested: int) -> int:
 
 
 def rendezvous(all_hosts: list[str]) -> tuple[str, str]:
-    """Where the first host's launcher listens: SageMaker resolves the host names; a launcher that runs the
-    hosts elsewhere (local mode's processes on loopback) says where in SM_MASTER_ADDR / SM_MASTER_PORT."""
-    return os.environ.get("SM_MASTER_ADDR") or all_hosts[0], os.environ.get("SM_MASTER_PORT") or MASTER_PORT
+    """Where the first host's launcher listens (torchrun's default port unless the job says another)."""
+    return _rendezvous(all_hosts, MASTER_PORT)
 
 
 def per_device(batch_size: int, processes: int) -> int:

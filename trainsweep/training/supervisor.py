@@ -26,14 +26,13 @@ from typing import Any
 from trainsweep import hyperparameters as hp
 from trainsweep.logs import mllog
 from trainsweep.parentdeath import die_with_parent
+from trainsweep.sagemaker_contract import Paths, hosts
 from trainsweep.training import contract, launch
 from trainsweep.training.config import (
     DEFAULT_LOG_UPLOAD_S,
     Cell,
     JobConfig,
     JobConfigError,
-    Paths,
-    hosts,
     parse_config,
     read_hyperparameters,
     run_names_hint,

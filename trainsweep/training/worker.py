@@ -27,8 +27,9 @@ from torch import nn
 from trainsweep import image, instances
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState, container_family, predict_run, steady_estimate
+from trainsweep.sagemaker_contract import Paths, instance_type
 from trainsweep.training import contract
-from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError, Paths, instance_type
+from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError
 from trainsweep.training.data import DATASETS, Batches, SyntheticBatches, load_arrays
 from trainsweep.training.models import build_model
 from trainsweep.training.runlog import RunLog
