@@ -32,7 +32,7 @@ TOO_SHORT = "too short to judge"
 NOT_DISTINGUISHABLE = "not distinguishable"
 
 TARGET_HINT = (
-    "with the same epochs a larger batch makes fewer optimizer steps (statistical efficiency): "
+    "With the same epochs a larger batch makes fewer optimizer steps (statistical efficiency); "
     "a target (time to the same accuracy) compares them fairly"
 )
 
@@ -138,7 +138,7 @@ def flag_below_best(rows: Sequence[ConfigMetrics], margin: float) -> None:
         if r is best:
             continue
         verdict, text, hint = judge(r, best, margin)
-        full = f"{text}: {hint}" if hint else text
+        full = f"{text}. {hint}" if hint else text
         if verdict == NOT_DISTINGUISHABLE:
             r.accuracy_note = full
         elif verdict:

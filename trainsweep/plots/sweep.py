@@ -242,6 +242,40 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     return fig
 
 
+_PICK_COLOUR = "#2a8a2a"
+_ASIDE_COLOUR = "#bbbbbb"
+
+
+def time_to_train_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
+    """Time to train per configuration, fastest at the top: the pick in green, configurations set aside
+    for their accuracy in grey with the reason (for sweeps without prices, where a time-vs-cost plot would
+    put every point at 0)."""
+    ok = sorted(
+        (r for r in rows if r.status == OK and r.time_to_train_s is not None),
+        key=lambda r: r.time_to_train_s or 0.0,
+    )
+    fig = Figure(figsize=(8, 1.4 + 0.45 * max(len(ok), 1)))
+    if not ok:
+        return _empty(fig, "no configuration has a time to train")
+    ax = fig.add_subplot()
+    y = np.arange(len(ok))
+    colours = [_PICK_COLOUR if r is rec.pick else (_ASIDE_COLOUR if r.quality else "#4c72b0") for r in ok]
+    seconds = [r.time_to_train_s or 0.0 for r in ok]
+    ax.barh(y, seconds, color=colours)
+    for yi, r, t in zip(y, ok, seconds, strict=True):
+        why = f"  set aside: {r.quality.split(':', 1)[0]}" if r.quality else ""
+        why = "  recommended" if r is rec.pick else why
+        ax.text(t, float(yi), f" {_fmt(t)} s{why}", va="center", fontsize=8)
+    ax.set_yticks(y, [f"{_short(r.instance_type)} bs {r.batch_size}" for r in ok], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(seconds) * 1.6)
+    ax.set_xlabel("Time to train (s)")
+    ax.set_title("Time to train per configuration (fastest at the top)", fontsize=11)
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 def step_breakdown_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     """Stacked bars per configuration: data wait vs compute share of the steady step (seconds)."""
     fig = Figure(figsize=(max(6.0, 0.55 * len(rows) + 2), 4.8))

@@ -87,30 +87,35 @@ def sweep_plots(a: SweepAnalysis) -> dict[str, tuple[str, bytes]]:
     """Plot name -> (caption, PNG bytes)."""
     from trainsweep.plots import figure_png
     from trainsweep.plots import sweep as sp
-    from trainsweep.plots.run import step_times_figure
-    from trainsweep.plots.steps import MAX_PANELS, distribution_figure, rank_timeline_figure
+    from trainsweep.plots.steps import MAX_PANELS, distribution_figure
 
-    out: dict[str, tuple[str, bytes]] = {
-        "cost-per-epoch": (
+    out: dict[str, tuple[str, bytes]] = {}
+    if a.priced:
+        out["cost-per-epoch"] = (
             "Cost per steady epoch for every instance type and batch size "
             "(grey: no value; the cell says why).",
             figure_png(sp.cost_per_epoch_heatmap(a.rows)),
-        ),
-        "samples-per-s": (
-            "Steady-state training throughput for every instance type and batch size.",
-            figure_png(sp.samples_per_s_heatmap(a.rows)),
-        ),
-        "throughput": (
-            "Throughput against batch size per instance type; "
-            "the band is ± one standard deviation over repetitions.",
-            figure_png(sp.throughput_figure(a.rows)),
-        ),
-        "pareto": (
+        )
+    out["samples-per-s"] = (
+        "Steady-state training throughput for every instance type and batch size.",
+        figure_png(sp.samples_per_s_heatmap(a.rows)),
+    )
+    out["throughput"] = (
+        "Throughput against batch size per instance type; "
+        "the band is ± one standard deviation over repetitions.",
+        figure_png(sp.throughput_figure(a.rows)),
+    )
+    if a.priced:
+        out["pareto"] = (
             "Time to train against cost to train; "
             "the dashed line joins the Pareto set, the star marks the pick.",
             figure_png(sp.pareto_figure(a.rows, a.recommendation)),
-        ),
-    }
+        )
+    else:
+        out["time-to-train"] = (
+            "Time to train per configuration; green: the pick, grey: set aside for its accuracy.",
+            figure_png(sp.time_to_train_figure(a.rows, a.recommendation)),
+        )
     if any(r.status == "ok" and r.data_wait_share is not None for r in a.rows):
         out["step-breakdown"] = (
             "How the steady step splits into waiting for data and compute.",
@@ -122,6 +127,8 @@ def sweep_plots(a: SweepAnalysis) -> dict[str, tuple[str, bytes]]:
     samples = {
         f"{r.instance_type.removeprefix('ml.')} bs {r.batch_size}": a.steady_samples(r) for r in ordered
     }
+    if not any(len(v) >= 2 for v in samples.values()):
+        return _run_plots(a, pick, out)
     out["step-time-distributions"] = (
         "Steady step times per configuration (p1-p99, pooled over repetitions) with the fitted normal curve"
         + (
@@ -131,6 +138,17 @@ def sweep_plots(a: SweepAnalysis) -> dict[str, tuple[str, bytes]]:
         ),
         figure_png(distribution_figure(samples)),
     )
+    return _run_plots(a, pick, out)
+
+
+def _run_plots(
+    a: SweepAnalysis, pick: ConfigMetrics | None, out: dict[str, tuple[str, bytes]]
+) -> dict[str, tuple[str, bytes]]:
+    """``out`` with the per-rank timeline and the pick's step-time plots added."""
+    from trainsweep.plots import figure_png
+    from trainsweep.plots.run import step_times_figure
+    from trainsweep.plots.steps import rank_timeline_figure
+
     ok_runs = [
         run for run, m in zip(a.runs, a.run_metrics, strict=True) if m.status == "ok" and run.steps_total
     ]
