@@ -321,17 +321,17 @@ def recommend(
     if not ok:
         rec.reason = f"none of {len(pts)} configurations meets {' and '.join(limits)}."
         return rec
-    if budget_usd is not None and deadline_s is None:
+    within = f" within {' and '.join(limits)}" if limits else ""
+    if (budget_usd is not None and deadline_s is None) or not rec.priced:
+        # nothing has a price: every configuration costs the same (nothing), time decides
         rec.pick = min(ok, key=lambda r: (time(r), cost(r)))
-        rec.reason = f"the fastest of the {len(ok)} configurations within {limits[0]}{subset}."
+        rec.reason = f"the fastest of the {len(ok)} configurations{within}{subset}."
         rec.near_by = "time to reach the target" if by_target else "time to train"
         best = time(rec.pick)
         rec.near = [r for r in ok if r is not rec.pick and time(r) <= best * (1 + NEAR_SHARE)]
     else:
         rec.pick = min(ok, key=lambda r: (cost(r), time(r)))
-        within = f" within {' and '.join(limits)}" if limits else ""
-        what = "cheapest" if rec.priced else "fastest"
-        rec.reason = f"the {what} of the {len(ok)} configurations{within}{subset}."
+        rec.reason = f"the cheapest of the {len(ok)} configurations{within}{subset}."
         rec.near_by = "cost"
         best = cost(rec.pick)
         rec.near = [r for r in ok if r is not rec.pick and cost(r) <= best * (1 + NEAR_SHARE)]

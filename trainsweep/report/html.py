@@ -17,13 +17,14 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 aut
 padding:1rem 2rem;color:#222;line-height:1.45}
 h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
 .meta{color:#666;font-size:.9rem}
-.pick{font-size:1.15rem;background:#eef7ee;border-left:4px solid #2a8a2a;padding:.6rem 1rem}
+p.pick{font-size:1.15rem;background:#eef7ee;border-left:4px solid #2a8a2a;padding:.6rem 1rem}
 .caveat{background:#fdf3e1;border-left:4px solid #c98a00;padding:.6rem 1rem}
 .none{background:#fff4e5;border-left-color:#d97a00}
 table{border-collapse:collapse;font-size:.82rem;width:100%}
 th,td{border:1px solid #ddd;padding:.25rem .4rem;text-align:right;white-space:nowrap}
 td.t,th.t{text-align:left;white-space:normal}
 td.t:last-child{min-width:16em}
+#sweep-table td:first-child{white-space:nowrap}
 td.clip{max-width:18em;min-width:8em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 td.clip[title]{cursor:help;text-decoration:underline dotted #bbb}
 th{background:#f3f3f3;cursor:pointer;position:sticky;top:0}
@@ -36,6 +37,7 @@ figcaption{color:#555;font-size:.85rem}
 dt{font-weight:600;margin-top:.5rem}dd{margin-left:1.2rem}
 .sev-error{color:#b00020}
 .scroll{overflow-x:auto}
+@media (max-width:600px){body{padding:.5rem .8rem}h1{font-size:1.5rem}}
 """
 
 # Sort a table by the clicked column: numbers by data-v, text otherwise; empty cells always last.
@@ -170,14 +172,19 @@ _CLIPPED = ("Quality", "Notes")
 _TARGET_COLUMNS = ("Time to target", "USD to target")
 
 
+_COST_COLUMNS = ("USD/h", "USD/epoch", "USD to train", "Samples/USD", "Iterations/USD", "USD to target")
+
+
 def _shown_columns(a: SweepAnalysis) -> list[Column]:
-    """The table's columns: the quality ones only when a run evaluated, the target ones with a target."""
+    """The table's columns: the quality ones only when a run evaluated, the target ones with a target,
+    the cost ones when some configuration has a price (else they are all 0 or empty)."""
     evaluated = any(r.eval_accuracy is not None for r in a.rows)
     return [
         c
         for c in _columns()
         if (c[0] not in _QUALITY_COLUMNS or evaluated)
         and (c[0] not in _TARGET_COLUMNS or a.recommendation.target is not None)
+        and (c[0] not in _COST_COLUMNS or a.priced)
     ]
 
 
@@ -267,7 +274,8 @@ def _no_prices(a: SweepAnalysis) -> str:
     why = "local runs cost nothing" if local else "no instance type of the sweep has a known price"
     return (
         f'<p id="no-prices">No cost plots: no configuration has a price ({why}), so cost per epoch and '
-        "time against cost would show only zeros; time to train is plotted instead.</p>"
+        "time against cost would show only zeros; time to train is plotted instead, and the table "
+        "leaves out its cost columns.</p>"
     )
 
 
