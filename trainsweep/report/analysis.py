@@ -63,8 +63,8 @@ class SweepAnalysis:
 
     @property
     def priced(self) -> bool:
-        """Whether any configuration that ran has a price above 0 (local runs cost nothing)."""
-        return any(r.status == OK and r.usd_per_hour for r in self.rows)
+        """Whether any configuration has a price above 0 (local runs cost nothing)."""
+        return any(r.usd_per_hour for r in self.rows)
 
     def steady_samples(self, row: ConfigMetrics) -> list[float]:
         """Steady step times of all ok runs of a configuration (pooled over repetitions)."""

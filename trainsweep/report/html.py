@@ -24,7 +24,7 @@ table{border-collapse:collapse;font-size:.82rem;width:100%}
 th,td{border:1px solid #ddd;padding:.25rem .4rem;text-align:right;white-space:nowrap}
 td.t,th.t{text-align:left;white-space:normal}
 td.t:last-child{min-width:16em}
-#sweep-table td:first-child{white-space:nowrap}
+table.configs td:first-child{white-space:nowrap}
 td.clip{max-width:18em;min-width:8em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 td.clip[title]{cursor:help;text-decoration:underline dotted #bbb}
 th{background:#f3f3f3;cursor:pointer;position:sticky;top:0}
@@ -213,7 +213,7 @@ def _config_table(a: SweepAnalysis) -> str:
                 cells.append(f'<td data-v="{"" if v is None else _e(v)}">{text}</td>')
         body.append(f'<tr class="{cls}">{"".join(cells)}</tr>')
     return (
-        '<div class="scroll"><table id="sweep-table" class="sortable">'
+        '<div class="scroll"><table id="sweep-table" class="sortable configs">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
