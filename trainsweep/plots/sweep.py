@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from trainsweep.cost.metrics import OK, ConfigMetrics
 from trainsweep.cost.recommend import Recommendation
-from trainsweep.plots import literal
+from trainsweep.plots import literal, log_ticks
 
 _DATA_COLOUR = "#d95f02"
 _COMPUTE_COLOUR = "#1b9e77"
@@ -84,7 +85,12 @@ def heatmap_figure(
     im = ax.imshow(masked, cmap=cmap, norm=norm, aspect="auto")
     ax.set_facecolor("#eeeeee")
     if finite.size:
-        fig.colorbar(im, ax=ax, label=colorbar_label)
+        bar = fig.colorbar(im, ax=ax, label=colorbar_label)
+        ticks = log_ticks(float(finite.min()), float(finite.max())) if norm is not None else []
+        if ticks:  # a log colour scale over 20x can hold a single power of ten: label 1-2-5 too
+            bar.set_ticks(ticks)
+            bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt(v)))
+            bar.ax.yaxis.set_minor_formatter(NullFormatter())
     for i in range(len(types)):
         for j in range(len(sizes)):
             v = grid[i, j]
