@@ -94,7 +94,9 @@ def test_the_recommendation_names_the_raw_fastest_and_why_it_was_set_aside(tmp_p
     summary, _, html = _report(tmp_path, QUICK)
     text = summary["recommendation"]["text"]
     assert text[0].startswith("Could not judge 2 of 3 configurations: 2 too short to judge")
-    assert "Use local with batch size 32 (4.9 s to train): the fastest of the 1 configurations" in text[1]
+    assert (
+        "Use local with batch size 32 (4.9 s to train): the only configuration, a subset: 2 of 3" in text[1]
+    )
     assert (
         "Fastest of the configurations that learn as well: local with batch size 32 (4.9 s to train)." in text
     )

@@ -235,6 +235,11 @@ def pareto_front(rows: Sequence[ConfigMetrics], *, by_target: bool = False) -> l
     return sorted(front, key=lambda r: (_time(r, by_target), _cost(r, by_target)))
 
 
+def _best_of(what: str, n: int) -> str:
+    """``the cheapest of the 3 configurations``; ``the only configuration`` when there is one."""
+    return f"the {what} of the {n} configurations" if n > 1 else "the only configuration"
+
+
 def _raw_picks(
     pts: Sequence[ConfigMetrics], not_judged: Sequence[ConfigMetrics]
 ) -> tuple[ConfigMetrics, ConfigMetrics]:
@@ -325,13 +330,13 @@ def recommend(
     if (budget_usd is not None and deadline_s is None) or not rec.priced:
         # nothing has a price: every configuration costs the same (nothing), time decides
         rec.pick = min(ok, key=lambda r: (time(r), cost(r)))
-        rec.reason = f"the fastest of the {len(ok)} configurations{within}{subset}."
+        rec.reason = f"{_best_of('fastest', len(ok))}{within}{subset}."
         rec.near_by = "time to reach the target" if by_target else "time to train"
         best = time(rec.pick)
         rec.near = [r for r in ok if r is not rec.pick and time(r) <= best * (1 + NEAR_SHARE)]
     else:
         rec.pick = min(ok, key=lambda r: (cost(r), time(r)))
-        rec.reason = f"the cheapest of the {len(ok)} configurations{within}{subset}."
+        rec.reason = f"{_best_of('cheapest', len(ok))}{within}{subset}."
         rec.near_by = "cost"
         best = cost(rec.pick)
         rec.near = [r for r in ok if r is not rec.pick and cost(r) <= best * (1 + NEAR_SHARE)]
