@@ -90,6 +90,19 @@ def _evaluated(row: ConfigMetrics) -> str:
     return f"{size}, {row.runs} run{'s' if row.runs != 1 else ''}"
 
 
+def _fewer_steps(row: ConfigMetrics, best: ConfigMetrics) -> bool:
+    """Whether the row's runs made fewer optimizer steps than the best configuration's."""
+    if row.optimizer_steps is None or best.optimizer_steps is None:
+        return False
+    return row.optimizer_steps < best.optimizer_steps
+
+
+def _too_short(row: ConfigMetrics, best: ConfigMetrics) -> bool:
+    """Whether the row's runs made fewer optimizer steps than the best one needed to learn."""
+    needed = best.steps_to_learn
+    return needed is not None and row.optimizer_steps is not None and row.optimizer_steps < needed
+
+
 def judge(row: ConfigMetrics, best: ConfigMetrics, margin: float) -> tuple[str, str, str]:
     """``(verdict, sentence, hint)`` for ``row`` against ``best`` (verdict "" when within the margin).
 
@@ -110,10 +123,9 @@ def judge(row: ConfigMetrics, best: ConfigMetrics, margin: float) -> tuple[str, 
             f"{Z:g} standard errors of the difference ({Z * se_d:.3g}; {_evaluated(row)})",
             "",
         )
-    fewer = row.optimizer_steps is not None and best.optimizer_steps is not None
-    fewer = fewer and (row.optimizer_steps or 0) < (best.optimizer_steps or 0)
+    fewer = _fewer_steps(row, best)
     hint = TARGET_HINT if fewer else ""
-    if fewer and best.steps_to_learn is not None and (row.optimizer_steps or 0) < best.steps_to_learn:
+    if fewer and _too_short(row, best):
         return (
             TOO_SHORT,
             f"{TOO_SHORT}: eval_accuracy {_acc(row)} after {row.optimizer_steps:.0f} optimizer steps; "

@@ -110,15 +110,7 @@ class Recommendation:
         if self.near:
             names = "; ".join(_describe(c) for c in self.near)
             out.append(f"Within {100 * NEAR_SHARE:.0f}% of its {self.near_by}: {names}.")
-        among = self._among()
-        if self.fastest is not None:
-            out.append(f"Fastest{among}: {_describe(self.fastest)}.")
-            if self.target is None:
-                out.extend(_set_aside(self.raw_fastest, self.fastest, _train_time, by_time=True))
-        if self.cheapest is not None and self.priced:
-            out.append(f"Cheapest{among}: {_describe(self.cheapest)}.")
-            if self.target is None:
-                out.extend(_set_aside(self.raw_cheapest, self.cheapest, _train_cost, by_time=False))
+        out.extend(self._fastest_and_cheapest())
         if not self.priced:
             out.append(
                 "No configuration has a price (local runs cost nothing; a type without a price has no "
@@ -129,6 +121,22 @@ class Recommendation:
             out.append(
                 f"Pareto set (no other configuration is both faster and cheaper): {names} "
                 f"({len(self.pareto)} of {self.candidates} configurations)."
+            )
+        return out
+
+    def _fastest_and_cheapest(self) -> list[str]:
+        """The fastest and (with prices) the cheapest, saying what they rank, each followed by the one
+        of all that was set aside for its accuracy, if it would have been faster (cheaper)."""
+        among = self._among()
+        raw = self.target is None  # with a target, those set aside never reached it: no time to compare
+        out = []
+        if self.fastest is not None:
+            out.append(f"Fastest{among}: {_describe(self.fastest)}.")
+            out.extend(_set_aside(self.raw_fastest, self.fastest, _train_time, by_time=True) if raw else [])
+        if self.cheapest is not None and self.priced:
+            out.append(f"Cheapest{among}: {_describe(self.cheapest)}.")
+            out.extend(
+                _set_aside(self.raw_cheapest, self.cheapest, _train_cost, by_time=False) if raw else []
             )
         return out
 
@@ -259,6 +267,21 @@ def _raw_picks(
     return fastest, cheapest
 
 
+def _choose(
+    rec: Recommendation,
+    ok: Sequence[ConfigMetrics],
+    decide: Callable[[ConfigMetrics], float],
+    then: Callable[[ConfigMetrics], float],
+    near_by: str,
+) -> None:
+    """The pick: least ``decide``, then least ``then``; and those within :data:`NEAR_SHARE` of it on
+    ``decide`` (named ``near_by``)."""
+    rec.pick = min(ok, key=lambda r: (decide(r), then(r)))
+    best = decide(rec.pick)
+    rec.near = [r for r in ok if r is not rec.pick and decide(r) <= best * (1 + NEAR_SHARE)]
+    rec.near_by = near_by
+
+
 def recommend(
     rows: Sequence[ConfigMetrics],
     *,
@@ -326,19 +349,14 @@ def recommend(
     if not ok:
         rec.reason = f"none of {len(pts)} configurations meets {' and '.join(limits)}."
         return rec
-    within = f" within {' and '.join(limits)}" if limits else ""
-    if (budget_usd is not None and deadline_s is None) or not rec.priced:
-        # nothing has a price: every configuration costs the same (nothing), time decides
-        rec.pick = min(ok, key=lambda r: (time(r), cost(r)))
-        rec.reason = f"{_best_of('fastest', len(ok))}{within}{subset}."
-        rec.near_by = "time to reach the target" if by_target else "time to train"
-        best = time(rec.pick)
-        rec.near = [r for r in ok if r is not rec.pick and time(r) <= best * (1 + NEAR_SHARE)]
+    # time decides with a budget alone, or when nothing has a price (every configuration costs nothing)
+    by_time_only = (budget_usd is not None and deadline_s is None) or not rec.priced
+    if by_time_only:
+        _choose(rec, ok, time, cost, "time to reach the target" if by_target else "time to train")
     else:
-        rec.pick = min(ok, key=lambda r: (cost(r), time(r)))
-        rec.reason = f"{_best_of('cheapest', len(ok))}{within}{subset}."
-        rec.near_by = "cost"
-        best = cost(rec.pick)
-        rec.near = [r for r in ok if r is not rec.pick and cost(r) <= best * (1 + NEAR_SHARE)]
+        _choose(rec, ok, cost, time, "cost")
+    what = "fastest" if by_time_only else "cheapest"
+    within = f" within {' and '.join(limits)}" if limits else ""
+    rec.reason = f"{_best_of(what, len(ok))}{within}{subset}."
     rec.near.sort(key=lambda r: (cost(r), time(r)))
     return rec
