@@ -1,9 +1,12 @@
-"""Shared test fixtures: where the real data lives, fake AWS credentials for every test."""
+"""Shared test fixtures: where the real data lives, fake AWS credentials for every test, a browser."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +32,74 @@ def _fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A headless Chromium (Debian's ``chromium`` and ``chromium-driver``) driven through selenium."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)"
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+    yield driver
+    driver.quit()
+
+
+VIEWPORTS = {"laptop": (1366, 768), "phone": (390, 844)}
+"""CSS pixels: a common laptop screen and a common phone's."""
+
+# What a reader sees of the report's layout: page overflow, the configuration table's row heights
+# against its font size, images and the recommendation inside the viewport.
+_LAYOUT_JS = """
+const table = document.querySelector('#sweep-table');
+const rows = Array.from(table.tBodies[0].rows);
+const font = parseFloat(getComputedStyle(table).fontSize);
+const rec = document.querySelector('#recommendation').getBoundingClientRect();
+return {
+  innerWidth: window.innerWidth,
+  pageWidth: document.documentElement.scrollWidth,
+  font: font,
+  rows: rows.map(r => ({cls: r.className, height: r.getBoundingClientRect().height})),
+  images: Array.from(document.images).map(i => i.getBoundingClientRect().right),
+  recommendation: rec.right,
+};
+"""
+
+
+@pytest.fixture
+def layout_at() -> Callable[[Any, Path, str], dict[str, Any]]:
+    """``layout_at(driver, page, "laptop" | "phone")``: the page's layout at that viewport (a phone is
+    emulated as a mobile device, so the page's viewport meta applies)."""
+
+    def measure(driver: Any, page: Path, viewport: str) -> dict[str, Any]:
+        width, height = VIEWPORTS[viewport]
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
+        )
+        driver.get(page.as_uri())
+        return dict(driver.execute_script(_LAYOUT_JS))
+
+    return measure

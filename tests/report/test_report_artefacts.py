@@ -290,3 +290,11 @@ def test_a_job_that_ended_well_but_left_no_run_is_a_failed_cell_saying_so():
     assert rows[128].notes == "job stopped but no log was parsed"  # was failed with no reason at all
     assert rows[256].notes == "job timeout but no log was parsed"
     assert rows[1024].notes == "AlgorithmError: exit 1"
+
+
+def test_a_sweep_whose_every_run_failed_draws_no_step_time_distributions():
+    jobs = [{"run_name": "a", "instance_type": "ml.p3.2xlarge", "batch_size": 64, "status": "failed"}]
+    arts = sweep_artefacts([], jobs=jobs)
+    assert layout.plot_path("step-time-distributions") not in arts
+    assert layout.plot_path("cost-per-epoch") in arts  # priced: the cell says "failed"
+    assert 'id="no-prices"' not in arts[layout.REPORT_HTML].decode()

@@ -1,45 +1,20 @@
-"""report.html in a real headless browser (Debian's chromium): offline, every image renders, no errors."""
+"""report.html in a real headless browser (Debian's chromium): offline, every image renders, no errors; the
+layout at a laptop's and a phone's width."""
 
 from __future__ import annotations
 
-import shutil
+from array import array
 
 import pytest
 
 from trainsweep import layout
+from trainsweep.logs.model import Epoch, RunHeader, RunTimings
 from trainsweep.report import sweep_artefacts
-
-CHROMIUM = shutil.which("chromium")
-CHROMEDRIVER = shutil.which("chromedriver")
-
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER),
-    reason="needs Debian's chromium and chromium-driver (apt-get install -y chromium chromium-driver)",
-)
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-    ):
-        opts.add_argument(flag)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
-    yield driver
-    driver.quit()
+def browser(chromium):
+    return chromium
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +64,52 @@ def test_clicking_a_column_header_sorts_the_table(browser, report_file):
     browser.execute_script(f"document.querySelectorAll('#sweep-table th')[{col}].click();")
     got = [v for v in browser.execute_script(values) if v]
     assert got == sorted(got, key=float, reverse=True)
+
+
+def _local_run(bs: int, step: float, steps: int, accuracies: list[float]) -> RunTimings:
+    eps = [
+        Epoch(i, array("d", [2 * step] + [step] * (steps - 1)), array("l", range(1, steps + 1)),
+              epoch_s=step * (steps + 1), validation_accuracy=acc)
+        for i, acc in enumerate(accuracies, start=1)
+    ]  # fmt: skip
+    header = RunHeader(instance_type="local", batch_size=bs, epochs=2, eval_samples=320)
+    return RunTimings(name=f"q-local-cpu-{bs}-e0", batch_size=bs, run_index=0, epochs=eps, header=header)
+
+
+@pytest.fixture(scope="module")
+def excluded_report(tmp_path_factory):
+    """A local sweep in which two of three batch sizes are set aside (too short to judge): long reasons."""
+    runs = [
+        _local_run(32, 0.040, 60, [0.959, 1.0]),
+        _local_run(64, 0.070, 30, [0.40, 0.884]),
+        _local_run(128, 0.060, 15, [0.097, 0.1125]),
+    ]
+    arts = sweep_artefacts(runs, spec={"name": "q", "workload": {"epochs": 2}})
+    path = tmp_path_factory.mktemp("excluded") / layout.REPORT_HTML
+    path.write_bytes(arts[layout.REPORT_HTML])
+    return path
+
+
+@pytest.mark.parametrize("viewport", ["laptop", "phone"])
+def test_excluded_rows_are_one_line_high_and_nothing_overflows_the_page(
+    browser, layout_at, excluded_report, viewport
+):
+    page = layout_at(browser, excluded_report, viewport)
+    assert page["innerWidth"] == {"laptop": 1366, "phone": 390}[viewport]
+    assert page["pageWidth"] <= page["innerWidth"]  # the table scrolls inside its box, not the page
+    assert all(right <= page["innerWidth"] for right in page["images"])
+    assert page["recommendation"] <= page["innerWidth"]
+    rows = page["rows"]
+    assert [r["cls"] for r in rows] == ["pick", "bad", "bad"]
+    # one line: the cell's line (1.45 x the font) and its padding, not the reason wrapped over lines
+    assert all(r["height"] < 2.5 * page["font"] for r in rows), (page["font"], rows)
+
+
+def test_the_reason_of_an_excluded_row_is_its_cells_tooltip(browser, excluded_report):
+    browser.get(excluded_report.as_uri())
+    cell = browser.execute_script(
+        "const r = document.querySelector('#sweep-table tbody tr.bad');"
+        "const c = Array.from(r.cells).find(c => c.textContent === 'too short to judge');"
+        "return c && c.title;"
+    )
+    assert cell.startswith("too short to judge: eval_accuracy 0.884 ± 0.018 after 60 optimizer steps")

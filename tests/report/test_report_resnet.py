@@ -61,15 +61,21 @@ def test_the_overhead_model_is_within_seven_seconds_of_each_measured_bill(resnet
             assert abs(billing.modelled_billable_s(run.fit_s) - measured[m.name]) <= 7.0
 
 
-def test_recommendation_picks_the_cheapest_batch_size_that_learns_as_well_as_the_best(resnet):
+def test_an_accuracy_gap_within_the_spread_over_repetitions_is_not_distinguishable(resnet):
     a, _ = resnet
-    # One repetition of batch size 1024 ended at eval accuracy 0.0 (it diverged): its mean is more than
-    # the default margin (0.02) below the best (batch size 256), so the cheapest configuration overall
-    # is flagged and not recommended.
+    # No batch size learned CIFAR-10 here (every run ends near 0.1, chance); one repetition of batch
+    # size 1024 ended at 0.0, so its mean (0.0667) is 0.0357 below the best (batch size 256, 0.1024):
+    # more than the default margin (0.02), but its three runs (0.1, 0.0, 0.1) spread over more than
+    # that. The gap is within two standard errors: not distinguishable, and the configuration, the
+    # cheapest of all, is still compared and recommended.
     cheapest = min(a.rows, key=lambda r: r.cost_to_train_usd)
     assert cheapest.batch_size == 1024
-    assert cheapest.quality.startswith("learns worse: eval_accuracy 0.06667 is 0.0357 below the best")
-    assert cheapest in a.recommendation.not_judged
-    learns = [r for r in a.rows if not r.quality]
-    assert a.recommendation.pick is min(learns, key=lambda r: r.cost_to_train_usd)
-    assert a.recommendation.pick.batch_size == 2048
+    assert cheapest.eval_accuracy_se == pytest.approx(0.1 / 3, rel=1e-3)  # stdev / sqrt(3)
+    assert cheapest.quality == ""
+    assert cheapest.accuracy_note.startswith(
+        "not distinguishable: eval_accuracy 0.06667 ± 0.033 is 0.0357 below the best (0.1024 ± 6.7e-05, "
+        "ml.p3.2xlarge x 256) but within 2 standard errors of the difference (0.0667; "
+        "evaluation size not logged, 3 runs)"
+    )
+    assert a.recommendation.not_judged == []
+    assert a.recommendation.pick is cheapest

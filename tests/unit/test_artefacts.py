@@ -275,3 +275,35 @@ def test_a_run_record_with_every_kind_of_value_streams_the_json_dumps_bytes() ->
     run.ranks[0] = run.epochs
     expected = json.dumps(_json_safe(run.to_record()), indent=1, allow_nan=False) + "\n"
     assert run_record_bytes(run) == expected.encode()
+
+
+def _labelled_yticks(fig) -> list[float]:
+    """The major ticks inside the y axis's view that carry a label."""
+    (ax,) = fig.axes
+    lo, hi = ax.get_ylim()
+    locs = [float(v) for v in ax.yaxis.get_major_locator()() if lo <= v <= hi]
+    labels = ax.yaxis.get_major_formatter().format_ticks(locs)
+    return [v for v, text in zip(locs, labels, strict=True) if text]
+
+
+def test_a_step_time_log_axis_within_one_decade_gets_three_labelled_ticks() -> None:
+    # steps of 0.03-0.09 s with a 0.15 s first step: one power of ten (0.1) at most inside
+    run = RunTimings(
+        name="narrow",
+        epochs=[
+            Epoch(i, array("d", [0.15] + [0.03 + 0.06 * k / 19 for k in range(20)]), array("l", range(1, 22)))
+            for i in (1, 2)
+        ],
+    )
+    fig = step_times_figure(run)
+    assert fig.axes[0].get_yscale() == "log"
+    ticks = _labelled_yticks(fig)
+    assert len(ticks) >= 3, ticks
+    assert [t for t in ticks if 0.03 <= t <= 0.15] == ticks
+
+
+def test_step_times_that_span_too_little_for_a_log_axis_get_a_linear_one() -> None:
+    run = RunTimings(name="flat", epochs=[Epoch(1, array("d", [0.100, 0.101, 0.102]), array("l", [1, 2, 3]))])
+    fig = step_times_figure(run)
+    assert fig.axes[0].get_yscale() == "linear"
+    assert len(_labelled_yticks(fig)) >= 3

@@ -74,3 +74,13 @@ def test_configurations_within_five_percent_of_the_pick_are_named():
     assert [c.instance_type for c in rec.near] == ["ml.g6.xlarge"]
     assert any(s.startswith("Within 5% of its cost: ml.g6.xlarge") for s in rec.sentences())
     assert recommend(ROWS).near == []
+
+
+def test_without_prices_time_decides_and_names_what_is_near_in_time():
+    rows = [_row("local", 32, 120.0, 0.0), _row("local", 64, 80.0, 0.0), _row("local", 128, 78.0, 0.0)]
+    rec = recommend(rows)
+    assert rec.pick.batch_size == 128 and not rec.priced
+    text = rec.sentences()
+    assert text[0] == "Use local with batch size 128 (78.0 s to train): the fastest of the 3 configurations."
+    assert "Within 5% of its time to train: local with batch size 64 (80.0 s to train)." in text
+    assert not any("Cheapest" in s or "Pareto" in s or "$" in s for s in text)

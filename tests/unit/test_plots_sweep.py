@@ -64,6 +64,17 @@ def test_cost_heatmap_uses_a_log_scale_when_values_span_decades():
     assert fig.axes[0].images[0].norm.__class__.__name__ == "LogNorm"
 
 
+def test_a_log_colour_bar_over_little_more_than_a_decade_gets_three_labelled_ticks():
+    rows = [_row("ml.p3.2xlarge", 256, 1.0), _row("ml.p2.xlarge", 256, 1.0)]
+    rows[0].cost_per_epoch_usd, rows[1].cost_per_epoch_usd = 0.03, 0.7  # 23x: one power of ten inside
+    fig = sp.cost_per_epoch_heatmap(rows)
+    bar = fig.axes[1].yaxis
+    lo, hi = fig.axes[1].get_ylim()
+    locs = [v for v in bar.get_major_locator()() if lo <= v <= hi]
+    labels = [t for t in bar.get_major_formatter().format_ticks(locs) if t]
+    assert len(labels) >= 3, labels
+
+
 def test_throughput_has_a_line_and_a_band_per_instance_type():
     fig = sp.throughput_figure(ROWS)
     ax = fig.axes[0]

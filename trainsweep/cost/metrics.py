@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainsweep import instances
-from trainsweep.cost import billing
+from trainsweep.cost import accuracy, billing
 from trainsweep.cost.prices import EC2, LOCAL, SAGEMAKER, hourly_usd
 from trainsweep.logs import mllog
 from trainsweep.logs.model import Epoch, RunTimings
@@ -68,9 +68,13 @@ CSV_COLUMNS = (
     "spot_savings_share",
     "gpu_memory_share",
     "eval_accuracy",
+    "eval_accuracy_se",
+    "eval_samples",
+    "optimizer_steps",
     "time_to_target_s",
     "cost_to_target_usd",
     "quality",
+    "accuracy_note",
     "status",
     "notes",
     "not_judged",
@@ -212,6 +216,12 @@ class RunMetrics:
     """Instances of the run's job (None: not said; :func:`aggregate` then uses its default)."""
     eval_accuracy: float | None = None
     """The last evaluation's accuracy (None: the run never evaluated, e.g. early-stopped)."""
+    eval_samples: int | None = None
+    """Samples each evaluation scored (the log's ``eval_samples``; None: not logged)."""
+    optimizer_steps: int | None = None
+    """Training steps (optimizer updates) over the epochs measured (None: the log has no steps)."""
+    accuracy_curve: list[tuple[int, float]] = field(default_factory=list)
+    """(optimizer steps done, eval_accuracy) at each evaluation."""
     target_epoch: int | None = None
     """The first epoch whose evaluation reached the target (None: no target, or not reached)."""
     time_to_target_s: float | None = None
@@ -391,6 +401,11 @@ def _quality(
     accuracies = metric_values(run, eps, mllog.EVAL_ACCURACY)
     if accuracies:
         m.eval_accuracy = accuracies[-1][1]
+        m.eval_samples = run.header.eval_samples
+    done = [sum(e.steps for e in eps[: i + 1]) for i in range(len(eps))]
+    if done and done[-1]:
+        m.optimizer_steps = done[-1]
+        m.accuracy_curve = [(done[i], v) for i, v in accuracies]
     m.unmatched_metrics = unmatched_metrics(run)
     if goal is None:
         return
@@ -457,12 +472,22 @@ class ConfigMetrics:
     """The largest share of the GPU's memory a repetition held (None: no GPU or not logged)."""
     eval_accuracy: float | None = None
     """Mean over repetitions of the last evaluation's accuracy (None: no run evaluated)."""
+    eval_accuracy_se: float | None = None
+    """Its standard error (:func:`trainsweep.cost.accuracy.accuracy_se`; None: one run, size not logged)."""
+    eval_samples: int | None = None
+    """Samples one evaluation scored (the fewest over repetitions; None: not logged)."""
+    optimizer_steps: float | None = None
+    """Mean over repetitions of the optimizer steps trained (None: the logs have no steps)."""
+    steps_to_learn: int | None = None
+    """Optimizer steps its runs took to come within the quality margin of their final accuracy."""
     time_to_target_s: float | None = None
     """Mean time to reach the spec's target (every repetition reached it), else None."""
     cost_to_target_usd: float | None = None
     quality: str = ""
     """Why the configuration learns worse than the others ("" when it does not): it fell more than the
     margin below the best eval_accuracy, or did not reach the target."""
+    accuracy_note: str = ""
+    """Below the best by more than the margin, but not distinguishably so: it still takes part."""
     status: str = OK
     notes: str = ""
     not_judged: str = ""
@@ -576,7 +601,7 @@ def aggregate(
             row.billable_source = "+".join(sources) if sources else None
             row.spot_savings_share = _mean([r.spot_savings_share for r in ok])
             row.gpu_memory_share = max(_finite([r.gpu_memory_share for r in ok]), default=None)
-            row.eval_accuracy = _mean([r.eval_accuracy for r in ok])
+            _accuracy_evidence(row, ok, quality_margin)
             if target is not None:
                 goal = TargetRule.of(target_metric, target, minimize=minimize)
                 missed = [r for r in ok if r.time_to_target_s is None]
@@ -641,7 +666,7 @@ def aggregate(
         row.notes = "; ".join(notes)
         rows.append(row)
     if target is None and quality_margin is not None:
-        _flag_below_best(rows, quality_margin)
+        accuracy.flag_below_best(rows, quality_margin)
     for row in rows:
         row.not_judged = not_judged_reason(row, region, by_target=target is not None)
     order = {name: i for i, name in enumerate(instances.CATALOGUE)}
@@ -672,19 +697,24 @@ def set_scaling_efficiency(rows: Sequence[ConfigMetrics]) -> None:
             r.scaling_efficiency = r.samples_per_s / (base * r.instance_count)
 
 
-def _flag_below_best(rows: Sequence[ConfigMetrics], margin: float) -> None:
-    """Flag the configurations whose eval_accuracy is more than ``margin`` below the best one's."""
-    evaluated = [r for r in rows if r.status == OK and r.eval_accuracy is not None]
-    best = max(evaluated, key=lambda r: r.eval_accuracy or 0.0, default=None)
-    if best is None or best.eval_accuracy is None:
+def _accuracy_evidence(row: ConfigMetrics, ok: Sequence[RunMetrics], margin: float | None) -> None:
+    """The configuration's mean eval_accuracy, its standard error, the optimizer steps its runs made and
+    how many they needed to come within ``margin`` of that accuracy."""
+    evaluated = [r for r in ok if r.eval_accuracy is not None]
+    row.eval_accuracy = _mean([r.eval_accuracy for r in evaluated])
+    row.optimizer_steps = _mean([r.optimizer_steps for r in ok if r.optimizer_steps is not None])
+    if row.eval_accuracy is None:
         return
-    for r in evaluated:
-        gap = best.eval_accuracy - (r.eval_accuracy or 0.0)
-        if gap > margin:
-            r.quality = (
-                f"learns worse: eval_accuracy {r.eval_accuracy:.4g} is {gap:.4g} below the best "
-                f"({best.eval_accuracy:.4g}, {best.label}; margin {margin:g})"
-            )
+    row.eval_accuracy_se = accuracy.accuracy_se(
+        [r.eval_accuracy for r in evaluated if r.eval_accuracy is not None],
+        [r.eval_samples for r in evaluated],
+    )
+    sizes = [r.eval_samples for r in evaluated if r.eval_samples]
+    row.eval_samples = min(sizes) if sizes else None
+    if margin is not None:
+        row.steps_to_learn = accuracy.steps_to_learn(
+            [r.accuracy_curve for r in evaluated], row.eval_accuracy, margin
+        )
 
 
 def not_judged_reason(row: ConfigMetrics, region: str | None = None, *, by_target: bool = False) -> str:

@@ -11,7 +11,7 @@ fast and at least as cheap and strictly better in one of the two.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,11 @@ class Recommendation:
     """Configurations left out of the comparison (each says why in ``not_judged``)."""
     target: str | None = None
     """``eval_accuracy >= 0.97`` when the ranking is by time and cost to reach a target, else None."""
+    raw_fastest: ConfigMetrics | None = None
+    """The fastest configuration, counting those set aside for their accuracy (or for missing the target)."""
+    raw_cheapest: ConfigMetrics | None = None
+    priced: bool = True
+    """Whether any candidate costs something (False: local runs, unpriced types: time decides)."""
 
     @property
     def configurations(self) -> int:
@@ -105,17 +110,43 @@ class Recommendation:
         if self.near:
             names = "; ".join(_describe(c) for c in self.near)
             out.append(f"Within {100 * NEAR_SHARE:.0f}% of its {self.near_by}: {names}.")
-        if self.fastest is not None:
-            out.append(f"Fastest: {_describe(self.fastest)}.")
-        if self.cheapest is not None:
-            out.append(f"Cheapest: {_describe(self.cheapest)}.")
-        if self.pareto:
+        out.extend(self._fastest_and_cheapest())
+        if not self.priced:
+            out.append(
+                "No configuration has a price (local runs cost nothing; a type without a price has no "
+                "cost): time alone ranks them."
+            )
+        if self.pareto and self.priced:
             names = ", ".join(c.label for c in self.pareto)
             out.append(
                 f"Pareto set (no other configuration is both faster and cheaper): {names} "
                 f"({len(self.pareto)} of {self.candidates} configurations)."
             )
         return out
+
+    def _fastest_and_cheapest(self) -> list[str]:
+        """The fastest and (with prices) the cheapest, saying what they rank, each followed by the one
+        of all that was set aside for its accuracy, if it would have been faster (cheaper)."""
+        among = self._among()
+        raw = self.target is None  # with a target, those set aside never reached it: no time to compare
+        out = []
+        if self.fastest is not None:
+            out.append(f"Fastest{among}: {_describe(self.fastest)}.")
+            out.extend(_set_aside(self.raw_fastest, self.fastest, _train_time, by_time=True) if raw else [])
+        if self.cheapest is not None and self.priced:
+            out.append(f"Cheapest{among}: {_describe(self.cheapest)}.")
+            out.extend(
+                _set_aside(self.raw_cheapest, self.cheapest, _train_cost, by_time=False) if raw else []
+            )
+        return out
+
+    def _among(self) -> str:
+        """What the fastest and cheapest are picked among, when some were set aside for their accuracy."""
+        if not any(c.quality for c in self.not_judged):
+            return ""
+        if self.target is not None:
+            return " of the configurations that reach the target"
+        return " of the configurations that learn as well"
 
     def to_dict(self) -> dict[str, Any]:
         def key(c: ConfigMetrics | None) -> dict[str, Any] | None:
@@ -133,6 +164,9 @@ class Recommendation:
             "near": [key(c) for c in self.near],
             "not_judged": [dict(key(c) or {}, reason=c.not_judged) for c in self.not_judged],
             "target": self.target,
+            "raw_fastest": key(self.raw_fastest),
+            "raw_cheapest": key(self.raw_cheapest),
+            "priced": self.priced,
             "text": self.sentences(),
         }
 
@@ -147,14 +181,42 @@ def _fmt_s(s: float) -> str:
 
 def _describe(c: ConfigMetrics) -> str:
     if c.time_to_target_s is not None and c.cost_to_target_usd is not None:
-        return (
-            f"{c.machine} with batch size {c.batch_size} "
-            f"({_fmt_s(c.time_to_target_s)} to reach the target, ${c.cost_to_target_usd:.4f})"
-        )
-    return (
-        f"{c.machine} with batch size {c.batch_size} "
-        f"({_fmt_s(c.time_to_train_s or 0)} to train, ${c.cost_to_train_usd or 0:.4f})"
-    )
+        # local runs cost nothing: "$0.0000" says nothing
+        usd = "" if c.cost_to_target_usd == 0 else f", ${c.cost_to_target_usd:.4f}"
+        took = f"{_fmt_s(c.time_to_target_s)} to reach the target{usd}"
+        return f"{c.machine} with batch size {c.batch_size} ({took})"
+    usd = "" if not c.cost_to_train_usd else f", ${c.cost_to_train_usd:.4f}"
+    return f"{c.machine} with batch size {c.batch_size} ({_fmt_s(c.time_to_train_s or 0)} to train{usd})"
+
+
+def _train_time(c: ConfigMetrics) -> float | None:
+    return c.time_to_train_s
+
+
+def _train_cost(c: ConfigMetrics) -> float | None:
+    return c.cost_to_train_usd
+
+
+def _set_aside(
+    raw: ConfigMetrics | None,
+    kept: ConfigMetrics,
+    value: Callable[[ConfigMetrics], float | None],
+    *,
+    by_time: bool,
+) -> list[str]:
+    """The trade-off in words when the fastest (cheapest) to train of all was set aside for its accuracy:
+    how much it would save and why it was set aside."""
+    if raw is None or raw is kept or not raw.quality:
+        return []
+    mine, theirs = value(raw), value(kept)
+    if mine is None or theirs is None or theirs <= 0 or mine >= theirs:
+        return []
+    share = f"{100 * (theirs - mine) / theirs:.0f}%"
+    if by_time:
+        saves = f"trains in {_fmt_s(mine)}, {share} less time than {kept.label} ({_fmt_s(theirs)})"
+    else:
+        saves = f"costs ${mine:.4f}, {share} less than {kept.label} (${theirs:.4f})"
+    return [f"{raw.label} {saves}, but is set aside: {raw.quality}."]
 
 
 def _time(r: ConfigMetrics, by_target: bool) -> float | None:
@@ -179,6 +241,45 @@ def pareto_front(rows: Sequence[ConfigMetrics], *, by_target: bool = False) -> l
         if not dominated:
             front.append(r)
     return sorted(front, key=lambda r: (_time(r, by_target), _cost(r, by_target)))
+
+
+def _best_of(what: str, n: int) -> str:
+    """``the cheapest of the 3 configurations``; ``the only configuration`` when there is one."""
+    return f"the {what} of the {n} configurations" if n > 1 else "the only configuration"
+
+
+def _raw_picks(
+    pts: Sequence[ConfigMetrics], not_judged: Sequence[ConfigMetrics]
+) -> tuple[ConfigMetrics, ConfigMetrics]:
+    """The fastest and the cheapest to train, counting the configurations set aside only for their
+    accuracy or their target (by time and cost to train: those missed the target, or have none)."""
+    aside = [
+        r
+        for r in not_judged
+        if r.quality
+        and r.not_judged == r.quality
+        and r.time_to_train_s is not None
+        and r.cost_to_train_usd is not None
+    ]
+    every = [*pts, *aside]
+    fastest = min(every, key=lambda r: (_train_time(r) or 0.0, _train_cost(r) or 0.0))
+    cheapest = min(every, key=lambda r: (_train_cost(r) or 0.0, _train_time(r) or 0.0))
+    return fastest, cheapest
+
+
+def _choose(
+    rec: Recommendation,
+    ok: Sequence[ConfigMetrics],
+    decide: Callable[[ConfigMetrics], float],
+    then: Callable[[ConfigMetrics], float],
+    near_by: str,
+) -> None:
+    """The pick: least ``decide``, then least ``then``; and those within :data:`NEAR_SHARE` of it on
+    ``decide`` (named ``near_by``)."""
+    rec.pick = min(ok, key=lambda r: (decide(r), then(r)))
+    best = decide(rec.pick)
+    rec.near = [r for r in ok if r is not rec.pick and decide(r) <= best * (1 + NEAR_SHARE)]
+    rec.near_by = near_by
 
 
 def recommend(
@@ -232,6 +333,8 @@ def recommend(
     by_time = sorted(pts, key=lambda r: (time(r), cost(r)))
     by_cost = sorted(pts, key=lambda r: (cost(r), time(r)))
     rec.fastest, rec.cheapest = by_time[0], by_cost[0]
+    rec.priced = any(cost(r) > 0 for r in pts)
+    rec.raw_fastest, rec.raw_cheapest = _raw_picks(pts, rec.not_judged)
     rec.pareto = pareto_front(pts, by_target=by_target)
     ok = [
         r
@@ -246,18 +349,14 @@ def recommend(
     if not ok:
         rec.reason = f"none of {len(pts)} configurations meets {' and '.join(limits)}."
         return rec
-    if budget_usd is not None and deadline_s is None:
-        rec.pick = min(ok, key=lambda r: (time(r), cost(r)))
-        rec.reason = f"the fastest of the {len(ok)} configurations within {limits[0]}{subset}."
-        rec.near_by = "time to reach the target" if by_target else "time to train"
-        best = time(rec.pick)
-        rec.near = [r for r in ok if r is not rec.pick and time(r) <= best * (1 + NEAR_SHARE)]
+    # time decides with a budget alone, or when nothing has a price (every configuration costs nothing)
+    by_time_only = (budget_usd is not None and deadline_s is None) or not rec.priced
+    if by_time_only:
+        _choose(rec, ok, time, cost, "time to reach the target" if by_target else "time to train")
     else:
-        rec.pick = min(ok, key=lambda r: (cost(r), time(r)))
-        within = f" within {' and '.join(limits)}" if limits else ""
-        rec.reason = f"the cheapest of the {len(ok)} configurations{within}{subset}."
-        rec.near_by = "cost"
-        best = cost(rec.pick)
-        rec.near = [r for r in ok if r is not rec.pick and cost(r) <= best * (1 + NEAR_SHARE)]
+        _choose(rec, ok, cost, time, "cost")
+    what = "fastest" if by_time_only else "cheapest"
+    within = f" within {' and '.join(limits)}" if limits else ""
+    rec.reason = f"{_best_of(what, len(ok))}{within}{subset}."
     rec.near.sort(key=lambda r: (cost(r), time(r)))
     return rec

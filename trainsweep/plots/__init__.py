@@ -10,6 +10,7 @@ a ``$`` in a name is a dollar sign, not the start of mathtext that may not parse
 from __future__ import annotations
 
 import io
+import math
 
 from matplotlib.figure import Figure
 
@@ -27,3 +28,21 @@ def figure_png(fig: Figure, *, dpi: int = PNG_DPI) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     return buf.getvalue()
+
+
+_LOG_SUBS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0))
+
+
+def log_ticks(lo: float, hi: float, *, least: int = 3) -> list[float]:
+    """Ticks for a log axis over ``[lo, hi]`` (both > 0): powers of ten, else 1-2-5 of each decade, else
+    finer, whichever first gives at least ``least`` ticks inside; [] when even the finest does not (the
+    range is too narrow for a log axis to help)."""
+    if not (0 < lo < hi):
+        return []
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    for subs in _LOG_SUBS:
+        ticks = [s * 10.0**k for k in range(first, last + 1) for s in subs]
+        inside = [t for t in ticks if lo <= t <= hi]
+        if len(inside) >= least:
+            return inside
+    return []

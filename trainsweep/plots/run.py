@@ -9,10 +9,10 @@ from matplotlib import rcParams
 from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullFormatter
 
 from trainsweep.logs.model import Epoch, RunTimings
-from trainsweep.plots import figure_png, literal
+from trainsweep.plots import figure_png, literal, log_ticks
 
 _LEGEND_MAX_EPOCHS = 10
 _LINE2D_MAX_EPOCHS = _LEGEND_MAX_EPOCHS
@@ -101,10 +101,7 @@ def step_times_figure(run: RunTimings) -> Figure:
         positive = lines.positive
         ax._request_autoscale_view()  # type: ignore[attr-defined]  # private; as ax.plot: autoscaled when drawn
     if positive:
-        ax.set_yscale("log")
-        # Plain numbers ("0.1", "10"): easier to read than 10^-1 and no mathtext layout per label.
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        _log_axis(ax)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, which="major", alpha=0.3)
     if len(epochs) <= _LEGEND_MAX_EPOCHS:
@@ -120,6 +117,20 @@ def step_times_figure(run: RunTimings) -> Figure:
             transform=ax.transAxes,
         )
     return fig
+
+
+def _log_axis(ax: Any) -> None:
+    """A log step-time axis with at least three labelled ticks inside the data (step 1 can be 100x the
+    rest); a linear one when the step times span too little for a log axis to help."""
+    lo, hi = (float(v) for v in ax.dataLim.intervaly)
+    ticks = log_ticks(lo, hi)
+    if not ticks:
+        return
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    # Plain numbers ("0.1", "10"): easier to read than 10^-1 and no mathtext layout per label.
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _epoch_colours(n: int) -> list[tuple[float, float, float, float]]:

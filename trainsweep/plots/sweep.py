@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from trainsweep.cost.metrics import OK, ConfigMetrics
 from trainsweep.cost.recommend import Recommendation
-from trainsweep.plots import literal
+from trainsweep.plots import literal, log_ticks
 
 _DATA_COLOUR = "#d95f02"
 _COMPUTE_COLOUR = "#1b9e77"
@@ -84,7 +85,12 @@ def heatmap_figure(
     im = ax.imshow(masked, cmap=cmap, norm=norm, aspect="auto")
     ax.set_facecolor("#eeeeee")
     if finite.size:
-        fig.colorbar(im, ax=ax, label=colorbar_label)
+        bar = fig.colorbar(im, ax=ax, label=colorbar_label)
+        ticks = log_ticks(float(finite.min()), float(finite.max())) if norm is not None else []
+        if ticks:  # a log colour scale over 20x can hold a single power of ten: label 1-2-5 too
+            bar.set_ticks(ticks)
+            bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _fmt(v)))
+            bar.ax.yaxis.set_minor_formatter(NullFormatter())
     for i in range(len(types)):
         for j in range(len(sizes)):
             v = grid[i, j]
@@ -238,6 +244,40 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     ax.set_title("Time vs cost per configuration (lower left is better)", fontsize=11)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best", ncols=2)
+    fig.tight_layout()
+    return fig
+
+
+_PICK_COLOUR = "#2a8a2a"
+_ASIDE_COLOUR = "#bbbbbb"
+
+
+def time_to_train_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
+    """Time to train per configuration, fastest at the top: the pick in green, configurations set aside
+    for their accuracy in grey with the reason (for sweeps without prices, where a time-vs-cost plot would
+    put every point at 0)."""
+    ok = sorted(
+        (r for r in rows if r.status == OK and r.time_to_train_s is not None),
+        key=lambda r: r.time_to_train_s or 0.0,
+    )
+    fig = Figure(figsize=(8, 1.4 + 0.45 * max(len(ok), 1)))
+    if not ok:
+        return _empty(fig, "no configuration has a time to train")
+    ax = fig.add_subplot()
+    y = np.arange(len(ok))
+    colours = [_PICK_COLOUR if r is rec.pick else (_ASIDE_COLOUR if r.quality else "#4c72b0") for r in ok]
+    seconds = [r.time_to_train_s or 0.0 for r in ok]
+    ax.barh(y, seconds, color=colours)
+    for yi, r, t in zip(y, ok, seconds, strict=True):
+        why = f"  set aside: {r.quality.split(':', 1)[0]}" if r.quality else ""
+        why = "  recommended" if r is rec.pick else why
+        ax.text(t, float(yi), f" {_fmt(t)} s{why}", va="center", fontsize=8)
+    ax.set_yticks(y, [f"{_short(r.instance_type)} bs {r.batch_size}" for r in ok], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(seconds) * 1.6)
+    ax.set_xlabel("Time to train (s)")
+    ax.set_title("Time to train per configuration (fastest at the top)", fontsize=11)
+    ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
 

@@ -87,74 +87,109 @@ def sweep_plots(a: SweepAnalysis) -> dict[str, tuple[str, bytes]]:
     """Plot name -> (caption, PNG bytes)."""
     from trainsweep.plots import figure_png
     from trainsweep.plots import sweep as sp
-    from trainsweep.plots.run import step_times_figure
-    from trainsweep.plots.steps import MAX_PANELS, distribution_figure, rank_timeline_figure
 
-    out: dict[str, tuple[str, bytes]] = {
-        "cost-per-epoch": (
+    out: dict[str, tuple[str, bytes]] = {}
+    if a.priced:
+        out["cost-per-epoch"] = (
             "Cost per steady epoch for every instance type and batch size "
             "(grey: no value; the cell says why).",
             figure_png(sp.cost_per_epoch_heatmap(a.rows)),
-        ),
-        "samples-per-s": (
-            "Steady-state training throughput for every instance type and batch size.",
-            figure_png(sp.samples_per_s_heatmap(a.rows)),
-        ),
-        "throughput": (
-            "Throughput against batch size per instance type; "
-            "the band is ± one standard deviation over repetitions.",
-            figure_png(sp.throughput_figure(a.rows)),
-        ),
-        "pareto": (
+        )
+    out["samples-per-s"] = (
+        "Steady-state training throughput for every instance type and batch size.",
+        figure_png(sp.samples_per_s_heatmap(a.rows)),
+    )
+    out["throughput"] = (
+        "Throughput against batch size per instance type; "
+        "the band is ± one standard deviation over repetitions.",
+        figure_png(sp.throughput_figure(a.rows)),
+    )
+    if a.priced:
+        out["pareto"] = (
             "Time to train against cost to train; "
             "the dashed line joins the Pareto set, the star marks the pick.",
             figure_png(sp.pareto_figure(a.rows, a.recommendation)),
-        ),
-    }
+        )
+    else:
+        out["time-to-train"] = (
+            "Time to train per configuration; green: the pick, grey: set aside for its accuracy.",
+            figure_png(sp.time_to_train_figure(a.rows, a.recommendation)),
+        )
     if any(r.status == "ok" and r.data_wait_share is not None for r in a.rows):
         out["step-breakdown"] = (
             "How the steady step splits into waiting for data and compute.",
             figure_png(sp.step_breakdown_figure(a.rows)),
         )
-    ok = [r for r in a.rows if r.status == "ok"]
     pick = a.recommendation.pick or a.recommendation.cheapest
+    distributions = _distributions(a, pick)
+    if distributions is not None:
+        out["step-time-distributions"] = distributions
+    return _run_plots(a, pick, out)
+
+
+def _distributions(a: SweepAnalysis, pick: ConfigMetrics | None) -> tuple[str, bytes] | None:
+    """Steady step-time distributions per configuration, the pick's first; None when no configuration
+    has two steady steps (a plot of nothing)."""
+    from trainsweep.plots import figure_png
+    from trainsweep.plots.steps import MAX_PANELS, distribution_figure
+
+    ok = [r for r in a.rows if r.status == "ok"]
     ordered = ([pick] if pick else []) + [r for r in ok if r is not pick]
     samples = {
         f"{r.instance_type.removeprefix('ml.')} bs {r.batch_size}": a.steady_samples(r) for r in ordered
     }
-    out["step-time-distributions"] = (
+    if not any(len(v) >= 2 for v in samples.values()):
+        return None
+    more = (
+        f"; first {MAX_PANELS} configurations, the recommended one first."
+        if len(samples) > MAX_PANELS
+        else "."
+    )
+    return (
         "Steady step times per configuration (p1-p99, pooled over repetitions) with the fitted normal curve"
-        + (
-            f"; first {MAX_PANELS} configurations, the recommended one first."
-            if len(samples) > MAX_PANELS
-            else "."
-        ),
+        + more,
         figure_png(distribution_figure(samples)),
     )
+
+
+def _run_plots(
+    a: SweepAnalysis, pick: ConfigMetrics | None, out: dict[str, tuple[str, bytes]]
+) -> dict[str, tuple[str, bytes]]:
+    """``out`` with the per-rank timeline and the pick's step-time plots added."""
+    from trainsweep.plots import figure_png
+    from trainsweep.plots.run import step_times_figure
+
+    timeline = _rank_timeline(a, pick)
+    if timeline is not None:
+        out["rank-timeline"] = timeline
+    pairs = [(run, m) for run, m in a.runs_of(pick) if m.status == "ok"] if pick is not None else []
+    for run, _ in pairs[:3]:
+        out[f"step-times-{_safe(run.name)}"] = (
+            f"Step times per epoch of {run.name} (recommended configuration).",
+            figure_png(step_times_figure(run)),
+        )
+    return out
+
+
+def _rank_timeline(a: SweepAnalysis, pick: ConfigMetrics | None) -> tuple[str, bytes] | None:
+    """The per-rank timeline of the recommended configuration's run, unless another configuration shows
+    several ranks; None when no run has steps."""
+    from trainsweep.plots import figure_png
+    from trainsweep.plots.steps import rank_timeline_figure
+
     ok_runs = [
         run for run, m in zip(a.runs, a.run_metrics, strict=True) if m.status == "ok" and run.steps_total
     ]
-    if ok_runs:
-        # The recommended configuration's run, unless another configuration shows several ranks.
-        pick_runs = [run for run, m in a.runs_of(pick) if m.status == "ok"] if pick is not None else []
-        widest = max(ok_runs, key=lambda r: len(r.ranks))
-        shown = pick_runs[0] if pick_runs and len(pick_runs[0].ranks) >= len(widest.ranks) else widest
-        why = (
-            "recommended configuration" if pick_runs and shown is pick_runs[0] else "the run with most ranks"
-        )
-        out["rank-timeline"] = (
-            f"Per-rank timeline of steps 2-61 of {shown.name} ({why}).",
-            figure_png(rank_timeline_figure(shown)),
-        )
-    if pick is not None:
-        pairs = [(run, m) for run, m in a.runs_of(pick) if m.status == "ok"]
-        if pairs:
-            for run, _ in pairs[:3]:
-                out[f"step-times-{_safe(run.name)}"] = (
-                    f"Step times per epoch of {run.name} (recommended configuration).",
-                    figure_png(step_times_figure(run)),
-                )
-    return out
+    if not ok_runs:
+        return None
+    pick_runs = [run for run, m in a.runs_of(pick) if m.status == "ok"] if pick is not None else []
+    widest = max(ok_runs, key=lambda r: len(r.ranks))
+    shown = pick_runs[0] if pick_runs and len(pick_runs[0].ranks) >= len(widest.ranks) else widest
+    why = "recommended configuration" if pick_runs and shown is pick_runs[0] else "the run with most ranks"
+    return (
+        f"Per-rank timeline of steps 2-61 of {shown.name} ({why}).",
+        figure_png(rank_timeline_figure(shown)),
+    )
 
 
 def sweep_artefacts(

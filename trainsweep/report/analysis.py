@@ -61,6 +61,11 @@ class SweepAnalysis:
             and m.platform == row.platform
         ]
 
+    @property
+    def priced(self) -> bool:
+        """Whether any configuration has a price above 0 (local runs cost nothing)."""
+        return any(r.usd_per_hour for r in self.rows)
+
     def steady_samples(self, row: ConfigMetrics) -> list[float]:
         """Steady step times of all ok runs of a configuration (pooled over repetitions)."""
         out: list[float] = []

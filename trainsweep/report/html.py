@@ -17,13 +17,16 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 aut
 padding:1rem 2rem;color:#222;line-height:1.45}
 h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
 .meta{color:#666;font-size:.9rem}
-.pick{font-size:1.15rem;background:#eef7ee;border-left:4px solid #2a8a2a;padding:.6rem 1rem}
+p.pick{font-size:1.15rem;background:#eef7ee;border-left:4px solid #2a8a2a;padding:.6rem 1rem}
 .caveat{background:#fdf3e1;border-left:4px solid #c98a00;padding:.6rem 1rem}
 .none{background:#fff4e5;border-left-color:#d97a00}
 table{border-collapse:collapse;font-size:.82rem;width:100%}
 th,td{border:1px solid #ddd;padding:.25rem .4rem;text-align:right;white-space:nowrap}
 td.t,th.t{text-align:left;white-space:normal}
 td.t:last-child{min-width:16em}
+table.configs td:first-child{white-space:nowrap}
+td.clip{max-width:18em;min-width:8em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+td.clip[title]{cursor:help;text-decoration:underline dotted #bbb}
 th{background:#f3f3f3;cursor:pointer;position:sticky;top:0}
 th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 tr.pick td{background:#eef7ee;font-weight:600}tr.bad td{color:#999}
@@ -34,6 +37,7 @@ figcaption{color:#555;font-size:.85rem}
 dt{font-weight:600;margin-top:.5rem}dd{margin-left:1.2rem}
 .sev-error{color:#b00020}
 .scroll{overflow-x:auto}
+@media (max-width:600px){body{padding:.5rem .8rem}h1{font-size:1.5rem}}
 """
 
 # Sort a table by the clicked column: numbers by data-v, text otherwise; empty cells always last.
@@ -146,7 +150,7 @@ def _columns() -> list[Column]:
         (
             "Eval accuracy",
             lambda r: r.eval_accuracy,
-            lambda r: _n(r.eval_accuracy, "{:.4f}"),
+            lambda r: _pm(r.eval_accuracy, r.eval_accuracy_se, "{:.3f}"),
             False,
         ),
         ("Time to target", lambda r: r.time_to_target_s, lambda r: _dur(r.time_to_target_s), False),
@@ -156,24 +160,31 @@ def _columns() -> list[Column]:
             lambda r: _n(r.cost_to_target_usd, "{:.4f}"),
             False,
         ),
-        ("Quality", lambda r: r.quality, lambda r: r.quality, True),
+        ("Quality", lambda r: r.quality or r.accuracy_note, lambda r: r.quality or r.accuracy_note, True),
         ("Status", lambda r: r.status, lambda r: r.status, True),
         ("Notes", lambda r: r.notes, lambda r: r.notes, True),
     ]
 
 
 _QUALITY_COLUMNS = {"Eval accuracy": "eval_accuracy", "Quality": "quality"}
+_CLIPPED = ("Quality", "Notes")
+"""Text columns shown one line high: the verdict or the start of the note, the whole text as a tooltip."""
 _TARGET_COLUMNS = ("Time to target", "USD to target")
 
 
+_COST_COLUMNS = ("USD/h", "USD/epoch", "USD to train", "Samples/USD", "Iterations/USD", "USD to target")
+
+
 def _shown_columns(a: SweepAnalysis) -> list[Column]:
-    """The table's columns: the quality ones only when a run evaluated, the target ones with a target."""
+    """The table's columns: the quality ones only when a run evaluated, the target ones with a target,
+    the cost ones when some configuration has a price (else they are all 0 or empty)."""
     evaluated = any(r.eval_accuracy is not None for r in a.rows)
     return [
         c
         for c in _columns()
         if (c[0] not in _QUALITY_COLUMNS or evaluated)
         and (c[0] not in _TARGET_COLUMNS or a.recommendation.target is not None)
+        and (c[0] not in _COST_COLUMNS or a.priced)
     ]
 
 
@@ -186,7 +197,7 @@ def _config_table(a: SweepAnalysis) -> str:
     for r in a.rows:
         cls = "pick" if r is rec.pick else ("bad" if r.status != OK or r.quality else "")
         cells = []
-        for i, (_, val, txt, is_text) in enumerate(cols):
+        for i, (head_text, val, txt, is_text) in enumerate(cols):
             v = val(r)
             text = _e(txt(r))
             if i == 0:
@@ -194,15 +205,26 @@ def _config_table(a: SweepAnalysis) -> str:
                     text += '<span class="tag">recommended</span>'
                 elif id(r) in front:
                     text += '<span class="tag front">Pareto</span>'
-            if is_text:
+            if head_text in _CLIPPED:
+                cells.append(_clipped(txt(r), short=head_text == "Quality"))
+            elif is_text:
                 cells.append(f'<td class="t">{text}</td>')
             else:
                 cells.append(f'<td data-v="{"" if v is None else _e(v)}">{text}</td>')
         body.append(f'<tr class="{cls}">{"".join(cells)}</tr>')
     return (
-        '<div class="scroll"><table id="sweep-table" class="sortable">'
+        '<div class="scroll"><table id="sweep-table" class="sortable configs">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+def _clipped(text: str, *, short: bool) -> str:
+    """A one-line cell: the verdict before the first colon (``short``) or the text cut at the cell's
+    width, the whole text in the tooltip (and sorted on)."""
+    if not text:
+        return '<td class="t clip"></td>'
+    shown = text.split(":", 1)[0] if short else text
+    return f'<td class="t clip" title="{_e(text)}" data-v="{_e(text)}">{_e(shown)}</td>'
 
 
 def _recommendation(a: SweepAnalysis) -> str:
@@ -241,6 +263,19 @@ def _search(a: SweepAnalysis) -> str:
         '<section id="batch-size-search"><h2>Batch-size search</h2><p>batch_sizes: auto doubled the batch '
         "size from its minimum until out of memory, its maximum, or a throughput plateau.</p>"
         f"<ul>{''.join(items)}</ul></section>"
+    )
+
+
+def _no_prices(a: SweepAnalysis) -> str:
+    """One line instead of cost plots of zeros, when no configuration has a price."""
+    if a.priced:
+        return ""
+    local = any(r.platform == "local" for r in a.rows)
+    why = "local runs cost nothing" if local else "no instance type of the sweep has a known price"
+    return (
+        f'<p id="no-prices">No cost plots: no configuration has a price ({why}), so cost per epoch and '
+        "time against cost would show only zeros; time to train is plotted instead, and the table "
+        "leaves out its cost columns.</p>"
     )
 
 
@@ -435,17 +470,24 @@ def _method(a: SweepAnalysis) -> str:
             "Recommendation",
             "Among configurations with status ok: fastest = least time to train, cheapest = least USD to "
             "train, Pareto set = those no other configuration beats on both. With a deadline: the cheapest "
-            "that meets it; with a budget: the fastest within it; with neither: the cheapest. Others "
-            "within 5% of the pick on the deciding quantity are named beside it. A configuration with "
-            "a Quality flag is not recommended.",
+            "that meets it; with a budget: the fastest within it; with neither: the cheapest (the fastest "
+            "when nothing has a price). Others within 5% of the pick on the deciding quantity are named "
+            "beside it. A configuration flagged 'learns worse' or 'too short to judge' is set aside; when "
+            "it would have been the fastest or the cheapest, the recommendation says by how much and why.",
         ),
         (
             "Eval accuracy, Quality",
-            "Eval accuracy: mean over repetitions of each run's last evaluation. Without a target, a "
-            "configuration more than the spec's quality_margin (default 0.02) below the best is flagged "
-            "'learns worse'. With a target, time and USD are to reach it (start of training to the end of "
-            "the first evaluation at or above it, MLPerf's time-to-train; billed with the per-job "
-            "overhead), and a configuration one of whose runs never reached it is flagged.",
+            "Eval accuracy: mean over repetitions of each run's last evaluation, ± its standard error (the "
+            "larger of the spread over repetitions / sqrt(runs) and the binomial standard error of an "
+            "accuracy on the evaluation's samples). Without a target, a configuration more than the spec's "
+            "quality_margin (default 0.02) below the best is 'not distinguishable' when the gap is within "
+            "two standard errors of the difference (it is still compared), 'too short to judge' when its "
+            "runs made fewer optimizer steps than the best needed to come within the margin of its final "
+            "accuracy (the same epochs give a larger batch fewer updates: a target compares time to the "
+            "same accuracy), and 'learns worse' otherwise. With a target, time and USD are to reach it "
+            "(start of training to the end of the first evaluation at or above it, MLPerf's time-to-train; "
+            "billed with the per-job overhead), and a configuration one of whose runs never reached it is "
+            "flagged. Hover over a Quality or Notes cell for its whole text.",
         ),
         (
             "Status",
@@ -482,7 +524,7 @@ def render_report(
 <p>One row per instance type (x instances per job, when more than one) and batch size, aggregated over
 repetitions. Click a column header to sort.</p>
 {_config_table(a)}</section>
-{_scaling(a)}<section id="plots"><h2>Plots</h2>{_plots(plots)}</section>
+{_scaling(a)}<section id="plots"><h2>Plots</h2>{_no_prices(a)}{_plots(plots)}</section>
 <section id="stalls"><h2>Data stalls</h2>{_stalls(a)}</section>
 <section id="quality"><h2>Data quality</h2>{_quality(a)}</section>
 <section id="runs"><h2>Runs</h2>{_runs(a)}</section>

@@ -207,8 +207,37 @@ class Batches:
             yield self._prepare(self.x.index_select(0, sel)), self.y.index_select(0, sel)
 
 
+SYNTHETIC_SIGNAL = 0.5
+"""How strongly a synthetic sample shows its class: the class's pattern, times this, on unit noise."""
+
+_PATTERN_SEED_OFFSET = 7919
+_EVAL_SEED_OFFSET = 104729
+
+
+def synthetic_pool(
+    info: DatasetInfo, size: int, *, seed: int, train: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``size`` synthetic samples and their labels: unit noise plus :data:`SYNTHETIC_SIGNAL` x a random
+    pattern of the sample's class.
+
+    The class patterns depend on ``seed`` only, so the training and the evaluation draws (independent
+    noise and labels) are one task: a model learns it in a few steps, and its evaluation accuracy says
+    how well it generalises, as with real data. Pure random labels could only be memorised, and an
+    evaluation draw of other samples would stay at chance whatever the training did.
+    """
+    patterns = torch.randn(
+        (info.classes, *info.shape),
+        generator=torch.Generator(device="cpu").manual_seed(seed + _PATTERN_SEED_OFFSET),
+    )
+    g = torch.Generator(device="cpu").manual_seed(seed if train else seed + _EVAL_SEED_OFFSET)
+    x = torch.randn((size, *info.shape), generator=g)
+    y = torch.randint(0, info.classes, (size,), generator=g)
+    return x + SYNTHETIC_SIGNAL * patterns[y], y
+
+
 class SyntheticBatches(Batches):
-    """Random tensors of the dataset's shape, generated once on the device and cycled (pure throughput)."""
+    """Synthetic samples of the dataset's shape (:func:`synthetic_pool`), generated once on the device and
+    cycled: throughput as with real data, and a task a model can learn."""
 
     POOL = 4
 
@@ -224,15 +253,13 @@ class SyntheticBatches(Batches):
         world_size: int = 1,
         train_samples: int | None = None,
     ):
-        g = torch.Generator(device="cpu").manual_seed(seed)
         samples = info.train_samples if train else info.eval_samples
         if train_samples:  # a smaller synthetic dataset; validation keeps the real train/eval ratio
             ratio = info.eval_samples / info.train_samples
             eval_samples = max(round(train_samples * ratio), batch_size * world_size)  # >= one batch
             samples = train_samples if train else eval_samples
-        pool = min(self.POOL * batch_size, samples)
-        x = torch.randn((pool, *info.shape), generator=g).to(device)
-        y = torch.randint(0, info.classes, (pool,), generator=g).to(device)
+        x, y = synthetic_pool(info, min(self.POOL * batch_size, samples), seed=seed, train=train)
+        x, y = x.to(device), y.to(device)
         super().__init__(
             x,
             y,
