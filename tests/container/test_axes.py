@@ -8,9 +8,10 @@ import json
 import pytest
 import torch
 
-from tests.container.conftest import QUICK
+from tests.container.conftest import QUICK, write_source
 from trainsweep import axes
 from trainsweep.logs import parse
+from trainsweep.spec import plan_sweep
 from trainsweep.training import precision
 
 pytestmark = pytest.mark.slow
@@ -73,3 +74,53 @@ def test_a_forward_pass_that_comes_out_in_another_precision_is_refused() -> None
     with pytest.raises(precision.PrecisionInfeasibleError, match="came out in float32"):
         precision.check_forward(chosen, lambda: torch.zeros(2, dtype=torch.float32))
     assert precision.check_forward(chosen, lambda: torch.nn.Linear(2, 2)(torch.ones(1, 2))) == "bfloat16"
+
+
+RECORD = """
+import json, os, sys
+out = os.environ["SM_OUTPUT_DATA_DIR"]
+os.makedirs(out, exist_ok=True)
+name = json.load(open(os.environ["TRAINSWEEP_INSTRUMENT"]))["run_name"]
+with open(os.path.join(out, "argv-%s.json" % name), "w") as f:
+    json.dump(sys.argv[1:], f)
+"""
+
+
+def _packed_script_job(root, workload: dict, axes_: dict) -> dict[str, str]:
+    spec = {
+        "name": "s",
+        "workload": {"source_dir": str(root), **workload},
+        "axes": axes_,
+        "instance_types": ["local"],
+        "batch_sizes": [8],
+        "packing": "per-instance",
+    }
+    (job,) = plan_sweep(spec, sweep_id="s-test").jobs
+    return dict(job.hyperparameters)
+
+
+def _argv(res, run: str) -> list[str]:
+    return json.loads((res.base / "output" / "data" / f"argv-{run}.json").read_text())
+
+
+def test_a_packed_command_job_fills_each_cells_placeholders(run_job, tmp_path):
+    root = write_source(tmp_path, {"train.py": RECORD})
+    hyper = _packed_script_job(
+        root, {"command": "python train.py --bs {batch_size} --dtype={dtype}"}, {"dtype": ["a", "b"]}
+    )
+    res = run_job(hyper)
+    runs = hyper["trainsweep-run-names"].split(",")
+    assert [_argv(res, r) for r in runs] == [["--bs", "8", "--dtype=a"], ["--bs", "8", "--dtype=b"]]
+    assert [parse(res.log_path(r)).extra[axes.LOG_KEY] for r in runs] == [{"dtype": "a"}, {"dtype": "b"}]
+
+
+def test_a_packed_entry_point_job_gets_each_cells_values_and_flags(run_job, tmp_path):
+    root = write_source(tmp_path, {"train.py": RECORD})
+    workload = {"entry_point": "train.py", "flags": ["fast"], "epochs_arg": None}
+    hyper = _packed_script_job(root, workload, {"fast": [False, True], "seed": [1]})
+    res = run_job(hyper)
+    runs = hyper["trainsweep-run-names"].split(",")
+    assert [_argv(res, r) for r in runs] == [
+        ["--batch-size", "8", "--seed", "1"],
+        ["--batch-size", "8", "--fast", "--seed", "1"],
+    ]

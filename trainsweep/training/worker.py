@@ -218,8 +218,7 @@ class CellRun:
             (axes.PRECISION_KEY, self.precision_used),
         ):
             self.header(key, value)
-        if cell.axes:
-            self.header(axes.LOG_KEY, cell.setting)
+
         itype = instance_type(self.paths)
         if itype:
             self.header(mllog.INSTANCE_TYPE, itype)
