@@ -103,6 +103,21 @@ def label(setting: Mapping[str, AxisValue]) -> str:
     return " ".join(f"{k}={text(v)}" for k, v in setting.items())
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def folder_parts(said: object) -> list[tuple[str, str]]:
+    """A setting as a log says it, as ``(name, value)`` pairs safe in a path (no ``/``, no ``..``: a log
+    is input); ``[]`` when it is not a mapping."""
+    if not isinstance(said, Mapping):
+        return []
+
+    def safe(x: object) -> str:
+        return _UNSAFE.sub("_", text(x) if isinstance(x, AxisValue) else str(x))[:64] or "_"
+
+    return [(safe(k), safe(v)) for k, v in list(said.items())[:16]]
+
+
 def names_of(records: Sequence[Mapping[str, AxisValue] | None]) -> list[str]:
     """The axis names of some settings, in first-seen order."""
     out: dict[str, None] = {}

@@ -17,7 +17,7 @@ F32, BF16 = {"dtype": "float32", "compile": False}, {"dtype": "bfloat16", "compi
 
 
 def _run(name: str, step_s: float, setting: dict | None) -> RunTimings:
-    extra = {"trainsweep.axes": setting, "trainsweep.precision": setting["dtype"]} if setting else {}
+    extra = {"trainsweep.axes": setting, "trainsweep.precision": setting.get("dtype")} if setting else {}
     epoch = Epoch(index=1, step_s=[step_s] * 6, epoch_s=step_s * 6)
     return RunTimings(name=name, dialect="mllog", batch_size=64, run_index=0, epochs=[epoch], extra=extra)
 
@@ -104,3 +104,17 @@ def test_resume_reruns_a_missing_setting_on_the_original_run_names_and_says_what
     rerun = {n for j in plan_sweep(reduced, sweep_id="s-20260101-000000").jobs for n in j.run_names}
     assert rerun == {failed["run_name"], same_size["run_name"]}
     assert {c["run_name"] for c in resume.kept_cells} == have - {same_size["run_name"]}
+
+
+def test_each_setting_has_its_own_seed_tree_and_a_run_without_axes_keeps_the_seed_layout() -> None:
+    from trainsweep.artefacts import seed_paths
+
+    run = _run("a0", 0.2, BF16)
+    run.computing_system = "g5-1"
+    assert seed_paths(run)["json"] == "execution-times/dtype=bfloat16/compile=false/g5-1/64/e0.json"
+    plain = _run("b0", 0.2, None)
+    plain.computing_system = "g5-1"
+    assert seed_paths(plain)["json"] == "execution-times/g5-1/64/e0.json"
+    hostile = _run("c0", 0.2, {"../x": "../../y"})
+    hostile.computing_system = "g5-1"
+    assert ".." not in seed_paths(hostile)["json"]
