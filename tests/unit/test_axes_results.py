@@ -118,3 +118,22 @@ def test_each_setting_has_its_own_seed_tree_and_a_run_without_axes_keeps_the_see
     hostile = _run("c0", 0.2, {"../x": "../../y"})
     hostile.computing_system = "g5-1"
     assert ".." not in seed_paths(hostile)["json"]
+
+
+def test_status_shows_each_cells_setting_and_its_json_has_it_only_with_axes() -> None:
+    from rich.console import Console
+
+    from trainsweep.aws.sweeps import CellView, SweepView
+    from trainsweep.cli.sweep import render_view
+
+    cells = [CellView("r0", "j0", "local", 64, 0, axes=BF16), CellView("r1", "j1", "local", 64, 0, axes=F32)]
+    console = Console(width=200, record=True)
+    console.print(render_view(SweepView("s-1", "RUNNING", cells)))
+    text = console.export_text()
+    assert "setting" in text and "dtype=bfloat16 compile=false" in text
+    assert SweepView("s-1", None, cells).to_dict()["cells"][0]["axes"] == BF16
+    plain = SweepView("s-1", None, [CellView("r0", "j0", "local", 64, 0)])
+    assert "axes" not in plain.to_dict()["cells"][0]
+    plain_console = Console(width=200, record=True)
+    plain_console.print(render_view(plain))
+    assert "setting" not in plain_console.export_text()

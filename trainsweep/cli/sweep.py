@@ -96,17 +96,18 @@ def render_view(view: Any) -> Table:
         title += f" — {view.execution_status.lower()}"
     table = Table(title=title, expand=False, show_lines=False)
     with_axes = any(c.axes for c in view.cells)
-    for col, kw in (
+    columns: list[tuple[str, dict[str, Any]]] = [
         ("instance", {}),
         ("batch", {"justify": "right"}),
-        *((("setting", {}),) if with_axes else ()),
+        *([("setting", {})] if with_axes else []),
         ("rep", {"justify": "right"}),
         ("status", {}),
         ("elapsed", {"justify": "right"}),
         ("billable", {"justify": "right"}),
         ("cost USD", {"justify": "right"}),
         ("detail", {"overflow": "fold", "max_width": 60}),
-    ):
+    ]
+    for col, kw in columns:
         table.add_column(col, **kw)
     for c in view.cells:
         style = _STATUS_STYLE.get(c.status, "")
