@@ -137,3 +137,9 @@ def test_status_shows_each_cells_setting_and_its_json_has_it_only_with_axes() ->
     plain_console = Console(width=200, record=True)
     plain_console.print(render_view(plain))
     assert "setting" not in plain_console.export_text()
+
+
+def test_an_axis_named_like_a_figure_gets_a_column_of_its_own() -> None:
+    metrics = _metrics([("a0", 0.2, {"utilisation": "high"})])
+    table = _table(sweep_csv(aggregate(metrics)))
+    assert table[0]["axis.utilisation"] == "high" and table[0]["utilisation"] != "high"

@@ -81,16 +81,21 @@ CSV_COLUMNS = (
 def csv_columns(rows: Sequence[ConfigMetrics]) -> tuple[str, ...]:
     """``sweep.csv``'s columns: :data:`CSV_COLUMNS`, with one per axis after ``batch_size`` when the rows
     have a setting of the spec's axes."""
-    names = axis.names_of([r.axes for r in rows])
+    names = [_axis_column(n) for n in axis.names_of([r.axes for r in rows])]
     if not names:
         return CSV_COLUMNS
     at = CSV_COLUMNS.index("batch_size") + 1
     return (*CSV_COLUMNS[:at], *names, *CSV_COLUMNS[at:])
 
 
+def _axis_column(name: str) -> str:
+    """An axis's ``sweep.csv`` column: its name, or ``axis.<name>`` where a figure has that name."""
+    return f"axis.{name}" if name in CSV_COLUMNS else name
+
+
 def csv_record(row: ConfigMetrics) -> dict[str, Any]:
     """A row's values by ``sweep.csv`` column (its setting's values under the axes' names)."""
-    return {**row.to_dict(), **{name: axis.text(v) for name, v in row.axes.items()}}
+    return {**row.to_dict(), **{_axis_column(name): axis.text(v) for name, v in row.axes.items()}}
 
 
 def iterations_per_usd(
