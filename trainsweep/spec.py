@@ -1126,6 +1126,10 @@ def _check_axes(spec: SweepSpec) -> None:
         )
     if spec.batch_size_search is not None:
         raise _FieldError("axes", "batch_sizes: auto searches one setting per job: list the batch sizes")
+    if spec.phases is not None:
+        raise _FieldError(
+            "axes", "phases: [scan, confirm] confirms (instance type, batch size) cells: drop one of the two"
+        )
 
 
 # ---- JSON Schema ----------------------------------------------------------------------------------

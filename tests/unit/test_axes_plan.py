@@ -79,6 +79,11 @@ def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
         (_with(BUILTIN, axes={"seed": list(range(2501))}), "axes", "at most 10,000"),
         (_with(BUILTIN, batch_sizes="auto", axes={"seed": [1, 2]}), "axes", "batch_sizes: auto"),
         (
+            _with(BUILTIN, phases=["scan", "confirm"], target={"metric": "eval_accuracy", "value": 0.9}),
+            "axes",
+            "phases: [scan, confirm]",
+        ),
+        (
             _with(BUILTIN, workload={"hyperparameters": {"seed": 3}}, axes={"seed": [1, 2]}),
             "axes.seed",
             "also set in workload.hyperparameters",
