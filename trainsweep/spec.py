@@ -1099,8 +1099,37 @@ def _builtin_axes() -> list[str]:
     return sorted(hp.BUILTIN_READS - MANAGED_HYPERPARAMETERS - own)
 
 
+_BFLOAT16_CAPABILITY = (8, 0)  # NVIDIA GPUs compute in bfloat16 from Ampere (compute capability 8.0) on
+
+
+def _check_bfloat16(spec: SweepSpec) -> None:
+    """A built-in asked to train in bfloat16 on a GPU without it (T4, V100): refused from the catalogue."""
+    w = spec.workload
+    if w.model is None:
+        return  # a script's own dtype setting means what the script makes of it
+    wanted = [w.hyperparameters.get(hp.DTYPE), *((spec.axes or {}).get(hp.DTYPE) or [])]
+    if "bfloat16" not in wanted:
+        return
+    older = [
+        f"{name} ({t.compute_capability[0]}.{t.compute_capability[1]})"
+        for name in spec.instance_types
+        if (t := instances.CATALOGUE.get(name)) is not None
+        and t.gpus
+        and t.compute_capability is not None
+        and t.compute_capability < _BFLOAT16_CAPABILITY
+    ]
+    if older:
+        where = "axes.dtype" if "bfloat16" in wanted[1:] else f"workload.hyperparameters.{hp.DTYPE}"
+        raise _FieldError(
+            where,
+            f"bfloat16 needs a GPU of compute capability 8.0 or later; {', '.join(older)} would train in "
+            "another precision: drop bfloat16 or these instance types",
+        )
+
+
 def _check_axes(spec: SweepSpec) -> None:
     """The axes: names free to sweep, lists of one type that names can carry, a grid of bounded size."""
+    _check_bfloat16(spec)
     if spec.axes is None:
         return
     if not spec.axes:

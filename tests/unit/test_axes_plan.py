@@ -25,7 +25,7 @@ BUILTIN: dict[str, Any] = {
     "name": "axes-demo",
     "workload": {"model": "mnist-cnn", "epochs": 1},
     "axes": {"dtype": ["float32", "bfloat16"], "compile": [False, True]},
-    "instance_types": ["ml.p3.2xlarge", "ml.g5.xlarge"],
+    "instance_types": ["ml.p4d.24xlarge", "ml.g5.xlarge"],
     "batch_sizes": [64, 128],
 }
 COMMAND: dict[str, Any] = {
@@ -76,6 +76,11 @@ def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
         (_with(BUILTIN, axes={"dtype": ["float32", "float32"]}), "axes.dtype", "listed twice"),
         (_with(BUILTIN, axes={"dtype": ["float64"]}), "axes.dtype", "must be one of float32"),
         (_with(BUILTIN, axes={"momentum": ["a", "b"]}), "axes.momentum", "does not read it"),
+        (
+            _with(BUILTIN, instance_types=["ml.g4dn.xlarge", "ml.g5.xlarge"]),
+            "axes.dtype",
+            "ml.g4dn.xlarge (7.5) would train in another precision",
+        ),
         (_with(BUILTIN, axes={"seed": list(range(2501))}), "axes", "at most 10,000"),
         (_with(BUILTIN, batch_sizes="auto", axes={"seed": [1, 2]}), "axes", "batch_sizes: auto"),
         (
@@ -114,12 +119,12 @@ def test_per_cell_jobs_carry_each_setting_in_name_record_and_hyperparameters() -
     assert plan.job_count == 2 * 2 * 4  # instance types x batch sizes x settings
     names = [j.job_name for j in plan.jobs]
     assert len(set(names)) == len(names)
-    job = next(j for j in plan.jobs if "bfloat16-true-p3-1-128-e0" in j.job_name)
+    job = next(j for j in plan.jobs if "bfloat16-true-p4d-8-128-e0" in j.job_name)
     assert job.axes == ({"dtype": "bfloat16", "compile": True},)
     assert job.hyperparameters[hp.DTYPE] == "bfloat16" and job.hyperparameters[hp.COMPILE] == "true"
     assert json.loads(job.hyperparameters[hp.AXES]) == [{"dtype": "bfloat16", "compile": True}]
     cell = layout.parse_job_name(job.job_name)
-    assert cell is not None and (cell.vmtype, cell.batch_size, cell.run) == ("p3-1", 128, 0)
+    assert cell is not None and (cell.vmtype, cell.batch_size, cell.run) == ("p4d-8", 128, 0)
 
 
 def test_a_packed_job_scans_every_setting_and_batch_size_on_one_instance() -> None:

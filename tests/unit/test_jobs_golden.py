@@ -45,7 +45,7 @@ EXAMPLES = {
     # axes (a plan of schema version 2): a packed job scans every setting's batch sizes
     "resnet50-axes": (
         "examples/resnet50-cifar10-early-stop.yaml",
-        {"axes": {"dtype": ["float32", "bfloat16"], "compile": [False, True]}},
+        {"axes": {"dtype": ["float32", "float16"], "compile": [False, True]}},
     ),
 }
 
