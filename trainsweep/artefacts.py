@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
 
-from trainsweep import layout
+from trainsweep import axes, layout
 from trainsweep.jsonstream import iter_json, iter_json_bytes
 from trainsweep.logs.model import Epoch, RunTimings
 
@@ -73,7 +73,8 @@ def seed_paths(run: RunTimings) -> dict[str, str] | None:
     vm, bs, n = run.computing_system, run.batch_size, run.run_index
     if not vm or bs is None or n is None:
         return None
-    return {ext: layout.execution_times_path(vm, bs, n, ext) for ext in ("json", "summary", "png")}
+    setting = axes.folder_parts(run.extra.get(axes.LOG_KEY))
+    return {ext: layout.execution_times_path(vm, bs, n, ext, setting) for ext in ("json", "summary", "png")}
 
 
 def iter_run_artefacts(run: RunTimings) -> Iterator[tuple[str, Iterator[bytes]]]:

@@ -30,7 +30,10 @@ TARGET_ACCURACY = (
     "target-accuracy"  # full mode: stop after the first evaluation reaching it (the spec's target)
 )
 BATCH_SIZE_SEARCH = "batch-size-search"  # packed: stop at OOM or when 2 doublings gain < this share
+DTYPE = "dtype"  # float32 | float16 | bfloat16: the numeric precision a built-in trains in (autocast)
+COMPILE = "compile"  # true: the built-in's model is wrapped in torch.compile
 SEED = "seed"  # random seed of the model initialisation and of synthetic data, default "0"
+AXES = "trainsweep-axes"  # JSON list, aligned with the run names: each cell's {axis: value} (spec's axes)
 LOG_BUCKET = "trainsweep-log-bucket"  # where the container uploads its logs
 LOG_PREFIX = "trainsweep-log-prefix"  # sweeps/<id>/logs/ (from trainsweep.layout.logs_prefix)
 LOG_UPLOAD_SECONDS = "trainsweep-log-upload-seconds"  # period of the in-run upload, default "30"
@@ -63,6 +66,9 @@ BUILTIN_READS = frozenset(
         TARGET_ACCURACY,
         BATCH_SIZE_SEARCH,
         SEED,
+        DTYPE,
+        COMPILE,
+        AXES,
         LOG_BUCKET,
         LOG_PREFIX,
         LOG_UPLOAD_SECONDS,
@@ -89,7 +95,10 @@ POSITIVE_NUMBERS = frozenset(
     {LEARNING_RATE, EARLY_STOP_MAX_SECONDS, EARLY_STOP_MAX_EPOCHS, LOG_UPLOAD_SECONDS, TARGET_ACCURACY}
 )
 FRACTIONS = frozenset({EARLY_STOP_PRECISION})  # 0 < x < 1
-SWITCHES = frozenset({SYNTHETIC, DOWNLOAD})  # true/false (also 1/0, yes/no)
+SWITCHES = frozenset({SYNTHETIC, DOWNLOAD, COMPILE})  # true/false (also 1/0, yes/no)
+DTYPES = ("float32", "float16", "bfloat16")
+CHOICES: dict[str, tuple[str, ...]] = {DTYPE: DTYPES}
+"""Names whose value is one of a few words."""
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
@@ -123,4 +132,8 @@ def parse_value(name: str, text: str) -> int | float | bool | str:
         if v.lower() in _FALSE:
             return False
         raise ValueError(f"must be true or false, got {text!r}")
+    if name in CHOICES:
+        if v not in CHOICES[name]:
+            raise ValueError(f"must be one of {', '.join(CHOICES[name])}, got {text!r}")
+        return v
     return text

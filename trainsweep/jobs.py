@@ -19,8 +19,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trainsweep.errors import TrainsweepError
 
-SCHEMA_VERSION = 1
-"""``schema_version`` of ``jobs.json``: the version of the :class:`PlannedJob` records it lists."""
+SCHEMA_VERSION = 2
+"""``schema_version`` of ``jobs.json``: the version of the :class:`PlannedJob` records it lists. Version 2
+adds ``axes`` (a sweep with axes); a plan without axes is written as version 1, byte for byte as before."""
+SCHEMA_VERSIONS = (1, 2)
+"""The versions this trainsweep reads."""
+
+AxisValue = str | int | float | bool
 
 
 class JobRecordError(TrainsweepError):
@@ -73,6 +78,9 @@ class PlannedJob(BaseModel):
     vpc_config: dict[str, list[str]] | None = None
     """VpcConfig (``Subnets``, ``SecurityGroupIds``); written only when set: the state machine picks the
     training task that passes it by the key's presence."""
+    axes: tuple[dict[str, AxisValue], ...] = ()
+    """Each cell's setting of the spec's axes (``{dtype: bfloat16}``), aligned with ``run_names``; written
+    only for a sweep with axes (schema version 2)."""
 
     def to_json(self) -> dict[str, Any]:
         """The job as JSON types, keys in field order (``jobs.json`` and the state machine's ``$.job``);
@@ -80,6 +88,8 @@ class PlannedJob(BaseModel):
         out = self.model_dump(mode="json")
         if out["vpc_config"] is None:
             del out["vpc_config"]
+        if not out["axes"]:
+            del out["axes"]
         return out
 
     @classmethod
@@ -99,6 +109,13 @@ class PlannedJob(BaseModel):
         """``(run name, batch size)`` of each cell the job trains (a missing batch size reads as None)."""
         sizes = self.batch_sizes
         return [(run, sizes[i] if i < len(sizes) else None) for i, run in enumerate(self.run_names)]
+
+    def setting(self, run_name: str) -> dict[str, AxisValue]:
+        """The axes' values of the cell named ``run_name`` (empty without axes)."""
+        if not self.axes or run_name not in self.run_names:
+            return {}
+        i = self.run_names.index(run_name)
+        return dict(self.axes[i]) if i < len(self.axes) else {}
 
     def writes_log(self, run_name: str) -> bool:
         """True when the log named ``run_name`` is this job's: one of its runs', or its own (ExportLog's)."""
@@ -127,14 +144,20 @@ def jobs_of_document(doc: Any) -> list[PlannedJob]:
     if not isinstance(doc, Mapping):
         raise JobRecordError(f"jobs.json: expected an object, got {type(doc).__name__}")
     version = doc.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version not in SCHEMA_VERSIONS:
         raise JobRecordError(
-            f"jobs.json has schema_version {version!r}; this trainsweep reads version {SCHEMA_VERSION}"
+            f"jobs.json has schema_version {version!r}; this trainsweep reads versions "
+            f"{', '.join(map(str, SCHEMA_VERSIONS))}"
         )
     jobs = doc.get("jobs")
     if not isinstance(jobs, list):
         raise JobRecordError("jobs.json: expected a list under 'jobs'")
     return [PlannedJob.from_json(j) for j in jobs]
+
+
+def schema_version(jobs: list[PlannedJob]) -> int:
+    """The ``schema_version`` of a ``jobs.json`` listing ``jobs``: 2 when a job has axes, else 1."""
+    return SCHEMA_VERSION if any(j.axes for j in jobs) else 1
 
 
 def job_for_run(jobs: list[PlannedJob], run_name: str) -> PlannedJob | None:

@@ -8,6 +8,7 @@ A *results root* is ``sweeps/<sweep-id>/results/`` in S3 and the ``--out`` folde
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote_plus
 
@@ -210,9 +211,16 @@ def import_results_sweep_id(import_name: str) -> str:
 # ---- paths relative to a results root ------------------------------------------------------------
 
 
-def execution_times_path(vmtype: str, batch_size: int | str, run: int, ext: str) -> str:
-    """``execution-times/<VMTYPE>/<BS>/e<N>.<ext>`` (ext: json, summary, png)."""
-    return f"{EXECUTION_TIMES_DIR}/{vmtype}/{batch_size}/e{run}.{ext}"
+def execution_times_path(
+    vmtype: str, batch_size: int | str, run: int, ext: str, setting: Sequence[tuple[str, str]] = ()
+) -> str:
+    """``execution-times/<VMTYPE>/<BS>/e<N>.<ext>`` (ext: json, summary, png).
+
+    A run of a sweep with axes has its setting's seed tree: ``execution-times/<axis>=<value>/.../<VMTYPE>/
+    <BS>/e<N>.<ext>``, one folder level per axis (``dtype=bfloat16/compile=true/``), so that runs of two
+    settings never share a file and each setting's folder is the seed layout."""
+    tree = "".join(f"{name}={value}/" for name, value in setting)
+    return f"{EXECUTION_TIMES_DIR}/{tree}{vmtype}/{batch_size}/e{run}.{ext}"
 
 
 def run_record_path(run_name: str) -> str:

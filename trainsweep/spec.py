@@ -17,6 +17,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Hashable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -36,12 +37,13 @@ from pydantic import (
     model_validator,
 )
 
+from trainsweep import axes as axis
 from trainsweep import hyperparameters as hp
 from trainsweep import image, instances, layout, sourcedir, workloads
 from trainsweep.boundedread import TooLargeError, read_bounded
 from trainsweep.errors import BudgetExceededError, SpecError
-from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
 from trainsweep.jobs import PlannedJob
+from trainsweep.jobs import schema_version as jobs_schema_version
 from trainsweep.training import command as cmdline
 from trainsweep.training import contract
 from trainsweep.training.metric_lines import MAX_DEFINITIONS as METRIC_DEFINITIONS_MAX
@@ -95,6 +97,9 @@ _SWEEP_ID_MAX = 80
 _ATTEMPT = re.compile(r"^[a-z0-9]{1,8}$")
 
 HyperparameterValue = str | int | float | bool
+
+_AXIS_NAMES: ContextVar[tuple[str, ...]] = ContextVar("axis_names", default=())
+"""The axis names of the spec being validated: a command's placeholders may use them."""
 
 
 def _wants_download(workload: Workload) -> bool:
@@ -414,7 +419,7 @@ class Workload(BaseModel):
 
     def placeholder_names(self) -> list[str]:
         """The placeholders a command (or an entry point's arguments) may use."""
-        return [*cmdline.PLACEHOLDERS, *self.hyperparameters]
+        return [*cmdline.PLACEHOLDERS, *self.hyperparameters, *_AXIS_NAMES.get()]
 
     def _check_placeholders(self, field_name: str, words: list[str]) -> list[str]:
         try:
@@ -694,6 +699,12 @@ class SweepSpec(BaseModel):
         description="Sweep name: letters, digits, '-', '_', '.'; the sweep id is <name>-<UTC time>.",
     )
     workload: Workload
+    axes: dict[str, list[HyperparameterValue]] | None = Field(
+        None,
+        description="Script settings swept like the batch size: a hyperparameter (or a {placeholder} of "
+        "workload.command) -> the values to try, e.g. {dtype: [float32, bfloat16], compile: [false, true]}; "
+        "the grid is their product with instance_types x batch_sizes x node counts.",
+    )
     instance_types: list[Annotated[str, Field(json_schema_extra={"enum": sorted(instances.CATALOGUE)})]] = (
         Field(
             min_length=1,
@@ -770,6 +781,17 @@ class SweepSpec(BaseModel):
         description="Network and storage of every job's CreateTrainingJob request (VPC, network "
         "isolation, traffic encryption, volume size, input mode).",
     )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _axis_placeholders(cls, data: Any, handler: Callable[[Any], SweepSpec]) -> SweepSpec:
+        """Validate with the spec's axis names known to ``workload.command``'s placeholder check."""
+        names = data.get("axes") if isinstance(data, Mapping) else None
+        token = _AXIS_NAMES.set(tuple(names) if isinstance(names, Mapping) else ())
+        try:
+            return handler(data)
+        finally:
+            _AXIS_NAMES.reset(token)
 
     @model_validator(mode="after")
     def _pipe_needs_own_code(self) -> SweepSpec:
@@ -941,6 +963,7 @@ class SweepSpec(BaseModel):
             raise _FieldError("data", "a file:// URI is only readable in local mode; upload it and use s3://")
         self._check_quality()
         self._check_search()
+        _check_axes(self)
         if self.max_wait_seconds is not None:
             if not self.spot:
                 raise _FieldError("max_wait_seconds", "only meaningful with spot: true")
@@ -1018,6 +1041,11 @@ class SweepSpec(BaseModel):
         return any(c.instance_type == instance_type and c.batch_size == batch_size for c in self.cells)
 
     @property
+    def settings(self) -> list[axis.Setting]:
+        """Every combination of the axes' values (``[{}]`` without axes)."""
+        return axis.settings(self.axes)
+
+    @property
     def is_local(self) -> bool:
         return all(t in LOCAL_TYPES for t in self.instance_types)
 
@@ -1034,7 +1062,104 @@ class SweepSpec(BaseModel):
             del doc["prices"]
         if self.training_job == TrainingJobSettings.model_validate({}):  # likewise without training_job
             del doc["training_job"]
+        if doc["axes"] is None:  # and without axes
+            del doc["axes"]
         return doc
+
+
+# ---- axes ----------------------------------------------------------------------------------------
+
+# Names a sweep.csv row, a cell record or the spec already use: an axis of that name would be ambiguous.
+_TRAINSWEEP_NAMES = frozenset(
+    {"batch_size", "instance_type", "instance_count", "repetition", "run_name", "job_name", "runs", "gpus"}
+    | {"status", "reason", "notes", "platform", "vmtype", "axes", "setting"}
+)
+
+
+def _axis_name_problem(spec: SweepSpec, name: str) -> str | None:
+    """Why ``name`` cannot be an axis of ``spec`` (None: it can)."""
+    w = spec.workload
+    if not axis.NAME.match(name):
+        return "an axis name starts with a letter, then letters, digits, '_' or '-' (at most 64)"
+    taken = {*MANAGED_HYPERPARAMETERS, *cmdline.PLACEHOLDERS, *SCRIPT_KNOBS, *_TRAINSWEEP_NAMES}
+    taken |= set(SweepSpec.model_fields) | {w.batch_size_arg, w.epochs_arg or "", w.steps_arg or ""}
+    if name in taken or contract.is_reserved(name) or name.startswith(hp.RESERVED_PREFIX):
+        return "is one of trainsweep's own settings (or the batch size, epochs or steps): rename the axis"
+    if name in w.hyperparameters:
+        return f"is also set in workload.hyperparameters ({w.hyperparameters[name]!r}): give it in one place"
+    if w.model is not None and name not in hp.BUILTIN_READS:
+        return f"the built-in workload {w.model} does not read it; it sweeps {', '.join(_builtin_axes())}"
+    if w.command is not None and name not in cmdline.placeholders(w.command_words):
+        return f"workload.command has no {{{name}}}: the script would never get this axis's values"
+    return None
+
+
+def _builtin_axes() -> list[str]:
+    """The names a built-in workload reads that a spec may sweep."""
+    own = {hp.LOG_BUCKET, hp.LOG_PREFIX, hp.LOG_UPLOAD_SECONDS, hp.AXES}
+    return sorted(hp.BUILTIN_READS - MANAGED_HYPERPARAMETERS - own)
+
+
+_BFLOAT16_CAPABILITY = (8, 0)  # NVIDIA GPUs compute in bfloat16 from Ampere (compute capability 8.0) on
+
+
+def _check_bfloat16(spec: SweepSpec) -> None:
+    """A built-in asked to train in bfloat16 on a GPU without it (T4, V100): refused from the catalogue."""
+    w = spec.workload
+    if w.model is None:
+        return  # a script's own dtype setting means what the script makes of it
+    wanted = [w.hyperparameters.get(hp.DTYPE), *((spec.axes or {}).get(hp.DTYPE) or [])]
+    if "bfloat16" not in wanted:
+        return
+    older = [
+        f"{name} ({t.compute_capability[0]}.{t.compute_capability[1]})"
+        for name in spec.instance_types
+        if (t := instances.CATALOGUE.get(name)) is not None
+        and t.gpus
+        and t.compute_capability is not None
+        and t.compute_capability < _BFLOAT16_CAPABILITY
+    ]
+    if older:
+        where = "axes.dtype" if "bfloat16" in wanted[1:] else f"workload.hyperparameters.{hp.DTYPE}"
+        raise _FieldError(
+            where,
+            f"bfloat16 needs a GPU of compute capability 8.0 or later; {', '.join(older)} would train in "
+            "another precision: drop bfloat16 or these instance types",
+        )
+
+
+def _check_axes(spec: SweepSpec) -> None:
+    """The axes: names free to sweep, lists of one type that names can carry, a grid of bounded size."""
+    _check_bfloat16(spec)
+    if spec.axes is None:
+        return
+    if not spec.axes:
+        raise _FieldError("axes", "give at least one axis, or leave axes out")
+    for name, values in spec.axes.items():
+        problem = _axis_name_problem(spec, name)
+        if problem:
+            raise _FieldError(f"axes.{name}", problem)
+        problem = axis.values_problem(values)
+        if problem:
+            raise _FieldError(f"axes.{name}", problem)
+        if spec.workload.model is not None or name in SCRIPT_KNOBS:
+            for v in values:
+                if problem := _value_problem(name, v):
+                    raise _FieldError(f"axes.{name}", problem)
+    cells = len(spec.instance_types) * len(spec.node_counts) * len(spec.batch_sizes)
+    total = cells * axis.cell_count(spec.axes)
+    if total > axis.MAX_CELLS:
+        raise _FieldError(
+            "axes",
+            f"the grid has {total:,} cells ({cells} instance types x node counts x batch sizes, times "
+            f"{axis.cell_count(spec.axes):,} settings): at most {axis.MAX_CELLS:,}; sweep fewer values",
+        )
+    if spec.batch_size_search is not None:
+        raise _FieldError("axes", "batch_sizes: auto searches one setting per job: list the batch sizes")
+    if spec.phases is not None:
+        raise _FieldError(
+            "axes", "phases: [scan, confirm] confirms (instance type, batch size) cells: drop one of the two"
+        )
 
 
 # ---- JSON Schema ----------------------------------------------------------------------------------
@@ -1378,9 +1503,11 @@ def make_sweep_id(name: str, now: datetime) -> str:
     return f"{base}-{stamp}"
 
 
-def job_tail(vmtype: str, batch_size: int | None, repetition: int) -> str:
-    """The name ending :func:`trainsweep.layout.parse_job_name` reads: ``-<VMTYPE>-<BS|packed>-e<N>``."""
-    return f"-{vmtype}-{'packed' if batch_size is None else batch_size}-e{repetition}"
+def job_tail(vmtype: str, batch_size: int | None, repetition: int, setting: str = "") -> str:
+    """The name ending :func:`trainsweep.layout.parse_job_name` reads: ``-<VMTYPE>-<BS|packed>-e<N>``,
+    after the cell's setting token (:func:`trainsweep.axes.tokens`) when the sweep has axes."""
+    head = f"-{setting}" if setting else ""
+    return f"{head}-{vmtype}-{'packed' if batch_size is None else batch_size}-e{repetition}"
 
 
 def name_prefix(sweep_id: str, tail_length: int) -> str:
@@ -1396,9 +1523,9 @@ def name_prefix(sweep_id: str, tail_length: int) -> str:
     return f"{head}-{digest}" if head else digest
 
 
-def job_name(sweep_id: str, vmtype: str, batch_size: int | None, repetition: int) -> str:
-    """A SageMaker-valid, sweep-unique job (or run) name ending in ``-<VMTYPE>-<BS|packed>-e<N>``."""
-    tail = job_tail(vmtype, batch_size, repetition)
+def job_name(sweep_id: str, vmtype: str, batch_size: int | None, repetition: int, setting: str = "") -> str:
+    """A SageMaker-valid, sweep-unique job (or run) name: ``<sweep>[-<setting>]-<VMTYPE>-<BS|packed>-eN``."""
+    tail = job_tail(vmtype, batch_size, repetition, setting)
     return name_prefix(sweep_id, len(tail)) + tail
 
 
@@ -1451,7 +1578,7 @@ class SweepPlan:
     def to_dict(self) -> dict[str, Any]:
         """Everything about the plan, JSON-able (``trainsweep plan --json`` prints this)."""
         return {
-            "schema_version": JOBS_SCHEMA_VERSION,
+            "schema_version": jobs_schema_version(self.jobs),
             "sweep_id": self.sweep_id,
             "region": self.region,
             "bucket": self.bucket,
@@ -1639,17 +1766,11 @@ def _expand(
             sizes = [bs for bs in spec.batch_sizes if spec.in_grid(instance_type, bs)]
             if not sizes:
                 continue
-            if spec.packing == "per-cell":
-                groups: list[tuple[int | None, list[int]]] = [(bs, [bs]) for bs in sizes]
-            else:
-                groups = [(None, sizes)]
-            for name_bs, batch_sizes in groups:
-                name = job_name(job_prefix, short, name_bs, rep)
-                runs = (
-                    [job_name(sweep_id, short, name_bs, rep)]
-                    if name_bs is not None
-                    else [job_name(sweep_id, short, bs, rep) for bs in batch_sizes]
-                )
+            for name_bs, name_setting, cells in _job_groups(spec, sizes):
+                name = job_name(job_prefix, short, name_bs, rep, name_setting)
+                runs = [job_name(sweep_id, short, bs, rep, token) for bs, _, token in cells]
+                batch_sizes = [bs for bs, _, _ in cells]
+                settings = [setting for _, setting, _ in cells]
                 jobs.append(
                     PlannedJob(
                         sweep_id=sweep_id,
@@ -1660,7 +1781,8 @@ def _expand(
                         vmtype=short,
                         batch_sizes=tuple(batch_sizes),
                         repetition=rep,
-                        hyperparameters=_hyperparameters(spec, sweep_id, bucket, batch_sizes, runs),
+                        hyperparameters=_hyperparameters(spec, sweep_id, bucket, batch_sizes, runs)
+                        | _axis_hyperparameters(settings),
                         max_runtime_seconds=spec.max_runtime_seconds,
                         spot=spec.spot,
                         max_wait_seconds=spec.spot_max_wait_seconds,
@@ -1676,9 +1798,40 @@ def _expand(
                         output_s3_uri=f"s3://{bucket}/{layout.output_prefix(sweep_id)}" if bucket else None,
                         region=region,
                         **_job_settings(spec.training_job),
+                        axes=tuple(settings) if spec.axes else (),
                     )
                 )
     return jobs
+
+
+_Cell = tuple[int, axis.Setting, str]
+"""A cell of a job: its batch size, its setting of the axes and the setting's name token."""
+
+
+def _job_groups(spec: SweepSpec, sizes: list[int]) -> list[tuple[int | None, str, list[_Cell]]]:
+    """The jobs of one instance type, node count and repetition: (the batch size the job's name carries,
+    None for a packed job; the setting token it carries; its cells). A packed job scans every setting's
+    batch sizes, setting after setting."""
+    all_settings = spec.settings
+    cells = [
+        (bs, setting, token)
+        for setting, token in zip(all_settings, axis.tokens(all_settings), strict=True)
+        for bs in sizes
+    ]
+    if spec.packing == "per-cell":
+        return [(bs, token, [(bs, setting, token)]) for bs, setting, token in cells]
+    return [(None, "", cells)]
+
+
+def _axis_hyperparameters(settings: list[axis.Setting]) -> dict[str, str]:
+    """The job's axes: each cell's setting (``trainsweep-axes``, aligned with the run names) and, for a job
+    of one cell, its values as the plain hyperparameters the script (or an image) reads."""
+    if not any(settings):
+        return {}
+    out = {hp.AXES: json.dumps(settings, separators=(",", ":"))}
+    if len(settings) == 1:
+        out.update({name: axis.text(value) for name, value in settings[0].items()})
+    return out
 
 
 def _job_settings(settings: TrainingJobSettings) -> dict[str, Any]:
@@ -1738,9 +1891,10 @@ def _check_jobs(jobs: list[PlannedJob]) -> None:
         for n in [job.job_name, *job.run_names]:
             if not _SAGEMAKER_NAME.match(n):
                 errors.append(("name", f"generated name {n!r} is not a valid SageMaker name"))
-        if job.job_name in names:
-            errors.append(("name", f"generated job name {job.job_name!r} is not unique"))
-        names.add(job.job_name)
+        for n in dict.fromkeys([job.job_name, *job.run_names]):
+            if n in names:
+                errors.append(("name", f"generated job name {n!r} is not unique"))
+            names.add(n)
         params = job.hyperparameters
         if len(params) > SAGEMAKER_HYPERPARAMETERS_MAX:
             errors.append(
@@ -1749,7 +1903,11 @@ def _check_jobs(jobs: list[PlannedJob]) -> None:
         for k, v in params.items():
             if len(v) > SAGEMAKER_HYPERPARAMETER_VALUE_MAX:
                 where = (
-                    "batch_sizes" if k in (hp.BATCH_SIZES, hp.RUN_NAMES) else f"workload.hyperparameters.{k}"
+                    "batch_sizes"
+                    if k in (hp.BATCH_SIZES, hp.RUN_NAMES)
+                    else "axes"
+                    if k == hp.AXES
+                    else f"workload.hyperparameters.{k}"
                 )
                 errors.append(
                     (

@@ -42,6 +42,11 @@ EXAMPLES = {
             "warm_pool_seconds": 600,
         },
     ),
+    # axes (a plan of schema version 2): a packed job scans every setting's batch sizes
+    "resnet50-axes": (
+        "examples/resnet50-cifar10-early-stop.yaml",
+        {"axes": {"dtype": ["float32", "float16"], "compile": [False, True]}},
+    ),
 }
 
 

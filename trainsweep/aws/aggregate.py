@@ -107,6 +107,8 @@ def final_cells(
                     "training_s": None,
                 }
             )
+            if job.axes:
+                missing[-1]["axes"] = job.setting(run_name)
     return flatten_cells([records, missing])
 
 

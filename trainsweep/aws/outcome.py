@@ -48,9 +48,14 @@ class Cell:
     """SageMaker's TrainingTimeInSeconds share; with billable_s it shows managed-spot savings."""
     instance_count: int = 1
     """Instances of the cell's job (billable seconds are per instance, as SageMaker's)."""
+    axes: dict[str, Any] | None = None
+    """The cell's setting of the spec's axes (None, and absent from the record, without axes)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["axes"] is None:
+            del out["axes"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,7 @@ def job_cells(job: PlannedJob) -> list[dict[str, Any]]:
 
     A packed job runs several batch sizes, one run name each.
     """
-    return [
+    cells: list[dict[str, Any]] = [
         {
             "run_name": run_name,
             "job_name": job.job_name,
@@ -171,3 +176,7 @@ def job_cells(job: PlannedJob) -> list[dict[str, Any]]:
         }
         for run_name, batch_size in job.cells
     ]
+    if job.axes:  # a sweep with axes: each cell's setting
+        for cell in cells:
+            cell["axes"] = job.setting(cell["run_name"])
+    return cells

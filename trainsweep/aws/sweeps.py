@@ -61,6 +61,13 @@ class CellView:
     elapsed_s: float | None = None
     billable_s: float | None = None
     cost_usd: float | None = None
+    axes: dict[str, Any] | None = None  # the cell's setting of the spec's axes (None without axes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if out["axes"] is None:  # a sweep without axes: the record as it always was
+            del out["axes"]
+        return out
 
 
 @dataclass
@@ -90,7 +97,7 @@ class SweepView:
             "elapsed_s": self.elapsed_s,
             "spend_usd": round(self.spend_usd, 6),
             "counts": self.counts,
-            "cells": [asdict(c) for c in self.cells],
+            "cells": [c.to_dict() for c in self.cells],
         }
 
 
@@ -510,20 +517,27 @@ def plan_resume(
             # every (instance_type, size) here was a planned cell: the reduced grid is those cells
             reduced["cells"] = None
         specs.append(reduced)
-        chosen = {(c.batch_size, c.repetition) for c in mine}
+        # The reduced spec keeps every axis value: the run names' setting part is made from all settings.
+        chosen = {(c.batch_size, c.repetition, _setting(c)) for c in mine}
         also += [
             c.run_name
             for c in cells
             if c.instance_type == instance_type
             and c.batch_size in sizes
             and (c.repetition or 0) < reps
-            and (c.batch_size, c.repetition) not in chosen
+            and (c.batch_size, c.repetition, _setting(c)) not in chosen
         ]
     kept = [k for k in kept if k.get("run_name") not in set(also)]
     return ResumePlan(jobs_doc.get("sweep_id", ""), specs, [c.run_name for c in missing], kept, also)
 
 
+def _setting(cell: CellView) -> str:
+    return json.dumps(cell.axes or {}, sort_keys=True)
+
+
 def _completed_record(cell: CellView) -> dict[str, Any]:
+    if cell.axes:
+        return {**_completed_record(CellView(**{**asdict(cell), "axes": None})), "axes": cell.axes}
     return {
         "run_name": cell.run_name,
         "job_name": cell.job_name,

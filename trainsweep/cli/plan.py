@@ -181,10 +181,13 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
         ("instance type", "left", lambda j: j.instance_type),
         ("batch size", "right", lambda j: ",".join(map(str, j.batch_sizes))),
         ("run", "right", lambda j: f"e{j.repetition}"),
+        ("setting", "left", _setting_cell),
         ("instances", "right", lambda j: str(j.instance_count)),
         ("max runtime", "right", lambda j: format_duration(j.max_runtime_seconds)),
         ("worst case", "right", lambda j: _usd(j.worst_case_usd(sweep.hourly_usd.get(j.instance_type)))),
     ]
+    if not spec.axes:
+        del columns[4]  # no setting column without axes: the table as it always was
     rows = [[cell(job) for _, _, cell in columns] for job in sweep.jobs]
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, (h, _, _) in enumerate(columns)]
 
@@ -194,12 +197,14 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
     # Job names stay whole (people copy them): on a narrow terminal drop the columns the name repeats,
     # and where even that does not fit, print one plain line per job.
     keep = list(range(len(columns)))
+    last = len(columns) - 1  # the worst case
     if not fits(keep):
-        keep = [0, 2, 3, 6]
+        keep = [0, 2, 3, 4, last] if spec.axes else [0, 2, 3, last]
     if not fits(keep):
         console.print(title, highlight=False)
         for r in rows:
-            console.print(f"  {r[0]}  batch size {r[2]}, {r[6]}")
+            setting = f", {r[4]}" if spec.axes else ""
+            console.print(f"  {r[0]}  batch size {r[2]}{setting}, {r[last]}")
         return
     table = Table(title=title, title_justify="left")
     for i in keep:
@@ -210,15 +215,31 @@ def _print_jobs(console: Console, sweep: SweepPlan) -> None:
     console.print(table)
 
 
+def _setting_cell(job: PlannedJob) -> str:
+    """A job's setting of the axes (``dtype=bfloat16 compile=true``), or how many a packed job scans."""
+    from trainsweep.axes import label
+
+    distinct = list(dict.fromkeys(label(s) for s in job.axes))
+    return distinct[0] if len(distinct) == 1 else f"{len(distinct)} settings"
+
+
+def _grid_words(sweep: SweepPlan) -> str:
+    """``1 instance type × 2 batch sizes × 4 settings (dtype × compile) × 1 repetition``."""
+    spec = sweep.spec
+    words = [_n(len(spec.instance_types), "instance type"), _n(len(spec.batch_sizes), "batch size")]
+    if spec.axes:
+        words.append(f"{_n(len(spec.settings), 'setting')} ({' × '.join(spec.axes)})")
+    return " × ".join([*words, _n(spec.repetitions, "repetition")])
+
+
 def _print_summary(console: Console, sweep: SweepPlan) -> None:
     from trainsweep.spec import format_duration
 
     spec = sweep.spec
     waves = -(-sweep.job_count // spec.max_concurrency)
     console.print(
-        f"{_n(sweep.job_count, 'job')} ({_n(sweep.run_count, 'run')}: "
-        f"{_n(len(spec.instance_types), 'instance type')} × {_n(len(spec.batch_sizes), 'batch size')} × "
-        f"{_n(spec.repetitions, 'repetition')}, packing {spec.packing})",
+        f"{_n(sweep.job_count, 'job')} ({_n(sweep.run_count, 'run')}: {_grid_words(sweep)}, "
+        f"packing {spec.packing})",
         highlight=False,
     )
     cost_line = styled("Worst-case cost: ", (_usd(sweep.worst_case_cost_usd), "bold"))

@@ -82,6 +82,8 @@ def render_view(view: Any) -> Table:
     """The live table: one row per cell, then counts, elapsed time and spend so far."""
     from rich.table import Table
 
+    from trainsweep.axes import label
+
     counts = view.counts
     title = f"sweep {view.sweep_id}"
     if (
@@ -93,22 +95,27 @@ def render_view(view: Any) -> Table:
     elif view.execution_status:
         title += f" — {view.execution_status.lower()}"
     table = Table(title=title, expand=False, show_lines=False)
-    for col, kw in (
+    with_axes = any(c.axes for c in view.cells)
+    columns: list[tuple[str, dict[str, Any]]] = [
         ("instance", {}),
         ("batch", {"justify": "right"}),
+        *([("setting", {})] if with_axes else []),
         ("rep", {"justify": "right"}),
         ("status", {}),
         ("elapsed", {"justify": "right"}),
         ("billable", {"justify": "right"}),
         ("cost USD", {"justify": "right"}),
         ("detail", {"overflow": "fold", "max_width": 60}),
-    ):
+    ]
+    for col, kw in columns:
         table.add_column(col, **kw)
     for c in view.cells:
         style = _STATUS_STYLE.get(c.status, "")
+        setting = (label(c.axes or {}),) if with_axes else ()
         table.add_row(
             c.instance_type if c.instance_count == 1 else f"{c.instance_type} x{c.instance_count}",
             "-" if c.batch_size is None else str(c.batch_size),
+            *setting,
             "-" if c.repetition is None else str(c.repetition),
             Text(c.status, style=style),
             _duration(c.elapsed_s),

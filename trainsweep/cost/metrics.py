@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainsweep import axes as axis
 from trainsweep import instances
 from trainsweep.cost import accuracy, billing
 from trainsweep.cost.prices import EC2, LOCAL, SAGEMAKER, hourly_usd
@@ -79,6 +80,26 @@ CSV_COLUMNS = (
     "notes",
     "not_judged",
 )
+
+
+def csv_columns(rows: Sequence[ConfigMetrics]) -> tuple[str, ...]:
+    """``sweep.csv``'s columns: :data:`CSV_COLUMNS`, with one per axis after ``batch_size`` when the rows
+    have a setting of the spec's axes."""
+    names = [_axis_column(n) for n in axis.names_of([r.axes for r in rows])]
+    if not names:
+        return CSV_COLUMNS
+    at = CSV_COLUMNS.index("batch_size") + 1
+    return (*CSV_COLUMNS[:at], *names, *CSV_COLUMNS[at:])
+
+
+def _axis_column(name: str) -> str:
+    """An axis's ``sweep.csv`` column: its name, or ``axis.<name>`` where a figure has that name."""
+    return f"axis.{name}" if name in CSV_COLUMNS else name
+
+
+def csv_record(row: ConfigMetrics) -> dict[str, Any]:
+    """A row's values by ``sweep.csv`` column (its setting's values under the axes' names)."""
+    return {**row.to_dict(), **{_axis_column(name): axis.text(v) for name, v in row.axes.items()}}
 
 
 def iterations_per_usd(
@@ -231,9 +252,27 @@ class RunMetrics:
     """The last evaluation of the target's metric (None: no target, or never evaluated)."""
     unmatched_metrics: list[str] = field(default_factory=list)
     """Metric definitions no line of the run's output matched (``workload.metric_definitions``)."""
+    axes: dict[str, Any] = field(default_factory=dict)
+    """The run's setting of the spec's axes (empty without axes)."""
+    precision: str | None = None
+    """The precision a built-in really trained in (its log says; None for other runs)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _without_empty_axes(asdict(self))
+
+
+def _without_empty_axes(d: dict[str, Any]) -> dict[str, Any]:
+    """A record without the axes' keys when the sweep has none: its JSON is as it was before axes."""
+    if not d.get("axes"):
+        d.pop("axes", None)
+        d.pop("precision", None)
+    return d
+
+
+def run_setting(run: RunTimings, job: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The run's setting of the axes: its cell record's (the plan's), else what its log says."""
+    said = (job or {}).get("axes") or run.extra.get(axis.LOG_KEY)
+    return dict(said) if isinstance(said, Mapping) else {}
 
 
 _RUN_STATUS = {"complete": OK, "partial": OK, "failed": FAILED, "empty": FAILED, "unreadable": FAILED}
@@ -292,6 +331,8 @@ def run_metrics(
         reason=(job or {}).get("reason") or run.failure_reason or _stopped_early(job),
         problems=[p.code for p in run.problems],
         instance_count=run_instance_count(run, job),
+        axes=run_setting(run, job),
+        precision=_text_or_none(run.extra.get(axis.PRECISION_KEY)),
     )
     trained = run.header.batch_size
     # trainsweep's own logs (the container, the instrumentation of a script) record the batch size the run
@@ -360,6 +401,10 @@ def run_metrics(
         m.status = FAILED
         m.reason = m.reason or "the log has no training steps"
     return m
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def metric_values(run: RunTimings, eps: Sequence[Epoch], metric: str) -> list[tuple[int, float]]:
@@ -503,6 +548,9 @@ class ConfigMetrics:
     """Throughput per instance against one instance of the same type and batch size (1.0 = linear);
     None for one instance, or when the sweep has no one-instance row to compare with."""
 
+    axes: dict[str, Any] = field(default_factory=dict)
+    """The configuration's setting of the spec's axes (empty without axes): one column each in sweep.csv."""
+
     @property
     def machine(self) -> str:
         """The instance type, ``x N`` for N instances per job, marked ``(EC2)`` when it ran on plain EC2."""
@@ -513,10 +561,19 @@ class ConfigMetrics:
 
     @property
     def label(self) -> str:
-        return f"{self.machine} x {self.batch_size}"
+        setting = f" ({axis.label(self.axes)})" if self.axes else ""
+        return f"{self.machine} x {self.batch_size}{setting}"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _without_empty_axes(asdict(self))
+
+
+_ConfigKey = tuple[str, int | None, str, int, tuple[tuple[str, Any], ...]]
+"""A configuration: instance type, batch size, platform, instance count, setting of the axes."""
+
+
+def _setting_key(setting: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    return tuple((setting or {}).items())
 
 
 def _vmtype(instance_type: str, count: int = 1) -> str | None:
@@ -532,7 +589,9 @@ def aggregate(
     region: str = "us-east-1",
     instance_count: int = 1,
     extra_cells: Iterable[
-        tuple[str, int | None, str, str | None] | tuple[str, int | None, str, str | None, int]
+        tuple[str, int | None, str, str | None]
+        | tuple[str, int | None, str, str | None, int]
+        | tuple[str, int | None, str, str | None, int, Mapping[str, Any] | None]
     ] = (),
     prices: Mapping[str, float] | None = None,
     quality_margin: float | None = None,
@@ -548,25 +607,28 @@ def aggregate(
     stack's cache, the Pricing API); they win over the catalogue.
 
     ``extra_cells`` adds ``(instance_type, batch_size, status, reason)`` for planned jobs that left no run,
-    or ``(instance_type, batch_size, status, reason, instance_count)``.
+    or ``(instance_type, batch_size, status, reason, instance_count[, setting of the axes])``.
+    A setting of the axes is part of a configuration: runs of two settings are two rows.
     With ``target`` (an eval_accuracy), a configuration some repetition of which never reached it gets a
     ``quality`` flag; without, one whose eval_accuracy is more than ``quality_margin`` below the best does.
     """
-    groups: dict[tuple[str, int | None, str, int], list[RunMetrics]] = {}
+    groups: dict[_ConfigKey, list[RunMetrics]] = {}
     for r in runs:
         count = r.instance_count or instance_count
-        groups.setdefault((r.instance_type or "unknown", r.batch_size, r.platform, count), []).append(r)
-    reasons: dict[tuple[str, int | None, str, int], list[tuple[str, str | None]]] = {}
+        key = (r.instance_type or "unknown", r.batch_size, r.platform, count, _setting_key(r.axes))
+        groups.setdefault(key, []).append(r)
+    reasons: dict[_ConfigKey, list[tuple[str, str | None]]] = {}
     for cell in extra_cells:
         itype, bs, status, reason = cell[:4]
         count = int(cell[4]) if len(cell) > 4 and cell[4] else instance_count  # type: ignore[misc]
+        setting = _setting_key(cell[5] if len(cell) > 5 else None)  # type: ignore[misc]
         where = LOCAL if itype in (instances.LOCAL_CPU, instances.LOCAL_GPU) else SAGEMAKER
-        reasons.setdefault((itype, bs, where, count), []).append((status, reason))
-        groups.setdefault((itype, bs, where, count), [])
+        reasons.setdefault((itype, bs, where, count, setting), []).append((status, reason))
+        groups.setdefault((itype, bs, where, count, setting), [])
 
     rows: list[ConfigMetrics] = []
-    for (itype, bs, platform, count), members in groups.items():
-        key = (itype, bs, platform, count)
+    for key, members in groups.items():
+        itype, bs, platform, count, setting = key
         ok = [r for r in members if r.status == OK]
         t = instances.CATALOGUE.get(itype)
         planned = (prices or {}).get(itype) if platform == SAGEMAKER else None
@@ -581,6 +643,7 @@ def aggregate(
             vmtype=_vmtype(itype, count) if t else None,
             attempts=len(members) + len(reasons.get(key, [])),
             instance_count=count,
+            axes=dict(setting),
         )
         notes: list[str] = []
         if ok:
@@ -687,12 +750,12 @@ def set_scaling_efficiency(rows: Sequence[ConfigMetrics]) -> None:
     """Each multi-instance row's throughput per instance against the one-instance row of the same type,
     platform and batch size (samples/s: the batch size is global, split over every instance's ranks)."""
     single = {
-        (r.instance_type, r.platform, r.batch_size): r.samples_per_s
+        (r.instance_type, r.platform, r.batch_size, _setting_key(r.axes)): r.samples_per_s
         for r in rows
         if r.instance_count == 1 and r.samples_per_s
     }
     for r in rows:
-        base = single.get((r.instance_type, r.platform, r.batch_size))
+        base = single.get((r.instance_type, r.platform, r.batch_size, _setting_key(r.axes)))
         if r.instance_count > 1 and base and r.samples_per_s:
             r.scaling_efficiency = r.samples_per_s / (base * r.instance_count)
 

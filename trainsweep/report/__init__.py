@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
-from trainsweep.cost.metrics import CSV_COLUMNS, ConfigMetrics
+from trainsweep.cost.metrics import ConfigMetrics, csv_columns, csv_record
 from trainsweep.logs.model import RunTimings
 from trainsweep.report.analysis import SWEEP_KIND, SWEEP_SCHEMA_VERSION, SweepAnalysis, analyse, clean
 
@@ -52,8 +52,9 @@ def csv_bytes(
 
 
 def sweep_csv(rows: Sequence[ConfigMetrics]) -> bytes:
-    """One row per configuration, the columns of :data:`trainsweep.cost.metrics.CSV_COLUMNS`."""
-    return csv_bytes(CSV_COLUMNS, (r.to_dict() for r in rows))
+    """One row per configuration, the columns of :data:`trainsweep.cost.metrics.CSV_COLUMNS` (and one per
+    axis of a sweep with axes: :func:`trainsweep.cost.metrics.csv_columns`)."""
+    return csv_bytes(csv_columns(rows), (csv_record(r) for r in rows))
 
 
 def sweep_json(a: SweepAnalysis) -> bytes:
@@ -66,7 +67,7 @@ def sweep_json(a: SweepAnalysis) -> bytes:
         "epochs": a.epochs,
         "instance_count": a.instance_count,
         "fixed_overhead_s": a.overhead_s,
-        "columns": list(CSV_COLUMNS),
+        "columns": list(csv_columns(a.rows)),
         "recommendation": a.recommendation.to_dict(),
         "batch_size_search": a.batch_size_search or None,
         "configurations": [r.to_dict() for r in a.rows],

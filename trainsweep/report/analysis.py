@@ -323,7 +323,7 @@ def analyse(
             ended = str(j.get("status") or "").strip().lower()
             status, reason = FAILED, reason or f"job {ended} but no log was parsed"
         count = int(j.get("instance_count") or instance_count)
-        extra.append((itype, int(bs) if bs is not None else None, status, reason, count))
+        extra.append((itype, int(bs) if bs is not None else None, status, reason, count, j.get("axes")))
     rows = aggregate(
         metrics,
         region=region,

@@ -152,7 +152,12 @@ def _list(lines: list[str]) -> str:
 def results_html(results: SweepResults) -> str:
     """The recommendation's sentences, then the table's main columns (every figure is in ``table``)."""
     table = results.table
-    shown = [c for c in SHOWN_COLUMNS if c in table.columns and table[c].notna().any()]
+    from trainsweep.cost.metrics import CSV_COLUMNS
+
+    axes = [c for c in table.columns if c not in CSV_COLUMNS]  # a sweep with axes: its settings
+    at = SHOWN_COLUMNS.index("batch_size") + 1
+    wanted = [*SHOWN_COLUMNS[:at], *axes, *SHOWN_COLUMNS[at:]]
+    shown = [c for c in wanted if c in table.columns and table[c].notna().any()]
     parts = [f"<h4>trainsweep results: {escape(str(results.folder))}</h4>"]
     text = results.recommendation_text
     if text:

@@ -34,6 +34,12 @@ class Cell:
 
     run_name: str
     batch_size: int
+    axes: tuple[tuple[str, Any], ...] = ()
+    """The cell's setting of the spec's axes, ``(name, value)`` pairs (empty without axes)."""
+
+    @property
+    def setting(self) -> dict[str, Any]:
+        return dict(self.axes)
 
 
 @dataclass(frozen=True)
@@ -62,13 +68,26 @@ class JobConfig:
     search_min_gain: float | None = None
     """Packed: a batch-size search (``batch_sizes: auto``): the cells double; stop at the first out of
     memory, or when two doublings in a row gain less than this share of throughput."""
+    dtype: str = "float32"
+    """The precision the cells train in unless their setting says otherwise."""
+    compile: bool = False
+    """Whether the cells' model runs through ``torch.compile`` unless their setting says otherwise."""
     raw: dict[str, str] = field(default_factory=dict)
+
+    def dtype_of(self, cell: Cell) -> str:
+        """The precision ``cell`` trains in: its setting's ``dtype``, else the job's."""
+        return str(cell.setting.get(hp.DTYPE, self.dtype))
+
+    def compile_of(self, cell: Cell) -> bool:
+        """Whether ``cell``'s model is compiled: its setting's ``compile``, else the job's."""
+        value = cell.setting.get(hp.COMPILE, self.compile)
+        return value if isinstance(value, bool) else bool(hp.parse_value(hp.COMPILE, str(value)))
 
     def to_json(self) -> str:
         d = {
             "workload": self.workload,
             "epochs": self.epochs,
-            "cells": [[c.run_name, c.batch_size] for c in self.cells],
+            "cells": [[c.run_name, c.batch_size, c.setting] for c in self.cells],
             "mode": self.mode,
             "synthetic": self.synthetic,
             "synthetic_samples": self.synthetic_samples,
@@ -85,6 +104,8 @@ class JobConfig:
             "seed": self.seed,
             "target_accuracy": self.target_accuracy,
             "search_min_gain": self.search_min_gain,
+            "dtype": self.dtype,
+            "compile": self.compile,
             "raw": self.raw,
         }
         return json.dumps(d)
@@ -95,7 +116,7 @@ class JobConfig:
         return cls(
             workload=d["workload"],
             epochs=d["epochs"],
-            cells=tuple(Cell(n, b) for n, b in d["cells"]),
+            cells=tuple(Cell(c[0], c[1], tuple((c[2] if len(c) > 2 else {}).items())) for c in d["cells"]),
             mode=d["mode"],
             synthetic=d["synthetic"],
             synthetic_samples=d.get("synthetic_samples"),
@@ -112,6 +133,8 @@ class JobConfig:
             seed=d["seed"],
             target_accuracy=d.get("target_accuracy"),
             search_min_gain=d.get("search_min_gain"),
+            dtype=d.get("dtype", "float32"),
+            compile=d.get("compile", False),
             raw=d["raw"],
         )
 
@@ -183,6 +206,31 @@ def _bool(raw: dict[str, str], name: str, default: bool) -> bool:
     return _value(raw, name, default)
 
 
+def cell_settings(raw: dict[str, str], cells: int, key: str = hp.AXES) -> list[dict[str, Any]]:
+    """Each cell's setting of the spec's axes from the job's ``trainsweep-axes`` (aligned with its run
+    names); empty settings when the job has none.
+
+    Raises:
+        JobConfigError: not a JSON list of one object per cell.
+    """
+    text = (raw.get(key) or "").strip()
+    if not text:
+        return [{} for _ in range(cells)]
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise JobConfigError(f"hyperparameter {key!r} is not JSON ({exc})") from None
+    if (
+        not isinstance(settings, list)
+        or len(settings) != cells
+        or not all(isinstance(s, dict) for s in settings)
+    ):
+        raise JobConfigError(
+            f"hyperparameter {key!r} must list one object per run name ({cells}), got {text[:200]!r}"
+        )
+    return settings
+
+
 STOP_RULE_HYPERPARAMETERS = {
     hp.EARLY_STOP_PRECISION: "precision",
     hp.EARLY_STOP_MAX_STEPS: "max_steps",
@@ -251,10 +299,15 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
             )
     else:
         download = False
+    settings = cell_settings(raw, len(names))
+    for setting in settings:
+        for name in (hp.DTYPE, hp.COMPILE):
+            if name in setting:
+                _value({name: str(setting[name]).lower()}, name, None)  # the same rule as the job's own
     return JobConfig(
         workload=workload,
         epochs=epochs,
-        cells=tuple(Cell(n, b) for n, b in zip(names, sizes, strict=True)),
+        cells=tuple(Cell(n, b, tuple(s.items())) for n, b, s in zip(names, sizes, settings, strict=True)),
         mode=mode,
         synthetic=synthetic,
         synthetic_samples=synthetic_samples,
@@ -271,5 +324,7 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         seed=_int(raw, hp.SEED, 0),
         target_accuracy=_float(raw, hp.TARGET_ACCURACY, None),
         search_min_gain=_search_gain(raw),
+        dtype=_value(raw, hp.DTYPE, "float32"),
+        compile=_bool(raw, hp.COMPILE, False),
         raw=dict(raw),
     )

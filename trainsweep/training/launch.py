@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from trainsweep import axes
 from trainsweep import hyperparameters as hp
 from trainsweep.predict import StopRule
 from trainsweep.sagemaker_contract import Paths, hosts, instance_type
@@ -32,6 +33,7 @@ from trainsweep.training.config import (
     MODES,
     Cell,
     JobConfigError,
+    cell_settings,
     run_names_hint,
     stop_rule,
 )
@@ -244,7 +246,9 @@ def _search_gain(raw: dict[str, str]) -> float | None:
 def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
     """Validate a script job's hyperparameters; raises :class:`JobConfigError` with what to fix."""
     written = _as_written(raw)
-    settings = _command_settings(raw, list(written))
+    names = [n.strip() for n in _text(raw, contract.RUN_NAMES).split(",") if n.strip()]
+    cell_axes = cell_settings(raw, max(len(names), 1))
+    settings = _command_settings(raw, [*written, *axes.names_of(cell_axes)])
     entry = _text(raw, contract.PROGRAM) or settings["entry"] or ""
     submit = _text(raw, contract.SUBMIT_DIRECTORY)
     if not submit:
@@ -265,7 +269,6 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         ) from None
     if epochs < 1 or not sizes or any(s < 1 for s in sizes):
         raise JobConfigError(f"epochs and batch sizes must be >= 1, got {epochs} and {sizes}")
-    names = [n.strip() for n in _text(raw, contract.RUN_NAMES).split(",") if n.strip()]
     if not names and len(sizes) == 1:
         names = run_names_hint({})
     if len(names) != len(sizes) or len(set(names)) != len(names):
@@ -276,7 +279,7 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
     return ScriptConfig(
         entry_point=entry,
         submit_directory=submit,
-        cells=tuple(Cell(n, b) for n, b in zip(names, sizes, strict=True)),
+        cells=tuple(Cell(n, b, tuple(s.items())) for n, b, s in zip(names, sizes, cell_axes, strict=True)),
         epochs=epochs,
         mode=mode,
         batch_size_arg=_text(raw, contract.BATCH_SIZE_ARG) or contract.DEFAULT_BATCH_SIZE_ARG,
@@ -427,7 +430,7 @@ class ScriptLauncher:
     def hyperparameters(self, cell: Cell) -> dict[str, Any]:
         """The script's hyperparameters for one batch size: its own plus the sweep's batch size and epochs
         (or steps), under the script's argument names; a command's are its own only."""
-        hps = dict(self.cfg.hyperparameters)
+        hps = {**self.cfg.hyperparameters, **cell.setting}
         if self.cfg.command is not None:
             return hps
         hps[self.cfg.batch_size_arg] = cell.batch_size
@@ -446,6 +449,7 @@ class ScriptLauncher:
         """
         cfg = self.cfg
         values = dict(cfg.placeholder_values)
+        values.update({name: axes.text(value) for name, value in cell.setting.items()})
         per_host = max(site.num_gpus, 1)  # one process per GPU, one on a CPU
         master_addr, master_port = rendezvous(site.hosts)
         values.update(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainsweep import axes
 from trainsweep import hyperparameters as hp
 from trainsweep.logs import mllog
 from trainsweep.parentdeath import die_with_parent
@@ -235,6 +236,9 @@ class Supervisor:
         """Run one cell's process in its own process group, its output captured (and passed through)."""
         status_file = contract.cell_status_path(self.paths.output, cell.run_name)
         status_file.unlink(missing_ok=True)
+        if cell.axes:  # the setting the job gives this cell, first in its log (any workload)
+            with RunLog(self.paths.log_file(cell.run_name), echo=False) as log:
+                log.event(axes.LOG_KEY, cell.setting)
         watcher = self.metric_watcher(cell)
         capture = OutputCapture(
             contract.cell_output_path(self.paths.output, cell.run_name),

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from trainsweep import image, instances
+from trainsweep import axes, image, instances
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState, container_family, predict_run, steady_estimate
 from trainsweep.sagemaker_contract import Paths, instance_type
@@ -32,6 +32,7 @@ from trainsweep.training import contract
 from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError
 from trainsweep.training.data import DATASETS, Batches, SyntheticBatches, load_arrays
 from trainsweep.training.models import build_model
+from trainsweep.training.precision import PrecisionInfeasibleError, check_forward, choose
 from trainsweep.training.runlog import RunLog
 from trainsweep.training.timing import StepClock
 
@@ -182,10 +183,19 @@ class CellRun:
         model = build_model(cfg.workload).to(self.device)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
+        self.precision = choose(cfg.dtype_of(cell), self.device)
+        probe = next(iter(self.eval_data))[0]
+        model.eval()  # the probe leaves batch-norm statistics as they were
+        self.precision_used = check_forward(self.precision, lambda: model(probe))
+        model.train()
+        self.net = model
+        """The model itself (what is saved), under the DDP and compile wrappers of :attr:`model`."""
         self.model: nn.Module = model
         if rank.world_size > 1:
             ids = [rank.local_rank] if self.device.type == "cuda" else None
             self.model = nn.parallel.DistributedDataParallel(model, device_ids=ids)
+        if cfg.compile_of(cell):
+            self.model = torch.compile(self.model)  # type: ignore[assignment]
         lr = cfg.learning_rate or _default_lr(cfg.workload, cell.batch_size)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
         self.loss = nn.CrossEntropyLoss()
@@ -206,8 +216,10 @@ class CellRun:
             (mllog.SEED, cfg.seed),
             (mllog.SUBMISSION_PLATFORM, torch.cuda.get_device_name(self.device) if gpus else "cpu"),
             (mllog.COMMAND_LINE, " ".join(sys.argv)),
+            (axes.PRECISION_KEY, self.precision_used),
         ):
             self.header(key, value)
+
         itype = instance_type(self.paths)
         if itype:
             self.header(mllog.INSTANCE_TYPE, itype)
@@ -239,11 +251,16 @@ class CellRun:
         return False
 
     def _step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        out = self.model(x)
-        loss = self.loss(out, y)
+        with self.precision.autocast():
+            out = self.model(x)
+            loss = self.loss(out, y)
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        self.precision.backward_and_step(loss, self.optimizer)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The model's output for ``x`` in the cell's precision (evaluation)."""
+        with self.precision.autocast():
+            return self.model(x)
 
     def _should_stop(self, steps_in_epoch: int) -> bool:
         assert self.monitor is not None
@@ -267,7 +284,7 @@ class CellRun:
             for i, (x, y) in enumerate(self.eval_data):
                 if self.cfg.max_eval_batches is not None and i >= self.cfg.max_eval_batches:
                     break
-                out = self.model(x)
+                out = self._forward(x)
                 correct += (out.argmax(1) == y).sum()
                 total += y.numel()
         if self.rank.world_size > 1:
@@ -286,7 +303,7 @@ class CellRun:
                     break
                 self._sync()
                 t0 = time.perf_counter()
-                self.model(x)
+                self._forward(x)
                 self._sync()
                 times.append(time.perf_counter() - t0)
         return times
@@ -323,7 +340,7 @@ class CellRun:
         if val is not None:
             self.model.eval()
             with torch.no_grad():
-                out["validation_partial_batch_s"] = self._first_call_excess(lambda: self.model(val[0]))
+                out["validation_partial_batch_s"] = self._first_call_excess(lambda: self._forward(val[0]))
         return out
 
     def _epoch_begin(self, k: int) -> None:
@@ -360,13 +377,8 @@ class CellRun:
         if self.primary:
             # the trained model, as the seeds saved theirs (SageMaker uploads <base>/model as model.tar.gz)
             t0 = time.perf_counter()
-            model = (
-                self.model.module
-                if isinstance(self.model, nn.parallel.DistributedDataParallel)
-                else self.model
-            )
             self.paths.model.mkdir(parents=True, exist_ok=True)
-            torch.save(model.state_dict(), self.paths.model / f"{self.cell.run_name}.pt")
+            torch.save(self.net.state_dict(), self.paths.model / f"{self.cell.run_name}.pt")
             save_s = time.perf_counter() - t0
             self.header(mllog.MODEL_SAVE_TIME, save_s)
             self.legacy(f"Model saved: {self.paths.model / f'{self.cell.run_name}.pt'} ({save_s}s)")
@@ -504,6 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         prediction = CellRun(cfg, cell, paths, rank, log).run()
     except StoppedError as e:
         status, reason, kind, code = "stopped", str(e), "stopped", EXIT_STOPPED
+    except PrecisionInfeasibleError as e:  # this device cannot train in the cell's precision
+        status, reason, kind, code = contract.INFEASIBLE, str(e), contract.INFEASIBLE, EXIT_BAD_INPUT
     except JobConfigError as e:
         status, reason, kind, code = "error", str(e), "error", EXIT_BAD_INPUT
     except BaseException as e:
