@@ -122,17 +122,18 @@ def held_out_factors(
 def unseen_factor(held: dict[str, float], of_kind: str, interval: float) -> float | None:
     """The factor for a class of ``of_kind`` the calibration has not seen (at least 1; None: no classes).
 
-    The held-out factors' logarithms are a sample of classes: the one-sided ``interval`` Student-t
-    prediction bound for one more class, mean + t(K - 1) s sqrt(1 + 1/K), from the K classes of the kind.
-    A kind with fewer than :data:`MIN_CLASSES` takes every kind's classes and adds the unknown offset of
-    its kind as one more between-class deviation: sqrt(1 + 1/K + 1). Fewer than that in all: the widest.
+    The held-out factors' logarithms are a sample of classes, the kind's own first: with K of them
+    (at least :data:`MIN_CLASSES`), the one-sided ``interval`` Student-t prediction bound for one more
+    class, mean + t(K - 1) s sqrt(1 + 1/K). With fewer, too few for a spread: the widest of them. A kind
+    with no class at all takes every kind's classes and adds the unknown offset of its kind as one more
+    between-class deviation, sqrt(1 + 1/K + 1) (the widest, with fewer than :data:`MIN_CLASSES`).
     """
-    if not held:
-        return None
     own = [f for c, f in held.items() if kind(c) == of_kind]
-    sample, offset = (own, 0.0) if len(own) >= MIN_CLASSES else (list(held.values()), 1.0)
+    sample, offset = (own, 0.0) if own else (list(held.values()), 1.0)
+    if not sample:
+        return None
     if len(sample) < MIN_CLASSES:
-        return max(1.0, *held.values())
+        return max(1.0, *sample)
     logs = [math.log(max(FACTOR_FLOOR, f)) for f in sample]
     k = len(logs)
     mean = sum(logs) / k

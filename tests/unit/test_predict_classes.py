@@ -169,20 +169,26 @@ def test_the_unseen_class_factor_is_a_prediction_bound_over_the_kinds_classes():
     assert unseen_factor(held, "gpu", 0.90) > 2.0
 
 
-def test_a_kind_with_too_few_classes_borrows_every_kinds_spread_widened_by_the_kinds_offset():
-    held = {"kepler-single": 0.5, "volta-single": 1.0, "volta-multi": 2.0, "cpu": 4.0}
-    t3 = 1.6377  # Student's t, 90 %, 3 degrees of freedom
-    every = [0.5, 1.0, 2.0, 4.0]
-    assert unseen_factor(held, "cpu", 0.90) == pytest.approx(_bound(every, t3, offset=1.0), rel=1e-3)
-    assert unseen_factor(held, "cpu", 0.90) > _bound(every, t3)
+def test_a_kind_without_classes_borrows_every_kinds_spread_widened_by_the_kinds_offset():
+    held = {"kepler-single": 0.5, "volta-single": 1.0, "volta-multi": 2.0}
+    t2 = 1.8856  # Student's t, 90 %, 2 degrees of freedom
+    expected = _bound([0.5, 1.0, 2.0], t2, offset=1.0)
+    assert unseen_factor(held, "cpu", 0.90) == pytest.approx(expected, rel=1e-4)
+    assert unseen_factor(held, "cpu", 0.90) > unseen_factor(held, "gpu", 0.90)
 
 
 @pytest.mark.parametrize(
-    ("held", "expected"),
-    [({}, None), ({"volta-single": 0.5}, 1.0), ({"volta-single": 0.5, "cpu": 4.0}, 4.0)],
+    ("held", "of_kind", "expected"),
+    [
+        ({}, "gpu", None),
+        ({"volta-single": 0.5}, "gpu", 1.0),  # never narrower than the family's jitter
+        ({"volta-single": 0.5, "cpu": 4.0}, "gpu", 1.0),  # the kind's own classes first
+        ({"volta-single": 0.5, "volta-multi": 2.0, "cpu": 4.0}, "gpu", 2.0),
+        ({"volta-single": 0.5, "volta-multi": 2.0}, "cpu", 2.0),  # no CPU class: every kind's
+    ],
 )
-def test_with_fewer_than_three_classes_the_fallback_is_the_widest_and_at_least_1(held, expected):
-    assert unseen_factor(held, "gpu", 0.90) == expected
+def test_with_fewer_than_three_classes_the_fallback_is_the_widest_and_at_least_1(held, of_kind, expected):
+    assert unseen_factor(held, of_kind, 0.90) == expected
 
 
 def test_leaving_a_class_out_calibrates_its_logs_without_any_log_of_it(real_data):
