@@ -18,8 +18,10 @@ pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alon
 run, and the stricter leave-one-folder-out figures. The container's own logs are
 ``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``; ``--container-logs
 DIR`` for others). Then the same per instance class, leaving one experiment, one family and one class
-out; and the shipped calibration on logs it was not fitted on: ``benchmarks/data/container-logs-2t``
-(``container_logs.py --threads 2 --out benchmarks/data/container-logs-2t``, on a loaded machine).
+out, beside the unseen-class fallback that takes the widest held-out factor of the kind (measured in
+the same run), with the interval's median half-width; and the shipped calibration on logs it was not
+fitted on: ``benchmarks/data/container-logs-2t`` (``container_logs.py --threads 2 --out
+benchmarks/data/container-logs-2t``, on a loaded machine).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR] [--json OUT]
 [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
