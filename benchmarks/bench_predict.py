@@ -18,8 +18,10 @@ pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alon
 run, and the stricter leave-one-folder-out figures. The container's own logs are
 ``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``; ``--container-logs
 DIR`` for others). Then the same per instance class, leaving one experiment, one family and one class
-out; and the shipped calibration on logs it was not fitted on: ``benchmarks/data/container-logs-2t``
-(``container_logs.py --threads 2 --out benchmarks/data/container-logs-2t``, on a loaded machine).
+out, beside the unseen-class fallback that takes the widest held-out factor of the kind (measured in
+the same run), with the interval's median half-width; and the shipped calibration on logs it was not
+fitted on: ``benchmarks/data/container-logs-2t`` (``container_logs.py --threads 2 --out
+benchmarks/data/container-logs-2t``, on a loaded machine).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR] [--json OUT]
 [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
@@ -345,30 +347,56 @@ def held_out_figures(folder: Path) -> dict:
     return fig
 
 
+def widest_of_kind(held: dict[str, float], of_kind: str, interval: float) -> float | None:
+    """The unseen-class fallback before the prediction bound: the widest held-out factor of the kind's
+    classes, at least 1 (None: the kind has none; a class of it then takes the widest kind's)."""
+    from trainsweep.instance_class import kind
+
+    own = [f for c, f in held.items() if kind(c) == of_kind]
+    return max(1.0, *own) if own else None
+
+
 def class_figures(prior: list[ReplayResult], experiment: dict[str, str], cal, *, show: bool) -> dict:
-    """Coverage per family and per instance class, leaving out one experiment, one family, one class."""
+    """Coverage per family and per instance class, leaving out one experiment, one family, one class;
+    beside the same with the fallback before (the widest held-out factor), measured in the same run."""
+    from unittest import mock
+
     cv = cross_validations(prior, experiment)
+    with mock.patch("trainsweep.class_calibration.unseen_factor", widest_of_kind):
+        before = cross_validations(prior, experiment)
+    cv["before_widest_fallback"] = before
     if not show:
         return cv
+    folds = ("leave_one_experiment_out", "leave_one_family_out", "leave_one_class_out")
     lo, hi = (round(100 * g) for g in COVERAGE_GOAL)
     print(f"interval per family and instance class, three cross-validations (goal: {lo}-{hi} % coverage "
-          "in every row; the held-out family or class is calibrated without any log of it):")  # fmt: skip
-    print(f"  {'group':15s} {'logs':>5s} {'median|err|':>11s} {'experiment':>10s} {'family':>8s} "
-          f"{'class':>8s}   shipped factor")  # fmt: skip
+          "in every row; the held-out family or class is calibrated without any log of it): coverage "
+          "with the fallback before (the widest held-out factor of the kind) -> now, and now the median "
+          "half-width of the 90 % interval:")  # fmt: skip
+    print(f"  {'group':15s} {'logs':>5s} {'median|err|':>11s} "
+          + " ".join(f"{k.split('_')[-2]:>24s}" for k in folds) + "   shipped factor")  # fmt: skip
     for part in ("families", "classes"):
         rows = cv["leave_one_experiment_out"][part]
         for name, f in rows.items():
             if not f["logs_scored"] or (part == "classes" and name == "pooled"):
                 continue
-            cov = [cv[k][part][name]["interval_coverage"] for k in cv]
+            cells = []
+            for k in folds:
+                was, now = before[k][part][name], cv[k][part][name]
+                cells.append(f"{pct1(was['interval_coverage'])}->{pct1(now['interval_coverage'])} "
+                             f"±{pct1(now['median_interval_half_width'])}")  # fmt: skip
             own = cal.classes.get(name) if part == "classes" else None
             factor = "-" if own is None else (
                 f"x{max(1.0, own.factor):.2f}" if own.factor is not None else "unseen fallback")  # fmt: skip
             print(f"  {name:15s} {f['logs_scored']:5d} {100 * f['median_abs_error']:10.2f} % "
-                  + " ".join(f"{100 * c:8.1f} %" for c in cov) + f"   {factor}")  # fmt: skip
+                  + " ".join(f"{c:>24s}" for c in cells) + f"   {factor}")  # fmt: skip
     print("  unseen-class fallback per kind: " + ", ".join(
         f"{k} x{v:.2f}" for k, v in sorted(cal.unseen_class_factor.items())))  # fmt: skip
     return cv
+
+
+def pct1(x: float | None) -> str:
+    return "-" if x is None or x != x else f"{100 * x:.1f}%"
 
 
 if __name__ == "__main__":

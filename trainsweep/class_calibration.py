@@ -2,18 +2,20 @@
 for a class the calibration has no factor for (:class:`trainsweep.predict.Calibration` applies them).
 
 A class's factor is split-conformal over its logs' needed jitter divided by their family's fitted
-jitter. The unseen-class fallback of a kind (``cpu``, ``gpu``) is what a class of that kind needed when
-the calibration had not seen it: each seen class held out in turn, the family jitters refitted without
-it, its logs' factor fitted against those; the widest, and at least 1.
+jitter. The unseen-class fallback of a kind (``cpu``, ``gpu``) is an upper prediction bound for the
+factor of a class the calibration has not seen, from the spread of the seen classes' held-out factors:
+each seen class held out in turn, the family jitters refitted without it, its logs' factor fitted
+against those (:func:`held_out_factors`); then :func:`unseen_factor` over their logarithms.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from trainsweep.instance_class import kind
+from trainsweep.instance_class import CPU, kind
 from trainsweep.predict import (
     COVERAGE_GOAL,
     JitterCalibration,
@@ -21,6 +23,7 @@ from trainsweep.predict import (
     conformal_quantile,
     family_jitters,
     needed_jitter,
+    t_quantile,
 )
 
 
@@ -64,6 +67,14 @@ def class_scores(
     return out
 
 
+MIN_CLASSES = 3
+"""Held-out factors a spread is estimated from (two degrees of freedom); with fewer, the widest."""
+FACTOR_FLOOR = 0.05
+"""A held-out factor counts as at least this in the spread (a class whose logs needed no jitter at all
+has a factor of 0, whose logarithm is not finite)."""
+KINDS = (CPU, "gpu")
+
+
 def fit_classes(
     scored: Sequence[ReplayResult],
     experiment: dict[str, str],
@@ -84,15 +95,57 @@ def fit_classes(
         )
         for c, rs in sorted(by_class.items())
     }
-    unseen: dict[str, float] = {}
-    for c, rs in sorted(by_class.items()):
-        if classes[c].factor is None:
-            continue
+    seen = [c for c, cc in classes.items() if cc.factor is not None]
+    held = held_out_factors(scored, experiment, seen, interval)
+    unseen = {k: f for k in KINDS if (f := unseen_factor(held, k, interval)) is not None}
+    return classes, unseen
+
+
+def held_out_factors(
+    scored: Sequence[ReplayResult], experiment: dict[str, str], seen: Sequence[str], interval: float
+) -> dict[str, float]:
+    """Per class of ``seen``: the factor its logs needed on the family jitters fitted without them (the
+    pooled one where their family goes with them), split-conformal; only the logs of ``scored`` enter."""
+    out: dict[str, float] = {}
+    for c in seen:
         rest = [r for r in scored if r.instance_class != c]
         pooled_without, families_without = family_jitters(rest, experiment, interval)
         if pooled_without.epoch_jitter is None:
             continue
-        held = conformal_quantile(class_scores(rs, pooled_without, families_without, interval), interval)
-        if held is not None:
-            unseen[kind(c)] = max(unseen.get(kind(c), 1.0), held)
-    return classes, unseen
+        logs = [r for r in scored if r.instance_class == c]
+        factor = conformal_quantile(class_scores(logs, pooled_without, families_without, interval), interval)
+        if factor is not None:
+            out[c] = factor
+    return out
+
+
+def unseen_factor(held: dict[str, float], of_kind: str, interval: float) -> float | None:
+    """The factor for a class of ``of_kind`` the calibration has not seen (at least 1; None: no classes).
+
+    The held-out factors' logarithms are a sample of classes, the kind's own first: with K of them
+    (at least :data:`MIN_CLASSES`), the one-sided ``interval`` Student-t prediction bound for one more
+    class, mean + t(K - 1) s sqrt(1 + 1/K). With fewer, too few for a spread: the widest of them. A kind
+    with no class at all takes every kind's classes and adds the unknown offset of its kind as one more
+    between-class deviation, sqrt(1 + 1/K + 1) (the widest, with fewer than :data:`MIN_CLASSES`).
+    """
+    own = [f for c, f in held.items() if kind(c) == of_kind]
+    sample, offset = (own, 0.0) if own else (list(held.values()), 1.0)
+    if not sample:
+        return None
+    if len(sample) < MIN_CLASSES:
+        return max(1.0, *sample)
+    logs = [math.log(max(FACTOR_FLOOR, f)) for f in sample]
+    k = len(logs)
+    mean = sum(logs) / k
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (k - 1))
+    bound = mean + upper_t(interval, k - 1) * sd * math.sqrt(1 + 1 / k + offset)
+    return max(1.0, math.exp(bound))
+
+
+def upper_t(p: float, df: int) -> float:
+    """Student's t quantile ``p``: exact for 1 and 2 degrees of freedom, :func:`t_quantile` above."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    return t_quantile(p, df)

@@ -515,6 +515,13 @@ class ReplayResult:
             return None
         return self.predicted_epoch_low_s <= self.actual_epoch_s <= self.predicted_epoch_high_s
 
+    @property
+    def interval_half_width(self) -> float | None:
+        """The interval's upper half-width relative to the predicted epoch time (what it widens by)."""
+        if self.predicted_epoch_high_s is None or not self.predicted_epoch_s:
+            return None
+        return self.predicted_epoch_high_s / self.predicted_epoch_s - 1
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["error"] = self.error
@@ -1084,6 +1091,9 @@ def group_summary(
             ),
             "median_epoch_jitter": _percentile(
                 [r.epoch_jitter for r in scored if r.epoch_jitter is not None], 50
+            ),
+            "median_interval_half_width": _percentile(
+                [w for r in scored if (w := r.interval_half_width) is not None], 50
             ),
         }
     return out
