@@ -420,7 +420,8 @@ def download_sweep(
 ) -> list[Path]:
     """Copy the sweep's spec, jobs, logs and results under ``sweeps/<id>/`` to ``dest`` with the same
     relative layout; its jobs' models and checkpoints too with ``models``. ``objects``: the sweep's
-    listing when the caller has it (:func:`list_sweep`)."""
+    listing when the caller has it (:func:`list_sweep`). Then the results' Parquet tables are made
+    beside them (:func:`trainsweep.tables.write_parquet`)."""
     prefix = layout.sweep_prefix(sweep_id)
     listed = objects or list_sweep(s3, bucket, sweep_id)
     keys = [k for k, _ in listed.files + (listed.models if models else [])]
@@ -440,7 +441,10 @@ def download_sweep(
         return target
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, keys))
+        files = list(pool.map(one, keys))
+    from trainsweep.tables import write_parquet
+
+    return files + write_parquet(dest / layout.RESULTS_DIR)
 
 
 def upload_sweep(s3: S3Client, bucket: str, sweep_id: str, src: Path) -> int:

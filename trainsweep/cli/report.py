@@ -75,7 +75,9 @@ def report_command(
             f"no runs/*.json below {folder}: is this a results folder? (`trainsweep import LOGS --out DIR`)"
         )
 
+    from trainsweep import layout
     from trainsweep.report import load_results, sweep_artefacts
+    from trainsweep.tables import parquet_artefacts
 
     console = make_console(soft_wrap=False)
     every_run = []
@@ -97,13 +99,12 @@ def report_command(
             budget_usd=budget,
             title=None if spec else root.resolve().name,
         )
+        artefacts |= parquet_artefacts(artefacts[layout.SWEEP_CSV], runs)
         for relative, data in artefacts.items():
             target = root / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         import json
-
-        from trainsweep import layout
 
         rec = json.loads(artefacts[layout.SWEEP_JSON])["recommendation"]
         console.print(styled((str(root), "bold"), f" ({len(runs)} runs)"))
