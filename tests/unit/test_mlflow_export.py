@@ -139,3 +139,12 @@ def test_an_unreachable_server_is_an_error_in_mlflow_s_words(
     )
     assert result.exit_code == 1
     assert "MLflow export to http://127.0.0.1:" in result.output
+
+
+def test_without_mlflow_the_export_says_how_to_install_it(
+    imported: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # import mlflow raises ImportError
+    result = runner.invoke(app, ["export", "mlflow", str(imported), "--tracking-uri", "http://127.0.0.1:1"])
+    assert result.exit_code == 1
+    assert "pip install 'trainsweep[mlflow]'" in result.output
