@@ -1,14 +1,17 @@
 """Python Lambda functions built from ``lambdas/<name>/`` plus the ``trainsweep`` package, without Docker.
 
-Bundling runs on the synthesising machine (:class:`LocalPipBundling`): pip installs the function's
-``requirements.txt`` as manylinux wheels for the Lambda runtime into the asset, then the handler and
-the ``trainsweep`` package (minus the CLI and local mode) are copied in. The asset hash is computed
-from those sources, so a change to the core redeploys every function.
+Bundling runs on the synthesising machine (:class:`LocalPipBundling`): pip installs exactly the
+function's ``requirements.lock`` (made by ``scripts/lock`` from its ``requirements.txt``: every package
+pinned with its hashes, no dependency resolved at build time) as manylinux wheels for the Lambda runtime
+into the asset, then the handler and the ``trainsweep`` package (minus the CLI and local mode) are
+copied in. The asset hash is computed from those sources and the lock, so a change to the core or to
+any locked dependency redeploys the function, and the same commit always gives the same hash.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -51,8 +54,45 @@ def _package_files(root: Path) -> list[Path]:
     return files
 
 
+LOCK_NAME = "requirements.lock"
+_LOCK_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+
+
+class BundleMismatchError(RuntimeError):
+    """A bundle's installed packages are not the ones its lock names."""
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def locked_packages(lock: Path) -> dict[str, str]:
+    """``{name: version}`` pinned by a lock file written by ``scripts/lock`` (names normalised)."""
+    pins = {}
+    for line in lock.read_text().splitlines():
+        m = _LOCK_PIN.match(line)
+        if m:
+            pins[_normalise(m.group(1))] = m.group(2)
+    return pins
+
+
+def installed_packages(target: Path) -> dict[str, str]:
+    """``{name: version}`` of the distributions ``pip install --target`` put into ``target``."""
+    found = {}
+    for meta in sorted(target.glob("*.dist-info/METADATA")):
+        fields = dict(
+            line.split(": ", 1) for line in meta.read_text(errors="replace").splitlines()[:20] if ": " in line
+        )
+        found[_normalise(fields["Name"])] = fields["Version"]
+    return found
+
+
 def source_hash(name: str) -> str:
-    """Hash of everything that goes into a function's asset except the pinned dependencies' bytes."""
+    """Hash of everything that goes into a function's asset.
+
+    The handler folder (its ``requirements.lock`` included: the pins and hashes that name the
+    dependencies' bytes), the package, the runtime and the wheel platforms the lock is installed for.
+    """
     h = hashlib.sha256()
     for base in (LAMBDAS / name, PACKAGE):
         for p in _package_files(base) if base == PACKAGE else sorted(base.rglob("*")):
@@ -60,19 +100,31 @@ def source_hash(name: str) -> str:
                 h.update(str(p.relative_to(ROOT)).encode())
                 h.update(p.read_bytes())
     h.update(RUNTIME.name.encode())
+    h.update(" ".join((PYTHON_VERSION, *PLATFORMS)).encode())
     return h.hexdigest()
 
 
+def install_locked(lock: Path, out: Path) -> None:
+    """Install exactly the packages of ``lock`` into ``out`` for the Lambda runtime; check what landed."""
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    cmd += ["--target", str(out), "--only-binary=:all:", "--implementation", "cp"]
+    cmd += ["--python-version", PYTHON_VERSION, "--no-deps", "--require-hashes", "-r", str(lock)]
+    for platform in PLATFORMS:
+        cmd += ["--platform", platform]
+    subprocess.run(cmd, check=True)
+    wanted, got = locked_packages(lock), installed_packages(out)
+    if got != wanted:
+        differ = sorted(set(wanted.items()) ^ set(got.items()))
+        raise BundleMismatchError(f"{out}: installed packages differ from {lock}: {differ}")
+
+
 def build_asset(name: str, out: Path) -> None:
-    """Fill ``out`` with the function ``name``: dependencies, handler, the trainsweep package."""
-    requirements = LAMBDAS / name / "requirements.txt"
-    if requirements.is_file():
-        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        cmd += ["--target", str(out), "--only-binary=:all:", "--implementation", "cp"]
-        cmd += ["--python-version", PYTHON_VERSION, "--upgrade", "-r", str(requirements)]
-        for platform in PLATFORMS:
-            cmd += ["--platform", platform]
-        subprocess.run(cmd, check=True)
+    """Fill ``out`` with the function ``name``: locked dependencies, handler, the trainsweep package."""
+    lock = LAMBDAS / name / LOCK_NAME
+    if (LAMBDAS / name / "requirements.txt").is_file():
+        if not lock.is_file():
+            raise FileNotFoundError(f"{lock} is missing: run scripts/lock")
+        install_locked(lock, out)
     for p in sorted((LAMBDAS / name).iterdir()):
         if p.is_file() and p.suffix == ".py":
             shutil.copy2(p, out / p.name)

@@ -1060,12 +1060,15 @@ def _billing_jobs(
 def _sweep_artefacts_job(
     job: tuple[list[RunTimings], dict[str, Any], list[dict[str, Any]]],
 ) -> dict[str, bytes] | str:
-    """One results root's sweep artefacts (runs in a worker); a string says why there are none."""
+    """One results root's sweep artefacts and its Parquet tables (runs in a worker); a string says why
+    there are none."""
     from trainsweep.report import sweep_artefacts
+    from trainsweep.tables import parquet_artefacts
 
     runs, quality, jobs = job
     try:
-        return dict(sweep_artefacts(runs, quality=quality, jobs=jobs or None))
+        artefacts = dict(sweep_artefacts(runs, quality=quality, jobs=jobs or None))
+        return artefacts | parquet_artefacts(artefacts.get(layout.SWEEP_CSV), runs)
     except Exception as exc:  # the per-run results stand even if the sweep report fails
         return f"{type(exc).__name__}: {exc}"
 

@@ -25,6 +25,17 @@ def test_the_image_pins_the_same_versions_as_the_project():
         assert project.get(name) == version, f"{name}: image {version}, project {project.get(name)}"
 
 
+def test_the_image_installs_its_lock_with_hashes_at_the_project_lock_versions():
+    from infra.functions import locked_packages
+
+    install = "pip install --require-hashes --no-deps -r /tmp/container-requirements.lock"
+    assert install in DOCKERFILE.read_text()
+    image = locked_packages(ROOT / "container" / "requirements.lock")
+    project = locked_packages(ROOT / "requirements.lock")
+    assert {"numpy", "boto3", "botocore"} <= set(image)
+    assert {name: project.get(name) for name in image} == image
+
+
 def test_every_copy_source_exists_and_survives_the_dockerignore():
     sources = []
     for line in DOCKERFILE.read_text().splitlines():

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import psutil
 import pytest
 from typer.testing import CliRunner
@@ -129,6 +130,8 @@ def test_a_local_sweep_runs_every_cell_writes_every_artefact_and_resumes_the_fai
         layout.SWEEP_CSV,
         layout.SWEEP_JSON,
         layout.REPORT_HTML,
+        layout.SWEEP_PARQUET,
+        layout.RUNS_PARQUET,
     ):
         assert (results / rel).is_file() and (results / rel).stat().st_size > 0, rel
     assert list((results / layout.PLOTS_DIR).glob("*.png"))
@@ -169,6 +172,11 @@ def test_a_local_sweep_runs_every_cell_writes_every_artefact_and_resumes_the_fai
     with (results / layout.SWEEP_CSV).open() as f:
         rows = list(csv.DictReader(f))
     assert sorted(int(r["batch_size"]) for r in rows) == [16, 128]  # the report covers both cells
+    # The notebook tables follow: the sweep's rows typed, and every step with its data wait and compute.
+    assert sorted(pd.read_parquet(results / layout.SWEEP_PARQUET)["batch_size"]) == [16, 128]
+    steps = pd.read_parquet(results / layout.RUNS_PARQUET)
+    assert set(steps["run"]) == {run16, run128}
+    assert steps[["data_wait_s", "compute_s"]].notna().all().all()
     assert _children() <= children_before
 
 

@@ -82,7 +82,7 @@ CHECKOV_VENV = ROOT / ".venv-checkov"
 
 @pytest.fixture(scope="module")
 def checkov() -> Path:
-    """checkov from its own environment (requirements-checkov.txt; .ci/run makes it, else this does)."""
+    """checkov from its own environment (requirements-checkov.lock; .ci/run makes it, else this does)."""
     exe = CHECKOV_VENV / "bin" / "checkov"
     if not exe.is_file():
         subprocess.run(["python3", "-m", "venv", str(CHECKOV_VENV)], check=True, timeout=300)
@@ -90,8 +90,9 @@ def checkov() -> Path:
             str(CHECKOV_VENV / "bin" / "pip"),
             "install",
             "-q",
+            "--require-hashes",
             "-r",
-            str(ROOT / "requirements-checkov.txt"),
+            str(ROOT / "requirements-checkov.lock"),
         ]
         subprocess.run(pip, check=True, timeout=900)
     return exe

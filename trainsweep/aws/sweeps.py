@@ -427,13 +427,16 @@ def download_sweep(
 ) -> list[Path]:
     """Copy the sweep's spec, jobs, logs and results under ``sweeps/<id>/`` to ``dest`` with the same
     relative layout; its jobs' models and checkpoints too with ``models``. ``objects``: the sweep's
-    listing when the caller has it (:func:`list_sweep`)."""
+    listing when the caller has it (:func:`list_sweep`). Then the results' Parquet tables are made
+    beside them (:func:`trainsweep.tables.write_parquet`)."""
     from trainsweep.aws.mirror import fetch_keys
+    from trainsweep.tables import write_parquet
 
     prefix = layout.sweep_prefix(sweep_id)
     listed = objects or list_sweep(s3, bucket, sweep_id)
     keys = [k for k, _ in listed.files + (listed.models if models else [])]
-    return fetch_keys(s3, bucket, prefix, keys, dest, workers)
+    files = fetch_keys(s3, bucket, prefix, keys, dest, workers)
+    return files + write_parquet(dest / layout.RESULTS_DIR)
 
 
 def _readable_json(data: bytes) -> bool:

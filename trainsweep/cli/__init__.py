@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "trainsweep.cli.report",  # report, prices
     "trainsweep.cli.predict",  # predict-eval
     "trainsweep.cli.simulate",  # simulate
+    "trainsweep.cli.export",  # export mlflow
 )
 
 

@@ -75,8 +75,9 @@ def report_command(
             f"no runs/*.json below {folder}: is this a results folder? (`trainsweep import LOGS --out DIR`)"
         )
 
-    from trainsweep import atomicio
+    from trainsweep import atomicio, layout
     from trainsweep.report import load_results, sweep_artefacts
+    from trainsweep.tables import parquet_artefacts
 
     console = make_console(soft_wrap=False)
     every_run = []
@@ -98,11 +99,10 @@ def report_command(
             budget_usd=budget,
             title=None if spec else root.resolve().name,
         )
+        artefacts |= parquet_artefacts(artefacts[layout.SWEEP_CSV], runs)
         for relative, data in artefacts.items():
             atomicio.write_bytes(root / relative, data, durable=False)
         import json
-
-        from trainsweep import layout
 
         rec = json.loads(artefacts[layout.SWEEP_JSON])["recommendation"]
         console.print(styled((str(root), "bold"), f" ({len(runs)} runs)"))

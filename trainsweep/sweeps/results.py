@@ -9,7 +9,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from trainsweep import layout
 
@@ -98,7 +98,7 @@ def _results_root(path: Path) -> Path:
     )
 
 
-def read_table(csv_path: Path) -> pd.DataFrame:
+def read_table(csv_path: Path | BinaryIO) -> pd.DataFrame:
     """``sweep.csv`` with each column's type; text columns keep ``""`` where the CSV is empty (``notes``,
     ``quality``: nothing to say), other empty cells are missing values."""
     import pandas as pd
