@@ -23,11 +23,13 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
 
-from trainsweep.logs import native
+from trainsweep.logs import checks, native
 from trainsweep.logs.limits import MAX_EPOCHS, ProblemLog
 from trainsweep.logs.lines import LineCounter
-from trainsweep.logs.model import Epoch, JoinedStamps, RunHeader
+from trainsweep.logs.model import Epoch, JoinedStamps, RunHeader, RunTimings
 from trainsweep.logs.numbers import (
     MAX_DURATION_S,
     NUMX,
@@ -245,6 +247,9 @@ def _compact(ep: Epoch, ranges: dict[range, range], budget: SpillBudget) -> None
 
 class CloudMLReader:
     """Reads the cloud-ML lines of a log, region by region, into epochs and run-level values."""
+
+    name: ClassVar[str] = DIALECT
+    precedence: ClassVar[int] = 2
 
     def __init__(self) -> None:
         self.epochs: list[Epoch] = []
@@ -649,8 +654,8 @@ class CloudMLReader:
             return None
         return v
 
-    def _problem(self, code: str, message: str, line: int | None, severity: str = "warning") -> None:
-        self.problems.append((code, message, line, severity))
+    def _problem(self, code: str, message: str, line: int | None) -> None:
+        self.problems.add(code, message, line)
 
     # ---- result ------------------------------------------------------------------------------
 
@@ -674,9 +679,31 @@ class CloudMLReader:
                 ep.index = expected
             expected = ep.index + 1
 
-    @property
-    def has_data(self) -> bool:
-        return bool(self.epochs) or self.init_s is not None or self.total_s is not None
+    # ---- the plug-in's answers (:mod:`trainsweep.logs.dialects`) ------------------------------------
+
+    def steps_read(self) -> int | None:
+        """The steps read; None when no cloud-ML line was recognised."""
+        return sum(e.steps for e in self.epochs) if self.records else None
+
+    def to_run(self, run: RunTimings, path: Path | None) -> None:
+        """Write what was read into ``run``: header, epochs, run times, stamps, a traceback's failure."""
+        run.dialect = DIALECT
+        run.header = self.header
+        run.epochs = self.epochs
+        run.init_s, run.fit_s, run.total_s = self.init_s, self.fit_s, self.total_s
+        run.model_save_s = self.model_save_s
+        run.real_time = self.real_time
+        run.extra.update(self.extra)
+        if self.last_step_form:
+            run.extra["last_step_form"] = "N steps training"
+        if self.traceback is not None:
+            run.status = "failed"
+            run.failure_reason = self.traceback
+            run.add_problem("failed", f"the job failed: {self.traceback}", self.traceback_line, "error")
+
+    def check(self, run: RunTimings) -> bool:
+        """The quality checks of the run's shape (:func:`checks.cloudml_shape`); True: it is partial."""
+        return checks.cloudml_shape(run, self)
 
 
 _EXCERPT_BYTES = 80
