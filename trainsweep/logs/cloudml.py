@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
@@ -477,60 +477,77 @@ class CloudMLReader:
             self._pending_rt.append(value)
 
     def _rare(self, kind: str, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
-        if kind == "ehdr":
-            self._epoch_header(int(m.group(g - 1)), int(m.group(g)))
-            if not self._bar_done and self._bar_budget is None:
-                self._bar_budget = _BAR_WINDOW
-                self._first_bar(region, m.end())
-        elif kind == "etime":
-            v = self._duration("Epoch time", m.group(g), lc, m.start())
-            ep = self._cur if self._cur is not None else self._open_implicit()
-            if v is not None:
-                ep.epoch_s = v
-            self._closed = ep
-            self._cur = None
-        elif kind == "vtime":
-            v = self._duration("Validation time", m.group(g), lc, m.start())
-            last = self._cur if self._cur is not None else self._closed
-            if v is not None and last is not None:
-                last.validation_s = v
-        elif kind == "vacc":
-            v = float(m.group(g))
-            if v != v:
-                self._problem("absurd-value", "val_accuracy is not a number; ignored", lc.at(m.start()))
-                return
-            if self._cur is not None and self._cur.steps:
-                self._cur.validation_accuracy = v
-                self.extra.setdefault(ACCURACY_AFTER_EPOCH_TIME, False)
-            elif self._closed is not None:
-                self._closed.validation_accuracy = v
-                self.extra[ACCURACY_AFTER_EPOCH_TIME] = True
-        elif kind == "ebeg":
-            t = float(m.group(g))
-            if self._cur is not None and not self._cur.steps:
-                self._cur.start_time = t
-            else:
-                self._pending_start = t
-        elif kind == "eend":
-            if self._cur is not None:
-                self._cur.end_time = float(m.group(g))
-        elif kind in _RUN_TIMES:
-            label, attr = _RUN_TIMES[kind]
-            v = self._duration(label, m.group(g), lc, m.start())
-            if v is not None:
-                setattr(self, attr, v)
-        elif kind in ("trainon", "xshape"):
-            self._fact("dataset", "train_samples", int(m.group(g)))
-        elif kind == "banner":
-            self._banner(m.group(g - 1).decode(), int(m.group(g)))
-        elif kind == "tb":
-            self._traceback(region, m.end(), lc.at(m.start()))
-        elif kind == "done":
-            self.saw_done = True
-        elif kind == "test":
-            self.extra["test_" + m.group(g - 1).decode()] = float(m.group(g))
-        elif kind == "pre":
-            self.saw_preamble = True
+        """A rare line of ``kind`` (:data:`KIND_OF`), its value in group ``g``, read by its handler."""
+        _RARE[kind](self, m, g, region, lc)
+
+    # ---- one handler a kind of rare line (:data:`_RARE`) -----------------------------------------
+
+    def _on_epoch_header(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self._epoch_header(int(m.group(g - 1)), int(m.group(g)))
+        if not self._bar_done and self._bar_budget is None:
+            self._bar_budget = _BAR_WINDOW
+            self._first_bar(region, m.end())
+
+    def _on_epoch_time(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        v = self._duration("Epoch time", m.group(g), lc, m.start())
+        ep = self._cur if self._cur is not None else self._open_implicit()
+        if v is not None:
+            ep.epoch_s = v
+        self._closed = ep
+        self._cur = None
+
+    def _on_validation_time(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        v = self._duration("Validation time", m.group(g), lc, m.start())
+        last = self._cur if self._cur is not None else self._closed
+        if v is not None and last is not None:
+            last.validation_s = v
+
+    def _on_val_accuracy(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        v = float(m.group(g))
+        if v != v:
+            self._problem("absurd-value", "val_accuracy is not a number; ignored", lc.at(m.start()))
+            return
+        if self._cur is not None and self._cur.steps:
+            self._cur.validation_accuracy = v
+            self.extra.setdefault(ACCURACY_AFTER_EPOCH_TIME, False)
+        elif self._closed is not None:
+            self._closed.validation_accuracy = v
+            self.extra[ACCURACY_AFTER_EPOCH_TIME] = True
+
+    def _on_epoch_begin(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        t = float(m.group(g))
+        if self._cur is not None and not self._cur.steps:
+            self._cur.start_time = t
+        else:
+            self._pending_start = t
+
+    def _on_epoch_end(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        if self._cur is not None:
+            self._cur.end_time = float(m.group(g))
+
+    def _on_run_time(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        label, attr = _RUN_TIMES[KIND_OF[g]]  # init, fit, save or total: the kind of its group
+        v = self._duration(label, m.group(g), lc, m.start())
+        if v is not None:
+            setattr(self, attr, v)
+
+    def _on_dataset(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self._fact("dataset", "train_samples", int(m.group(g)))
+
+    def _on_banner(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self._banner(m.group(g - 1).decode(), int(m.group(g)))
+
+    def _on_traceback(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self._traceback(region, m.end(), lc.at(m.start()))
+
+    def _on_done(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self.saw_done = True
+
+    def _on_test(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self.extra["test_" + m.group(g - 1).decode()] = float(m.group(g))
+
+    def _on_preamble(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self.saw_preamble = True
 
     def _find_command_line(self, region: bytes) -> None:
         m = CMD.search(region, 0, self._cmd_budget)
@@ -704,6 +721,25 @@ class CloudMLReader:
     def check(self, run: RunTimings) -> bool:
         """The quality checks of the run's shape (:func:`checks.cloudml_shape`); True: it is partial."""
         return checks.cloudml_shape(run, self)
+
+
+_RARE: dict[str, Callable[[CloudMLReader, re.Match[bytes], int, bytes, LineCounter], None]] = {
+    "ehdr": CloudMLReader._on_epoch_header,
+    "etime": CloudMLReader._on_epoch_time,
+    "vtime": CloudMLReader._on_validation_time,
+    "vacc": CloudMLReader._on_val_accuracy,
+    "ebeg": CloudMLReader._on_epoch_begin,
+    "eend": CloudMLReader._on_epoch_end,
+    **dict.fromkeys(_RUN_TIMES, CloudMLReader._on_run_time),
+    "trainon": CloudMLReader._on_dataset,
+    "xshape": CloudMLReader._on_dataset,
+    "banner": CloudMLReader._on_banner,
+    "tb": CloudMLReader._on_traceback,
+    "done": CloudMLReader._on_done,
+    "test": CloudMLReader._on_test,
+    "pre": CloudMLReader._on_preamble,
+}
+"""What each kind of rare line (:data:`KIND_OF`, and ``vacc``) does to the reader."""
 
 
 _EXCERPT_BYTES = 80
