@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from trainsweep.logs import checks, mllog, mlperf_result, native
 from trainsweep.logs.limits import MAX_EPOCHS, MAX_PROBLEMS_PER_CODE, MAX_RANKS, ProblemLog
 from trainsweep.logs.lines import LineCounter
+from trainsweep.logs.mlperf_result import KEYS as _MLPERF_KEYS
 from trainsweep.logs.mlperf_result import MlperfRun, system_facts
 from trainsweep.logs.model import Epoch, Problem, RunHeader, RunTimings
 from trainsweep.logs.numbers import duration_problem
@@ -143,11 +144,11 @@ class MllogReader:
         stamp = None
         if isinstance(time_ms, (int, float)) and math.isfinite(time_ms):
             stamp = float(time_ms) / 1000.0
-        if key in mlperf_result.KEYS:
+        if key in _MLPERF_KEYS:
             self.mlperf.record(key, value, meta, time_ms if stamp is not None else None, rank)
         handler = _HANDLERS.get(key)
         if handler is not None:
-            handler(self, _Record(key, value, meta, rank, time_ms, stamp))
+            handler(self, key, value, meta, rank, time_ms, stamp)
         elif key.startswith(mllog.METRIC_PREFIX) and "epoch_num" in meta:
             self._metric(key[len(mllog.METRIC_PREFIX) :], rank, meta, value)
         else:
@@ -155,74 +156,101 @@ class MllogReader:
 
     # ---- one handler a key (:data:`_HANDLERS`) ---------------------------------------------------
 
-    def _on_step(self, r: _Record) -> None:
-        self._step(r.rank, r.meta, r.value)
+    def _on_instrumented(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self._instrumented(key, rank, meta, value)
 
-    def _on_instrumented(self, r: _Record) -> None:
-        self._instrumented(r.key, r.rank, r.meta, r.value)
+    def _on_epoch_start(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        ep = self._epoch(rank, meta)
+        self._current_epoch[rank] = ep.index
+        self._pending.pop(rank, None)
+        if stamp is not None:
+            ep.start_time = stamp
+            self._stamp(ep, stamp, rank)
 
-    def _on_epoch_start(self, r: _Record) -> None:
-        ep = self._epoch(r.rank, r.meta)
-        self._current_epoch[r.rank] = ep.index
-        self._pending.pop(r.rank, None)
-        if r.stamp is not None:
-            ep.start_time = r.stamp
-            self._stamp(ep, r.stamp, r.rank)
+    def _on_epoch_stop(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        ep = self._epoch(rank, meta)
+        if stamp is not None:
+            ep.end_time = stamp
+            self._stamp(ep, stamp, rank)
 
-    def _on_epoch_stop(self, r: _Record) -> None:
-        ep = self._epoch(r.rank, r.meta)
-        if r.stamp is not None:
-            ep.end_time = r.stamp
-            self._stamp(ep, r.stamp, r.rank)
+    def _on_epoch_time(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self._epoch(rank, meta).epoch_s = _duration(key, value)
 
-    def _on_epoch_time(self, r: _Record) -> None:
-        self._epoch(r.rank, r.meta).epoch_s = _duration(r.key, r.value)
+    def _on_validation_time(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self._epoch(rank, meta).validation_s = _duration(key, value)
 
-    def _on_validation_time(self, r: _Record) -> None:
-        self._epoch(r.rank, r.meta).validation_s = _duration(r.key, r.value)
-
-    def _on_eval_accuracy(self, r: _Record) -> None:
-        if r.value is None:  # a run without evaluation data logs the key with no value
+    def _on_eval_accuracy(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        if value is None:  # a run without evaluation data logs the key with no value
             return
-        acc = float(r.value)
+        acc = float(value)
         if not math.isfinite(acc):
-            raise _AbsurdValueError(f"{r.key} {acc!r} is not finite; ignored")
-        if "epoch_num" in r.meta or not self.mlperf.started:  # MLPerf may count samples instead
-            self._epoch(r.rank, r.meta).validation_accuracy = acc
+            raise _AbsurdValueError(f"{key} {acc!r} is not finite; ignored")
+        if "epoch_num" in meta or not self.mlperf.started:  # MLPerf may count samples instead
+            self._epoch(rank, meta).validation_accuracy = acc
 
-    def _on_run_duration(self, r: _Record) -> None:
-        if r.rank == 0 or _RUN_DURATIONS[r.key] not in self.durations:
-            self.durations[_RUN_DURATIONS[r.key]] = _duration(r.key, r.value)
+    def _on_run_duration(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        if rank == 0 or _RUN_DURATIONS[key] not in self.durations:
+            self.durations[_RUN_DURATIONS[key]] = _duration(key, value)
 
-    def _on_header_int(self, r: _Record) -> None:
-        setattr(self.header, _HEADER_INTS[r.key], int(r.value))
+    def _on_header_int(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        setattr(self.header, _HEADER_INTS[key], int(value))
 
-    def _on_header_str(self, r: _Record) -> None:
-        setattr(self.header, _HEADER_STRS[r.key], str(r.value))
+    def _on_header_str(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        setattr(self.header, _HEADER_STRS[key], str(value))
 
-    def _on_prediction(self, r: _Record) -> None:
-        if not isinstance(r.value, dict):
+    def _on_prediction(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        if not isinstance(value, dict):
             raise ValueError("prediction value is not an object")
-        self.prediction = r.value
+        self.prediction = value
 
-    def _on_failure(self, r: _Record) -> None:
-        self.failure = r.value if isinstance(r.value, dict) else {"reason": str(r.value)}
+    def _on_failure(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self.failure = value if isinstance(value, dict) else {"reason": str(value)}
 
-    def _on_init_start(self, r: _Record) -> None:
-        self.init_start_ms = float(r.time_ms) if r.time_ms is not None else None
+    def _on_init_start(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self.init_start_ms = float(time_ms) if time_ms is not None else None
 
-    def _on_init_stop(self, r: _Record) -> None:
-        self.init_stop_ms = float(r.time_ms) if r.time_ms is not None else None
+    def _on_init_stop(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self.init_stop_ms = float(time_ms) if time_ms is not None else None
 
-    def _on_run_start_or_stop(self, r: _Record) -> None:
-        if r.stamp is not None and r.rank == 0:
-            self.real_time.append(r.stamp)
-        if r.key == mllog.RUN_STOP:
-            status = r.meta.get("status")
-            if isinstance(status, str) and (r.rank == 0 or self.run_stop_status is None):
+    def _on_run_start_or_stop(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        if stamp is not None and rank == 0:
+            self.real_time.append(stamp)
+        if key == mllog.RUN_STOP:
+            status = meta.get("status")
+            if isinstance(status, str) and (rank == 0 or self.run_stop_status is None):
                 self.run_stop_status = status  # rank 0's word wins
 
-    def _on_mlperf_only(self, r: _Record) -> None:
+    def _on_mlperf_only(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
         """A key only :class:`MlperfRun` reads (blocks): read there already."""
 
     def _other(self, key: str, value: Any, size: int) -> None:
@@ -277,7 +305,10 @@ class MllogReader:
             ep = eps[index] = Epoch(index=index)
         return ep
 
-    def _step(self, rank: int, meta: dict[str, Any], value: Any) -> None:
+    def _on_step(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        """A step (``trainsweep.step``): its time, number and, when timed, data wait and compute."""
         if not isinstance(value, dict):
             raise ValueError("step value is not an object")
         step_s = _duration("step_s", value["step_s"])
@@ -312,15 +343,18 @@ class MllogReader:
         pending = self._pending.pop(rank, {})
         epoch = meta.get("epoch_num", self._current_epoch.get(rank, 1))
         ep = self._epoch(rank, {"epoch_num": epoch})
-        self._step(
-            rank,
-            {"epoch_num": epoch},
+        self._on_step(
+            mllog.STEP,
             {
                 "step": ep.steps + 1,
                 "step_s": seconds,
                 "data_wait_s": pending.get(mllog.LOAD_BATCH_MEM),
                 "compute_s": pending.get(mllog.ALL_COMPUTE),
             },
+            {"epoch_num": epoch},
+            rank,
+            None,
+            None,
         )
 
     def _stamp(self, ep: Epoch, stamp: float, rank: int) -> None:
@@ -395,25 +429,7 @@ def _prefix_rank(region: bytes, token_at: int) -> int | None:
     return int(m.group(1) or m.group(2))
 
 
-class _Record:
-    """One MLLOG record as its handler reads it: the rank and time already settled."""
-
-    __slots__ = ("key", "meta", "rank", "stamp", "time_ms", "value")
-
-    def __init__(
-        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
-    ) -> None:
-        self.key, self.value, self.meta, self.rank, self.time_ms, self.stamp = (
-            key,
-            value,
-            meta,
-            rank,
-            time_ms,
-            stamp,
-        )
-
-
-_HANDLERS: dict[str, Callable[[MllogReader, _Record], None]] = {
+_HANDLERS: dict[str, Callable[[MllogReader, str, Any, dict[str, Any], int, Any, float | None], None]] = {
     mllog.STEP: MllogReader._on_step,
     mllog.LOAD_BATCH_MEM: MllogReader._on_instrumented,
     mllog.ALL_COMPUTE: MllogReader._on_instrumented,
