@@ -23,7 +23,7 @@ from trainsweep.logs.model import RunTimings
 
 if TYPE_CHECKING:
     from trainsweep.logs.cloudml import CloudMLReader
-    from trainsweep.logs.mlperf import MllogReader
+    from trainsweep.logs.dialects import DialectReader
 
 
 @dataclass(frozen=True)
@@ -98,15 +98,16 @@ def check_run(
     run: RunTimings,
     naming: NameFacts,
     text: Any,
-    cloud: CloudMLReader | None,
-    ml: MllogReader,
+    reader: DialectReader | None,
     train_samples: int | None,
     *,
     pattern_lines: int | None = None,
 ) -> None:
     """Add the quality problems of ``run`` and settle its status.
 
-    ``pattern_lines`` is how many lines a spec's ``log_format`` matched (None: the dialect was sniffed).
+    ``reader`` is the dialect the run was read in (None: none); its ``check`` adds the problems of the
+    run's shape. ``pattern_lines`` is how many lines a spec's ``log_format`` matched (None: the dialect
+    was sniffed).
     """
     if run.bytes_read == 0 or not text.nonblank:
         run.add_problem("empty", "the log is empty", None, "error")
@@ -153,10 +154,8 @@ def check_run(
                 )
             run.add_problem("no-training", message, None, "error")
         return
-    if cloud is not None:
-        partial |= _check_cloudml_shape(run, cloud)
-    else:
-        partial |= _check_structured_shape(run, ml)
+    if reader is not None:
+        partial |= reader.check(run)
     _check_steps_per_epoch(run, train_samples)
     if partial and run.status == "complete":
         run.status = "partial"
@@ -188,7 +187,8 @@ def _check_name(run: RunTimings, naming: NameFacts) -> None:
             )
 
 
-def _check_cloudml_shape(run: RunTimings, r: CloudMLReader) -> bool:
+def cloudml_shape(run: RunTimings, r: CloudMLReader) -> bool:
+    """A cloud-ML run that starts mid-run, has epochs without an end or ends early; True: partial."""
     partial = False
     first = run.epochs[0]
     if r.started_without_header or (r.first_step_number or 1) > 1 or first.index > 1:
@@ -222,7 +222,8 @@ def _check_cloudml_shape(run: RunTimings, r: CloudMLReader) -> bool:
     return partial
 
 
-def _check_structured_shape(run: RunTimings, ml: MllogReader) -> bool:
+def structured_shape(run: RunTimings) -> bool:
+    """An MLLOG run that ends before the epochs its header announces; True: partial."""
     if run.dialect != "mllog" or run.prediction is not None:
         return False
     last = run.epochs[-1]

@@ -22,15 +22,47 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar
 
-from trainsweep.logs import native
+from trainsweep.logs import checks, native
+from trainsweep.logs.cloudml_lines import (
+    BANNER_FIELDS,
+    BAR_WINDOW,
+    CMD,
+    CMD_OPT,
+    CMD_WINDOW,
+    EXC_LINE,
+    FIRST_BAR,
+    KIND_OF,
+    LAST_STEP_LIT,
+    RARE,
+    RARE_STARTS,
+    REAL,
+    REAL_LIT,
+    RUN_TIMES,
+    STEP,
+    STEP_ANY,
+    STEP_LINE,
+    STEP_LIT,
+    TB_WINDOW,
+    VACC,
+    VACC_LIT,
+)
+from trainsweep.logs.cloudml_steps import (
+    add_step_numbers,
+    compact,
+    extend_doubles,
+    lines_with,
+    plain_values,
+    step_numbers,
+)
 from trainsweep.logs.limits import MAX_EPOCHS, ProblemLog
 from trainsweep.logs.lines import LineCounter
-from trainsweep.logs.model import Epoch, JoinedStamps, RunHeader
+from trainsweep.logs.model import Epoch, JoinedStamps, RunHeader, RunTimings
 from trainsweep.logs.numbers import (
     MAX_DURATION_S,
-    NUMX,
     STEP_NUMBER_DIGITS,
     duration_problem,
     small_int,
@@ -43,208 +75,12 @@ DIALECT = "cloud-ml"
 ACCURACY_AFTER_EPOCH_TIME = "cloudml.accuracy_after_epoch_time"
 """``run.extra`` key: True when ``val_accuracy`` was printed after ``Epoch time:`` (tf.keras logs)."""
 
-_STOP = rb"(?![0-9A-Za-rt-z_.]|s[0-9A-Za-z_.])"
-"""What may not follow a value of a rare line: more of a number (``0x1p3``, ``1_000``, ``1.2.3``) or a word;
-its ``s`` unit may. Such a line is not read (never read as its first digits)."""
-
-
-def _value(name: bytes) -> bytes:
-    """A rare line's value, as the named group ``name``, and what may not follow it."""
-    return rb"(?P<" + name + rb">" + NUMX + rb")" + _STOP
-
-
-# Lines that change state or carry run-level facts: one regex, every alternative starts with a literal
-# character after the newline, so that a line that is none of them is rejected after one comparison.
-# The kind of a match is the name of its last group (``m.lastindex``); other values precede it.
-RARE = re.compile(
-    rb"\n(?=[EVo(TIDxCU ])(?:"  # the first characters below: one set test rejects most lines
-    rb"Epoch (?:(\d+)/(?P<ehdr>\d+)|time: " + _value(b"etime") + rb")"
-    rb"|Validation time: " + _value(b"vtime") +
-    rb"|on_epoch_(?:begin: " + _value(b"ebeg") + rb"|end: " + _value(b"eend") + rb")"
-    rb"|\('Tempo de [Ii]nicializacao: ', " + _value(b"init2") +
-    rb"|Tempo (?:de [Ii]nicializacao:? " + _value(b"init3") + rb"|do fit: " + _value(b"fit") +
-    rb"|levado para o modelo ser salvo: " + _value(b"save") + rb")"
-    rb"|Initialization [Tt]ime:? " + _value(b"init") +
-    rb"|Duracao do treinamento: *" + _value(b"total") +
-    rb"|Train(?: on (?P<trainon>\d+) samples|ing(?P<done> complete)|ing(?P<pre> \.\.\.))"
-    rb"|x_train shape: \((?P<xshape>\d+),"
-    rb"|Conjunto de treinamento: \((?P<conj>\d+),"
-    rb"| (?:   )?- (Total|Tamanho do batch|GPUs solicitadas|Numero de epocas): (?P<banner>\d+)"
-    rb"|Traceback(?P<tb> \(most recent call last\))"
-    rb"|Test (loss|accuracy): " + _value(b"test") +
-    rb"|D(?:ownloading data from|ados carregados de)(?P<pre2>)"
-    rb"|Using TensorFlow backend(?P<pre3>)"
-    rb")"
-)  # fmt: skip
-RARE_STARTS = (
-    b"Epoch ",
-    b"Validation time: ",
-    b"on_epoch_",
-    b"('Tempo de ",
-    b"Tempo ",
-    b"Initialization ",
-    b"Duracao do treinamento:",
-    b"Train",
-    b"x_train shape: (",
-    b"Conjunto de treinamento: (",
-    b" - ",
-    b"    - ",
-    b"Traceback",
-    b"Test ",
-    b"Downloading data from",
-    b"Dados carregados de",
-    b"Using TensorFlow backend",
-)
-"""What every line :data:`RARE` matches begins with (tested against its alternatives): where the C scanner
-is built, it finds the lines that begin with one of these, and RARE is tried on them only."""
-_KIND = {i: name for name, i in RARE.groupindex.items()}
-_KIND_ALIAS = {"init2": "init", "init3": "init", "conj": "xshape", "pre2": "pre", "pre3": "pre"}
-KIND_OF = {i: _KIND_ALIAS.get(name, name) for i, name in _KIND.items()}
-
-# Frequent lines, read in bulk (``findall``) between two rare lines: steps and wall-clock stamps. A step
-# line is its number (after optional blanks), the literal and its time, then its end; a stamp is the
-# literal and its value, then its end. The end is what the seed's parser (``line.split()``) lets through:
-# the unit, then blanks or anything after a blank or a non-ASCII byte; without the unit, blanks and
-# anything after a non-ASCII byte (``0.25 ms`` is no step time in seconds). Anything else holding the
-# literal is a bad line: dropped and reported, never paired with a number or value of another line.
-STEP_LIT = b"step training time: "
-LAST_STEP_LIT = b" steps training: "
-REAL_LIT = b"Real time: "
-_END = rb"(?:s(?:[ \t\r\x0b\x0c\x80-\xff][^\n]*)?|[ \t\r\x0b\x0c]*(?:[\x80-\xff][^\n]*)?)(?=\n)"
-_STAMP_END = rb"s?(?:[ \t\r\x0b\x0c\x80-\xff][^\n]*)?(?=\n)"
-"""A stamp's end: a Unix time has no other unit, so anything may follow it after a blank."""
-_LEAD = rb"\n[ \t]*"
-STEP_LINE = re.compile(_LEAD + rb"(\d+) step training time: (" + NUMX + rb")" + _END)
-STEP = re.compile(_LEAD + rb"(\d+) (?:step training time|steps training): (" + NUMX + rb")" + _END)
-STEP_ANY = re.compile(rb"step training time: |steps training: ")
-REAL = re.compile(rb"Real time: (" + NUMX + rb")" + _STAMP_END)
-_UNSIGNED = b"0123456789.eE+- "
-"""Bytes of unsigned decimals and exponents (a sign only after the ``e``), joined by spaces."""
-# val_accuracy sits at the end of the last progress bar of an epoch, not at a line start.
-VACC = re.compile(rb"val_acc(?:uracy)?: (" + NUMX + rb")" + _STOP)
-_VACC_LIT = b"val_acc"
-
-
-# The command line (``python3 mnist_cnn.py --batch-size 1024 ...``) is looked for at the top of the log.
-CMD = re.compile(rb"\n((?:[^\s/]*/)*python[0-9.]*[ \t][^\n]*?\.py\b[^\n]*)")
-_CMD_WINDOW = 1 << 16
-
-# The first Keras progress bar of the first epoch: ``  256/60000 [....`` -> batch size 256 of 60000.
-_FIRST_BAR = re.compile(rb"\n[\x08\r ]*(\d+)/(\d+) \[[=>.]")
-_BAR_WINDOW = 1 << 16
-_TB_WINDOW = 1 << 16
-_EXC_LINE = re.compile(rb"\n([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)\b[^\n]*)")
-_RUN_TIMES = {
-    "init": ("init time", "init_s"),
-    "fit": ("fit time", "fit_s"),
-    "save": ("model save time", "model_save_s"),
-    "total": ("total time", "total_s"),
-}
-_BANNER_FIELDS = {
-    "Total": "train_samples",
-    "Tamanho do batch": "batch_size",
-    "GPUs solicitadas": "gpus",
-    "Numero de epocas": "epochs",
-}
-_CMD_OPT = re.compile(r"--(batch[-_]size|num[-_]gpus|gpus|epochs)[= ](\d+)")
-
-
-_COUNTING_MAX = 1 << 17
-"""Step numbers up to this are checked against the cached sequence (about 1 MB); larger ones are parsed."""
-
-
-class _Counting:
-    """``b"1 2 3 ... n"`` and where each number starts in it, built once and grown on demand."""
-
-    text = b""
-    starts: array = array("l", [0, 0])
-
-    @classmethod
-    def span(cls, first: int, count: int) -> bytes | None:
-        last = first + count - 1
-        if first < 1 or count < 1 or last > _COUNTING_MAX:
-            return None
-        if last + 1 >= len(cls.starts):
-            top = max(last + 1, 2 * len(cls.starts), 4096)
-            cls.text = b" ".join(b"%d" % i for i in range(1, top + 1)) + b" "
-            cls.starts = array("l", [0, 0])
-            pos = 0
-            for i in range(1, top + 1):
-                pos += len(b"%d" % i) + 1
-                cls.starts.append(pos)
-        return cls.text[cls.starts[first] : cls.starts[last + 1] - 1]
-
-
-def _step_numbers(numbers: list[bytes]) -> range | array:
-    """The logged step numbers: a ``range`` when they are consecutive (the usual case; checked byte for
-    byte against ``first .. first + n - 1`` instead of converting each number), else an ``array('l')``.
-    Which of the two depends only on the values, never on how the log was cut into regions."""
-    first = int(numbers[0])
-    consecutive = range(first, first + len(numbers))
-    expected = _Counting.span(first, len(numbers))
-    if expected is not None and b" ".join(numbers) == expected:
-        return consecutive
-    values = array("l", map(int, numbers))
-    return consecutive if values == array("l", consecutive) else values
-
-
-def _add_step_numbers(ep: Epoch, numbers: range | array) -> None:
-    """Append ``numbers`` to the epoch's step numbers, which stay a ``range`` (48 bytes instead of 8 a
-    step) for as long as the epoch's numbers are consecutive."""
-    have = ep.step_numbers
-    if not have:
-        ep.step_numbers = numbers
-    elif type(have) is range and type(numbers) is range and have.stop == numbers.start:
-        ep.step_numbers = range(have.start, numbers.stop)
-    else:
-        if type(have) is range:
-            have = ep.step_numbers = array("l", have)
-        have.extend(numbers)
-
-
-def _plain_values(values: list[bytes]) -> array | None:
-    """The values as an ``array('d')`` when all are unsigned decimals or exponents, else None."""
-    joined = b" " + b" ".join(values)
-    if joined.translate(None, _UNSIGNED) or b" -" in joined or b" +" in joined:
-        return None
-    return array("d", map(float, values))
-
-
-def _extend_doubles(into: array, values: array | bytes) -> int:
-    """Append 8-byte doubles, an ``array('d')`` or its bytes (the C scanner's), to ``into`` in one copy;
-    how many were appended."""
-    held = len(into)
-    into.frombytes(memoryview(values).cast("B"))
-    return len(into) - held
-
-
-def _lines_with(literal: re.Pattern[bytes], region: bytes, start: int, end: int) -> Iterator[int]:
-    """Where each line of ``region[start:end]`` that holds ``literal`` starts, once per line: at its
-    newline, or at ``start`` for the stretch's first line (the rest of a rare line)."""
-    pos = start
-    while (m := literal.search(region, pos, end)) is not None:
-        line_start = max(region.rfind(b"\n", start, m.start()), start)
-        line_end = region.find(b"\n", m.end(), end)
-        line_end = end if line_end < 0 else line_end
-        yield line_start
-        pos = line_end
-
-
-def _compact(ep: Epoch, ranges: dict[range, range], budget: SpillBudget) -> None:
-    """Copy a finished epoch's arrays to their exact size (growing arrays keep spare room), or move them
-    to disk once the run's values exceed the memory budget; epochs with the same consecutive step numbers
-    (every full epoch of a run) share one immutable ``range``."""
-    ep.step_s = budget.keep(array("d", ep.step_s))
-    if len(ep.real_time):
-        ep.real_time = budget.keep(array("d", ep.real_time))
-    if type(ep.step_numbers) is range:
-        ep.step_numbers = ranges.setdefault(ep.step_numbers, ep.step_numbers)
-    else:
-        ep.step_numbers = array("l", ep.step_numbers)
-
 
 class CloudMLReader:
     """Reads the cloud-ML lines of a log, region by region, into epochs and run-level values."""
+
+    name: ClassVar[str] = DIALECT
+    precedence: ClassVar[int] = 2
 
     def __init__(self) -> None:
         self.epochs: list[Epoch] = []
@@ -277,7 +113,7 @@ class CloudMLReader:
         self._bar_budget: int | None = None
         self._bar_done = False
         self._tb_budget = 0
-        self._cmd_budget = _CMD_WINDOW
+        self._cmd_budget = CMD_WINDOW
         self._facts: dict[str, dict[str, int]] = {}
         self._last_form_here = False
         self._ranges: dict[range, range] = {}
@@ -303,8 +139,8 @@ class CloudMLReader:
             events = [m for at in rare_lines(region, RARE_STARTS) if (m := match(region, at)) is not None]
         else:
             events = list(RARE.finditer(region))
-        if _VACC_LIT in region:
-            events.extend(native.finditer_at(VACC, region, _VACC_LIT))
+        if VACC_LIT in region:
+            events.extend(native.finditer_at(VACC, region, VACC_LIT))
             events.sort(key=re.Match.start)
         if not events:
             self._bulk(region, 0, len(region), lc)
@@ -365,17 +201,17 @@ class CloudMLReader:
                 numbers = [n for n, _ in lines]
                 if max(map(len, numbers)) > STEP_NUMBER_DIGITS:
                     raise ValueError("a step number too large for 64 bits")
-                times = _plain_values([v for _, v in lines])
+                times = plain_values([v for _, v in lines])
                 if times is None or max(times) > MAX_DURATION_S:
                     raise ValueError("a sign, nan, inf or an absurd step time: check each value")
             except ValueError:
                 self._steps_one_by_one(region, start, end, lc)
             else:
-                self._add_steps(times, _step_numbers(numbers))
+                self._add_steps(times, step_numbers(numbers))
         hits = region.count(REAL_LIT, start, end)
         if hits:
             stamps = REAL.findall(region, start, end)
-            values_rt = _plain_values(stamps) if len(stamps) == hits else None
+            values_rt = plain_values(stamps) if len(stamps) == hits else None
             if values_rt is None or max(values_rt) == float("inf"):
                 self._stamps_one_by_one(region, start, end, lc)
             else:
@@ -395,19 +231,19 @@ class CloudMLReader:
         ep = self._cur if self._cur is not None else self._open_implicit()
         if self.first_step_number is None:
             self.first_step_number = numbers[0]
-        self.records += _extend_doubles(ep.step_s, times)
-        _add_step_numbers(ep, numbers)
+        self.records += extend_doubles(ep.step_s, times)
+        add_step_numbers(ep, numbers)
 
     def _add_stamps(self, stamps: array | bytes) -> None:
         """Checked wall-clock stamps (an ``array('d')`` or its bytes): the current epoch's, or the next
         epoch's when none is open."""
         into = self._cur.real_time if self._cur is not None else self._pending_rt
         assert isinstance(into, array)  # the reader's epochs hold their stamps in arrays
-        self.records += _extend_doubles(into, stamps)
+        self.records += extend_doubles(into, stamps)
 
     def _steps_one_by_one(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
         """The slow path: each step line checked, with its line number; bad lines are reported."""
-        for line_start in _lines_with(STEP_ANY, region, start, end):
+        for line_start in lines_with(STEP_ANY, region, start, end):
             m = STEP.match(region, line_start, end)
             if m is None:
                 what = f"a step line without its number or its time ({_excerpt(region, line_start, end)})"
@@ -459,7 +295,7 @@ class CloudMLReader:
         if self.first_step_number is None:
             self.first_step_number = number
         ep.step_s.append(value)
-        _add_step_numbers(ep, range(number, number + 1))
+        add_step_numbers(ep, range(number, number + 1))
 
     def _real(self, value: float, lc: LineCounter, pos: int) -> None:
         why = timestamp_problem(value)
@@ -472,60 +308,77 @@ class CloudMLReader:
             self._pending_rt.append(value)
 
     def _rare(self, kind: str, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
-        if kind == "ehdr":
-            self._epoch_header(int(m.group(g - 1)), int(m.group(g)))
-            if not self._bar_done and self._bar_budget is None:
-                self._bar_budget = _BAR_WINDOW
-                self._first_bar(region, m.end())
-        elif kind == "etime":
-            v = self._duration("Epoch time", m.group(g), lc, m.start())
-            ep = self._cur if self._cur is not None else self._open_implicit()
-            if v is not None:
-                ep.epoch_s = v
-            self._closed = ep
-            self._cur = None
-        elif kind == "vtime":
-            v = self._duration("Validation time", m.group(g), lc, m.start())
-            last = self._cur if self._cur is not None else self._closed
-            if v is not None and last is not None:
-                last.validation_s = v
-        elif kind == "vacc":
-            v = float(m.group(g))
-            if v != v:
-                self._problem("absurd-value", "val_accuracy is not a number; ignored", lc.at(m.start()))
-                return
-            if self._cur is not None and self._cur.steps:
-                self._cur.validation_accuracy = v
-                self.extra.setdefault(ACCURACY_AFTER_EPOCH_TIME, False)
-            elif self._closed is not None:
-                self._closed.validation_accuracy = v
-                self.extra[ACCURACY_AFTER_EPOCH_TIME] = True
-        elif kind == "ebeg":
-            t = float(m.group(g))
-            if self._cur is not None and not self._cur.steps:
-                self._cur.start_time = t
-            else:
-                self._pending_start = t
-        elif kind == "eend":
-            if self._cur is not None:
-                self._cur.end_time = float(m.group(g))
-        elif kind in _RUN_TIMES:
-            label, attr = _RUN_TIMES[kind]
-            v = self._duration(label, m.group(g), lc, m.start())
-            if v is not None:
-                setattr(self, attr, v)
-        elif kind in ("trainon", "xshape"):
-            self._fact("dataset", "train_samples", int(m.group(g)))
-        elif kind == "banner":
-            self._banner(m.group(g - 1).decode(), int(m.group(g)))
-        elif kind == "tb":
-            self._traceback(region, m.end(), lc.at(m.start()))
-        elif kind == "done":
-            self.saw_done = True
-        elif kind == "test":
-            self.extra["test_" + m.group(g - 1).decode()] = float(m.group(g))
-        elif kind == "pre":
-            self.saw_preamble = True
+        """A rare line of ``kind`` (:data:`KIND_OF`), its value in group ``g``, read by its handler."""
+        _RARE[kind](self, m, g, region, lc)
+
+    # ---- one handler a kind of rare line (:data:`_RARE`) -----------------------------------------
+
+    def _on_epoch_header(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self._epoch_header(int(m.group(g - 1)), int(m.group(g)))
+        if not self._bar_done and self._bar_budget is None:
+            self._bar_budget = BAR_WINDOW
+            self._first_bar(region, m.end())
+
+    def _on_epoch_time(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        v = self._duration("Epoch time", m.group(g), lc, m.start())
+        ep = self._cur if self._cur is not None else self._open_implicit()
+        if v is not None:
+            ep.epoch_s = v
+        self._closed = ep
+        self._cur = None
+
+    def _on_validation_time(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        v = self._duration("Validation time", m.group(g), lc, m.start())
+        last = self._cur if self._cur is not None else self._closed
+        if v is not None and last is not None:
+            last.validation_s = v
+
+    def _on_val_accuracy(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        v = float(m.group(g))
+        if v != v:
+            self._problem("absurd-value", "val_accuracy is not a number; ignored", lc.at(m.start()))
+            return
+        if self._cur is not None and self._cur.steps:
+            self._cur.validation_accuracy = v
+            self.extra.setdefault(ACCURACY_AFTER_EPOCH_TIME, False)
+        elif self._closed is not None:
+            self._closed.validation_accuracy = v
+            self.extra[ACCURACY_AFTER_EPOCH_TIME] = True
+
+    def _on_epoch_begin(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        t = float(m.group(g))
+        if self._cur is not None and not self._cur.steps:
+            self._cur.start_time = t
+        else:
+            self._pending_start = t
+
+    def _on_epoch_end(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        if self._cur is not None:
+            self._cur.end_time = float(m.group(g))
+
+    def _on_run_time(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        label, attr = RUN_TIMES[KIND_OF[g]]  # init, fit, save or total: the kind of its group
+        v = self._duration(label, m.group(g), lc, m.start())
+        if v is not None:
+            setattr(self, attr, v)
+
+    def _on_dataset(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self._fact("dataset", "train_samples", int(m.group(g)))
+
+    def _on_banner(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self._banner(m.group(g - 1).decode(), int(m.group(g)))
+
+    def _on_traceback(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self._traceback(region, m.end(), lc.at(m.start()))
+
+    def _on_done(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self.saw_done = True
+
+    def _on_test(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self.extra["test_" + m.group(g - 1).decode()] = float(m.group(g))
+
+    def _on_preamble(self, m: re.Match[bytes], g: int, region: bytes, lc: LineCounter) -> None:
+        self.saw_preamble = True
 
     def _find_command_line(self, region: bytes) -> None:
         m = CMD.search(region, 0, self._cmd_budget)
@@ -574,15 +427,15 @@ class CloudMLReader:
             self._cur = ep
             return ep
         if self.epochs:
-            _compact(self.epochs[-1], self._ranges, self._budget)
+            compact(self.epochs[-1], self._ranges, self._budget)
         self.epochs.append(ep)
         self._cur = ep
         return ep
 
     def _first_bar(self, region: bytes, pos: int) -> None:
-        """Look for the first progress bar within :data:`_BAR_WINDOW` bytes after the first epoch header."""
+        """Look for the first progress bar within :data:`BAR_WINDOW` bytes after the first epoch header."""
         budget = self._bar_budget or 0
-        m = _FIRST_BAR.search(region, pos, pos + budget)
+        m = FIRST_BAR.search(region, pos, pos + budget)
         self._bar_budget = budget - (len(region) - pos)
         if m is None:
             if self._bar_budget <= 0:
@@ -593,13 +446,13 @@ class CloudMLReader:
         self._fact("bar", "train_samples", int(m.group(2)))
 
     def _banner(self, label: str, value: int) -> None:
-        field = _BANNER_FIELDS[label]
+        field = BANNER_FIELDS[label]
         self._fact("banner", field, value)
 
     def _command_line(self, text: str) -> None:
         if self.header.command_line is None:
             self.header.command_line = text
-        for opt, val in _CMD_OPT.findall(text):
+        for opt, val in CMD_OPT.findall(text):
             field = "batch_size" if opt.startswith("batch") else "epochs" if opt == "epochs" else "gpus"
             self._fact("cmd", field, int(val))
 
@@ -627,12 +480,12 @@ class CloudMLReader:
         if self.traceback_line is None:
             self.traceback_line = line
         self.traceback = "Traceback (most recent call last)"
-        self._tb_budget = _TB_WINDOW
+        self._tb_budget = TB_WINDOW
         self._exception_line(region, pos)
 
     def _exception_line(self, region: bytes, pos: int) -> None:
-        """The exception line closes a traceback; look for it within :data:`_TB_WINDOW` bytes."""
-        m = _EXC_LINE.search(region, pos, pos + self._tb_budget)
+        """The exception line closes a traceback; look for it within :data:`TB_WINDOW` bytes."""
+        m = EXC_LINE.search(region, pos, pos + self._tb_budget)
         if m is not None:
             self.traceback = m.group(1).decode("utf-8", "replace").strip()[:500]
             self._tb_budget = 0
@@ -649,8 +502,8 @@ class CloudMLReader:
             return None
         return v
 
-    def _problem(self, code: str, message: str, line: int | None, severity: str = "warning") -> None:
-        self.problems.append((code, message, line, severity))
+    def _problem(self, code: str, message: str, line: int | None) -> None:
+        self.problems.add(code, message, line)
 
     # ---- result ------------------------------------------------------------------------------
 
@@ -658,7 +511,7 @@ class CloudMLReader:
         """Close the reading: settle the header, number epochs that never got a header."""
         self._resolve_header()
         if self.epochs:
-            _compact(self.epochs[-1], self._ranges, self._budget)
+            compact(self.epochs[-1], self._ranges, self._budget)
         self.real_time = JoinedStamps([*self.epochs, self._pending_rt])
         if self._dropped_epochs:
             msg = (
@@ -674,9 +527,50 @@ class CloudMLReader:
                 ep.index = expected
             expected = ep.index + 1
 
-    @property
-    def has_data(self) -> bool:
-        return bool(self.epochs) or self.init_s is not None or self.total_s is not None
+    # ---- the plug-in's answers (:mod:`trainsweep.logs.dialects`) ------------------------------------
+
+    def steps_read(self) -> int | None:
+        """The steps read; None when no cloud-ML line was recognised."""
+        return sum(e.steps for e in self.epochs) if self.records else None
+
+    def to_run(self, run: RunTimings, path: Path | None) -> None:
+        """Write what was read into ``run``: header, epochs, run times, stamps, a traceback's failure."""
+        run.dialect = DIALECT
+        run.header = self.header
+        run.epochs = self.epochs
+        run.init_s, run.fit_s, run.total_s = self.init_s, self.fit_s, self.total_s
+        run.model_save_s = self.model_save_s
+        run.real_time = self.real_time
+        run.extra.update(self.extra)
+        if self.last_step_form:
+            run.extra["last_step_form"] = "N steps training"
+        if self.traceback is not None:
+            run.status = "failed"
+            run.failure_reason = self.traceback
+            run.add_problem("failed", f"the job failed: {self.traceback}", self.traceback_line, "error")
+
+    def check(self, run: RunTimings) -> bool:
+        """The quality checks of the run's shape (:func:`checks.cloudml_shape`); True: it is partial."""
+        return checks.cloudml_shape(run, self)
+
+
+_RARE: dict[str, Callable[[CloudMLReader, re.Match[bytes], int, bytes, LineCounter], None]] = {
+    "ehdr": CloudMLReader._on_epoch_header,
+    "etime": CloudMLReader._on_epoch_time,
+    "vtime": CloudMLReader._on_validation_time,
+    "vacc": CloudMLReader._on_val_accuracy,
+    "ebeg": CloudMLReader._on_epoch_begin,
+    "eend": CloudMLReader._on_epoch_end,
+    **dict.fromkeys(RUN_TIMES, CloudMLReader._on_run_time),
+    "trainon": CloudMLReader._on_dataset,
+    "xshape": CloudMLReader._on_dataset,
+    "banner": CloudMLReader._on_banner,
+    "tb": CloudMLReader._on_traceback,
+    "done": CloudMLReader._on_done,
+    "test": CloudMLReader._on_test,
+    "pre": CloudMLReader._on_preamble,
+}
+"""What each kind of rare line (:data:`KIND_OF`, and ``vacc``) does to the reader."""
 
 
 _EXCERPT_BYTES = 80

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from trainsweep.logs.model import Problem, Severity
+
 MAX_EPOCHS = 100_000
 """Epochs one reader builds, all ranks together (about 600 bytes each; a 1 GB log made of every real
 cloud-ML epoch, renumbered into one run, has 86,557; real runs have tens to hundreds)."""
@@ -21,15 +23,13 @@ MAX_RANKS = 20_000
 MAX_PROBLEMS_PER_CODE = 100
 """Problems of one code a reader lists with their lines; the rest are counted in one more entry."""
 
-ProblemTuple = tuple[str, str, "int | None", str]
-
 
 class ProblemLog:
     """A reader's problems: the :data:`MAX_PROBLEMS_PER_CODE` first by line of each code, then a count.
 
-    ``append`` takes the ``(code, message, line, severity)`` tuples the readers always made; iterating
-    gives the listed ones followed by one ``(code, "N more ...", None, severity)`` entry per code that
-    went over the bound, so a log of a million bad lines costs a few kilobytes of problems. Which ones
+    ``append`` takes a :class:`~trainsweep.logs.model.Problem` (``add`` makes one); iterating gives the
+    listed ones followed by one ``Problem(code, "N more ...", None, severity)`` per code that went over
+    the bound, so a log of a million bad lines costs a few kilobytes of problems. Which ones
     are listed depends only on the problems, never on the order a reader met them in (it reads a
     stretch's step lines before its stamps, and stretches depend on how the log was chunked).
     """
@@ -37,14 +37,18 @@ class ProblemLog:
     __slots__ = ("_counts", "_listed", "_severity")
 
     def __init__(self) -> None:
-        self._listed: dict[str, list[ProblemTuple]] = {}
+        self._listed: dict[str, list[Problem]] = {}
         self._counts: dict[str, int] = {}
-        self._severity: dict[str, str] = {}
+        self._severity: dict[str, Severity] = {}
 
-    def append(self, problem: ProblemTuple) -> None:
-        code = problem[0]
+    def add(self, code: str, message: str, line: int | None, severity: Severity = "warning") -> None:
+        """List the problem ``code`` (a reader's ``code``, ``message``, 1-based ``line``)."""
+        self.append(Problem(code, message, line, severity))
+
+    def append(self, problem: Problem) -> None:
+        code = problem.code
         self._counts[code] = self._counts.get(code, 0) + 1
-        self._severity.setdefault(code, problem[3])
+        self._severity.setdefault(code, problem.severity)
         listed = self._listed.setdefault(code, [])
         listed.append(problem)
         if len(listed) >= 2 * MAX_PROBLEMS_PER_CODE:  # keep the first by line, amortised
@@ -55,13 +59,13 @@ class ProblemLog:
         """How many problems of ``code`` were reported, listed or not."""
         return self._counts.get(code, 0)
 
-    def __iter__(self) -> Iterator[ProblemTuple]:
+    def __iter__(self) -> Iterator[Problem]:
         for listed in self._listed.values():
             yield from sorted(listed, key=_order)[:MAX_PROBLEMS_PER_CODE]
         for code, n in self._counts.items():
             if n > MAX_PROBLEMS_PER_CODE:
                 more = n - MAX_PROBLEMS_PER_CODE
-                yield (code, f"{more} more {code} problems are not listed", None, self._severity[code])
+                yield Problem(code, f"{more} more {code} problems are not listed", None, self._severity[code])
 
     def __len__(self) -> int:
         return sum(min(n, MAX_PROBLEMS_PER_CODE) + (n > MAX_PROBLEMS_PER_CODE) for n in self._counts.values())
@@ -70,6 +74,6 @@ class ProblemLog:
         return bool(self._counts)
 
 
-def _order(problem: ProblemTuple) -> tuple[int, str, str]:
-    line = problem[2]
-    return (-1 if line is None else line, problem[1], problem[3])
+def _order(problem: Problem) -> tuple[int, str, str]:
+    line = problem.line
+    return (-1 if line is None else line, problem.message, problem.severity)

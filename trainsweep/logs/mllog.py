@@ -78,7 +78,7 @@ PLATFORM = NS + "platform"
 (PyTorch's caching allocator; reserved is what the process held). Kept in ``run.extra`` under this key."""
 MLPERF = NS + "mlperf"
 """``run.extra`` key of an MLPerf result log read as MLPerf defines a run
-(:class:`trainsweep.logs.mlperf.MlperfRun`): benchmark, submitter, status, time to train, blocks,
+(:class:`trainsweep.logs.mlperf_result.MlperfRun`): benchmark, submitter, status, time to train, blocks,
 evaluations, system."""
 TARGET_REACHED = NS + "target_reached"
 """value: {"metric": "eval_accuracy", "target": x, "value": y, "epoch": k}: the run ended at its first

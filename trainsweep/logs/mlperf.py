@@ -6,7 +6,8 @@ the rank; without it a launcher's rank prefix (``0: ``, ``[3] ``) does, else ran
 the epoch; epoch numbers are 1-based, and a log whose epochs start at 0 is shifted by one so that indexes
 match the seed layout.
 
-An MLPerf result log (one with ``run_start``) is also read as MLPerf defines it (:class:`MlperfRun`):
+An MLPerf result log (one with ``run_start``) is also read as MLPerf defines it
+(:class:`~trainsweep.logs.mlperf_result.MlperfRun`):
 ``run_stop``'s status, the time to train ``run_stop - run_start``, the blocks (``block_start``/``block_stop``)
 with their samples and throughput, every evaluation's accuracy, the system of ``:::SYSJSON``.
 """
@@ -17,13 +18,18 @@ import json
 import math
 import re
 from array import array
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
 
-from trainsweep.logs import mllog, native
+from trainsweep.logs import checks, mllog, mlperf_result, native
 from trainsweep.logs.limits import MAX_EPOCHS, MAX_PROBLEMS_PER_CODE, MAX_RANKS, ProblemLog
 from trainsweep.logs.lines import LineCounter
-from trainsweep.logs.model import Epoch, RunHeader
+from trainsweep.logs.mlperf_result import KEYS as _MLPERF_KEYS
+from trainsweep.logs.mlperf_result import MlperfRun, system_facts
+from trainsweep.logs.model import Epoch, Problem, RunHeader, RunTimings
 from trainsweep.logs.numbers import duration_problem
+from trainsweep.logs.ranks import ranks_to_run
 
 DIALECT = "mllog"
 TOKEN = mllog.TOKEN.encode()
@@ -60,6 +66,9 @@ _HEADER_STRS = {
 
 class MllogReader:
     """Collects per-rank epochs, the header, the prediction and a failure from MLLOG records."""
+
+    name: ClassVar[str] = DIALECT
+    precedence: ClassVar[int] = 0
 
     def __init__(self) -> None:
         self.ranks: dict[int, dict[int, Epoch]] = {}
@@ -99,13 +108,13 @@ class MllogReader:
                 self._record(rec, len(payload), prefix)
             except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
                 msg = f"unreadable MLLOG record: {exc}"[:300]
-                self.problems.append(("bad-mllog", msg, lc.at(m.start()), "warning"))
+                self.problems.append(Problem("bad-mllog", msg, lc.at(m.start())))
                 continue
             except _AbsurdValueError as exc:
-                self.problems.append(("absurd-value", str(exc), lc.at(m.start()), "warning"))
+                self.problems.append(Problem("absurd-value", str(exc), lc.at(m.start())))
                 continue
             except _AbsurdStructureError as exc:
-                self.problems.append(("absurd-structure", str(exc), lc.at(m.start()), "warning"))
+                self.problems.append(Problem("absurd-structure", str(exc), lc.at(m.start())))
                 continue
             self.records += 1
 
@@ -123,6 +132,7 @@ class MllogReader:
                 return
 
     def _record(self, rec: dict[str, Any], size: int, prefix_rank: int | None = None) -> None:
+        """One record: its key's handler (:data:`_HANDLERS`), else a metric or another key."""
         key = rec["key"]
         value: Any = rec.get("value")  # any JSON: a use of the wrong type raises, reported as unreadable
         meta = rec.get("metadata") or {}
@@ -136,68 +146,120 @@ class MllogReader:
             stamp = float(time_ms) / 1000.0
         if key in _MLPERF_KEYS:
             self.mlperf.record(key, value, meta, time_ms if stamp is not None else None, rank)
-
-        if key == mllog.STEP:
-            self._step(rank, meta, value)
-        elif key in _INSTRUMENTED:
-            self._instrumented(key, rank, meta, value)
-        elif key == mllog.EPOCH_START:
-            ep = self._epoch(rank, meta)
-            self._current_epoch[rank] = ep.index
-            self._pending.pop(rank, None)
-            if stamp is not None:
-                ep.start_time = stamp
-                self._stamp(ep, stamp, rank)
-        elif key == mllog.EPOCH_STOP:
-            ep = self._epoch(rank, meta)
-            if stamp is not None:
-                ep.end_time = stamp
-                self._stamp(ep, stamp, rank)
-        elif key == mllog.EPOCH_TIME:
-            self._epoch(rank, meta).epoch_s = _duration(key, value)
-        elif key == mllog.VALIDATION_TIME:
-            self._epoch(rank, meta).validation_s = _duration(key, value)
-        elif key == mllog.EVAL_ACCURACY:
-            if value is None:  # a run without evaluation data logs the key with no value
-                return
-            acc = float(value)
-            if not math.isfinite(acc):
-                raise _AbsurdValueError(f"{key} {acc!r} is not finite; ignored")
-            if "epoch_num" in meta or not self.mlperf.started:  # MLPerf may count samples instead
-                self._epoch(rank, meta).validation_accuracy = acc
-        elif key in _RUN_DURATIONS:
-            if rank == 0 or _RUN_DURATIONS[key] not in self.durations:
-                self.durations[_RUN_DURATIONS[key]] = _duration(key, value)
-        elif key in _HEADER_INTS:
-            setattr(self.header, _HEADER_INTS[key], int(value))
-        elif key in _HEADER_STRS:
-            setattr(self.header, _HEADER_STRS[key], str(value))
-        elif key == mllog.PREDICTION:
-            if not isinstance(value, dict):
-                raise ValueError("prediction value is not an object")
-            self.prediction = value
-        elif key == mllog.FAILURE:
-            self.failure = value if isinstance(value, dict) else {"reason": str(value)}
-        elif key == mllog.INIT_START:
-            self.init_start_ms = float(time_ms) if time_ms is not None else None
-        elif key == mllog.INIT_STOP:
-            self.init_stop_ms = float(time_ms) if time_ms is not None else None
-        elif key in (mllog.RUN_START, mllog.RUN_STOP):
-            if stamp is not None and rank == 0:
-                self.real_time.append(stamp)
-            if key == mllog.RUN_STOP:
-                status = meta.get("status")
-                if isinstance(status, str) and (rank == 0 or self.run_stop_status is None):
-                    self.run_stop_status = status  # rank 0's word wins
-        elif key in _MLPERF_KEYS:
-            pass  # read by self.mlperf above
+        handler = _HANDLERS.get(key)
+        if handler is not None:
+            handler(self, key, value, meta, rank, time_ms, stamp)
         elif key.startswith(mllog.METRIC_PREFIX) and "epoch_num" in meta:
             self._metric(key[len(mllog.METRIC_PREFIX) :], rank, meta, value)
-        elif size > MAX_EXTRA_BYTES:
+        else:
+            self._other(key, value, size)
+
+    # ---- one handler a key (:data:`_HANDLERS`) ---------------------------------------------------
+
+    def _on_instrumented(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self._instrumented(key, rank, meta, value)
+
+    def _on_epoch_start(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        ep = self._epoch(rank, meta)
+        self._current_epoch[rank] = ep.index
+        self._pending.pop(rank, None)
+        if stamp is not None:
+            ep.start_time = stamp
+            self._stamp(ep, stamp, rank)
+
+    def _on_epoch_stop(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        ep = self._epoch(rank, meta)
+        if stamp is not None:
+            ep.end_time = stamp
+            self._stamp(ep, stamp, rank)
+
+    def _on_epoch_time(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self._epoch(rank, meta).epoch_s = _duration(key, value)
+
+    def _on_validation_time(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self._epoch(rank, meta).validation_s = _duration(key, value)
+
+    def _on_eval_accuracy(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        if value is None:  # a run without evaluation data logs the key with no value
+            return
+        acc = float(value)
+        if not math.isfinite(acc):
+            raise _AbsurdValueError(f"{key} {acc!r} is not finite; ignored")
+        if "epoch_num" in meta or not self.mlperf.started:  # MLPerf may count samples instead
+            self._epoch(rank, meta).validation_accuracy = acc
+
+    def _on_run_duration(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        if rank == 0 or _RUN_DURATIONS[key] not in self.durations:
+            self.durations[_RUN_DURATIONS[key]] = _duration(key, value)
+
+    def _on_header_int(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        setattr(self.header, _HEADER_INTS[key], int(value))
+
+    def _on_header_str(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        setattr(self.header, _HEADER_STRS[key], str(value))
+
+    def _on_prediction(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        if not isinstance(value, dict):
+            raise ValueError("prediction value is not an object")
+        self.prediction = value
+
+    def _on_failure(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self.failure = value if isinstance(value, dict) else {"reason": str(value)}
+
+    def _on_init_start(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self.init_start_ms = float(time_ms) if time_ms is not None else None
+
+    def _on_init_stop(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        self.init_stop_ms = float(time_ms) if time_ms is not None else None
+
+    def _on_run_start_or_stop(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        if stamp is not None and rank == 0:
+            self.real_time.append(stamp)
+        if key == mllog.RUN_STOP:
+            status = meta.get("status")
+            if isinstance(status, str) and (rank == 0 or self.run_stop_status is None):
+                self.run_stop_status = status  # rank 0's word wins
+
+    def _on_mlperf_only(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        """A key only :class:`MlperfRun` reads (blocks): read there already."""
+
+    def _other(self, key: str, value: Any, size: int) -> None:
+        """A key with no handler: kept in :attr:`extra` (bounded)."""
+        if size > MAX_EXTRA_BYTES:
             raise _AbsurdStructureError(
                 f"a record of {size} bytes for the other key {str(key)[:80]!r}: ignored"
             )
-        elif key in self.extra or len(self.extra) < MAX_EXTRA_KEYS:
+        if key in self.extra or len(self.extra) < MAX_EXTRA_KEYS:
             self.extra[key] = value
         else:
             raise _AbsurdStructureError(
@@ -243,7 +305,10 @@ class MllogReader:
             ep = eps[index] = Epoch(index=index)
         return ep
 
-    def _step(self, rank: int, meta: dict[str, Any], value: Any) -> None:
+    def _on_step(
+        self, key: str, value: Any, meta: dict[str, Any], rank: int, time_ms: Any, stamp: float | None
+    ) -> None:
+        """A step (``trainsweep.step``): its time, number and, when timed, data wait and compute."""
         if not isinstance(value, dict):
             raise ValueError("step value is not an object")
         step_s = _duration("step_s", value["step_s"])
@@ -278,15 +343,18 @@ class MllogReader:
         pending = self._pending.pop(rank, {})
         epoch = meta.get("epoch_num", self._current_epoch.get(rank, 1))
         ep = self._epoch(rank, {"epoch_num": epoch})
-        self._step(
-            rank,
-            {"epoch_num": epoch},
+        self._on_step(
+            mllog.STEP,
             {
                 "step": ep.steps + 1,
                 "step_s": seconds,
                 "data_wait_s": pending.get(mllog.LOAD_BATCH_MEM),
                 "compute_s": pending.get(mllog.ALL_COMPUTE),
             },
+            {"epoch_num": epoch},
+            rank,
+            None,
+            None,
         )
 
     def _stamp(self, ep: Epoch, stamp: float, rank: int) -> None:
@@ -311,9 +379,43 @@ class MllogReader:
             if duration_problem(d) is None:
                 self.durations["init_s"] = d
 
-    @property
-    def has_data(self) -> bool:
-        return self.records > 0
+    # ---- the plug-in's answers (:mod:`trainsweep.logs.dialects`) ------------------------------------
+
+    def steps_read(self) -> int | None:
+        """The steps read, all ranks together; None when the log holds no readable MLLOG record."""
+        if self.records == 0:
+            return None
+        return sum(e.steps for eps in self.ranks.values() for e in eps.values())
+
+    def to_run(self, run: RunTimings, path: Path | None) -> None:
+        """Write what was read into ``run``: the ranks (rank 0's epochs are the run's), the header, the
+        durations, the prediction, a failure; an MLPerf result log's reading (:mod:`.mlperf_result`)."""
+        run.dialect = DIALECT
+        run.header = self.header
+        ranks_to_run(run, self.ranks)
+        for attr, v in self.durations.items():
+            setattr(run, attr, v)
+        run.real_time = self.real_time
+        run.prediction = self.prediction
+        run.extra.update(self.extra)
+        if self.failure is not None:
+            run.status = "failed"
+            reason = str(self.failure.get("reason") or "the training container reported a failure")
+            kind = self.failure.get("kind")
+            run.failure_reason = reason
+            if kind:
+                run.extra["failure_kind"] = kind
+            run.add_problem("failed", f"the job failed ({kind or 'error'}): {reason}", None, "error")
+        elif self.run_stop_status not in (None, "success"):
+            run.status = "failed"
+            run.failure_reason = f"run_stop status {self.run_stop_status}"
+            run.add_problem("failed", f"the run stopped with status {self.run_stop_status!r}", None, "error")
+        if mllog.SUBMISSION_BENCHMARK in self.extra:
+            mlperf_result.to_run(run, self.mlperf, self.extra, path)
+
+    def check(self, run: RunTimings) -> bool:
+        """The quality checks of the run's shape (:func:`checks.structured_shape`); True: it is partial."""
+        return checks.structured_shape(run)
 
 
 def _prefix_rank(region: bytes, token_at: int) -> int | None:
@@ -327,178 +429,30 @@ def _prefix_rank(region: bytes, token_at: int) -> int | None:
     return int(m.group(1) or m.group(2))
 
 
-_INSTRUMENTED = frozenset({mllog.LOAD_BATCH_MEM, mllog.ALL_COMPUTE, mllog.STEP_END})
-_MLPERF_KEYS = frozenset(
-    {mllog.RUN_START, mllog.RUN_STOP, mllog.BLOCK_START, mllog.BLOCK_STOP, mllog.EVAL_ACCURACY}
-)
-MAX_BLOCKS = 10_000
-"""Blocks and evaluations kept per run (a real MLPerf run has tens to a few thousand)."""
-
-
-class MlperfRun:
-    """A log read as MLPerf defines a run (the MLPerf Training rules and ``mlperf-logging``):
-
-    - the time to train is ``run_stop - run_start`` (rank 0's, else the first seen), the benchmark's score
-      for one run; the status is ``run_stop``'s ``metadata.status`` (``success`` or ``aborted``);
-    - a block is ``block_start``..``block_stop``; its samples are ``metadata.samples_count`` of its stop
-      minus its start's (large-language and diffusion models count samples), else ``epoch_count`` x
-      ``train_samples`` (a block of whole epochs: ``first_epoch_num``, ``epoch_count``); its throughput is
-      samples over its wall time;
-    - every ``eval_accuracy`` is one evaluation, at the epoch or sample count its metadata gives.
-    """
-
-    def __init__(self) -> None:
-        self.run_start_ms: float | None = None
-        self.run_stop_ms: float | None = None
-        self.status: str | None = None
-        self.blocks: list[dict[str, Any]] = []
-        self.evals: list[dict[str, Any]] = []
-        self.system: dict[str, Any] | None = None
-        self._open: dict[str, Any] | None = None
-
-    @property
-    def started(self) -> bool:
-        return self.run_start_ms is not None
-
-    def record(self, key: str, value: Any, meta: dict[str, Any], time_ms: Any, rank: int) -> None:
-        if key == mllog.RUN_START:
-            if time_ms is not None and (self.run_start_ms is None or rank == 0):
-                self.run_start_ms = float(time_ms)
-        elif key == mllog.RUN_STOP:
-            if time_ms is not None and (self.run_stop_ms is None or rank == 0):
-                self.run_stop_ms = float(time_ms)
-                status = meta.get("status")
-                self.status = status if isinstance(status, str) else None
-        elif rank != 0 or time_ms is None:
-            return  # blocks and evaluations: rank 0's (every rank logs the same ones)
-        elif key == mllog.BLOCK_START:
-            self._open = {
-                "start_ms": float(time_ms),
-                "first_epoch_num": _number(meta.get("first_epoch_num")),
-                "epoch_count": _number(meta.get("epoch_count")),
-                "samples_count": _number(meta.get("samples_count")),
-            }
-        elif key == mllog.BLOCK_STOP:
-            opened, self._open = self._open, None
-            if opened is not None and len(self.blocks) < MAX_BLOCKS:
-                opened["stop_ms"] = float(time_ms)
-                opened["stop_samples_count"] = _number(meta.get("samples_count"))
-                self.blocks.append(opened)
-        elif key == mllog.EVAL_ACCURACY and value is not None and len(self.evals) < MAX_BLOCKS:
-            acc = float(value)
-            if math.isfinite(acc):
-                at: dict[str, Any] = {
-                    k: _number(meta[k]) for k in ("epoch_num", "samples_count") if k in meta
-                }
-                if isinstance(meta.get("metric"), str):  # a benchmark with two metrics (FID and CLIP)
-                    at["metric"] = meta["metric"][:80]
-                self.evals.append({"accuracy": acc, "time_ms": float(time_ms), **at})
-
-    def summary(self, train_samples: int | None) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-        """The ``run.extra["mlperf"]`` entry and the problems (code, message) found making it."""
-        problems: list[tuple[str, str]] = []
-        start = self.run_start_ms
-        ttt = None
-        if start is not None and self.run_stop_ms is not None:
-            ttt = (self.run_stop_ms - start) / 1000.0
-            why = duration_problem(ttt)
-            if why is not None:
-                problems.append(("absurd-value", f"run_stop - run_start = {ttt!r} s {why}: no time to train"))
-                ttt = None
-        in_samples = self._epochs_count_samples(train_samples)
-        if in_samples:
-            problems.append(
-                (
-                    "mlperf-epochs-in-samples",
-                    f"the first block starts at epoch {self.blocks[0]['first_epoch_num']:g} = train_samples: "
-                    "this log's first_epoch_num and epoch_count count samples, read as such",
-                )
-            )
-        blocks = [self._block(b, i, train_samples, in_samples) for i, b in enumerate(self.blocks)]
-        timed = [b for b in blocks if b["samples"] is not None and b["duration_s"] > 0]
-        secs = sum(b["duration_s"] for b in timed)
-        evals = [
-            {k: v for k, v in e.items() if k != "time_ms"}
-            | {"at_s": (e["time_ms"] - start) / 1000.0 if start is not None else None}
-            for e in self.evals
-        ]
-        entry = {
-            "status": self.status,
-            "time_to_train_s": ttt,
-            "run_start_ms": start,
-            "run_stop_ms": self.run_stop_ms,
-            "blocks": blocks,
-            "samples_per_s": sum(b["samples"] for b in timed) / secs if secs > 0 else None,
-            "evals": evals,
-            "system": self.system,
-        }
-        return entry, problems
-
-    def _epochs_count_samples(self, train_samples: int | None) -> bool:
-        first = self.blocks[0]["first_epoch_num"] if self.blocks else None
-        return bool(train_samples and first is not None and first not in (0, 1) and first == train_samples)
-
-    def _block(
-        self, b: dict[str, Any], i: int, train_samples: int | None, in_samples: bool
-    ) -> dict[str, Any]:
-        samples = None
-        start_count = b["samples_count"]
-        if start_count is None and i > 0:
-            start_count = self.blocks[i - 1]["stop_samples_count"]
-        if b["stop_samples_count"] is not None and start_count is not None:
-            samples = b["stop_samples_count"] - start_count
-        elif b["epoch_count"] is not None:
-            samples = (
-                b["epoch_count"]
-                if in_samples
-                else (b["epoch_count"] * train_samples if train_samples else None)
-            )
-        duration = (b["stop_ms"] - b["start_ms"]) / 1000.0
-        start = self.run_start_ms
-        return {
-            "first_epoch_num": b["first_epoch_num"],
-            "epoch_count": b["epoch_count"],
-            "samples": samples,
-            "start_s": (b["start_ms"] - start) / 1000.0 if start is not None else None,
-            "duration_s": duration,
-            "samples_per_s": samples / duration if samples is not None and duration > 0 else None,
-        }
-
-
-def _number(v: Any) -> float | int | None:
-    """A metadata count as logged (int or float), None when absent or not a finite number."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return v if isinstance(v, int) or math.isfinite(v) else None
-
-
-def system_facts(desc: dict[str, Any], source: str) -> dict[str, Any]:
-    """What an MLPerf system description (``systems/<system>.json``, ``:::SYSJSON``) says about the
-    run's hardware: name, submitter, status (``onprem``, ``cloud``...), nodes, accelerators per node,
-    accelerator."""
-
-    def count(k: str) -> int | None:
-        try:
-            n = int(str(desc.get(k, "")).strip())
-        except ValueError:
-            return None
-        return n if n > 0 else None
-
-    def text(k: str) -> str | None:
-        v = desc.get(k)
-        return str(v).strip()[:200] or None if v is not None else None
-
-    nodes, per_node = count("number_of_nodes"), count("accelerators_per_node")
-    return {
-        "system_name": text("system_name"),
-        "submitter": text("submitter"),
-        "status": text("status"),
-        "nodes": nodes,
-        "accelerators_per_node": per_node,
-        "accelerators": nodes * per_node if nodes and per_node else None,
-        "accelerator": text("accelerator_model_name"),
-        "source": source,
-    }
+_HANDLERS: dict[str, Callable[[MllogReader, str, Any, dict[str, Any], int, Any, float | None], None]] = {
+    mllog.STEP: MllogReader._on_step,
+    mllog.LOAD_BATCH_MEM: MllogReader._on_instrumented,
+    mllog.ALL_COMPUTE: MllogReader._on_instrumented,
+    mllog.STEP_END: MllogReader._on_instrumented,
+    mllog.EPOCH_START: MllogReader._on_epoch_start,
+    mllog.EPOCH_STOP: MllogReader._on_epoch_stop,
+    mllog.EPOCH_TIME: MllogReader._on_epoch_time,
+    mllog.VALIDATION_TIME: MllogReader._on_validation_time,
+    mllog.EVAL_ACCURACY: MllogReader._on_eval_accuracy,
+    **dict.fromkeys(_RUN_DURATIONS, MllogReader._on_run_duration),
+    **dict.fromkeys(_HEADER_INTS, MllogReader._on_header_int),
+    **dict.fromkeys(_HEADER_STRS, MllogReader._on_header_str),
+    mllog.PREDICTION: MllogReader._on_prediction,
+    mllog.FAILURE: MllogReader._on_failure,
+    mllog.INIT_START: MllogReader._on_init_start,
+    mllog.INIT_STOP: MllogReader._on_init_stop,
+    mllog.RUN_START: MllogReader._on_run_start_or_stop,
+    mllog.RUN_STOP: MllogReader._on_run_start_or_stop,
+    mllog.BLOCK_START: MllogReader._on_mlperf_only,
+    mllog.BLOCK_STOP: MllogReader._on_mlperf_only,
+}
+"""What each key's record does to the reader. A key not here is a named metric
+(``trainsweep.metric.<name>`` with an ``epoch_num``) or another key, kept in ``run.extra``."""
 
 
 class _AbsurdValueError(Exception):

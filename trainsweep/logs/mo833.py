@@ -16,12 +16,15 @@ Ranks and epochs beyond :mod:`trainsweep.logs.limits` are not built (``absurd-st
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import ClassVar
 
 from trainsweep.logs import native
 from trainsweep.logs.limits import MAX_EPOCHS, MAX_RANKS, ProblemLog
 from trainsweep.logs.lines import LineCounter
-from trainsweep.logs.model import Epoch
+from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.logs.numbers import NUM, duration_problem, small_int, step_number_problem
+from trainsweep.logs.ranks import primary_rank, ranks_to_run
 
 DIALECT = "mo833"
 TOKEN = b"[MO833]"
@@ -45,6 +48,9 @@ _ANY = re.compile(rb"\[MO833\][^\n]*")
 class Mo833Reader:
     """Collects per-rank epochs from ``[MO833]`` lines."""
 
+    name: ClassVar[str] = DIALECT
+    precedence: ClassVar[int] = 1
+
     def __init__(self) -> None:
         self.ranks: dict[int, dict[int, Epoch]] = {}
         self.init_s: dict[int, float] = {}
@@ -62,9 +68,7 @@ class Mo833Reader:
             full = _LINE.fullmatch(region, m.start(), m.end())
             if full is None or m.end() == len(region):  # no newline after it: the log ends inside it
                 what = "in an unknown form" if full is None else "the log ends inside (no line end)"
-                self.problems.append(
-                    ("bad-line", f"[MO833] line {what}; ignored", lc.at(m.start()), "warning")
-                )
+                self.problems.add("bad-line", f"[MO833] line {what}; ignored", lc.at(m.start()))
                 continue
             rank = small_int(full.group(1), 9)
             epoch = small_int(full.group(3), 9) if full.group(3) is not None else 0
@@ -92,7 +96,7 @@ class Mo833Reader:
                 if step is None or (why := step_number_problem(step + 1)) is not None:
                     why = why if step is not None else "has too many digits"
                     msg = f"Iteration {full.group(4)[:30].decode()} {why}; the step is ignored"
-                    self.problems.append(("absurd-value", msg, lc.at(m.start()), "warning"))
+                    self.problems.add("absurd-value", msg, lc.at(m.start()))
                 elif self._ok("It. time", it, lc, m.start()):
                     ep.step_s.append(it)
                     # An epoch this parser made holds an array (only cloudml and pattern store ranges).
@@ -118,19 +122,41 @@ class Mo833Reader:
             f"more than {MAX_RANKS} ranks or {MAX_EPOCHS} epochs, or a rank or epoch number of more than 9 "
             "digits: not a real run; the line is ignored"
         )
-        self.problems.append(("absurd-structure", msg, line, "warning"))
+        self.problems.add("absurd-structure", msg, line)
 
     def _ok(self, what: str, v: float, lc: LineCounter, pos: int) -> bool:
         why = duration_problem(v)
         if why is None:
             return True
-        self.problems.append(("absurd-value", f"{what} {v!r} {why}; ignored", lc.at(pos), "warning"))
+        self.problems.add("absurd-value", f"{what} {v!r} {why}; ignored", lc.at(pos))
         return False
 
     def _elapsed(self, rank: int, v: float, lc: LineCounter, pos: int) -> None:
         if self._ok("Elapsed time", v, lc, pos):
             self.elapsed_s[rank] = max(v, self.elapsed_s.get(rank, 0.0))
 
-    @property
-    def has_data(self) -> bool:
-        return bool(self.ranks) or bool(self.init_s)
+    # ---- the plug-in's answers (:mod:`trainsweep.logs.dialects`) ------------------------------------
+
+    def finish(self) -> None:
+        """Nothing to settle: every line is read whole."""
+
+    def steps_read(self) -> int | None:
+        """The steps read, all ranks together; None when no ``[MO833]`` line was read."""
+        if not self.ranks and not self.init_s:
+            return None
+        return sum(e.steps for eps in self.ranks.values() for e in eps.values())
+
+    def to_run(self, run: RunTimings, path: Path | None) -> None:
+        """Write what was read into ``run``: the ranks (the primary rank's epochs, initialisation time and
+        largest elapsed time are the run's) and the world size when more than one rank logged."""
+        run.dialect = DIALECT
+        ranks_to_run(run, self.ranks)
+        primary = primary_rank(self.ranks) if self.ranks else (0 if 0 in self.init_s else min(self.init_s))
+        run.init_s = self.init_s.get(primary)
+        run.total_s = self.elapsed_s.get(primary)
+        seen = set(self.ranks) | set(self.init_s)
+        run.header.world_size = len(seen) if len(seen) > 1 else None
+
+    def check(self, run: RunTimings) -> bool:
+        """No check of the run's shape beyond the common ones."""
+        return False

@@ -27,9 +27,11 @@ from __future__ import annotations
 import re
 from array import array
 from itertools import pairwise
+from pathlib import Path
+from typing import ClassVar
 
 from trainsweep.logs.limits import MAX_EPOCHS
-from trainsweep.logs.model import Epoch
+from trainsweep.logs.model import Epoch, Problem, RunTimings
 from trainsweep.logs.numbers import NUM, duration_problem, step_number_problem, timestamp_problem
 
 DIALECT = "log-format"
@@ -83,11 +85,15 @@ class PatternReader:
     ``newlines_before + n``).
     """
 
+    name: ClassVar[str] = DIALECT
+    precedence: ClassVar[int] = 0
+    """Not in the dialect table: a given pattern is the only reader, it never competes."""
+
     def __init__(self, pattern: re.Pattern[str]) -> None:
         self.pattern = pattern
         self.epochs: list[Epoch] = []
         self.real_time = array("d")
-        self.problems: list[tuple[str, str, int | None, str]] = []
+        self.problems: list[Problem] = []
         self.matched_lines = 0
         self._has_step_s = STEP_S in pattern.groupindex
         self._has_stamp = TIMESTAMP in pattern.groupindex
@@ -200,7 +206,7 @@ class PatternReader:
     def _problem(self, code: str, message: str, line: int | None) -> None:
         n = self._problem_counts[code] = self._problem_counts.get(code, 0) + 1
         if n <= MAX_PROBLEMS_PER_CODE:
-            self.problems.append((code, message, line, "warning"))
+            self.problems.append(Problem(code, message, line))
 
     def finish(self) -> None:
         """Hold consecutive step numbers as a ``range``; count the problems not listed."""
@@ -211,10 +217,21 @@ class PatternReader:
         for code, n in self._problem_counts.items():
             if n > MAX_PROBLEMS_PER_CODE:
                 more = n - MAX_PROBLEMS_PER_CODE
-                self.problems.append(
-                    (code, f"{more} more lines with {code} problems are not listed", None, "warning")
-                )
+                self.problems.append(Problem(code, f"{more} more lines with {code} problems are not listed"))
 
-    @property
-    def has_data(self) -> bool:
-        return self.matched_lines > 0
+    # ---- the plug-in's answers (:mod:`trainsweep.logs.dialects`) ------------------------------------
+
+    def steps_read(self) -> int | None:
+        """The steps read; None when the pattern matched no line."""
+        return sum(e.steps for e in self.epochs) if self.matched_lines else None
+
+    def to_run(self, run: RunTimings, path: Path | None) -> None:
+        """Write what was read into ``run`` (the pattern and how many lines it matched in ``run.extra``)."""
+        run.dialect = DIALECT
+        run.epochs = self.epochs
+        run.real_time = self.real_time
+        run.extra["log_format"] = {"pattern": self.pattern.pattern, "matched_lines": self.matched_lines}
+
+    def check(self, run: RunTimings) -> bool:
+        """No check of the run's shape beyond the common ones (``no-match`` is one of them)."""
+        return False

@@ -18,10 +18,23 @@ import re
 from dataclasses import replace
 from pathlib import PurePosixPath
 
-from trainsweep.logs.model import RunTimings
+from trainsweep.logs.model import Epoch, RunTimings
 
 _LAST_NUMBER = re.compile(r"\d+(?:\.\d+)*(?=\D*$)")
 _STATUS_ORDER = ("complete", "partial", "empty", "failed", "unreadable")
+
+
+def primary_rank(ranks: dict[int, dict[int, Epoch]]) -> int:
+    """The rank whose epochs are the run's: rank 0, else the lowest."""
+    return 0 if 0 in ranks else min(ranks)
+
+
+def ranks_to_run(run: RunTimings, ranks: dict[int, dict[int, Epoch]]) -> None:
+    """A per-rank reader's epochs (rank -> epoch index -> epoch) as the run's ranks and epochs."""
+    if not ranks:
+        return
+    run.ranks = {r: [eps[i] for i in sorted(eps)] for r, eps in sorted(ranks.items())}
+    run.epochs = run.ranks[primary_rank(ranks)]
 
 
 def rank_key(path: str) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 from trainsweep.logs.parser import LogParse
 
 STATE_KIND = "trainsweep.parse-state"
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 TAIL = 1024
 """Bytes of the log before the state's offset that a resumed read fetches again to recognise the log."""
 
@@ -126,7 +126,7 @@ _ALLOWED = {
     ("trainsweep.logs.cloudml", "CloudMLReader"),
     ("trainsweep.logs.mo833", "Mo833Reader"),
     ("trainsweep.logs.mlperf", "MllogReader"),
-    ("trainsweep.logs.mlperf", "MlperfRun"),
+    ("trainsweep.logs.mlperf_result", "MlperfRun"),
     ("trainsweep.logs.pattern", "PatternReader"),
 }
 
