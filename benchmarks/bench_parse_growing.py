@@ -17,10 +17,10 @@ modes' uploads interleaved (each version to one sweep, then the next):
 * **resumed**: uploaded as the container uploads (``ChecksumAlgorithm=SHA256``): every version is read
   from where the last parse stopped (``sweeps/<id>/parse-state/<run>.state``), and every artefact
   written for each;
-* **live**: as resumed, but a version of a running job (its run still ``partial``) gets only the run
-  record the live views read; the seed outputs (``e<N>.json``, ``.summary``, ``.png``) are made when
-  the log ends and by the end-of-job call. This is ParseRun as it is; the two modes above write every
-  artefact per version (:func:`trainsweep.aws.runs.still_running` made to answer no), as it did before.
+* **live**: as resumed, but each version gets only the run record the live views read; the seed
+  outputs (``e<N>.json``, ``.summary``, ``.png``) are made by the end-of-job call. This is ParseRun as
+  it is; the two modes above write every artefact per version
+  (:func:`trainsweep.aws.runs.notified_artefacts` made to give them all), as it did before.
 
 Prints, per mode, the log bytes ParseRun received (GetObject), the parse-state bytes it read and wrote,
 the parser's own time (feeding the log's bytes, finishing the run, loading and dumping the state; not
@@ -188,12 +188,12 @@ def run_modes(data: bytes, sizes: list[int]) -> tuple[Figures, Artefacts]:
         saved = module.boto3  # type: ignore[union-attr]
         module.boto3 = SimpleNamespace(client=lambda *_a, **_k: s3)  # type: ignore[union-attr]
         meter = Meter(s3, list(MODES))
-        still_running = runs.still_running
+        notified = runs.notified_artefacts
         try:
             for size in [*sizes, -1]:  # -1: the state machine's call once the job has ended
                 for mode, (extra, every_artefact) in MODES.items():
                     meter.mode = mode
-                    runs.still_running = (lambda _run: False) if every_artefact else still_running  # type: ignore[assignment]
+                    runs.notified_artefacts = _every_artefact if every_artefact else notified  # type: ignore[assignment]
                     t = time.perf_counter()
                     _deliver(s3, handler, mode, data[:size] if size >= 0 else None, extra)
                     took = time.perf_counter() - t
@@ -201,7 +201,7 @@ def run_modes(data: bytes, sizes: list[int]) -> tuple[Figures, Artefacts]:
                     if len(sizes) > 1 and size == sizes[-2]:  # the last version while the job runs
                         meter.add("late_upload_s", took)
         finally:
-            runs.still_running = still_running  # type: ignore[assignment]
+            runs.notified_artefacts = notified  # type: ignore[assignment]
             module.boto3 = saved  # type: ignore[union-attr]
             meter.remove()
         artefacts: Artefacts = {}
@@ -213,6 +213,12 @@ def run_modes(data: bytes, sizes: list[int]) -> tuple[Figures, Artefacts]:
                 for o in listed
             }
     return meter.figures, artefacts
+
+
+def _every_artefact(_location: Any, run: Any) -> Any:
+    from trainsweep.artefacts import iter_run_artefacts
+
+    return iter_run_artefacts(run)
 
 
 def _deliver(s3: Any, handler: Any, mode: str, version: bytes | None, extra: dict[str, str]) -> None:
