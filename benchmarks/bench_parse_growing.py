@@ -1,4 +1,5 @@
-"""ParseRun on a running job's log uploaded again and again as it grows: whole parses vs resumed ones.
+"""ParseRun on a running job's log uploaded again and again as it grows: whole parses, resumed ones, and
+resumed ones that write only what the live views read while the job runs.
 
     python benchmarks/bench_parse_growing.py [--mb 20] [--versions 40] [--container]
 
@@ -7,19 +8,25 @@ renumbered into one long run), or with ``--container`` a log as the trainsweep c
 (MLLOG events next to the legacy lines: a real one's epochs, from ``benchmarks/data/container-logs``,
 repeated and renumbered), and uploads ``--versions`` growing versions of it (each cut at an
 arbitrary byte, most inside a line) to ``sweeps/<id>/logs/`` of moto's in-process S3, calling
-``lambdas/parse_run/handler.py`` on each version's notification, as a running job's uploads do. Twice,
-in the same process, the two modes' uploads interleaved (each version to one sweep, then the other):
+``lambdas/parse_run/handler.py`` on each version's notification, as a running job's uploads do, and
+then once more as the state machine does when the job has ended. Three times, in the same process, the
+modes' uploads interleaved (each version to one sweep, then the next):
 
 * **whole**: uploaded without a checksum (an older container's uploads): every version is parsed from
-  its first byte;
+  its first byte, and every artefact written for each;
 * **resumed**: uploaded as the container uploads (``ChecksumAlgorithm=SHA256``): every version is read
-  from where the last parse stopped (``sweeps/<id>/parse-state/<run>.state``).
+  from where the last parse stopped (``sweeps/<id>/parse-state/<run>.state``), and every artefact
+  written for each;
+* **live**: as resumed, but each version gets only the run record the live views read; the seed
+  outputs (``e<N>.json``, ``.summary``, ``.png``) are made by the end-of-job call. This is ParseRun as
+  it is; the two modes above write every artefact per version
+  (:func:`trainsweep.aws.runs.notified_artefacts` made to give them all), as it did before.
 
 Prints, per mode, the log bytes ParseRun received (GetObject), the parse-state bytes it read and wrote,
 the parser's own time (feeding the log's bytes, finishing the run, loading and dumping the state; not
-S3's or the emulator's) and the handler's total wall time (with the artefacts, a plot among them,
-written either way, and moto's S3 in the same process), and checks that both modes leave the same
-artefacts. ``TRAINSWEEP_PURE_PYTHON=1`` reads the logs as ParseRun does in Lambda (no C scanner).
+S3's or the emulator's), the step-time plots it made, and the handler's total wall time (the end-of-job
+call included, and moto's S3 in the same process), and checks that all modes leave the same artefacts.
+``TRAINSWEEP_PURE_PYTHON=1`` reads the logs as ParseRun does in Lambda (no C scanner).
 """
 
 from __future__ import annotations
@@ -49,7 +56,16 @@ BUCKET = "bench-growing"
 RUN = "bench-20260101-000000-p3-1-64-e1"
 
 
-FIGURES = ("log_bytes_read", "log_gets", "state_bytes_read", "state_bytes_written", "parser_s", "handler_s")
+FIGURES = (
+    "log_bytes_read",
+    "log_gets",
+    "state_bytes_read",
+    "state_bytes_written",
+    "parser_s",
+    "plots_made",
+    "handler_s",
+    "late_upload_s",
+)
 
 
 class Meter:
@@ -77,6 +93,11 @@ class Meter:
             real = getattr(owner, name)
             self._saved.append((owner, name, real))
             setattr(owner, name, self._timed(real))
+        from trainsweep.plots import run as run_plots
+
+        plot = run_plots.step_times_png
+        self._saved.append((run_plots, "step_times_png", plot))
+        run_plots.step_times_png = self._counted("plots_made", plot)  # type: ignore[assignment]
 
     def add(self, figure: str, amount: float) -> None:
         self.figures[self.mode][figure] += amount
@@ -106,6 +127,13 @@ class Meter:
 
         return timed
 
+    def _counted(self, figure: str, real: Any) -> Any:
+        def counted(*a: Any, **k: Any) -> Any:
+            self.add(figure, 1)
+            return real(*a, **k)
+
+        return counted
+
     def remove(self) -> None:
         for owner, name, real in self._saved:
             setattr(owner, name, real)
@@ -125,20 +153,28 @@ class Context:
         return 300_000
 
 
-MODES = {"whole": {}, "resumed": {"ChecksumAlgorithm": layout.RAW_LOG_CHECKSUM}}
-"""Each mode's sweep gets its log uploaded without a checksum (parsed whole) or as the container does."""
+SHA256 = {"ChecksumAlgorithm": layout.RAW_LOG_CHECKSUM}
+MODES: dict[str, tuple[dict[str, str], bool]] = {
+    "whole": ({}, True),
+    "resumed": (SHA256, True),
+    "live": (SHA256, False),
+}
+"""Each mode's sweep gets its log uploaded without a checksum (parsed whole) or as the container does, and
+every artefact written per version (True) or, while the job runs, only what the live views read."""
 
 
 Figures = dict[str, dict[str, float]]
 Artefacts = dict[str, dict[str, bytes]]
 
 
-def run_both(data: bytes, sizes: list[int]) -> tuple[Figures, Artefacts]:
-    """Upload each version to both modes' sweeps, one after the other (paired: the machine's load hits
-    both alike), call the handler on each; the figures and each mode's last artefacts."""
+def run_modes(data: bytes, sizes: list[int]) -> tuple[Figures, Artefacts]:
+    """Upload each version to every mode's sweep, one after the other (paired: the machine's load hits
+    them alike), call the handler on each, then the end-of-job call; the figures and each mode's
+    artefacts."""
     import boto3
     from moto import mock_aws
 
+    from trainsweep.aws import runs
     from trainsweep.local.lambda_runner import load_handler
 
     with mock_aws():
@@ -152,16 +188,20 @@ def run_both(data: bytes, sizes: list[int]) -> tuple[Figures, Artefacts]:
         saved = module.boto3  # type: ignore[union-attr]
         module.boto3 = SimpleNamespace(client=lambda *_a, **_k: s3)  # type: ignore[union-attr]
         meter = Meter(s3, list(MODES))
+        notified = runs.notified_artefacts
         try:
-            for size in sizes:
-                for mode, extra in MODES.items():
+            for size in [*sizes, -1]:  # -1: the state machine's call once the job has ended
+                for mode, (extra, every_artefact) in MODES.items():
                     meter.mode = mode
-                    key = layout.log_key(_sweep(mode), RUN)
-                    s3.put_object(Bucket=BUCKET, Key=key, Body=data[:size], **extra)
+                    runs.notified_artefacts = _every_artefact if every_artefact else notified  # type: ignore[assignment]
                     t = time.perf_counter()
-                    handler(s3_event(key, BUCKET), Context())
-                    meter.add("handler_s", time.perf_counter() - t)
+                    _deliver(s3, handler, mode, data[:size] if size >= 0 else None, extra)
+                    took = time.perf_counter() - t
+                    meter.add("handler_s", took)
+                    if len(sizes) > 1 and size == sizes[-2]:  # the last version while the job runs
+                        meter.add("late_upload_s", took)
         finally:
+            runs.notified_artefacts = notified  # type: ignore[assignment]
             module.boto3 = saved  # type: ignore[union-attr]
             meter.remove()
         artefacts: Artefacts = {}
@@ -173,6 +213,25 @@ def run_both(data: bytes, sizes: list[int]) -> tuple[Figures, Artefacts]:
                 for o in listed
             }
     return meter.figures, artefacts
+
+
+def _every_artefact(_location: Any, run: Any) -> Any:
+    from trainsweep.artefacts import iter_run_artefacts
+
+    return iter_run_artefacts(run)
+
+
+def _deliver(s3: Any, handler: Any, mode: str, version: bytes | None, extra: dict[str, str]) -> None:
+    """Upload ``version`` and call the handler on its notification; None: the end-of-job call."""
+    if version is None:
+        outcome = {"training": {"TrainingJobStatus": "Completed"}}
+        handler(
+            {"sweep_id": _sweep(mode), "job": planned_job(_sweep(mode), RUN), "outcome": outcome}, Context()
+        )
+        return
+    key = layout.log_key(_sweep(mode), RUN)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=version, **extra)
+    handler(s3_event(key, BUCKET), Context())
 
 
 def _sweep(mode: str) -> str:
@@ -226,15 +285,16 @@ def main() -> None:
     step = size / args.versions
     sizes = [int(step * i) + 7 * i % 97 for i in range(1, args.versions)] + [size]  # cuts inside lines
     print(f"log: {size / 1e6:.1f} MB, {epochs} epochs, {len(sizes)} versions (every {step / 1e6:.2f} MB)")
-    figures, out = run_both(data, sizes)
-    print(f"{'':24}{'whole':>14}{'resumed':>14}{'ratio':>10}")
+    figures, out = run_modes(data, sizes)
+    print(f"{'':24}" + "".join(f"{m:>14}" for m in MODES) + f"{'whole/live':>12}{'resumed/live':>14}")
     for name in FIGURES:
-        a, b = figures["whole"][name], figures["resumed"][name]
-        ratio = f"{a / b:.1f}x" if b else "-"
         fmt = "{:>14.2f}" if name.endswith("_s") else "{:>14,.0f}"
-        print(f"{name:24}" + fmt.format(a) + fmt.format(b) + f"{ratio:>10}")
-    same = out["whole"] == out["resumed"]
-    print(f"same artefacts after the last version: {same}")
+        row = [figures[m][name] for m in MODES]
+        live = figures["live"][name]
+        ratios = [f"{v / live:.1f}x" if live else "-" for v in row[:2]]
+        print(f"{name:24}" + "".join(fmt.format(v) for v in row) + f"{ratios[0]:>12}{ratios[1]:>14}")
+    same = out["whole"] == out["resumed"] == out["live"]
+    print(f"same artefacts after the job's end: {same}")
     if not same:
         sys.exit(1)
 

@@ -5,8 +5,9 @@
 Generates a ``--gb`` GB cloud-ML log (bench_parse's generator: the epochs of every real cloud-ML log,
 renumbered into one long run) and puts it under ``sweeps/<id>/logs/`` of a bucket in moto's S3 server,
 run by this parent, so the emulator's copies of the log and the artefacts count against this process,
-not the function's. Then a child process loads ``lambdas/parse_run/handler.py`` and calls it on the S3
-notification of the log, as Lambda does, and prints its peak RSS (VmHWM, read by the child when it
+not the function's. Then a child process loads ``lambdas/parse_run/handler.py`` and calls it as the
+state machine does once the log's job has ended (the call that writes every artefact of a sweep's log;
+its notifications write the run record alone), and prints its peak RSS (VmHWM, read by the child when it
 exits), wall time and CPU time against the function's 1,024 MB and 5 minutes. A first child on a 0.5 MB log is
 the floor (imports, clients). With ``--baseline DIR`` (an older trainsweep, e.g. ``git archive <commit> |
 tar -x -C DIR``), the same log is also parsed by that code. Everything temporary is deleted at the end.
@@ -34,8 +35,8 @@ from bench_import_big import HWM_HOOK  # noqa: E402
 from bench_parse import REAL, generate_log  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
-# the notification S3 sends ParseRun, and the sweep's plan it looks the log up in
-from tests.handlers.handler_helpers import jobs_document, planned_job, s3_event  # noqa: E402
+# the sweep's plan ParseRun looks the log up in, and the job the state machine passes it
+from tests.handlers.handler_helpers import jobs_document, planned_job  # noqa: E402
 from trainsweep import layout  # noqa: E402
 
 FUNCTION_MB = 1024
@@ -74,15 +75,15 @@ class Context:
 
 handler = load_handler(Path(sys.argv[1]) / "lambdas" / "parse_run" / "handler.py")
 t = time.perf_counter()
-out = handler(json.loads(sys.argv[2]), Context())
-print(json.dumps({"seconds": time.perf_counter() - t, "written": out["written"]}))
+handler(json.loads(sys.argv[2]), Context())
+print(json.dumps({"seconds": time.perf_counter() - t}))
 """
 )
 
 
-def run_handler(tmp: Path, endpoint: str, key: str, code_root: Path = ROOT) -> dict[str, Any]:
-    """Call ParseRun (from ``code_root``) in a child on the notification of ``key``: its peak RSS (MB),
-    wall seconds and the keys it wrote."""
+def run_handler(tmp: Path, endpoint: str, s3: Any, sweep: str, code_root: Path = ROOT) -> dict[str, Any]:
+    """Call ParseRun (from ``code_root``) in a child as the state machine does when the job of ``sweep``
+    has ended: its peak RSS (MB), wall seconds and the keys of the sweep's results."""
     hwm = tmp / "hwm"
     hwm.unlink(missing_ok=True)
     env = dict(
@@ -97,7 +98,8 @@ def run_handler(tmp: Path, endpoint: str, key: str, code_root: Path = ROOT) -> d
         TRAINSWEEP_BUCKET=BUCKET,
         POWERTOOLS_LOG_LEVEL="WARNING",
     )
-    event = json.dumps(s3_event(key, BUCKET))
+    outcome = {"training": {"TrainingJobStatus": "Completed"}}
+    event = json.dumps({"sweep_id": sweep, "job": planned_job(sweep, JOB), "outcome": outcome})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(
@@ -112,7 +114,10 @@ def run_handler(tmp: Path, endpoint: str, key: str, code_root: Path = ROOT) -> d
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"peak_mb": int(hwm.read_text()) / 1024, "wall_s": wall, "cpu_s": cpu, **result}
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=layout.results_prefix(sweep)).get("Contents", [])
+    written = sorted(o["Key"] for o in listed)
+    peak_mb = int(hwm.read_text()) / 1024
+    return {"peak_mb": peak_mb, "wall_s": wall, "cpu_s": cpu, "written": written, **result}
 
 
 def start_s3() -> tuple[Any, str, Any]:
@@ -159,13 +164,13 @@ def measure(tmp: Path, gigabytes: float, baseline: Path | None = None) -> dict[s
         s3.upload_file(str(log), BUCKET, f"sweeps/big/logs/{JOB}.log", Config=whole)
         log.unlink()
         figures: dict[str, Any] = {"log_mb": size / 1e6, "epochs": blocks}
-        figures["floor"] = run_handler(tmp, endpoint, f"sweeps/floor/logs/{JOB}.log")
-        figures["big"] = run_handler(tmp, endpoint, f"sweeps/big/logs/{JOB}.log")
+        figures["floor"] = run_handler(tmp, endpoint, s3, "floor")
+        figures["big"] = run_handler(tmp, endpoint, s3, "big")
         prefix = "sweeps/big/results/"
         listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
         figures["artefacts_mb"] = sum(o["Size"] for o in listed) / 1e6
         if baseline is not None:
-            figures["baseline"] = run_handler(tmp, endpoint, f"sweeps/big/logs/{JOB}.log", baseline)
+            figures["baseline"] = run_handler(tmp, endpoint, s3, "big", baseline)
         return figures
     finally:
         server.stop()

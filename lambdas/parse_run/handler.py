@@ -4,6 +4,8 @@ Two callers: S3 ``ObjectCreated`` notifications for raw logs (``sweeps/<id>/logs
 and the state machine once per finished job (``{sweep_id, job, outcome: {training | error}}``,
 :class:`trainsweep.requests.RecordJobRequest`), which
 also gets back each cell's final status and reason, so aggregation never races the notification.
+A sweep log's notifications (its job uploads it again and again while it runs) write its run record,
+what the live views read; the state machine's call writes every artefact once the job has ended.
 A job's ``log_format`` reads its logs on both paths (from the job, or from the sweep's jobs.json).
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from handler_helpers import BUCKET, planned_job, put_planned_runs, s3_event
 
 from trainsweep import layout
-from trainsweep.artefacts import run_artefacts
+from trainsweep.artefacts import run_artefacts, run_record_bytes
 from trainsweep.logs import parse, resume
 from trainsweep.training.upload import LogUploader
 
@@ -81,9 +82,11 @@ class Job:
         }
 
 
-def _whole(data: bytes, run: str) -> dict[str, bytes]:
-    """The artefacts of a parse of the whole version, as a parse of a downloaded log gives them."""
-    return run_artefacts(parse(data, name=run))
+def _whole(data: bytes, run: str, log_format: str | None = None) -> dict[str, bytes]:
+    """What a version's notification leaves: the run record of a parse of the whole version, as a parse
+    of a downloaded log gives it (the seed outputs wait for the job's end)."""
+    record = layout.run_record_path(run)
+    return {record: run_record_bytes(parse(data, name=run, log_format=log_format))}
 
 
 def _versions(data: bytes, cut_inside: bytes) -> list[int]:
@@ -240,7 +243,7 @@ def test_the_finished_job_resumes_from_the_last_upload(s3, handler, context, fcn
     )
     assert [c["status"] for c in cells] == ["completed"]
     assert _bytes_read_of_last_upload(job) == [len(data) - len(data) // 2 + resume.TAIL]
-    assert job.artefacts() == _whole(data, job.run)
+    assert job.artefacts() == run_artefacts(parse(data, name=job.run))
 
 
 def test_a_job_with_its_own_log_format_resumes_with_that_pattern(s3, handler, context, tmp_path, monkeypatch):
@@ -258,5 +261,119 @@ def test_a_job_with_its_own_log_format_resumes_with_that_pattern(s3, handler, co
     for size in (len(data) // 3, len(data) // 2 + 5, len(data)):
         job.upload(data[:size], handler, context)
         [(asked, _)] = job.reads.of(job.key)
-        assert job.artefacts() == run_artefacts(parse(data[:size], name=run, log_format=pattern))
+        assert job.artefacts() == _whole(data[:size], run, pattern)
     assert asked != "bytes=0-"
+
+
+# ---- what each upload writes: the live views' artefacts while the job runs, the rest at its end ---------
+
+
+class Builds:
+    """How often the seed outputs are made: the plot, the seed JSON and the summary (their makers)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import trainsweep.plots.run as run_plots
+        import trainsweep.summary as summary
+
+        self.made: Counter[str] = Counter()
+        makers = ((run_plots, "step_times_png"), (summary, "iter_seed_json"), (summary, "iter_seed_summary"))
+        for owner, name in makers:
+            monkeypatch.setattr(owner, name, self._counted(name, getattr(owner, name)))
+
+    def _counted(self, name: str, real: Any) -> Any:
+        def counted(*a: Any, **k: Any) -> Any:
+            self.made[name] += 1
+            return real(*a, **k)
+
+        return counted
+
+    def take(self) -> dict[str, int]:
+        made = dict(self.made)
+        self.made.clear()
+        return made
+
+
+CONTAINER_LOG = Path(__file__).resolve().parents[2] / "benchmarks/data/container-logs/mnist-cnn-cpu-a/logs"
+LOGS = [
+    pytest.param(FCN_LOG, b"step training time: 0.", id="cloud-ML"),
+    pytest.param(CONTAINER_LOG / "mnist-cnn-cpu-a-128.log", b'"key": "trainsweep.step"', id="container"),
+]
+
+
+def _log(real_data: Path, path: Path) -> bytes:
+    return (real_data / path).read_bytes()  # an absolute path stays itself
+
+
+def _running_versions(data: bytes, cut_inside: bytes, n: int) -> list[int]:
+    """``n`` growing versions of a log, each cut inside a line that holds ``cut_inside``: a job still
+    writing it."""
+    step = len(data) // (n + 1)
+    return [data.index(cut_inside, step * i) + len(cut_inside) // 2 for i in range(1, n + 1)]
+
+
+def _finished(handler: Any, context: Any, job: Job) -> list[dict[str, Any]]:
+    event = {"sweep_id": SWEEP, "job": planned_job(SWEEP, job.run), "outcome": {"training": {}}}
+    return handler("parse_run")(event, context)
+
+
+@pytest.mark.parametrize(("fixture", "cut_inside"), LOGS)
+def test_a_running_jobs_uploads_write_the_run_record_the_live_views_read_and_no_seed_output(
+    s3, handler, context, real_data, tmp_path, monkeypatch, fixture, cut_inside
+):
+    run = f"{SWEEP}-p3-4-256-e1"
+    data = _log(real_data, fixture)
+    put_planned_runs(s3, SWEEP, run)
+    job = Job(s3, handler, tmp_path, run, monkeypatch)
+    versions = [*_running_versions(data, cut_inside, 8), len(data)]  # and the upload at exit
+    expected = [run_record_bytes(parse(data[:size], name=run)) for size in versions]
+    builds = Builds(monkeypatch)
+    record = layout.run_record_path(run)
+    for size, want in zip(versions, expected, strict=True):
+        written = job.upload(data[:size], handler, context)["written"]
+        assert written == [layout.results_key(SWEEP, record)]
+        # `trainsweep status` lists the records, a folder downloaded mid-run is reported from them:
+        # the same bytes as a parse of the whole version writes
+        assert job.artefacts() == {record: want}, f"version of {size} bytes"
+    assert builds.take() == {}
+
+
+@pytest.mark.parametrize(("fixture", "cut_inside"), LOGS)
+def test_the_seed_outputs_are_made_once_when_the_job_ends_and_equal_a_whole_parse(
+    s3, handler, context, real_data, tmp_path, monkeypatch, fixture, cut_inside
+):
+    run = f"{SWEEP}-p3-4-256-e1"
+    data = _log(real_data, fixture)
+    put_planned_runs(s3, SWEEP, run)
+    job = Job(s3, handler, tmp_path, run, monkeypatch)
+    whole = run_artefacts(parse(data, name=run))
+    builds = Builds(monkeypatch)
+    for size in [*_running_versions(data, cut_inside, 8), len(data)]:
+        job.upload(data[:size], handler, context)
+    assert builds.take() == {}
+    [cell] = _finished(handler, context, job)
+    assert cell["status"] == "completed"
+    assert builds.take() == {"step_times_png": 1, "iter_seed_json": 1, "iter_seed_summary": 1}
+    assert job.artefacts() == whole
+    # a late notification of the last version rewrites its record (the same bytes), and keeps the rest
+    handler("parse_run")(s3_event(job.key), context)
+    assert builds.take() == {}
+    assert job.artefacts() == whole
+
+
+def test_a_job_that_ended_mid_epoch_gets_its_seed_outputs_from_the_state_machines_call(
+    s3, handler, context, real_data, tmp_path, monkeypatch
+):
+    """A killed job's log never ends: the state machine's per-job call writes the last version's."""
+    run = f"{SWEEP}-p3-4-256-e1"
+    data = (real_data / FCN_LOG).read_bytes()
+    put_planned_runs(s3, SWEEP, run)
+    job = Job(s3, handler, tmp_path, run, monkeypatch)
+    versions = _running_versions(data, b"step training time: 0.", 6)
+    whole = run_artefacts(parse(data[: versions[-1]], name=run))
+    builds = Builds(monkeypatch)
+    for size in versions:
+        job.upload(data[:size], handler, context)
+    assert builds.take() == {}
+    _finished(handler, context, job)
+    assert builds.take() == {"step_times_png": 1, "iter_seed_json": 1, "iter_seed_summary": 1}
+    assert job.artefacts() == whole

@@ -14,6 +14,7 @@ recorded writes the same bytes. A notified log that no job of its sweep writes i
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from trainsweep import layout
@@ -91,13 +92,43 @@ def _parse_log(
     return None if whole is None else (whole[0], whole[1], None)
 
 
-def _write_run(s3: S3Client, bucket: str, sweep_id: str, run: Any, kept: GrowingParse | None) -> list[str]:
-    """Write a run's artefacts, then the parse state its log's next version resumes from."""
+def live_artefacts(run: Any) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """The artefacts written for each notified version of a sweep's log: the run record alone, which is
+    what the live views read (``trainsweep status`` lists the records, a folder downloaded mid-run is
+    reported from them). The seed outputs (``e<N>.json``, ``e<N>.summary``, ``e<N>.png``), which no view
+    reads while the job runs and whose plot costs seconds at the end of a long log, wait for the job's
+    end (:func:`record_job`)."""
+    from trainsweep.artefacts import iter_run_record
+
+    yield layout.run_record_path(run.name), iter_run_record(run)
+
+
+def notified_artefacts(location: layout.LogLocation, run: Any) -> Iterator[tuple[str, Iterator[bytes]]]:
+    """What a raw log's notification writes: every artefact of a log under ``imports/`` (a finished log
+    that nothing parses again), the :func:`live_artefacts` of a sweep's log (its job uploads it again
+    and again while it runs, whatever its dialect says of its end; the state machine's call once the
+    job has ended writes them all)."""
+    from trainsweep.artefacts import iter_run_artefacts
+
+    return iter_run_artefacts(run) if location.is_import else live_artefacts(run)
+
+
+def _write_run(
+    s3: S3Client,
+    bucket: str,
+    sweep_id: str,
+    run: Any,
+    kept: GrowingParse | None,
+    artefacts: Iterable[tuple[str, Iterable[bytes]]] | None = None,
+) -> list[str]:
+    """Write a run's artefacts (all of them unless given), then the parse state its log's next version
+    resumes from."""
     from trainsweep.artefacts import iter_run_artefacts
 
     # Streamed, artefact by artefact: a 1 GB log's artefacts are hundreds of MB, more than the
     # function's memory holds next to the parsed run.
-    keys = s3io.put_all_streamed(s3, bucket, layout.results_prefix(sweep_id), iter_run_artefacts(run))
+    artefacts = iter_run_artefacts(run) if artefacts is None else artefacts
+    keys = s3io.put_all_streamed(s3, bucket, layout.results_prefix(sweep_id), artefacts)
     if kept is not None:
         from trainsweep.aws import growing
 
@@ -115,7 +146,9 @@ def process_log(s3: S3Client, bucket: str, key: str, *, event_etag: str | None =
     notification for an old version never overwrites the artefacts of a newer one (whose own
     notification follows). ``event_etag``, the ETag the notification names: a version already replaced
     again is not read at all (the newer version's notification parses that one), so a backlog of a
-    running job's uploads costs one HEAD each, not a parse each.
+    running job's uploads costs one HEAD each, not a parse each. A sweep's log gets its
+    :func:`live_artefacts` only (:func:`notified_artefacts`): :func:`record_job` writes them all once
+    the job has ended.
     """
     location = layout.classify_log_key(key)
     if location is None:
@@ -147,7 +180,7 @@ def process_log(s3: S3Client, bucket: str, key: str, *, event_etag: str | None =
     if s3io.etag(s3, bucket, key) != version:
         LOG.info("ignoring %s: a newer version arrived while parsing", key)
         return []
-    return _write_run(s3, bucket, location.sweep_id, run, kept)
+    return _write_run(s3, bucket, location.sweep_id, run, kept, notified_artefacts(location, run))
 
 
 def planned_job(s3: S3Client, bucket: str, location: layout.LogLocation) -> PlannedJob | None:
