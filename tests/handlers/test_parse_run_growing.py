@@ -15,6 +15,9 @@ from handler_helpers import BUCKET, planned_job, put_planned_runs, s3_event
 
 from trainsweep import layout
 from trainsweep.artefacts import run_artefacts, run_record_bytes
+from trainsweep.aws import runs, sweeps
+from trainsweep.aws import s3 as s3io
+from trainsweep.jobs import jobs_of_document
 from trainsweep.logs import parse, resume
 from trainsweep.training.upload import LogUploader
 
@@ -377,3 +380,24 @@ def test_a_job_that_ended_mid_epoch_gets_its_seed_outputs_from_the_state_machine
     _finished(handler, context, job)
     assert builds.take() == {"step_times_png": 1, "iter_seed_json": 1, "iter_seed_summary": 1}
     assert job.artefacts() == whole
+
+
+def test_a_resume_writes_the_seed_outputs_of_a_run_whose_jobs_end_was_never_recorded(
+    s3, handler, context, real_data, tmp_path, monkeypatch
+):
+    """Stopped after the job's last upload, before the state machine recorded its end: the run has its
+    record and no seed outputs; the resume that keeps it writes them, as the end-of-job call would."""
+    run = f"{SWEEP}-p3-4-256-e1"
+    data = (real_data / FCN_LOG).read_bytes()
+    put_planned_runs(s3, SWEEP, run)
+    job = Job(s3, handler, tmp_path, run, monkeypatch)
+    for size in [*_running_versions(data, b"step training time: 0.", 3), len(data)]:
+        job.upload(data[:size], handler, context)
+    assert set(job.artefacts()) == {layout.run_record_path(run)}
+    jobs = jobs_of_document(s3io.get_json(s3, BUCKET, layout.jobs_key(SWEEP)))
+
+    assert runs.complete_runs(s3, BUCKET, SWEEP, jobs, sweeps.finished_runs(s3, BUCKET, SWEEP, [run])) == [
+        run
+    ]
+
+    assert job.artefacts() == run_artefacts(parse(data, name=run))

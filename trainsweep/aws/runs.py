@@ -231,6 +231,19 @@ def _record_run(s3: S3Client, bucket: str, sweep_id: str, run_name: str, log_for
     return run
 
 
+def complete_runs(
+    s3: S3Client, bucket: str, sweep_id: str, jobs: Iterable[PlannedJob], run_names: Iterable[str]
+) -> list[str]:
+    """Write every artefact of runs whose job's end was never recorded: a sweep stopped between a job's
+    end and the state machine's call that records it (:func:`record_job`) leaves the run record its log's
+    uploads wrote (:func:`live_artefacts`) and no seed outputs. A resume that keeps such a run calls this
+    first. Returns the runs written (a run without a log is left as it is)."""
+    formats = {run: job.log_format or None for job in jobs for run in job.run_names}
+    return [
+        name for name in run_names if _record_run(s3, bucket, sweep_id, name, formats.get(name)) is not None
+    ]
+
+
 def record_job(
     s3: S3Client,
     bucket: str,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainsweep import atomicio, layout
+from trainsweep.aws import runs
 from trainsweep.aws import s3 as s3io
 from trainsweep.aws.outcome import job_cells
 from trainsweep.errors import TrainsweepError
@@ -721,7 +722,10 @@ def resume_sweep(
     saved_spec = s3io.get_bytes(s3, bucket, layout.spec_key(sweep_id))
     have = run_records(s3, bucket, sweep_id)
     unaggregated = have - {c.get("run_name") for c in jobs_doc.get("cells") or []}
-    plan = plan_resume(spec, jobs_doc, have, finished_runs(s3, bucket, sweep_id, unaggregated))
+    finished = finished_runs(s3, bucket, sweep_id, unaggregated)
+    # kept without a final cell: their jobs' ends may never have been recorded (seed outputs missing)
+    runs.complete_runs(s3, bucket, sweep_id, jobs_of_document(jobs_doc), sorted(finished))
+    plan = plan_resume(spec, jobs_doc, have, finished)
     rerun = plan.missing + plan.also_rerun
     function = find_function(cfn, stack_name, "Aggregate")
     if function is None:
