@@ -70,7 +70,7 @@ def check_packages(find: Callable[[str], Any] = importlib.util.find_spec) -> lis
                     f"package {dist}",
                     "fail",
                     f"missing (needed for {why})",
-                    "pip install -r requirements.txt",
+                    "scripts/install (the locked environment; or pip install -r requirements.txt)",
                 )
             )
             continue
