@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from handler_helpers import BUCKET, planned_job, put_planned_runs, s3_event
+from handler_helpers import BUCKET, jobs_document, planned_job, put_planned_runs, s3_event
 
 from trainsweep import layout
 from trainsweep.artefacts import run_artefacts, run_record_bytes
@@ -389,15 +389,18 @@ def test_a_resume_writes_the_seed_outputs_of_a_run_whose_jobs_end_was_never_reco
     record and no seed outputs; the resume that keeps it writes them, as the end-of-job call would."""
     run = f"{SWEEP}-p3-4-256-e1"
     data = (real_data / FCN_LOG).read_bytes()
-    put_planned_runs(s3, SWEEP, run)
+    planned = planned_job(SWEEP, run, instance_type="ml.p3.8xlarge", vmtype="p3-4", repetition=1)
+    s3.put_object(Bucket=BUCKET, Key=layout.jobs_key(SWEEP), Body=jobs_document([planned]))
     job = Job(s3, handler, tmp_path, run, monkeypatch)
     for size in [*_running_versions(data, b"step training time: 0.", 3), len(data)]:
         job.upload(data[:size], handler, context)
     assert set(job.artefacts()) == {layout.run_record_path(run)}
     jobs = jobs_of_document(s3io.get_json(s3, BUCKET, layout.jobs_key(SWEEP)))
 
-    assert runs.complete_runs(s3, BUCKET, SWEEP, jobs, sweeps.finished_runs(s3, BUCKET, SWEEP, [run])) == [
-        run
-    ]
+    finished = sweeps.finished_runs(s3, BUCKET, SWEEP, [run])
+    assert runs.complete_runs(s3, BUCKET, SWEEP, jobs, finished) == [run]
 
     assert job.artefacts() == run_artefacts(parse(data, name=run))
+    builds = Builds(monkeypatch)  # a second resume finds the seed outputs: nothing is parsed again
+    assert runs.complete_runs(s3, BUCKET, SWEEP, jobs, finished) == []
+    assert builds.take() == {}

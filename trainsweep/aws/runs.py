@@ -237,11 +237,24 @@ def complete_runs(
     """Write every artefact of runs whose job's end was never recorded: a sweep stopped between a job's
     end and the state machine's call that records it (:func:`record_job`) leaves the run record its log's
     uploads wrote (:func:`live_artefacts`) and no seed outputs. A resume that keeps such a run calls this
-    first. Returns the runs written (a run without a log is left as it is)."""
-    formats = {run: job.log_format or None for job in jobs for run in job.run_names}
-    return [
-        name for name in run_names if _record_run(s3, bucket, sweep_id, name, formats.get(name)) is not None
-    ]
+    first. A run whose seed JSON is where its job puts it is left alone (its end was recorded), as is a
+    run without a log. Returns the runs written."""
+    from trainsweep import axes
+
+    by_run = {run: job for job in jobs for run in job.run_names}
+    made = set(s3io.list_keys(s3, bucket, layout.results_key(sweep_id, layout.EXECUTION_TIMES_DIR + "/")))
+    done = []
+    for name in run_names:
+        job = by_run.get(name)
+        if job is not None:
+            size = dict(job.cells).get(name)
+            parts = axes.folder_parts(job.setting(name))
+            seed = layout.execution_times_path(job.vmtype, size or 0, job.repetition, "json", parts)
+            if layout.results_key(sweep_id, seed) in made:
+                continue
+        if _record_run(s3, bucket, sweep_id, name, job.log_format if job else None) is not None:
+            done.append(name)
+    return done
 
 
 def record_job(
