@@ -334,6 +334,18 @@ def measured(run: Any, unit: str) -> float:
     return float(sum(e.epoch_s for e in run.epochs if e.epoch_s is not None))
 
 
+def own_run(es: Any, unit: str) -> float | None:
+    """What the early-stop run itself measured of what it predicts, where it ran that far (a step-based
+    run that watched all its steps; epochs after its first that it finished): the process's own speed,
+    which the full runs beside it need not share."""
+    if unit != "epoch":
+        return float(es.fit_s) if es.fit_s is not None else None
+    try:
+        return measured(es, unit)
+    except RuntimeError:
+        return None
+
+
 def predicted(pred: dict[str, Any], unit: str) -> float:
     return float(pred["epoch_s"] if unit == "epoch" else pred["total_s"])
 
@@ -355,14 +367,22 @@ def early_stop(cells: Cells, batch_size: int, progress: Callable[[str], None]) -
         "full_runs_s": full,
         "error": pred / mean_full - 1,
         "full_run_spread": abs(full[0] / full[1] - 1),
+        "own_run_s": own_run(es, unit),
         "steps_watched": es.prediction.get("steps_watched"),
         "stop_reason": es.prediction.get("stop_reason"),
     }
     row["within_spread"] = abs(row["error"]) <= max(row["full_run_spread"], 0.0)
+    own = row["own_run_s"]
+    row["own_run_error"] = pred / own - 1 if own else None
     progress(
         f"    bs {batch_size}: predicted {pred:.3f} s ({unit}) after {row['steps_watched']} steps "
         f"({row['stop_reason']}); full runs {' / '.join(f'{x:.3f}' for x in full)} s: error "
         f"{100 * row['error']:+.2f} %, spread between the full runs {100 * row['full_run_spread']:.2f} %"
+        + (
+            f"; against the early-stop run's own {own:.3f} s: {100 * row['own_run_error']:+.2f} %"
+            if own
+            else ""
+        )
     )
     return row
 
