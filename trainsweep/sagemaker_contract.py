@@ -37,6 +37,8 @@ MASTER_ADDR_ENV = "SM_MASTER_ADDR"
 """Not SageMaker's: a launcher that runs a job's hosts elsewhere than SageMaker (local mode's processes on
 loopback) says where the first host's rendezvous listens, which SageMaker resolves from the host names."""
 MASTER_PORT_ENV = "SM_MASTER_PORT"
+MASTER_PORT = "29500"
+"""torchrun's default rendezvous port, where a SageMaker job's first host listens."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +160,7 @@ def instance_type(paths: Paths) -> str | None:
     return str(value) if value else None
 
 
-def rendezvous(all_hosts: list[str], default_port: str) -> tuple[str, str]:
-    """Where the first host's launcher listens: its name on SageMaker, or where ``SM_MASTER_ADDR`` /
-    ``SM_MASTER_PORT`` say."""
-    return os.environ.get(MASTER_ADDR_ENV) or all_hosts[0], os.environ.get(MASTER_PORT_ENV) or default_port
+def rendezvous(all_hosts: list[str]) -> tuple[str, str]:
+    """Where the first host's launcher listens: its name and torchrun's default port on SageMaker, or
+    where ``SM_MASTER_ADDR`` / ``SM_MASTER_PORT`` say."""
+    return os.environ.get(MASTER_ADDR_ENV) or all_hosts[0], os.environ.get(MASTER_PORT_ENV) or MASTER_PORT

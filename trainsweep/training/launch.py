@@ -24,8 +24,7 @@ from urllib.parse import urlparse
 from trainsweep import axes
 from trainsweep import hyperparameters as hp
 from trainsweep.predict import StopRule
-from trainsweep.sagemaker_contract import Paths, hosts, instance_type
-from trainsweep.sagemaker_contract import rendezvous as _rendezvous
+from trainsweep.sagemaker_contract import Paths, hosts, instance_type, rendezvous
 from trainsweep.sourcedir import DEFAULT_REQUIREMENTS
 from trainsweep.training import command, contract
 from trainsweep.training.config import (
@@ -38,7 +37,6 @@ from trainsweep.training.config import (
     stop_rule,
 )
 
-MASTER_PORT = "29500"
 PIP_TIMEOUT_S = 1800
 CODE_DIR = "code"
 
@@ -60,11 +58,6 @@ def visible_gpus(requested: int) -> int:
         if visible:
             count = min(count, len([v for v in visible.split(",") if v.strip()]))
     return min(requested, count) if requested else count
-
-
-def rendezvous(all_hosts: list[str]) -> tuple[str, str]:
-    """Where the first host's launcher listens (torchrun's default port unless the job says another)."""
-    return _rendezvous(all_hosts, MASTER_PORT)
 
 
 def per_device(batch_size: int, processes: int) -> int:
