@@ -11,9 +11,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import psutil
 import pytest
+
+from .conftest import write_mnist
 
 pytestmark = pytest.mark.slow
 
@@ -23,14 +24,7 @@ INTRUDER = Path(__file__).resolve().parents[1] / "aws_intruder.py"
 def _spec(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     data.mkdir()
-    rng = np.random.default_rng(0)
-    np.savez(
-        data / "mnist.npz",
-        x_train=rng.integers(0, 255, (256, 28, 28), dtype=np.uint8),
-        y_train=rng.integers(0, 10, 256),
-        x_test=rng.integers(0, 255, (64, 28, 28), dtype=np.uint8),
-        y_test=rng.integers(0, 10, 64),
-    )
+    write_mnist(data / "mnist.npz", train=256, test=64)
     spec = {
         "name": "guarded",
         "workload": {"model": "mnist-cnn", "epochs": 50, "synthetic": False},  # long enough to intrude

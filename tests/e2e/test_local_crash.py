@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psutil
 import pytest
 
 from trainsweep import layout
+
+from .conftest import write_mnist
 
 pytestmark = pytest.mark.slow
 
@@ -41,14 +42,7 @@ CLI = str(Path(sys.executable).parent / "trainsweep")
 def _spec(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     data.mkdir()
-    rng = np.random.default_rng(0)
-    np.savez(
-        data / "mnist.npz",
-        x_train=rng.integers(0, 255, (64, 28, 28), dtype=np.uint8),
-        y_train=rng.integers(0, 10, 64),
-        x_test=rng.integers(0, 255, (32, 28, 28), dtype=np.uint8),
-        y_test=rng.integers(0, 10, 32),
-    )
+    write_mnist(data / "mnist.npz", train=64, test=32)
     spec = {
         "name": "crash",
         "workload": {

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import psutil
 import pytest
@@ -29,18 +28,9 @@ from typer.testing import CliRunner
 from trainsweep import layout
 from trainsweep.cli import app
 
+from .conftest import write_mnist
+
 pytestmark = pytest.mark.slow
-
-
-def _write_mnist(path: Path, train: int, test: int) -> None:
-    rng = np.random.default_rng(0)
-    np.savez(
-        path,
-        x_train=rng.integers(0, 255, (train, 28, 28), dtype=np.uint8),
-        y_train=rng.integers(0, 10, train),
-        x_test=rng.integers(0, 255, (test, 28, 28), dtype=np.uint8),
-        y_test=rng.integers(0, 10, test),
-    )
 
 
 def _spec(tmp_path: Path, data: Path, **extra: Any) -> Path:
@@ -98,7 +88,7 @@ def test_a_local_sweep_runs_every_cell_writes_every_artefact_and_resumes_the_fai
 ) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _write_mnist(data_dir / "mnist.npz", train=64, test=32)
+    write_mnist(data_dir / "mnist.npz", train=64, test=32)
     spec = _spec(tmp_path, data_dir)
     out = tmp_path / "results"
     ports_before = _listening_ports()
@@ -157,7 +147,7 @@ def test_a_local_sweep_runs_every_cell_writes_every_artefact_and_resumes_the_fai
     assert json.loads(status.output)["counts"]["failed"] == 1
 
     # Fix the data, resume: only the failed cell runs again.
-    _write_mnist(data_dir / "mnist.npz", train=512, test=256)
+    write_mnist(data_dir / "mnist.npz", train=512, test=256)
     before = (results / layout.run_record_path(run16)).read_bytes()
     resumed = runner.invoke(
         app, ["run", str(spec), "--local", "--no-watch", "--out", str(out), "--resume", sweep_id]
@@ -185,7 +175,7 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     """Ctrl-C, and SIGTERM as ``timeout`` or a CI runner's cancel sends it, stop the sweep alike."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _write_mnist(data_dir / "mnist.npz", train=256, test=64)
+    write_mnist(data_dir / "mnist.npz", train=256, test=64)
     spec = _spec(tmp_path, data_dir, batch_sizes=[16], max_concurrency=1)
     raw = json.loads(spec.read_text())
     raw["workload"]["epochs"] = 50  # long enough to interrupt
@@ -279,7 +269,7 @@ def test_resume_after_ctrl_c_reruns_the_stopped_cell_and_writes_the_report(tmp_p
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _write_mnist(data_dir / "mnist.npz", train=512, test=256)
+    write_mnist(data_dir / "mnist.npz", train=512, test=256)
     spec = _spec(tmp_path, data_dir)
     sweep_id = "e2e-20260101-000000"
     out = tmp_path / "results"
@@ -330,7 +320,7 @@ def test_resume_after_ctrl_c_with_every_run_finished_still_aggregates_and_report
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _write_mnist(data_dir / "mnist.npz", train=64, test=32)
+    write_mnist(data_dir / "mnist.npz", train=64, test=32)
     spec = _spec(tmp_path, data_dir, batch_sizes=[16])
     sweep_id = "e2e-20260101-000001"
     out = tmp_path / "results"
@@ -432,7 +422,7 @@ def test_a_sweep_the_stack_refuses_prints_one_line_and_logs_the_details(
 def test_a_sweep_whose_every_cell_fails_exits_non_zero_and_says_so(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _write_mnist(data_dir / "mnist.npz", train=64, test=32)  # fewer samples than one batch of 128
+    write_mnist(data_dir / "mnist.npz", train=64, test=32)  # fewer samples than one batch of 128
     spec = _spec(tmp_path, data_dir, batch_sizes=[128])
     out = tmp_path / "results"
     result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
@@ -450,7 +440,7 @@ def test_a_node_count_sweep_runs_two_local_hosts_and_reports_their_scaling(tmp_p
     # algo-1 uploads the run's log, and the report compares the counts.
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _write_mnist(data_dir / "mnist.npz", train=256, test=64)
+    write_mnist(data_dir / "mnist.npz", train=256, test=64)
     spec = _spec(tmp_path, data_dir, batch_sizes=[16], instance_counts=[1, 2])
     out = tmp_path / "results"
     children_before = _children()
@@ -487,7 +477,7 @@ def test_resume_reruns_a_cell_whose_run_record_was_cut_short(tmp_path: Path) -> 
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    _write_mnist(data_dir / "mnist.npz", train=64, test=32)
+    write_mnist(data_dir / "mnist.npz", train=64, test=32)
     spec = _spec(tmp_path, data_dir, batch_sizes=[16])
     sweep_id = "e2e-20260101-000003"
     out = tmp_path / "results"
