@@ -51,6 +51,7 @@ from bench_parse import generate_log  # noqa: E402
 from tests.handlers.handler_helpers import jobs_document, planned_job, s3_event  # noqa: E402
 from trainsweep import layout  # noqa: E402
 from trainsweep.aws.config import BUCKET_ENV  # noqa: E402
+from trainsweep.local.lambda_runner import LambdaContext  # noqa: E402
 
 BUCKET = "bench-growing"
 RUN = "bench-20260101-000000-p3-1-64-e1"
@@ -139,18 +140,14 @@ class Meter:
             setattr(owner, name, real)
 
 
-class Context:
-    function_name = "ParseRun"
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:ParseRun"
-    memory_limit_in_mb = 1024
-    aws_request_id = "bench"
-    log_group_name = "/aws/lambda/ParseRun"
-    log_stream_name = "bench"
-
-    @staticmethod
-    def get_remaining_time_in_millis() -> int:
-        return 300_000
+def Context() -> LambdaContext:  # noqa: N802
+    """A fresh invocation's context of a 1 GB ParseRun with its 5-minute timeout (local mode's own)."""
+    function = SimpleNamespace(
+        function_name="ParseRun",
+        function_arn="arn:aws:lambda:us-east-1:123456789012:function:ParseRun",
+        memory_size=1024,
+    )
+    return LambdaContext(function, timeout_s=300)
 
 
 SHA256 = {"ChecksumAlgorithm": layout.RAW_LOG_CHECKSUM}

@@ -50,9 +50,10 @@ CHILD = (
     + """
 import json, sys, time
 from pathlib import Path
+from types import SimpleNamespace
 import boto3
 from botocore.config import Config
-from trainsweep.local.lambda_runner import load_handler
+from trainsweep.local.lambda_runner import LambdaContext, load_handler
 
 # moto's server joins a multipart upload's parts slowly on a loaded machine: wait for it rather than
 # retry (a retried CompleteMultipartUpload finds the upload gone). Real S3 needs neither.
@@ -60,18 +61,13 @@ boto3.setup_default_session()
 patient = Config(read_timeout=900, retries={"max_attempts": 1})
 boto3.DEFAULT_SESSION._session.set_default_client_config(patient)
 
-class Context:
-    function_name = "ParseRun"
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:ParseRun"
-    memory_limit_in_mb = 1024
-    aws_request_id = "bench"
-    log_group_name = "/aws/lambda/ParseRun"
-    log_stream_name = "bench"
-
-    @staticmethod
-    def get_remaining_time_in_millis():
-        return 300_000
+def Context():  # a fresh invocation's context of a 1 GB ParseRun with a 5-minute timeout
+    function = SimpleNamespace(
+        function_name="ParseRun",
+        function_arn="arn:aws:lambda:us-east-1:123456789012:function:ParseRun",
+        memory_size=1024,
+    )
+    return LambdaContext(function, timeout_s=300)
 
 handler = load_handler(Path(sys.argv[1]) / "lambdas" / "parse_run" / "handler.py")
 t = time.perf_counter()
