@@ -1,8 +1,10 @@
-"""What the local-mode end-to-end tests share: a small MNIST-shaped data set on disk."""
+"""What the local-mode end-to-end tests share: a small MNIST-shaped data set on disk, and a quick spec."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,4 +19,28 @@ def write_mnist(path: Path, train: int, test: int) -> Path:
         x_test=rng.integers(0, 255, (test, 28, 28), dtype=np.uint8),
         y_test=rng.integers(0, 10, test),
     )
+    return path
+
+
+def write_spec(tmp_path: Path, data: Path, **extra: Any) -> Path:
+    """``spec.json``: the built-in MNIST CNN on ``data``, 3 steps of 1 epoch at batch sizes 16 and 128 in
+    local mode; ``extra`` replaces any top-level field."""
+    spec = {
+        "name": "e2e",
+        "workload": {
+            "model": "mnist-cnn",
+            "epochs": 1,
+            "synthetic": False,
+            "hyperparameters": {"max-steps-per-epoch": 3, "max-eval-batches": 1},
+        },
+        "instance_types": ["local"],
+        "batch_sizes": [16, 128],
+        "repetitions": 1,
+        "max_runtime_seconds": 300,
+        "max_concurrency": 2,
+        "data": data.resolve().as_uri(),
+        **extra,
+    }
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
     return path

@@ -30,7 +30,7 @@ import pytest
 
 from trainsweep import layout
 
-from .conftest import write_mnist
+from .conftest import write_mnist, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -43,24 +43,7 @@ def _spec(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     data.mkdir()
     write_mnist(data / "mnist.npz", train=64, test=32)
-    spec = {
-        "name": "crash",
-        "workload": {
-            "model": "mnist-cnn",
-            "epochs": 1,
-            "synthetic": False,
-            "hyperparameters": {"max-steps-per-epoch": 3, "max-eval-batches": 1},
-        },
-        "instance_types": ["local"],
-        "batch_sizes": [16, 32],
-        "repetitions": 1,
-        "max_runtime_seconds": 300,
-        "max_concurrency": 1,
-        "data": data.resolve().as_uri(),
-    }
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
-    return path
+    return write_spec(tmp_path, data, name="crash", batch_sizes=[16, 32], max_concurrency=1)
 
 
 def _start(args: list[str], scratch: Path) -> subprocess.Popen[bytes]:

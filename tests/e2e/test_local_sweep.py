@@ -28,31 +28,9 @@ from typer.testing import CliRunner
 from trainsweep import layout
 from trainsweep.cli import app
 
-from .conftest import write_mnist
+from .conftest import write_mnist, write_spec
 
 pytestmark = pytest.mark.slow
-
-
-def _spec(tmp_path: Path, data: Path, **extra: Any) -> Path:
-    spec = {
-        "name": "e2e",
-        "workload": {
-            "model": "mnist-cnn",
-            "epochs": 1,
-            "synthetic": False,
-            "hyperparameters": {"max-steps-per-epoch": 3, "max-eval-batches": 1},
-        },
-        "instance_types": ["local"],
-        "batch_sizes": [16, 128],
-        "repetitions": 1,
-        "max_runtime_seconds": 300,
-        "max_concurrency": 2,
-        "data": data.resolve().as_uri(),
-        **extra,
-    }
-    path = tmp_path / "spec.json"
-    path.write_text(json.dumps(spec))
-    return path
 
 
 def _sweep_dir(out: Path) -> Path:
@@ -89,7 +67,7 @@ def test_a_local_sweep_runs_every_cell_writes_every_artefact_and_resumes_the_fai
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_mnist(data_dir / "mnist.npz", train=64, test=32)
-    spec = _spec(tmp_path, data_dir)
+    spec = write_spec(tmp_path, data_dir)
     out = tmp_path / "results"
     ports_before = _listening_ports()
     threads_before = {t.ident for t in threading.enumerate()}
@@ -176,7 +154,7 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_mnist(data_dir / "mnist.npz", train=256, test=64)
-    spec = _spec(tmp_path, data_dir, batch_sizes=[16], max_concurrency=1)
+    spec = write_spec(tmp_path, data_dir, batch_sizes=[16], max_concurrency=1)
     raw = json.loads(spec.read_text())
     raw["workload"]["epochs"] = 50  # long enough to interrupt
     raw["workload"]["hyperparameters"] = {}
@@ -270,7 +248,7 @@ def test_resume_after_ctrl_c_reruns_the_stopped_cell_and_writes_the_report(tmp_p
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_mnist(data_dir / "mnist.npz", train=512, test=256)
-    spec = _spec(tmp_path, data_dir)
+    spec = write_spec(tmp_path, data_dir)
     sweep_id = "e2e-20260101-000000"
     out = tmp_path / "results"
     folder = out / sweep_id
@@ -321,7 +299,7 @@ def test_resume_after_ctrl_c_with_every_run_finished_still_aggregates_and_report
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_mnist(data_dir / "mnist.npz", train=64, test=32)
-    spec = _spec(tmp_path, data_dir, batch_sizes=[16])
+    spec = write_spec(tmp_path, data_dir, batch_sizes=[16])
     sweep_id = "e2e-20260101-000001"
     out = tmp_path / "results"
     folder = out / sweep_id
@@ -423,7 +401,7 @@ def test_a_sweep_whose_every_cell_fails_exits_non_zero_and_says_so(tmp_path: Pat
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_mnist(data_dir / "mnist.npz", train=64, test=32)  # fewer samples than one batch of 128
-    spec = _spec(tmp_path, data_dir, batch_sizes=[128])
+    spec = write_spec(tmp_path, data_dir, batch_sizes=[128])
     out = tmp_path / "results"
     result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
     assert result.exit_code == 1, result.output
@@ -441,7 +419,7 @@ def test_a_node_count_sweep_runs_two_local_hosts_and_reports_their_scaling(tmp_p
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_mnist(data_dir / "mnist.npz", train=256, test=64)
-    spec = _spec(tmp_path, data_dir, batch_sizes=[16], instance_counts=[1, 2])
+    spec = write_spec(tmp_path, data_dir, batch_sizes=[16], instance_counts=[1, 2])
     out = tmp_path / "results"
     children_before = _children()
     result = CliRunner().invoke(app, ["run", str(spec), "--local", "--no-watch", "--out", str(out)])
@@ -478,7 +456,7 @@ def test_resume_reruns_a_cell_whose_run_record_was_cut_short(tmp_path: Path) -> 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     write_mnist(data_dir / "mnist.npz", train=64, test=32)
-    spec = _spec(tmp_path, data_dir, batch_sizes=[16])
+    spec = write_spec(tmp_path, data_dir, batch_sizes=[16])
     sweep_id = "e2e-20260101-000003"
     out = tmp_path / "results"
     folder = out / sweep_id
