@@ -111,3 +111,27 @@ def test_plan_refuses_tracking_without_the_mlflow_extra(without_mlflow: None, tm
     assert result.exit_code == EXIT_INVALID, result.output
     assert "tracking.mlflow" in result.stderr and "pip install 'trainsweep[mlflow]'" in result.stderr
     assert result.stdout == ""
+
+
+def test_the_python_api_s_plan_refuses_tracking_without_the_mlflow_extra(without_mlflow: None) -> None:
+    import trainsweep
+
+    with pytest.raises(SpecError, match=r"pip install 'trainsweep\[mlflow\]'"):
+        trainsweep.plan({**SPEC, "tracking": {"mlflow": "http://127.0.0.1:5000"}})
+    assert trainsweep.plan(SPEC).jobs
+
+
+@pytest.mark.parametrize("where", [["--local"], []], ids=["local", "cloud"])
+def test_run_refuses_tracking_without_the_mlflow_extra_before_anything_starts(
+    without_mlflow: None, tmp_path: Path, where: list[str]
+) -> None:
+    spec = {**SPEC, "tracking": {"mlflow": "http://127.0.0.1:5000"}}
+    if where:
+        spec.update(instance_types=["local"], workload={**SPEC["workload"], "synthetic": True})
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", str(path), *where, "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "tracking.mlflow" in result.stderr and "pip install 'trainsweep[mlflow]'" in result.stderr
+    assert not out.exists()  # no sweep was claimed, started or downloaded
