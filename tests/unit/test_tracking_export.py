@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 from trainsweep import layout
 from trainsweep.aws import sweeps
 from trainsweep.cli import app
-from trainsweep.spec import plan_sweep
+from trainsweep.spec import load_spec, plan_sweep
 from trainsweep.sweeps import local
-from trainsweep.sweeps.result import SweepRun
+from trainsweep.sweeps.result import SweepEvents, SweepRun
+from trainsweep.sweeps.track import export_tracked
 
 mlflow = pytest.importorskip("mlflow", reason="the mlflow extra (requirements.txt installs it)")
 
@@ -114,12 +115,7 @@ def test_an_unreachable_tracking_server_fails_the_run_in_mlflow_s_words_and_keep
     assert f"Results: {dest}/" in said
 
 
-def test_a_sweep_without_a_results_table_exports_nothing_and_says_so(
-    finished_sweep: list[Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, imported: Path
-) -> None:
-    from trainsweep.sweeps.result import SweepEvents
-    from trainsweep.sweeps.track import export_tracked
-
+def test_a_sweep_without_a_results_table_exports_nothing_and_says_so(tmp_path: Path) -> None:
     notes: list[str] = []
 
     class Events(SweepEvents):
@@ -127,8 +123,6 @@ def test_a_sweep_without_a_results_table_exports_nothing_and_says_so(
             notes.append(text)
 
     spec = json.loads(_spec(tmp_path, "http://127.0.0.1:1").read_text())
-    from trainsweep.spec import load_spec
-
     run = SweepRun(SWEEP_ID, tmp_path / "empty", "FAILED", None, downloaded=True)
     export_tracked(run, load_spec(spec), Events())
     assert notes == [f"nothing exported to MLflow: sweep {SWEEP_ID} has no results table"]
