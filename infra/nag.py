@@ -121,6 +121,16 @@ def acknowledge(stack: TrainsweepStack) -> None:
                 if stack.settings.data_bucket_names
                 else {}
             ),
+            **(
+                {
+                    "AwsSolutions-IAM5[Action::sagemaker-mlflow:*]": (
+                        "every MLflow API a tracked job calls, as SageMaker's MLflow docs grant it, only "
+                        "on the MLflow resources the deployment names in mlflow_resource_arns"
+                    )
+                }
+                if stack.settings.mlflow_resource_arns
+                else {}
+            ),
             "AwsSolutions-IAM5[Resource::*]": "ecr:GetAuthorizationToken has no resource-level "
             "permissions; cloudwatch:PutMetricData is limited to the /aws/sagemaker/* namespaces; "
             "kms:Decrypt for SSE-KMS data buckets (keys unknown at synth) is limited to calls through S3 "

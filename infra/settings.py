@@ -9,6 +9,7 @@ from typing import Any
 from constructs import Node
 
 from infra.workflow import RetryPolicy
+from trainsweep.tracking import is_sagemaker_arn
 
 NOTIFICATION_EMAIL = "notification_email"
 RAW_LOG_DAYS = "raw_log_days"
@@ -20,6 +21,7 @@ PARSE_RESERVED_CONCURRENCY = "parse_reserved_concurrency"
 TRAINING_ROLE_ARN = "training_role_arn"
 RESULTS_BUCKET_NAME = "results_bucket_name"
 RESULTS_BUCKET_KEY_ARN = "results_bucket_key_arn"
+MLFLOW_RESOURCE_ARNS = "mlflow_resource_arns"
 _ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+")
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[\w-]+")
@@ -56,6 +58,8 @@ class StackSettings:
             it needs).
         results_bucket_name: an existing bucket for the results instead of the stack's own.
         results_bucket_key_arn: that bucket's SSE-KMS key (None: the bucket is not SSE-KMS).
+        mlflow_resource_arns: SageMaker managed MLflow tracking servers and MLflow Apps that specs'
+            ``tracking.mlflow`` may name: the training role may use them (``sagemaker-mlflow:*``).
     """
 
     notification_email: str | None = None
@@ -68,6 +72,7 @@ class StackSettings:
     training_role_arn: str | None = None
     results_bucket_name: str | None = None
     results_bucket_key_arn: str | None = None
+    mlflow_resource_arns: tuple[str, ...] = ()
 
     @classmethod
     def from_context(cls, node: Node) -> StackSettings:
@@ -101,6 +106,13 @@ class StackSettings:
             value = str(ctx(key) or "")
             if value and not pattern.fullmatch(value):
                 raise ValueError(f"context {key}: {value!r} is not {what}")
+        mlflow_arns = _names(ctx(MLFLOW_RESOURCE_ARNS))
+        for arn in mlflow_arns:
+            if not is_sagemaker_arn(arn):
+                raise ValueError(
+                    f"context {MLFLOW_RESOURCE_ARNS}: {arn!r} is not a SageMaker MLflow ARN "
+                    "(arn:aws:sagemaker:REGION:ACCOUNT:mlflow-tracking-server/NAME or ...:mlflow-app/ID)"
+                )
         if ctx(RESULTS_BUCKET_KEY_ARN) and not ctx(RESULTS_BUCKET_NAME):
             raise ValueError(
                 f"context {RESULTS_BUCKET_KEY_ARN} is the key of {RESULTS_BUCKET_NAME}: give both"
@@ -116,6 +128,7 @@ class StackSettings:
             retry=RetryPolicy.from_context(ctx(RETRY)),
             destroy_on_delete=_truthy(ctx(DESTROY_ON_DELETE)),
             parse_reserved_concurrency=reserved,
+            mlflow_resource_arns=mlflow_arns,
         )
 
 

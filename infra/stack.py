@@ -41,7 +41,8 @@ class TrainsweepStack(Stack):
     training errors), ``destroy_on_delete`` (tear the bucket down with the stack; default: retain it),
     ``parse_reserved_concurrency`` (ParseRun's reserved concurrent executions; default 0: none),
     ``training_role_arn``, ``results_bucket_name`` and ``results_bucket_key_arn`` (existing resources
-    to use instead of creating them).
+    to use instead of creating them), ``mlflow_resource_arns`` (SageMaker managed MLflow resources the
+    training role may track into).
 
     ParseRun's S3-triggered (asynchronous) invocations that still fail after Lambda's two retries land
     in the ``ParseFailures`` queue (``trainsweep status`` counts them) instead of disappearing.
@@ -68,6 +69,7 @@ class TrainsweepStack(Stack):
                 _repository(self, f"ByoImage{i}", ref) for i, ref in enumerate(settings.image_repositories)
             ],
             existing_role_arn=settings.training_role_arn,
+            mlflow_resource_arns=list(settings.mlflow_resource_arns),
             **_image_args(image_directory),
         )
 

@@ -42,6 +42,7 @@ class TrainingPlatform(Construct):
     could tie a prefix to); write its CloudWatch logs and metrics. Nothing else. What a job may still do
     to other sweeps, and why it cannot rewrite their results, is in docs/cloud.md ("Security").
     ``existing_role_arn``: run the jobs as this role instead (the image is still built and pushed).
+    ``mlflow_resource_arns``: SageMaker managed MLflow resources the jobs track into (``MlflowConfig``).
     """
 
     def __init__(
@@ -55,6 +56,7 @@ class TrainingPlatform(Construct):
         image_directory: Path = ROOT,
         dockerfile: str = DOCKERFILE,
         existing_role_arn: str | None = None,
+        mlflow_resource_arns: list[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if not (image_directory / dockerfile).is_file():
@@ -166,6 +168,16 @@ class TrainingPlatform(Construct):
                     sid="UseBucketKey",
                     actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
                     resources=[bucket.encryption_key.key_arn],
+                )
+            )
+        if mlflow_resource_arns:
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    # What SageMaker's docs give a role that tracks into a managed MLflow: every MLflow
+                    # API (sagemaker-mlflow:*), here only on the tracking servers / Apps configured.
+                    sid="UseManagedMlflow",
+                    actions=["sagemaker-mlflow:*"],
+                    resources=list(mlflow_resource_arns),
                 )
             )
         stack = Stack.of(self)

@@ -100,8 +100,10 @@ def _training_task(
     spot: bool,
     data: bool,
     vpc: bool = False,
+    mlflow: bool = False,
 ) -> sfn.CustomState:
-    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel, VPC).
+    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel, VPC,
+    SageMaker managed MLflow).
 
     The image is the job's: the spec's own ``workload.image_uri``, or the stack's image, which PlanSweep
     puts in every other job.
@@ -140,6 +142,8 @@ def _training_task(
         params["CheckpointConfig"] = {"S3Uri.$": job_path("checkpoint_s3_uri")}
     if vpc:
         params["VpcConfig.$"] = job_path("vpc_config")
+    if mlflow:
+        params["MlflowConfig.$"] = job_path("mlflow_config")
     if data:
         params["InputDataConfig"] = [
             {
@@ -254,10 +258,10 @@ class SweepStateMachine(Construct):
 
         retry_check, retry_again = _api_error_retry(self, retry, export_task)
         choose = sfn.Choice(self, "TrainingKind")
-        for spot, data, vpc in itertools.product((True, False), repeat=3):
+        for spot, data, vpc, mlflow in itertools.product((True, False), repeat=4):
             name = (
                 "Train" + ("Spot" if spot else "") + ("WithData" if data else "") + ("InVpc" if vpc else "")
-            )
+            ) + ("WithMlflow" if mlflow else "")
             task = _training_task(
                 self,
                 name,
@@ -266,6 +270,7 @@ class SweepStateMachine(Construct):
                 spot=spot,
                 data=data,
                 vpc=vpc,
+                mlflow=mlflow,
             )
             task.add_retry(
                 errors=RETRYABLE_TRAINING_ERRORS,
@@ -278,8 +283,8 @@ class SweepStateMachine(Construct):
             task.add_catch(retry_check, errors=[TRAINING_API_ERROR], result_path="$.outcome.error")
             task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
             task.next(export_task)
-            if spot or data or vpc:
-                choose.when(_training_kind(spot, data, vpc), task)
+            if spot or data or vpc or mlflow:
+                choose.when(_training_kind(spot, data, vpc, mlflow), task)
             else:
                 choose.otherwise(task)
         start_job.next(choose)
@@ -550,14 +555,16 @@ def _api_error_retry(
     return check, again
 
 
-def _training_kind(spot: bool, data: bool, vpc: bool) -> sfn.Condition:
-    """The job's combination of spot, data channel and VPC (``vpc_config`` is in a job only when set)."""
+def _training_kind(spot: bool, data: bool, vpc: bool, mlflow: bool = False) -> sfn.Condition:
+    """The job's combination of spot, data channel, VPC and MLflow (``vpc_config`` and ``mlflow_config``
+    are in a job only when set)."""
     spot_c = sfn.Condition.boolean_equals(job_path("spot"), True)
     data_c = sfn.Condition.is_string(job_path("data_s3_uri"))
     vpc_c = sfn.Condition.is_present(job_path("vpc_config"))
+    mlflow_c = sfn.Condition.is_present(job_path("mlflow_config"))
     return sfn.Condition.and_(
         *(
             c if wanted else sfn.Condition.not_(c)
-            for c, wanted in ((spot_c, spot), (data_c, data), (vpc_c, vpc))
+            for c, wanted in ((spot_c, spot), (data_c, data), (vpc_c, vpc), (mlflow_c, mlflow))
         )
     )

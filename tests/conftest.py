@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,3 +109,49 @@ def layout_at() -> Callable[[Any, Path, str], dict[str, Any]]:
         return dict(driver.execute_script(_LAYOUT_JS))
 
     return measure
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_healthy(server: subprocess.Popen[bytes], uri: str, log: Path) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            pass
+        assert server.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "mlflow server did not start"
+        time.sleep(0.5)
+
+
+@pytest.fixture(scope="session")
+def mlflow_tracking_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real MLflow tracking server (``mlflow server`` on a loopback port, SQLite store), started once
+    for the tests that use it and stopped after them."""
+    pytest.importorskip("mlflow", reason="the mlflow extra (requirements.txt installs it)")
+    work = tmp_path_factory.mktemp("mlflow")
+    port = _free_port()
+    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--backend-store-uri", f"sqlite:///{work / 'mlflow.db'}"]
+    command += ["--artifacts-destination", str(work / "artifacts"), "--workers", "1"]
+    log = (work / "server.log").open("wb")
+    server = subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(server, uri, work / "server.log")
+        yield uri
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()

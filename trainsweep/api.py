@@ -33,12 +33,14 @@ def plan(spec: SpecSource, *, region: str | None = None, bucket: str | None = No
     over-budget plan is returned (``worst_case_cost_usd`` above ``spec.budget_usd``): :func:`run` refuses it.
 
     Raises:
-        SpecError: the spec is invalid.
+        SpecError: the spec is invalid, or has ``tracking`` without the MLflow client installed.
     """
     from trainsweep import phases
     from trainsweep.spec import load_spec, plan_sweep
+    from trainsweep.tracking import check_client
 
     loaded = load_spec(spec)
+    check_client(loaded.tracking)
     planned = phases.scan_spec(loaded) if loaded.phases else loaded
     return plan_sweep(planned, region=region, bucket=bucket, enforce_budget=False)
 

@@ -81,15 +81,21 @@ class PlannedJob(BaseModel):
     axes: tuple[dict[str, AxisValue], ...] = ()
     """Each cell's setting of the spec's axes (``{dtype: bfloat16}``), aligned with ``run_names``; written
     only for a sweep with axes (schema version 2)."""
+    mlflow_config: dict[str, str] | None = None
+    """MlflowConfig (``MlflowResourceArn``, ``MlflowExperimentName``, ``MlflowRunName``) when the spec
+    tracks into a SageMaker managed MLflow; written only when set: the state machine picks the training
+    task that passes it by the key's presence."""
 
     def to_json(self) -> dict[str, Any]:
         """The job as JSON types, keys in field order (``jobs.json`` and the state machine's ``$.job``);
-        ``vpc_config`` only when set."""
+        ``vpc_config``, ``axes`` and ``mlflow_config`` only when set."""
         out = self.model_dump(mode="json")
         if out["vpc_config"] is None:
             del out["vpc_config"]
         if not out["axes"]:
             del out["axes"]
+        if out["mlflow_config"] is None:
+            del out["mlflow_config"]
         return out
 
     @classmethod

@@ -44,6 +44,7 @@ from trainsweep.boundedread import TooLargeError, read_bounded
 from trainsweep.errors import BudgetExceededError, SpecError
 from trainsweep.jobs import PlannedJob
 from trainsweep.jobs import schema_version as jobs_schema_version
+from trainsweep.tracking import Tracking, job_fields
 from trainsweep.training import command as cmdline
 from trainsweep.training import contract
 from trainsweep.training.metric_lines import MAX_DEFINITIONS as METRIC_DEFINITIONS_MAX
@@ -781,6 +782,9 @@ class SweepSpec(BaseModel):
         description="Network and storage of every job's CreateTrainingJob request (VPC, network "
         "isolation, traffic encryption, volume size, input mode).",
     )
+    tracking: Tracking | None = Field(
+        None, description="MLflow: where the sweep's runs land ({mlflow: URI or ARN, experiment})."
+    )
 
     @model_validator(mode="wrap")
     @classmethod
@@ -1064,6 +1068,8 @@ class SweepSpec(BaseModel):
             del doc["training_job"]
         if doc["axes"] is None:  # and without axes
             del doc["axes"]
+        if doc["tracking"] is None:  # and without tracking
+            del doc["tracking"]
         return doc
 
 
@@ -1799,6 +1805,7 @@ def _expand(
                         region=region,
                         **_job_settings(spec.training_job),
                         axes=tuple(settings) if spec.axes else (),
+                        **job_fields(spec.tracking, spec.name, name),
                     )
                 )
     return jobs

@@ -112,6 +112,31 @@ def _render(params: Any, state: dict[str, Any]) -> Any:
     return out
 
 
+def _holds(rule: dict[str, Any], state: dict[str, Any]) -> bool:
+    """A Choice rule of the operators the training-kind choice uses, evaluated on ``state``."""
+    if "And" in rule:
+        return all(_holds(r, state) for r in rule["And"])
+    if "Not" in rule:
+        return not _holds(rule["Not"], state)
+    try:
+        value = _path(state, rule["Variable"])
+    except KeyError:
+        return rule.get("IsPresent") is False
+    if "IsPresent" in rule:
+        return bool(rule["IsPresent"])
+    if "IsString" in rule:
+        return isinstance(value, str) == rule["IsString"]
+    if "BooleanEquals" in rule:
+        return value is rule["BooleanEquals"]
+    raise AssertionError(f"a Choice operator this test does not evaluate: {rule}")
+
+
+def _training_state(states: dict[str, dict[str, Any]], state: dict[str, Any]) -> str:
+    """The training task the ``TrainingKind`` Choice sends ``state`` to, as Step Functions would."""
+    choice = states["TrainingKind"]
+    return next((r["Next"] for r in choice["Choices"] if _holds(r, state)), choice["Default"])
+
+
 # ---- the requests ----------------------------------------------------------------------------------------
 
 
@@ -141,9 +166,11 @@ def _requests(template: dict[str, Any], path: Path, region: str) -> list[dict[st
         for job in jobs:
             name = "Train" + ("Spot" if job.spot else "") + ("WithData" if job.data_s3_uri else "")
             name += "InVpc" if job.vpc_config is not None else ""
+            name += "WithMlflow" if job.mlflow_config is not None else ""
+            state = {"sweep_id": plan.sweep_id, "job": job.to_json(), "outcome": {}}
+            assert _training_state(states, state) == name  # the definition's Choice picks it
             task = states[name]
             assert task["Resource"] == "arn:aws:states:::sagemaker:createTrainingJob.sync"
-            state = {"sweep_id": plan.sweep_id, "job": job.to_json(), "outcome": {}}
             out.append(_render(task["Parameters"], state))
     assert out
     return out
@@ -285,6 +312,26 @@ def test_network_and_storage_settings_reach_every_request(template, tmp_path):
     assert "VpcConfig" not in default and default["EnableNetworkIsolation"] is False
     assert default["ResourceConfig"]["VolumeSizeInGB"] == 50
     assert default["AlgorithmSpecification"]["TrainingInputMode"] == "File"
+
+
+def test_a_sagemaker_mlflow_arn_reaches_every_request_as_mlflow_config(template, tmp_path):
+    spec = yaml.safe_load((ROOT / "examples" / "mnist-cnn.yaml").read_text())
+    arn = "arn:aws:sagemaker:eu-west-1:123456789012:mlflow-app/app-0a1b2c3d4e5f"
+    for extra in ({}, {"spot": True, "data": "s3://my-data/mnist/"}):
+        path = tmp_path / "tracked.yaml"
+        tracked = {**spec, **extra, "tracking": {"mlflow": arn, "experiment": "team/mnist"}}
+        path.write_text(yaml.safe_dump(tracked))
+        requests = _requests(template, path, "eu-west-1")
+        for request in requests:
+            assert request_problems(request) == []  # botocore's MlflowConfig shape and ARN pattern
+            assert request["MlflowConfig"] == {
+                "MlflowResourceArn": arn,
+                "MlflowExperimentName": "team/mnist",
+                "MlflowRunName": request["TrainingJobName"],
+            }
+    path.write_text(yaml.safe_dump({**spec, "tracking": {"mlflow": "https://mlflow.example.com"}}))
+    for request in _requests(template, path, "eu-west-1"):
+        assert "MlflowConfig" not in request  # SageMaker tracks only into its own managed MLflow
 
 
 # ---- the template's IAM actions are operations AWS has -------------------------------------------------

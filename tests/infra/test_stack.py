@@ -339,7 +339,11 @@ def test_retry_backoff_comes_from_context_as_object_or_json_text():
 
 
 TRAIN_STATES = [
-    "Train" + spot + data + vpc for spot in ("", "Spot") for data in ("", "WithData") for vpc in ("", "InVpc")
+    "Train" + spot + data + vpc + mlflow
+    for spot in ("", "Spot")
+    for data in ("", "WithData")
+    for vpc in ("", "InVpc")
+    for mlflow in ("", "WithMlflow")
 ]
 
 
@@ -348,11 +352,11 @@ def test_training_task_retries_with_backoff_and_jitter_and_catches_everything_el
     text = json.dumps(sm["Properties"]["DefinitionString"])
     for name in TRAIN_STATES:
         assert f'\\"{name}\\":' in text, name
-    assert text.count("arn:aws:states:::sagemaker:createTrainingJob.sync") == len(TRAIN_STATES) == 8
+    assert text.count("arn:aws:states:::sagemaker:createTrainingJob.sync") == len(TRAIN_STATES) == 16
     states = _definition_states(template)
     for name in TRAIN_STATES:
         assert [r["JitterStrategy"] for r in states[name]["Retry"]] == ["FULL"], name
-    assert text.count('\\"MaxRuntimeInSeconds.$\\":\\"$.job.max_runtime_seconds\\"') == 8
+    assert text.count('\\"MaxRuntimeInSeconds.$\\":\\"$.job.max_runtime_seconds\\"') == 16
     assert text.count('\\"MaxConcurrencyPath\\"') == 2
 
 
@@ -563,3 +567,23 @@ def test_an_existing_resource_that_is_not_an_arn_is_refused(tmp_path, key, value
     context = {"results_bucket_name": "team-results", key: value}
     with pytest.raises(ValueError, match=key):
         synth(tmp_path, context, nag=False)
+
+
+MLFLOW_SERVER = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
+MLFLOW_APP = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-app/app-0a1b2c3d4e5f"
+
+
+def test_the_training_role_may_use_only_the_managed_mlflow_it_is_given(template, tmp_path):
+    assert not [s for s in statements(template, "TrainingExecutionRole") if "MLflow" in json.dumps(s)]
+    assert "sagemaker-mlflow" not in json.dumps(template)
+    # nag on: the action wildcard is acknowledged, synth raises nothing
+    tracked = synth(tmp_path, {"mlflow_resource_arns": f"{MLFLOW_SERVER},{MLFLOW_APP}"})
+    (st,) = [s for s in statements(tracked, "TrainingExecutionRole") if s.get("Sid") == "UseManagedMlflow"]
+    assert as_list(st["Action"]) == ["sagemaker-mlflow:*"]
+    assert as_list(st["Resource"]) == [MLFLOW_SERVER, MLFLOW_APP]
+    assert json.dumps(tracked).count("sagemaker-mlflow") == 1  # no other role gets it
+
+
+def test_an_mlflow_resource_that_is_not_a_sagemaker_mlflow_arn_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="mlflow_resource_arns: 'http://mlflow:5000' is not a SageMaker"):
+        synth(tmp_path, {"mlflow_resource_arns": "http://mlflow:5000"}, nag=False)

@@ -48,8 +48,8 @@ def _definition_text(template: dict[str, Any]) -> str:
 
 def test_every_training_task_takes_its_image_from_the_job(template):
     text = _definition_text(template)
-    # eight training tasks: spot or not, with a data channel or not, in a VPC or not
-    assert text.count('\\"TrainingImage.$\\":\\"$.job.image_uri\\"') == 8
+    # sixteen training tasks: spot or not, with a data channel or not, in a VPC or not, MLflow or not
+    assert text.count('\\"TrainingImage.$\\":\\"$.job.image_uri\\"') == 16
     assert '\\"TrainingImage\\":' not in text  # no literal image left in the definition
 
 

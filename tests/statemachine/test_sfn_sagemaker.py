@@ -127,3 +127,27 @@ def test_install_is_idempotent():
     sfn_sagemaker.install()
     sfn_sagemaker.install()
     assert sfn_sagemaker.is_installed()
+
+
+def test_an_mlflow_config_reaches_create_training_job(aws, monkeypatch):
+    # what a training task of a tracked sweep sends: local mode passes it on (and tracks nothing itself)
+    from moto.sagemaker.responses import SageMakerResponse
+
+    received = []
+    original = SageMakerResponse.create_training_job
+
+    def create_training_job(self):  # type: ignore[no-untyped-def]
+        received.append(self._get_param("MlflowConfig"))
+        return original(self)
+
+    monkeypatch.setattr(SageMakerResponse, "create_training_job", create_training_job)
+    config = {
+        "MlflowResourceArn": f"arn:aws:sagemaker:us-east-1:{ACCOUNT}:mlflow-tracking-server/team",
+        "MlflowExperimentName": "resnet",
+        "MlflowRunName": "job-tracked",
+    }
+    definition = json.loads(_definition())
+    definition["States"]["Train"]["Parameters"]["MlflowConfig"] = config
+    d = _run(aws, json.dumps(definition), {"name": "job-tracked", "hp": {"epochs": "1"}})
+    assert d["status"] == "SUCCEEDED", d
+    assert received == [config]

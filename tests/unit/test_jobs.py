@@ -31,11 +31,40 @@ def test_a_job_reads_back_from_its_json_unchanged() -> None:
     data = json.loads(json.dumps(job.to_json()))
     assert PlannedJob.from_json(data) == job
     # every field, in order; vpc_config only when set (the state machine tests its presence)
-    assert list(data) == [f for f in PlannedJob.model_fields if f not in ("vpc_config", "axes")]
+    optional = ("vpc_config", "axes", "mlflow_config")
+    assert list(data) == [f for f in PlannedJob.model_fields if f not in optional]
     vpc = {"subnets": ["subnet-1"], "security_group_ids": ["sg-1"]}
     in_vpc = _job(training_job={"vpc": vpc})
-    assert list(in_vpc.to_json()) == [f for f in PlannedJob.model_fields if f != "axes"]
+    assert list(in_vpc.to_json()) == [f for f in PlannedJob.model_fields if f not in optional[1:]]
     assert PlannedJob.from_json(json.loads(json.dumps(in_vpc.to_json()))) == in_vpc
+    tracked = _job(tracking={"mlflow": ARN})
+    assert list(tracked.to_json()) == [f for f in PlannedJob.model_fields if f not in optional[:2]]
+    assert PlannedJob.from_json(json.loads(json.dumps(tracked.to_json()))) == tracked
+
+
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
+
+
+def test_a_sagemaker_mlflow_arn_gives_every_job_its_mlflow_config() -> None:
+    jobs = plan_sweep(
+        {**SPEC, "packing": "per-cell", "tracking": {"mlflow": ARN, "experiment": "resnet-tuning"}},
+        sweep_id="demo-1",
+        bucket="b",
+    ).jobs
+    assert len(jobs) == 2
+    for job in jobs:
+        assert job.mlflow_config == {
+            "MlflowResourceArn": ARN,
+            "MlflowExperimentName": "resnet-tuning",
+            "MlflowRunName": job.job_name,
+        }
+    app = ARN.replace("mlflow-tracking-server/team", "mlflow-app/app-0a1b2c3d4e5f")
+    assert _job(tracking={"mlflow": app}).mlflow_config["MlflowExperimentName"] == "demo"  # the spec's name
+
+
+def test_a_tracking_uri_that_is_not_sagemaker_gives_the_jobs_no_mlflow_config() -> None:
+    job = _job(tracking={"mlflow": "http://mlflow.internal:5000"})
+    assert job.mlflow_config is None and "mlflow_config" not in job.to_json()
 
 
 def test_a_job_cannot_be_changed_in_place() -> None:

@@ -1,17 +1,11 @@
 """``trainsweep export mlflow`` against a real MLflow tracking server (``mlflow server`` on a loopback
-port with a SQLite store, started and stopped here), checked through MLflow's own client."""
+port with a SQLite store, started and stopped by tests/conftest.py), checked through MLflow's own client."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,37 +28,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def tracking_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    work = tmp_path_factory.mktemp("mlflow")
-    port = _free_port()
-    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--backend-store-uri", f"sqlite:///{work / 'mlflow.db'}"]
-    command += ["--artifacts-destination", str(work / "artifacts"), "--workers", "1"]
-    log = (work / "server.log").open("wb")
-    server = subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            assert server.poll() is None, (work / "server.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "mlflow server did not start"
-            time.sleep(0.5)
-        yield uri
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
+@pytest.fixture
+def tracking_uri(mlflow_tracking_uri: str) -> str:
+    """The session's MLflow tracking server (``mlflow_tracking_uri`` in tests/conftest.py)."""
+    return mlflow_tracking_uri
 
 
 @pytest.fixture(scope="module")

@@ -51,9 +51,11 @@ def plan(
     err = make_console(stderr=True)
     from trainsweep import phases
     from trainsweep.spec import load_spec
+    from trainsweep.tracking import check_client
 
     try:
         spec = load_spec(spec_path)
+        check_client(spec.tracking)  # the sweep would run, then fail to land where it is tracked
         # a two-phase sweep starts with its scan: that is the plan to show; the confirm phase follows
         sweep = plan_sweep(
             phases.scan_spec(spec) if spec.phases else spec,

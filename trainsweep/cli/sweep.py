@@ -282,7 +282,7 @@ def run(
             f"Watch it with `trainsweep status {result.sweep_id}`; "
             f"download with `trainsweep download {result.sweep_id}`."
         )
-    elif not result.succeeded:
+    elif not result.succeeded or result.tracking_error:  # the export's failure was said as it ended
         raise typer.Exit(EXIT_FAILED)
 
 

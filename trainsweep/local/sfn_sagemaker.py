@@ -43,6 +43,7 @@ _CREATE_TRAINING_JOB_PARAMETERS = frozenset(
         "HyperParameters",
         "InfraCheckConfig",
         "InputDataConfig",
+        "MlflowConfig",
         "OutputDataConfig",
         "ProfilerConfig",
         "ProfilerRuleConfigurations",

@@ -68,7 +68,9 @@ def _checked_start(session: Any, spec: Any, stack: str) -> tuple[str, str] | Non
     from trainsweep.aws.workflow import check_plan_fits
     from trainsweep.errors import TrainsweepError
     from trainsweep.spec import plan_sweep
+    from trainsweep.tracking import check_client
 
+    check_client(spec.tracking)
     if spec.data and spec.data.startswith("file://"):
         raise TrainsweepError("a file:// data URI works only with --local: upload the data and use s3://")
     s3 = session.client("s3")
@@ -150,6 +152,11 @@ def run_cloud(
         events.say(f"Started sweep {sweep_id} ({run.execution_arn})")
         if not watch:
             run.watched = False
+            if spec.tracking is not None:
+                events.note(
+                    "tracking: the sweep is exported to MLflow when `trainsweep run` watches it to its end; "
+                    "after `trainsweep download`, `trainsweep export mlflow` does it"
+                )
             return run
         try:
             run.execution_status = wait(run.execution_arn)
@@ -163,7 +170,7 @@ def run_cloud(
     run.view = sweeps.sweep_view(
         s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, region=session.region_name
     )
-    return finish(run, events, record)
+    return finish(run, events, record, spec)
 
 
 def _resume(

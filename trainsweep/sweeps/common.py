@@ -45,10 +45,13 @@ def write_record(dest: Path, record: dict[str, Any] | None) -> None:
         atomicio.write_json(dest / PHASES_FILE, record)
 
 
-def finish(run: SweepRun, events: SweepEvents, record: dict[str, Any] | None = None) -> SweepRun:
+def finish(
+    run: SweepRun, events: SweepEvents, record: dict[str, Any] | None = None, spec: Any = None
+) -> SweepRun:
     """The end of every sweep: a failed execution's whole detail (e.g. a refusing Lambda's JSON error
     with its stack trace: for a log file, not the terminal) appended to ``<out>/<sweep-id>.log``, a
-    phase's record written, the events told."""
+    phase's record written, the events told, then the results exported to the ``spec``'s ``tracking``
+    (:func:`trainsweep.sweeps.track.export_tracked`)."""
     if run.execution_status != "SUCCEEDED" and run.error_detail:
         log = log_path_for(run.dest)
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -57,4 +60,8 @@ def finish(run: SweepRun, events: SweepEvents, record: dict[str, Any] | None = N
         run.detail_log = log
     write_record(run.dest, record)
     events.finished(run)
+    if spec is not None and spec.tracking is not None:
+        from trainsweep.sweeps.track import export_tracked
+
+        export_tracked(run, spec, events)
     return run

@@ -166,12 +166,14 @@ def run_local_sweep(
     from trainsweep.local.executor import gpu_available
     from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import check_sweep_id, load_spec, make_sweep_id, plan_sweep
+    from trainsweep.tracking import check_client
 
     t_start = time.perf_counter()
     if resume is not None:
         check_sweep_id(resume)  # it names a folder under out_root
     spec = load_spec(spec_source)
     _check_local(spec, has_gpu or gpu_available)
+    check_client(spec.tracking)
     # The script, its folder and its requirements are checked before anything starts.
     if staged is None:
         staged = stage(spec.workload, spec_folder or spec_dir(spec_source), check_requirements=True)
@@ -490,4 +492,6 @@ def run_local(
     if result.parse_failures is not None and result.parse_failures.alarming:
         # The queue goes with the embedded AWS: say it here, `status` reads the downloaded sweep.
         events.warn(result.parse_failures.local_line())
-    return finish(result, events, record)
+    from trainsweep.spec import load_spec
+
+    return finish(result, events, record, load_spec(spec_source))

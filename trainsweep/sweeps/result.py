@@ -44,6 +44,8 @@ class SweepRun:
     execution_arn: str | None = None
     detail_log: Path | None = None  # where ``error_detail`` was written, when the execution failed
     scan: SweepRun | None = None  # a two-phase sweep's scan, on the confirm sweep's run
+    tracked: Any = None  # trainsweep.mlflow_export.ExportResult: where the spec's tracking got the sweep
+    tracking_error: str | None = None  # why the export to the spec's tracking failed (results are kept)
 
     @property
     def succeeded(self) -> bool:
