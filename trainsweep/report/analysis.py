@@ -10,6 +10,7 @@ from typing import Any
 
 from trainsweep import instances
 from trainsweep.cost import billing
+from trainsweep.cost.axis_effects import axis_names, best_settings
 from trainsweep.cost.metrics import (
     FAILED,
     OK,
@@ -51,6 +52,9 @@ class SweepAnalysis:
     """Data-quality findings: the import's quality.json entries plus every run's own problems."""
     batch_size_search: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``batch_sizes: auto``: per instance type, what :func:`search_summary` says."""
+    best_settings: list[dict[str, Any]] = field(default_factory=list)
+    """A sweep with axes: per instance type, its fastest and cheapest setting
+    (:func:`trainsweep.cost.axis_effects.best_settings`); empty without axes."""
 
     def runs_of(self, row: ConfigMetrics) -> list[tuple[RunTimings, RunMetrics]]:
         return [
@@ -59,6 +63,7 @@ class SweepAnalysis:
             if m.instance_type == row.instance_type
             and m.batch_size == row.batch_size
             and m.platform == row.platform
+            and m.axes == row.axes
         ]
 
     @property
@@ -383,6 +388,7 @@ def analyse(
     searched = bool(spec_d and spec_d.get("batch_size_search"))
     return SweepAnalysis(
         batch_size_search=search_summary(rows) if searched else {},
+        best_settings=_best_settings(rows),
         runs=runs,
         run_metrics=metrics,
         rows=rows,
@@ -401,6 +407,13 @@ def analyse(
         quality=quality,
         warnings=warnings,
     )
+
+
+def _best_settings(rows: Sequence[ConfigMetrics]) -> list[dict[str, Any]]:
+    """Per instance type, the fastest and cheapest setting of a sweep with axes; [] without axes."""
+    if not axis_names(rows):
+        return []
+    return best_settings(rows, priced=any(r.usd_per_hour for r in rows))
 
 
 def clean(x: Any) -> Any:
