@@ -55,7 +55,7 @@ from trainsweep.cost.metrics import (
 from trainsweep.cost.prices import hourly_usd
 from trainsweep.cost.recommend import config_dict, recommend
 from trainsweep.errors import TrainsweepError
-from trainsweep.importer import ImportResult
+from trainsweep.importer import FileOutcome, ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.predict import Calibration, Prediction, SteadyState, StopRule, predict_run, replay
 from trainsweep.spec import SweepSpec, load_spec
@@ -203,9 +203,41 @@ def _setting_of(run: RunTimings, spec: SweepSpec) -> SettingKey | str:
     )
 
 
-def _outside(o: Any, setting: SettingKey) -> dict[str, Any]:
+def _outside(o: FileOutcome, setting: SettingKey) -> dict[str, Any]:
     out = {"path": o.path, "instance_type": o.instance_type, "batch_size": o.batch_size}
     return {**out, "axes": dict(setting)} if setting else out
+
+
+def _setting_or_why(
+    o: FileOutcome, run: RunTimings | None, copies: dict[str, str], spec: SweepSpec
+) -> SettingKey | str:
+    """The setting of the spec's axes an imported log stands for, or why it cannot stand for a run."""
+    if run is None:
+        return "could not be read"
+    if o.path in copies:
+        return copies[o.path]
+    if run.status != "complete":
+        return f"not a complete log (status {run.status})"
+    if o.instance_type is None:
+        return "its instance type is not read (docs/log-formats.md)"
+    if not o.batch_size:
+        return "its batch size is not read"
+    return _setting_of(run, spec)
+
+
+def _full_run(run: RunTimings, spec: SweepSpec) -> RunMetrics:
+    """The log's figures as a full run of the spec's epochs (to the target, with one), billed as a
+    SageMaker job."""
+    full = run_metrics(
+        run, epochs=spec.workload.epochs, job=_SAGEMAKER_JOB, target_value=_target_value(spec),
+        target_metric=_target_metric(spec), minimize=_minimize(spec),
+    )  # fmt: skip
+    if full.target_epoch is not None and full.target_epoch > spec.workload.epochs:
+        # reached after the spec's epochs: a run of the spec's epochs ends before it
+        full.target_epoch = full.time_to_target_s = full.billable_to_target_s = None
+    if not spec.axes:
+        full.axes = {}  # a spec without axes pools the logs' settings (_input_notes says so)
+    return full
 
 
 def samples_from(
@@ -218,42 +250,20 @@ def samples_from(
     """
     copies = _left_out_copies(result)
     cells = {(t, b, k) for t in spec.instance_types for b in spec.batch_sizes for k in spec_settings(spec)}
-    target = _target_value(spec)
     by_cell: dict[CellKey, list[tuple[int, str, Sample]]] = {}
     outside: list[dict[str, Any]] = []
     unused: list[dict[str, str]] = []
     for o in result.files:
         run = result.runs.get(o.path)
-        reason = None
-        if run is None:
-            reason = "could not be read"
-        elif o.path in copies:
-            reason = copies[o.path]
-        elif run.status != "complete":
-            reason = f"not a complete log (status {run.status})"
-        elif o.instance_type is None:
-            reason = "its instance type is not read (docs/log-formats.md)"
-        elif not o.batch_size:
-            reason = "its batch size is not read"
-        elif isinstance(setting := _setting_of(run, spec), str):
-            reason = setting
-        if reason is not None:
-            unused.append({"path": o.path, "reason": reason})
+        setting = _setting_or_why(o, run, copies, spec)
+        if isinstance(setting, str):
+            unused.append({"path": o.path, "reason": setting})
             continue
         assert run is not None and o.instance_type is not None and o.batch_size
-        assert not isinstance(setting, str)
         if (o.instance_type, o.batch_size, setting) not in cells:
             outside.append(_outside(o, setting))
             continue
-        full = run_metrics(
-            run, epochs=spec.workload.epochs, job=_SAGEMAKER_JOB, target_value=target,
-            target_metric=_target_metric(spec), minimize=_minimize(spec),
-        )  # fmt: skip
-        if full.target_epoch is not None and full.target_epoch > spec.workload.epochs:
-            # reached after the spec's epochs: a run of the spec's epochs ends before it
-            full.target_epoch = full.time_to_target_s = full.billable_to_target_s = None
-        if not spec.axes:
-            full.axes = {}  # a spec without axes pools the logs' settings (_input_notes says so)
+        full = _full_run(run, spec)
         if full.status != OK or full.time_to_train_s is None:
             unused.append({"path": o.path, "reason": full.reason or "no time to train"})
             continue
@@ -811,28 +821,13 @@ def simulate(
     by_target = _target_value(spec) is not None
     truth_rows, exhaustive = _exhaustive(spec, everything, region)
     truth = _picks(truth_rows, said)
-    missed = [
-        {"instance_type": r.instance_type, "batch_size": r.batch_size, "reason": r.quality or r.not_judged}
-        for r in truth_rows
-        if by_target and r.status == OK and r.time_to_target_s is None
-    ]
+    missed = _missed_target(truth_rows) if by_target else []
     if everything and by_target and truth["fastest"] is None:
         notes.append(f"no configuration reaches {said} in every one of its logs: nothing to recommend")
 
     # the strategy
-    short = sorted({len(xs) for xs in by_cell.values() if len(xs) < spec.repetitions})
-    if short:
-        notes.append(
-            f"some configurations have fewer logs than the spec's {spec.repetitions} repetitions "
-            f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
-        )
-    block: dict[str, Any] | None = None
-    if race is not None:
-        strategy, strategy_rows = replay_race(spec, by_cell, region, rule, race)
-    elif spec.phases:
-        strategy, strategy_rows, block = replay_phases(spec, by_cell, region, rule)
-    else:
-        strategy, strategy_rows = replay_sweep(spec, by_cell, region, rule)
+    notes.extend(_fewer_logs(spec, by_cell))
+    strategy, strategy_rows, block = _replay_strategy(spec, by_cell, region, rule, race)
     picks = _picks(strategy_rows, said)
     if by_target and picks["fastest"] is None and truth["fastest"] is not None:
         ran = "confirmed configurations" if spec.phases else "configurations the strategy ran"
@@ -858,6 +853,42 @@ def simulate(
         missed_target=missed,
         phases=block,
     )
+
+
+def _fewer_logs(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[str]:
+    """A note when some configurations have fewer logs than the spec's repetitions."""
+    short = sorted({len(xs) for xs in by_cell.values() if len(xs) < spec.repetitions})
+    if not short:
+        return []
+    return [
+        f"some configurations have fewer logs than the spec's {spec.repetitions} repetitions "
+        f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
+    ]
+
+
+def _missed_target(truth_rows: list[ConfigMetrics]) -> list[dict[str, Any]]:
+    """The configurations the exhaustive runs show not reaching the target (never recommended)."""
+    return [
+        {"instance_type": r.instance_type, "batch_size": r.batch_size, "reason": r.quality or r.not_judged}
+        for r in truth_rows
+        if r.status == OK and r.time_to_target_s is None
+    ]
+
+
+def _replay_strategy(
+    spec: SweepSpec,
+    by_cell: dict[CellKey, list[Sample]],
+    region: str,
+    rule: StopRule,
+    race: RaceRule | None,
+) -> tuple[dict[str, Any], list[ConfigMetrics], dict[str, Any] | None]:
+    """The strategy replayed (the race, the two phases, or the spec's sweep): its bill, the rows its
+    picks come from, and the ``phases`` block (None but for phases)."""
+    if race is not None:
+        return (*replay_race(spec, by_cell, region, rule, race), None)
+    if spec.phases:
+        return replay_phases(spec, by_cell, region, rule)
+    return (*replay_sweep(spec, by_cell, region, rule), None)
 
 
 def _cell_label(cell: CellKey) -> str:

@@ -58,3 +58,31 @@ def write_axis_logs(root: Path, experiment: str = "exp", slower: float = 0.0) ->
             epochs = tuple(e + slower for e in epochs_of(itype, dtype, bs, k))
             (folder / name).write_text(seed_log(bs, epochs))
     return root
+
+
+def long_seed_log(batch_size: int, step_s: float, seed: int, epochs: int = 20, steps: int = 100) -> str:
+    """A longer seed-style log: ``epochs`` epochs of ``steps`` steps of about ``step_s`` seconds (± 3 %,
+    drawn from ``seed``; the first step 10x), one second of validation each, so early stop can stop."""
+    import random
+
+    rng = random.Random(seed)
+    lines = [f"python3 train.py --batch-size {batch_size} --epochs {epochs}", "Initialization time 0.5"]
+    for e in range(1, epochs + 1):
+        lines.append(f"Epoch {e}/{epochs}")
+        times = [step_s * rng.uniform(0.97, 1.03) * (10 if e == 1 and s == 1 else 1) for s in range(steps)]
+        lines += [f"{s} step training time: {t:.6f}s" for s, t in enumerate(times, 1)]
+        lines += ["Validation time: 1.0s", f"Epoch time: {sum(times) + 1.0:.6f}s"]
+    return "\n".join(lines) + "\n"
+
+
+def write_long_axis_logs(root: Path, repetitions: int = 3) -> Path:
+    """:func:`write_axis_logs`' grid as :func:`long_seed_log` logs, each configuration's step time its
+    :data:`EPOCHS` first epoch over 100 (so the ranking is the same), ``repetitions`` of each."""
+    for n, (itype, dtype, bs) in enumerate(EPOCHS):
+        folder = root / "exp" / f"dtype={dtype}" / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        for k in range(repetitions):
+            step_s = EPOCHS[(itype, dtype, bs)][0] / 100
+            text = long_seed_log(bs, step_s, seed=100 * n + k)
+            (folder / f"result-{VMTYPE[itype]}-{bs}-e{k}.txt").write_text(text)
+    return root

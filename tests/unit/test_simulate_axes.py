@@ -10,7 +10,15 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tests.unit.axis_logs import EPOCHS, G5, G6, REPETITIONS, time_to_train, write_axis_logs
+from tests.unit.axis_logs import (
+    EPOCHS,
+    G5,
+    G6,
+    REPETITIONS,
+    time_to_train,
+    write_axis_logs,
+    write_long_axis_logs,
+)
 from trainsweep.cli import app
 
 runner = CliRunner()
@@ -90,3 +98,19 @@ def test_the_race_over_axes_is_refused(tmp_path: Path, logs: Path) -> None:
     )
     assert result.exit_code != 0
     assert "remove axes from the spec to race" in result.output
+
+
+def test_early_stop_packed_over_axes_meets_the_cost_goal_on_made_up_logs(tmp_path: Path) -> None:
+    """The strategy the goal names (early stop, one packed job per instance type, one repetition) over
+    a dtype axis costs at most a tenth of the exhaustive grid (three full repetitions, one job each) and
+    its picks' regret is within the spread between repetitions. Made-up logs: the seed logs have no axes."""
+    logs = write_long_axis_logs(tmp_path / "src")
+    spec = _spec(tmp_path, workload={"model": "mnist-cnn", "epochs": 20}, mode="early-stop")
+    out = _simulate(str(spec), "--from", str(logs))
+    assert out["exhaustive"]["runs"] == len(EPOCHS) * 3 and out["strategy"]["jobs"] == 2
+    assert out["strategy"]["early_stopped_runs"] == len(EPOCHS)
+    assert out["cost_ratio"] <= 0.10
+    spread = out["repetition_spread"]
+    assert out["regret_time"] <= spread["time_of_true_fastest"]
+    assert out["regret_cost"] <= spread["cost_of_true_cheapest"]
+    assert out["picks"]["fastest"]["axes"] == out["truth"]["fastest"]["axes"]
