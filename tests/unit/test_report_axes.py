@@ -85,3 +85,20 @@ def test_a_sweep_without_axes_has_no_setting_figures(tmp_path: Path) -> None:
     page = (tmp_path / "out" / layout.REPORT_HTML).read_text()
     assert "best-settings" not in page and "plot-axis-" not in page and ">Setting</th>" not in page
     assert not list((tmp_path / "out" / layout.PLOTS_DIR).glob("axis-*"))
+
+
+def test_each_setting_is_a_row_of_the_heatmaps_and_a_line_of_the_curves() -> None:
+    from trainsweep.cost.metrics import ConfigMetrics
+    from trainsweep.plots.sweep import samples_per_s_heatmap, throughput_figure
+
+    rows = [
+        ConfigMetrics(G5, 1, 256, 1, samples_per_s=100.0 * n, axes={"dtype": d})
+        for n, d in enumerate(("float32", "bfloat16"), 1)
+    ]
+    (heat,) = samples_per_s_heatmap(rows).axes[:1]
+    assert [t.get_text() for t in heat.get_yticklabels()] == [
+        "g5.xlarge dtype=float32",
+        "g5.xlarge dtype=bfloat16",
+    ]
+    (curves,) = throughput_figure(rows).axes
+    assert len(curves.get_lines()) == 2

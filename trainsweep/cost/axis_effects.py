@@ -80,9 +80,10 @@ class Effect:
     """± one standard deviation over repetitions (None: one repetition)."""
 
     @property
-    def label(self) -> str:
+    def line(self) -> str:
+        """``bs 256, compile=true``: the line's label within its instance type's panel."""
         held = f", {axis.label(self.others)}" if self.others else ""
-        return f"{self.instance_type.removeprefix('ml.')} bs {self.batch_size}{held}"
+        return f"bs {self.batch_size}{held}"
 
 
 FIGURES: dict[str, tuple[str, str | None, str]] = {

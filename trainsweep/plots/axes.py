@@ -55,7 +55,7 @@ def _panel(ax: object, effects: Sequence[Effect], figure: str) -> None:
     for e in effects:
         y = np.array([np.nan if v is None else v for v in e.mean], dtype=float)
         err = np.array([0.0 if s is None else s for s in e.spread], dtype=float)
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=literal(e.label.split(" ", 1)[1]))
+        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=literal(e.line))
     ax.set_xticks(x, [literal(v) for v in values], fontsize=8)
     ax.set_ylabel(FIGURES[figure][2], fontsize=8)
     ax.set_ylim(bottom=0)
