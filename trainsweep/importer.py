@@ -308,9 +308,6 @@ def _task(path: Path, relative: PurePosixPath, member: str | None = None) -> _Ta
     results root, with the setting its folders and name carry."""
     inner = PurePosixPath(member) if member is not None else PurePosixPath(relative.name)
     setting, stem = axes.from_path(relative.parent.parts, inner.stem)
-    file_name = None
-    if setting:
-        file_name = stem + inner.suffix
     return _Task(
         path=str(path),
         relative=str(relative),
@@ -318,7 +315,7 @@ def _task(path: Path, relative: PurePosixPath, member: str | None = None) -> _Ta
         run_name=stem + axes.name_suffix(setting),
         member=member,
         setting=tuple(setting.items()),
-        file_name=file_name,
+        file_name=stem + inner.suffix if setting else None,
     )
 
 

@@ -65,7 +65,9 @@ def heatmap_figure(
 ) -> Figure:
     """A grid of one metric over instance type (rows) x batch size (columns), values written in cells."""
     types, sizes = _types_and_sizes(rows)
-    fig = Figure(figsize=(1.6 + 1.25 * max(len(sizes), 1), 1.4 + 0.55 * max(len(types), 1)))
+    # rows named with a setting of the axes need room for their names
+    names = 0.07 * max((len(t) for t in types), default=0) if any(r.axes for r in rows) else 0.0
+    fig = Figure(figsize=(1.6 + names + 1.25 * max(len(sizes), 1), 1.4 + 0.55 * max(len(types), 1)))
     if not types or not sizes:
         return _empty(fig, "no configurations to show")
     grid = np.full((len(types), len(sizes)), np.nan)
