@@ -919,13 +919,18 @@ def _input_notes(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[
             f"{spec.workload.epochs}: their full runs, the exhaustive answer's included, are extrapolated "
             "(epoch 1 + the later epochs' mean for the rest), not measured"
         )
-    unswept = axis.names_of([run_setting(s.run) for xs in by_cell.values() for s in xs])
-    if unswept and not spec.axes:
-        notes.append(
-            f"logs carry settings of axes ({', '.join(unswept)}) the spec does not sweep: their runs are "
-            "taken as repetitions of one configuration; give the spec those axes to replay each setting"
-        )
-    return notes
+    return notes + _unswept_axes(spec, by_cell)
+
+
+def _unswept_axes(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[str]:
+    """A note when the logs carry settings of axes a spec without axes pools."""
+    unswept = [] if spec.axes else axis.names_of([run_setting(s.run) for xs in by_cell.values() for s in xs])
+    if not unswept:
+        return []
+    return [
+        f"logs carry settings of axes ({', '.join(unswept)}) the spec does not sweep: their runs are "
+        "taken as repetitions of one configuration; give the spec those axes to replay each setting"
+    ]
 
 
 def _cells_without_logs(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[dict[str, Any]]:
