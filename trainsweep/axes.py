@@ -124,3 +124,52 @@ def names_of(records: Sequence[Mapping[str, AxisValue] | None]) -> list[str]:
     for r in records:
         out.update(dict.fromkeys(r or {}))
     return list(out)
+
+
+_NAMED_PAIR = re.compile(r"^([A-Za-z][A-Za-z0-9_-]{0,63})=([A-Za-z0-9-]{1,64})$")
+
+
+def typed(said: str) -> AxisValue:
+    """A value as a name spells it, typed as a spec would give it: ``true``/``false`` a boolean, a whole
+    number an int, anything else the text."""
+    low = said.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if re.fullmatch(r"-?[0-9]+", said):
+        return int(said)
+    return said
+
+
+def named_pairs(part: str) -> Setting | None:
+    """``dtype=bfloat16`` or ``dtype=bfloat16,compile=true`` (a folder or file name, or its part after a
+    comma) as a setting; None when ``part`` is not made of such pairs only."""
+    out: Setting = {}
+    for piece in part.split(","):
+        m = _NAMED_PAIR.match(piece)
+        if m is None:
+            return None
+        out[m.group(1)] = typed(m.group(2))
+    return out
+
+
+def from_path(folders: Sequence[str], file_stem: str) -> tuple[Setting, str]:
+    """The setting a log's folders and file name carry, and the file stem without it.
+
+    A folder named ``dtype=bfloat16`` (or ``dtype=bfloat16,compile=true``) sets those axes for the logs
+    below it; a file named ``result-p3-1-64-e0,dtype=bfloat16.txt`` for itself (the stem is then
+    ``result-p3-1-64-e0``). A deeper folder, then the file name, wins over a folder above it.
+    """
+    setting: Setting = {}
+    for folder in folders:
+        setting.update(named_pairs(folder) or {})
+    head, _, tail = file_stem.partition(",")
+    said = named_pairs(tail) if tail else None
+    if said is None:
+        return setting, file_stem
+    setting.update(said)
+    return setting, head
+
+
+def name_suffix(setting: Mapping[str, AxisValue]) -> str:
+    """``,dtype=bfloat16,compile=true``: what an imported run's name carries of its setting (``""``)."""
+    return "".join(f",{k}={text(v)}" for k, v in setting.items())

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING, Any
 
-from trainsweep import layout
+from trainsweep import axes, layout
 from trainsweep.errors import TrainsweepError
 from trainsweep.logs.model import RunTimings
 
@@ -143,6 +143,11 @@ class _Task:
     run_name: str
     member: str | None = None
     """The log's name inside the archive at ``path``; None for a plain file."""
+    setting: tuple[tuple[str, axes.AxisValue], ...] = ()
+    """The axes' values its folders or file name carry (``dtype=bfloat16/``:
+    :func:`trainsweep.axes.from_path`)."""
+    file_name: str | None = None
+    """The file name the parser reads the cell from when the name carried a setting (without it)."""
 
 
 @contextmanager
@@ -290,10 +295,28 @@ def _not_a_regular_file(path: Path) -> str:
 
 
 def _results_root(relative_dir: PurePosixPath) -> str:
-    parts = relative_dir.parts
+    """The results root of the logs of a folder: the folder, less a last ``logs`` and the folders that
+    name a setting (``dtype=bfloat16``): the logs of every setting make one sweep."""
+    parts = [p for p in relative_dir.parts if axes.named_pairs(p) is None]
     if parts and parts[-1] == layout.LOGS_DIR:
         parts = parts[:-1]
     return "/".join(parts)
+
+
+def _task(path: Path, relative: PurePosixPath, member: str | None = None) -> _Task:
+    """The work of one log (``member`` of the archive at ``path``, else the file), its run name and
+    results root, with the setting its folders and name carry."""
+    inner = PurePosixPath(member) if member is not None else PurePosixPath(relative.name)
+    setting, stem = axes.from_path(relative.parent.parts, inner.stem)
+    return _Task(
+        path=str(path),
+        relative=str(relative),
+        results_root=_results_root(relative.parent),
+        run_name=stem + axes.name_suffix(setting),
+        member=member,
+        setting=tuple(setting.items()),
+        file_name=stem + inner.suffix if setting else None,
+    )
 
 
 def _outside_link(path: Path, root: Path) -> Path | None:
@@ -353,13 +376,7 @@ def discover(
                 for member in members:
                     inner = relative / PurePosixPath(member.lstrip("/")).as_posix().removeprefix("./")
                     tasks.append(
-                        _Task(
-                            path=str(path),
-                            relative=str(inner),
-                            results_root=_results_root(relative.parent),
-                            run_name=PurePosixPath(member).stem,
-                            member=member,
-                        )
+                        replace(_task(path, inner, member), results_root=_results_root(relative.parent))
                     )
                 continue
             if suffix not in LOG_SUFFIXES:
@@ -367,14 +384,7 @@ def discover(
             if not _log_by_name(filename) and not _looks_like_training_log(path):
                 skipped.append({"path": str(relative), "reason": NO_TRAINING_CONTENT})
                 continue
-            tasks.append(
-                _Task(
-                    path=str(path),
-                    relative=str(relative),
-                    results_root=_results_root(relative.parent),
-                    run_name=path.stem,
-                )
-            )
+            tasks.append(_task(path, relative))
     return _unique_run_names(tasks), skipped, json_files
 
 
@@ -473,7 +483,7 @@ def _process(job: tuple[_Task, str | None]) -> _Processed:
             return _Processed(outcome, None, [])
         # A plain file keeps its path as its name, so that the parser also sees the folder (old EC2
         # logs are named by GPU count only); an archive member goes by its own name.
-        reader = _Reader(f, task.path if task.member is None else PurePosixPath(task.member).name)
+        reader = _Reader(f, _name_to_read(task))
         try:
             run = parse(reader, name=None if task.member is None else reader.name)
         except Exception as exc:  # a parser bug must not stop the import
@@ -489,6 +499,7 @@ def _process(job: tuple[_Task, str | None]) -> _Processed:
         )
         return _Processed(outcome, None, [])
     outcome.sha256, outcome.size = run.sha256, run.bytes_read
+    _set_named_axes(run, task)
     try:
         run.name = task.run_name  # unique within its results root (see _unique_run_names)
         artefacts = _stage_artefacts(run, Path(staging)) if staging is not None else []
@@ -513,6 +524,36 @@ def _process(job: tuple[_Task, str | None]) -> _Processed:
             _problem("import.no_steps", "the log contains no training step times", "error")
         )
     return _Processed(outcome, run, artefacts)
+
+
+def _name_to_read(task: _Task) -> str:
+    """The name the parser reads the cell from: a plain file's path (so that it also sees the folder;
+    old EC2 logs are named by GPU count only), an archive member's own name; without the setting a
+    file name carries."""
+    name = task.path if task.member is None else PurePosixPath(task.member).name
+    if task.file_name is None:
+        return name
+    return str(PurePosixPath(name).with_name(task.file_name)) if task.member is None else task.file_name
+
+
+def _set_named_axes(run: RunTimings, task: _Task) -> None:
+    """The setting the log's folders or name carry becomes the run's, unless its log says one; a log
+    that says another value than its name is flagged (the log's word is kept)."""
+    if not task.setting:
+        return
+    named = dict(task.setting)
+    said = run.extra.get(axes.LOG_KEY)
+    if not isinstance(said, dict):
+        run.extra[axes.LOG_KEY] = named
+        return
+    differ = {k: v for k, v in named.items() if k in said and axes.text(said[k]) != axes.text(v)}
+    if differ:
+        run.add_problem(
+            "axes-contradict-name",
+            f"the log says {axes.label({k: said[k] for k in differ})}, its name "
+            f"{axes.label(differ)}: the log's setting is kept",
+        )
+    run.extra[axes.LOG_KEY] = {**named, **said}
 
 
 def _is_mlperf(run: RunTimings) -> bool:

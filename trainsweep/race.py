@@ -28,7 +28,7 @@ from trainsweep.cost.prices import hourly_usd
 if TYPE_CHECKING:
     from trainsweep.cost.metrics import RunMetrics
     from trainsweep.predict import Calibration, StopRule
-    from trainsweep.simulate import Sample, Watched
+    from trainsweep.simulate import CellKey, Sample, Watched
     from trainsweep.spec import SweepSpec
 
 
@@ -187,7 +187,7 @@ class _Race:
 
 
 def race(
-    by_cell: dict[tuple[str, int], list[Sample]],
+    by_cell: dict[CellKey, list[Sample]],
     spec: SweepSpec,
     region: str,
     rule: StopRule,
@@ -216,7 +216,7 @@ def race(
 
 
 def _line_up(
-    by_cell: dict[tuple[str, int], list[Sample]], prices: dict[str, float | None]
+    by_cell: dict[CellKey, list[Sample]], prices: dict[str, float | None]
 ) -> tuple[list[Entrant], dict[str, _Job]]:
     """One entrant per configuration (its first log), and one packed job per instance type, each with
     its configurations' first looks queued."""

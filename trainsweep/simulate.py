@@ -36,17 +36,26 @@ The exhaustive answer ("truth") is every configuration, every repetition, full r
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from trainsweep import axes as axis
 from trainsweep import phases
 from trainsweep.cost import billing
-from trainsweep.cost.metrics import OK, SAGEMAKER, ConfigMetrics, RunMetrics, aggregate, run_metrics
+from trainsweep.cost.metrics import (
+    OK,
+    SAGEMAKER,
+    ConfigMetrics,
+    RunMetrics,
+    aggregate,
+    run_metrics,
+    run_setting,
+)
 from trainsweep.cost.prices import hourly_usd
 from trainsweep.cost.recommend import config_dict, recommend
 from trainsweep.errors import TrainsweepError
-from trainsweep.importer import ImportResult
+from trainsweep.importer import FileOutcome, ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.predict import Calibration, Prediction, SteadyState, StopRule, predict_run, replay
 from trainsweep.spec import SweepSpec, load_spec
@@ -56,6 +65,25 @@ if TYPE_CHECKING:
 
 _SAGEMAKER_JOB = {"platform": SAGEMAKER, "status": OK}
 """A simulated sweep runs SageMaker jobs, whatever platform the logs were recorded on."""
+
+SettingKey = tuple[tuple[str, str], ...]
+"""A setting of the spec's axes as ``((name, value text), ...)`` in the spec's order; ``()`` without axes."""
+CellKey = tuple[str, int, SettingKey]
+"""A configuration of the grid: instance type, batch size, setting of the axes."""
+
+
+def setting_key(setting: Mapping[str, Any], names: Sequence[str]) -> SettingKey | None:
+    """The key of ``setting`` among the axes ``names`` (values compared as text: a log's ``true`` is the
+    spec's ``True``); None when it does not give exactly those axes."""
+    if set(setting) != set(names):
+        return None
+    return tuple((n, axis.text(setting[n])) for n in names)
+
+
+def spec_settings(spec: SweepSpec) -> list[SettingKey]:
+    """The keys of the spec's settings, in the planner's order (``[()]`` without axes)."""
+    names = list(spec.axes or {})
+    return [setting_key(s, names) or () for s in spec.settings]
 
 
 @dataclass
@@ -70,6 +98,12 @@ class Sample:
     """The run's figures as a full run of the spec's epochs (SageMaker billing)."""
     folder: str = ""
     """The import's results root of the log (its experiment folder)."""
+    setting: SettingKey = ()
+    """Its setting of the spec's axes (``()`` without axes)."""
+
+    @property
+    def cell(self) -> CellKey:
+        return self.instance_type, self.batch_size, self.setting
 
 
 @dataclass
@@ -155,52 +189,87 @@ def _left_out_copies(result: ImportResult) -> dict[str, str]:
     return out
 
 
+def _setting_of(run: RunTimings, spec: SweepSpec) -> SettingKey | str:
+    """The log's setting of the spec's axes (``()`` for a spec without axes), or why it has none."""
+    if not spec.axes:
+        return ()
+    said = run_setting(run)
+    key = setting_key(said, list(spec.axes))
+    if key is not None:
+        return key
+    return (
+        f"its setting of the axes ({axis.label(said) or 'none'}) does not give each of the spec's axes "
+        f"({', '.join(spec.axes)}) (docs/analysis.md: a log's setting)"
+    )
+
+
+def _outside(o: FileOutcome, setting: SettingKey) -> dict[str, Any]:
+    out = {"path": o.path, "instance_type": o.instance_type, "batch_size": o.batch_size}
+    return {**out, "axes": dict(setting)} if setting else out
+
+
+def _setting_or_why(
+    o: FileOutcome, run: RunTimings | None, copies: dict[str, str], spec: SweepSpec
+) -> SettingKey | str:
+    """The setting of the spec's axes an imported log stands for, or why it cannot stand for a run."""
+    if run is None:
+        return "could not be read"
+    if o.path in copies:
+        return copies[o.path]
+    if run.status != "complete":
+        return f"not a complete log (status {run.status})"
+    if o.instance_type is None:
+        return "its instance type is not read (docs/log-formats.md)"
+    if not o.batch_size:
+        return "its batch size is not read"
+    return _setting_of(run, spec)
+
+
+def _full_run(run: RunTimings, spec: SweepSpec) -> RunMetrics:
+    """The log's figures as a full run of the spec's epochs (to the target, with one), billed as a
+    SageMaker job."""
+    full = run_metrics(
+        run, epochs=spec.workload.epochs, job=_SAGEMAKER_JOB, target_value=_target_value(spec),
+        target_metric=_target_metric(spec), minimize=_minimize(spec),
+    )  # fmt: skip
+    if full.target_epoch is not None and full.target_epoch > spec.workload.epochs:
+        # reached after the spec's epochs: a run of the spec's epochs ends before it
+        full.target_epoch = full.time_to_target_s = full.billable_to_target_s = None
+    if not spec.axes:
+        full.axes = {}  # a spec without axes pools the logs' settings (_input_notes says so)
+    return full
+
+
 def samples_from(
     result: ImportResult, spec: SweepSpec
-) -> tuple[dict[tuple[str, int], list[Sample]], list[dict[str, Any]], list[dict[str, str]]]:
-    """The complete logs by (instance type, batch size) of the spec's grid, in repetition order.
+) -> tuple[dict[CellKey, list[Sample]], list[dict[str, Any]], list[dict[str, str]]]:
+    """The complete logs by (instance type, batch size, setting of the axes) of the spec's grid, in
+    repetition order.
 
     Returns (samples by cell, logs outside the spec's grid, logs not used with the reason).
     """
     copies = _left_out_copies(result)
-    cells = {(t, b) for t in spec.instance_types for b in spec.batch_sizes}
-    target = _target_value(spec)
-    by_cell: dict[tuple[str, int], list[tuple[int, str, Sample]]] = {}
+    cells = {(t, b, k) for t in spec.instance_types for b in spec.batch_sizes for k in spec_settings(spec)}
+    by_cell: dict[CellKey, list[tuple[int, str, Sample]]] = {}
     outside: list[dict[str, Any]] = []
     unused: list[dict[str, str]] = []
     for o in result.files:
         run = result.runs.get(o.path)
-        reason = None
-        if run is None:
-            reason = "could not be read"
-        elif o.path in copies:
-            reason = copies[o.path]
-        elif run.status != "complete":
-            reason = f"not a complete log (status {run.status})"
-        elif o.instance_type is None:
-            reason = "its instance type is not read (docs/log-formats.md)"
-        elif not o.batch_size:
-            reason = "its batch size is not read"
-        if reason is not None:
-            unused.append({"path": o.path, "reason": reason})
+        setting = _setting_or_why(o, run, copies, spec)
+        if isinstance(setting, str):
+            unused.append({"path": o.path, "reason": setting})
             continue
         assert run is not None and o.instance_type is not None and o.batch_size
-        if (o.instance_type, o.batch_size) not in cells:
-            outside.append({"path": o.path, "instance_type": o.instance_type, "batch_size": o.batch_size})
+        if (o.instance_type, o.batch_size, setting) not in cells:
+            outside.append(_outside(o, setting))
             continue
-        full = run_metrics(
-            run, epochs=spec.workload.epochs, job=_SAGEMAKER_JOB, target_value=target,
-            target_metric=_target_metric(spec), minimize=_minimize(spec),
-        )  # fmt: skip
-        if full.target_epoch is not None and full.target_epoch > spec.workload.epochs:
-            # reached after the spec's epochs: a run of the spec's epochs ends before it
-            full.target_epoch = full.time_to_target_s = full.billable_to_target_s = None
+        full = _full_run(run, spec)
         if full.status != OK or full.time_to_train_s is None:
             unused.append({"path": o.path, "reason": full.reason or "no time to train"})
             continue
-        sample = Sample(o.path, o.instance_type, o.batch_size, run, full, o.results_root)
+        sample = Sample(o.path, o.instance_type, o.batch_size, run, full, o.results_root, setting)
         order = o.run_index if o.run_index is not None else 1 << 30
-        by_cell.setdefault((o.instance_type, o.batch_size), []).append((order, o.path, sample))
+        by_cell.setdefault(sample.cell, []).append((order, o.path, sample))
     ordered = {cell: [s for _, _, s in sorted(xs, key=lambda x: x[:2])] for cell, xs in by_cell.items()}
     return ordered, outside, unused
 
@@ -386,8 +455,8 @@ def _epoch_replay(sample: Sample, spec: SweepSpec, rule: StopRule) -> _Observed:
 
 
 def search_batch_sizes(
-    chosen: dict[tuple[str, int], list[Sample]], spec: SweepSpec, observed: dict[str, _Observed]
-) -> tuple[dict[tuple[str, int], list[Sample]], list[dict[str, Any]]]:
+    chosen: dict[CellKey, list[Sample]], spec: SweepSpec, observed: dict[str, _Observed]
+) -> tuple[dict[CellKey, list[Sample]], list[dict[str, Any]]]:
     """``batch_sizes: auto`` replayed on the recorded grid: each packed job (instance type, repetition)
     walks the spec's batch sizes in order with the supervisor's own rule
     (:class:`trainsweep.training.supervisor.BatchSizeSearch`, on the step time each run's replay
@@ -401,7 +470,7 @@ def search_batch_sizes(
     search_spec = spec.batch_size_search
     if search_spec is None:
         return chosen, []
-    ran: dict[tuple[str, int], list[Sample]] = {cell: [] for cell in chosen}
+    ran: dict[CellKey, list[Sample]] = {cell: [] for cell in chosen}
     skipped: list[dict[str, Any]] = []
     for itype, k, members in _packed(chosen, spec):
         search = BatchSizeSearch(search_spec.min_gain)
@@ -412,7 +481,7 @@ def search_batch_sizes(
                     {"instance_type": itype, "batch_size": s.batch_size, "repetition": k, "reason": reason}
                 )
                 continue
-            ran[(itype, s.batch_size)].append(s)
+            ran[s.cell].append(s)
             step_s = observed[s.path].step_s
             ok = step_s is not None and step_s > 0
             search.add(
@@ -423,21 +492,19 @@ def search_batch_sizes(
     return {cell: xs for cell, xs in ran.items() if xs}, skipped
 
 
-def _packed(
-    chosen: dict[tuple[str, int], list[Sample]], spec: SweepSpec
-) -> Iterator[tuple[str, int, list[Sample]]]:
-    """(instance type, repetition, its samples by batch size) in the order the planner expands the
-    packed jobs: instance type, repetition, then batch size (sizes without a sample left out)."""
+def _packed(chosen: dict[CellKey, list[Sample]], spec: SweepSpec) -> Iterator[tuple[str, int, list[Sample]]]:
+    """(instance type, repetition, its samples by setting and batch size) in the order the planner
+    expands the packed jobs: instance type, repetition, then setting of the axes and batch size (cells
+    without a sample left out)."""
+    settings = spec_settings(spec)
     for itype in spec.instance_types:
-        reps = max((len(chosen.get((itype, b), [])) for b in spec.batch_sizes), default=0)
+        cells = [(itype, b, k) for k in settings for b in spec.batch_sizes]
+        reps = max((len(chosen.get(c, [])) for c in cells), default=0)
         for k in range(reps):
-            members = [chosen[(itype, b)][k] for b in spec.batch_sizes if len(chosen.get((itype, b), [])) > k]
-            yield itype, k, members
+            yield itype, k, [chosen[c][k] for c in cells if len(chosen.get(c, [])) > k]
 
 
-def plan_jobs(
-    chosen: dict[tuple[str, int], list[Sample]], spec: SweepSpec, seconds: dict[str, float]
-) -> list[Job]:
+def plan_jobs(chosen: dict[CellKey, list[Sample]], spec: SweepSpec, seconds: dict[str, float]) -> list[Job]:
     """The jobs the strategy runs over the chosen samples (``seconds``: each sample's training seconds)."""
     jobs: list[Job] = []
     for itype, _, members in _packed(chosen, spec):
@@ -561,13 +628,13 @@ def _spread(values: Sequence[float | None]) -> float | None:
 
 
 def replay_sweep(
-    spec: SweepSpec, by_cell: dict[tuple[str, int], list[Sample]], region: str, rule: StopRule
+    spec: SweepSpec, by_cell: dict[CellKey, list[Sample]], region: str, rule: StopRule
 ) -> tuple[dict[str, Any], list[ConfigMetrics]]:
     """One sweep of ``spec`` (its ``cells`` only, when it lists some) replayed on the samples: its bill
     and how it replayed the runs, and the rows its report would aggregate (to the target, with one)."""
     wanted = {(c.instance_type, c.batch_size) for c in spec.cells} if spec.cells else None
     chosen = {
-        cell: xs[: spec.repetitions] for cell, xs in by_cell.items() if wanted is None or cell in wanted
+        cell: xs[: spec.repetitions] for cell, xs in by_cell.items() if wanted is None or cell[:2] in wanted
     }
     observed = {s.path: observe(s, spec, rule) for xs in chosen.values() for s in xs}
     chosen, skipped = search_batch_sizes(chosen, spec, observed)
@@ -599,7 +666,13 @@ def replay_sweep(
 
 
 def refuse_race(spec: SweepSpec) -> None:
-    """The race early-stops every run: a spec with a target or phases cannot be raced."""
+    """The race early-stops every run: a spec with a target or phases cannot be raced; nor is a race
+    over axes replayed (its entrants are instance type x batch size)."""
+    if spec.axes:
+        raise TrainsweepError(
+            "the racing strategy is replayed over instance types and batch sizes only: remove axes from the "
+            "spec to race, or simulate the spec's own strategy"
+        )
     if spec.target is not None or spec.phases:
         raise TrainsweepError(
             "the racing strategy early-stops every run, which never evaluates: it ranks by time and "
@@ -609,7 +682,7 @@ def refuse_race(spec: SweepSpec) -> None:
 
 def replay_race(
     spec: SweepSpec,
-    by_cell: dict[tuple[str, int], list[Sample]],
+    by_cell: dict[CellKey, list[Sample]],
     region: str,
     rule: StopRule,
     race_rule: RaceRule,
@@ -626,7 +699,7 @@ def replay_race(
 
 
 def replay_phases(
-    spec: SweepSpec, by_cell: dict[tuple[str, int], list[Sample]], region: str, rule: StopRule
+    spec: SweepSpec, by_cell: dict[CellKey, list[Sample]], region: str, rule: StopRule
 ) -> tuple[dict[str, Any], list[ConfigMetrics], dict[str, Any]]:
     """``phases: [scan, confirm]`` replayed as ``trainsweep run`` runs it: the scan sweep
     (:func:`trainsweep.phases.scan_spec`), its configurations ranked by :func:`trainsweep.phases.rank_scan`,
@@ -726,18 +799,110 @@ def simulate(
     """Replay ``spec``'s strategy on the logs ``result`` read (:func:`trainsweep.importer.read_dir`);
     with ``race``, the racing strategy (:mod:`trainsweep.race`) over the spec's grid instead.
 
+    A spec with ``axes`` replays each (instance type, batch size, setting of the axes) as a
+    configuration; a log's setting is the one its header or name carries (``trainsweep import``).
+
     Raises :class:`TrainsweepError` when the spec has a target and no log records its metric, when
     the replayed scan of ``phases: [scan, confirm]`` can judge no configuration, or when ``race`` is
-    asked with a target or phases (an early-stopped run never evaluates).
+    asked with a target, phases or axes (an early-stopped run never evaluates).
     """
     rule = rule or StopRule()
     if race is not None:
         refuse_race(spec)
     by_cell, outside, unused = samples_from(result, spec)
+    notes = _input_notes(spec, by_cell)
+    missing = _cells_without_logs(spec, by_cell)
+
+    # the exhaustive grid: every configuration, every repetition, full runs (to the target, with one),
+    # one job each
+    everything = [s for xs in by_cell.values() for s in xs]
+    _check_target_metric(spec, everything, notes)
+    said = _target_said(spec)
+    by_target = _target_value(spec) is not None
+    truth_rows, exhaustive = _exhaustive(spec, everything, region)
+    truth = _picks(truth_rows, said)
+    missed = _missed_target(truth_rows) if by_target else []
+    if everything and by_target and truth["fastest"] is None:
+        notes.append(f"no configuration reaches {said} in every one of its logs: nothing to recommend")
+
+    # the strategy
+    notes.extend(_fewer_logs(spec, by_cell))
+    strategy, strategy_rows, block = _replay_strategy(spec, by_cell, region, rule, race)
+    picks = _picks(strategy_rows, said)
+    if by_target and picks["fastest"] is None and truth["fastest"] is not None:
+        ran = "confirmed configurations" if spec.phases else "configurations the strategy ran"
+        notes.append(f"none of the {ran} reaches {said}: the strategy recommends nothing")
+
+    truth_by_cell = {_row_cell(r, spec): r for r in truth_rows}
+    regret, learns_worse = _regret(picks, truth, truth_by_cell, spec, by_target)
+    if learns_worse:
+        notes.append(_learns_worse_note(picks, learns_worse, said, by_target))
+    return Simulation(
+        strategy=strategy,
+        exhaustive=exhaustive,
+        picks={k: config_dict(v, _ROW_FIELDS) for k, v in picks.items()},
+        truth={k: config_dict(v, _ROW_FIELDS) for k, v in truth.items()},
+        regret=regret,
+        spread=_spreads(by_cell, truth, by_target, spec),
+        learns_worse=learns_worse,
+        cells_without_logs=missing,
+        logs_outside_spec=outside,
+        logs_unused=unused,
+        notes=notes,
+        target=None if spec.target is None else spec.target.model_dump(mode="json"),
+        missed_target=missed,
+        phases=block,
+    )
+
+
+def _fewer_logs(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[str]:
+    """A note when some configurations have fewer logs than the spec's repetitions."""
+    short = sorted({len(xs) for xs in by_cell.values() if len(xs) < spec.repetitions})
+    if not short:
+        return []
+    return [
+        f"some configurations have fewer logs than the spec's {spec.repetitions} repetitions "
+        f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
+    ]
+
+
+def _missed_target(truth_rows: list[ConfigMetrics]) -> list[dict[str, Any]]:
+    """The configurations the exhaustive runs show not reaching the target (never recommended)."""
+    return [
+        {"instance_type": r.instance_type, "batch_size": r.batch_size, "reason": r.quality or r.not_judged}
+        for r in truth_rows
+        if r.status == OK and r.time_to_target_s is None
+    ]
+
+
+def _replay_strategy(
+    spec: SweepSpec,
+    by_cell: dict[CellKey, list[Sample]],
+    region: str,
+    rule: StopRule,
+    race: RaceRule | None,
+) -> tuple[dict[str, Any], list[ConfigMetrics], dict[str, Any] | None]:
+    """The strategy replayed (the race, the two phases, or the spec's sweep): its bill, the rows its
+    picks come from, and the ``phases`` block (None but for phases)."""
+    if race is not None:
+        return (*replay_race(spec, by_cell, region, rule, race), None)
+    if spec.phases:
+        return replay_phases(spec, by_cell, region, rule)
+    return (*replay_sweep(spec, by_cell, region, rule), None)
+
+
+def _cell_label(cell: CellKey) -> str:
+    t, b, setting = cell
+    return f"{t} x {b}" + (f" {axis.label(dict(setting))}" if setting else "")
+
+
+def _input_notes(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[str]:
+    """What the logs make of the replay: several experiments pooled into one configuration, logs
+    shorter than the spec's epochs, settings of axes the spec does not sweep."""
     notes: list[str] = []
     mixed = sorted(
-        f"{t} x {b} ({', '.join(sorted({s.folder or '.' for s in xs}))})"
-        for (t, b), xs in by_cell.items()
+        f"{_cell_label(cell)} ({', '.join(sorted({s.folder or '.' for s in xs}))})"
+        for cell, xs in by_cell.items()
         if len({s.folder for s in xs}) > 1
     )
     if mixed:
@@ -754,68 +919,71 @@ def simulate(
             f"{spec.workload.epochs}: their full runs, the exhaustive answer's included, are extrapolated "
             "(epoch 1 + the later epochs' mean for the rest), not measured"
         )
-    missing = [
-        {"instance_type": t, "batch_size": b}
-        for t in spec.instance_types
-        for b in spec.batch_sizes
-        if (t, b) not in by_cell
+    return notes + _unswept_axes(spec, by_cell)
+
+
+def _unswept_axes(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[str]:
+    """A note when the logs carry settings of axes a spec without axes pools."""
+    unswept = [] if spec.axes else axis.names_of([run_setting(s.run) for xs in by_cell.values() for s in xs])
+    if not unswept:
+        return []
+    return [
+        f"logs carry settings of axes ({', '.join(unswept)}) the spec does not sweep: their runs are "
+        "taken as repetitions of one configuration; give the spec those axes to replay each setting"
     ]
 
-    # the exhaustive grid: every configuration, every repetition, full runs (to the target, with one),
-    # one job each
-    everything = [s for xs in by_cell.values() for s in xs]
-    _check_target_metric(spec, everything, notes)
-    target, said = _target_value(spec), _target_said(spec)
-    by_target = target is not None
-    # the exhaustive sweep's report flags (and never recommends) configurations that learn worse, or,
-    # with a target, that do not reach it
+
+def _cells_without_logs(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[dict[str, Any]]:
+    """The grid's cells no complete log stands for (with their setting, in a spec with axes)."""
+    out: list[dict[str, Any]] = []
+    for t in spec.instance_types:
+        for setting in spec_settings(spec):
+            for b in spec.batch_sizes:
+                if (t, b, setting) not in by_cell:
+                    cell = {"instance_type": t, "batch_size": b}
+                    out.append({**cell, "axes": dict(setting)} if setting else cell)
+    return out
+
+
+def _exhaustive(
+    spec: SweepSpec, everything: list[Sample], region: str
+) -> tuple[list[ConfigMetrics], dict[str, Any]]:
+    """The exhaustive sweep's rows and bill. Its report flags (and never recommends) configurations
+    that learn worse, or, with a target, that do not reach it."""
     truth_rows = aggregate(
         [s.full for s in everything],
         region=region,
         instance_count=spec.instance_count,
         quality_margin=spec.quality_margin,
-        target=target,
+        target=_target_value(spec),
         target_metric=_target_metric(spec),
         minimize=_minimize(spec),
     )
-    truth = _picks(truth_rows, said)
     exhaustive_jobs = [Job(s.instance_type, [s], to_target_seconds(s, spec)) for s in everything]
     no_warm = spec.model_copy(update={"warm_pool_seconds": 0})
-    exhaustive = bill(exhaustive_jobs, no_warm, region)
-    missed = [
-        {"instance_type": r.instance_type, "batch_size": r.batch_size, "reason": r.quality or r.not_judged}
-        for r in truth_rows
-        if by_target and r.status == OK and r.time_to_target_s is None
-    ]
-    if everything and by_target and truth["fastest"] is None:
-        notes.append(f"no configuration reaches {said} in every one of its logs: nothing to recommend")
+    return truth_rows, bill(exhaustive_jobs, no_warm, region)
 
-    # the strategy
-    short = sorted({len(xs) for xs in by_cell.values() if len(xs) < spec.repetitions})
-    if short:
-        notes.append(
-            f"some configurations have fewer logs than the spec's {spec.repetitions} repetitions "
-            f"({', '.join(map(str, short))}): they are simulated with the repetitions there are"
-        )
-    block: dict[str, Any] | None = None
-    if race is not None:
-        strategy, strategy_rows = replay_race(spec, by_cell, region, rule, race)
-    elif spec.phases:
-        strategy, strategy_rows, block = replay_phases(spec, by_cell, region, rule)
-    else:
-        strategy, strategy_rows = replay_sweep(spec, by_cell, region, rule)
-    picks = _picks(strategy_rows, said)
-    if by_target and picks["fastest"] is None and truth["fastest"] is not None:
-        ran = "confirmed configurations" if spec.phases else "configurations the strategy ran"
-        notes.append(f"none of the {ran} reaches {said}: the strategy recommends nothing")
 
-    truth_by_cell = {(r.instance_type, r.batch_size): r for r in truth_rows}
+def _row_cell(row: ConfigMetrics, spec: SweepSpec) -> tuple[str, int | None, SettingKey | None]:
+    """The grid cell of a report row (its setting keyed as the samples' are)."""
+    return row.instance_type, row.batch_size, setting_key(row.axes, list(spec.axes or {}))
+
+
+def _regret(
+    picks: dict[str, ConfigMetrics | None],
+    truth: dict[str, ConfigMetrics | None],
+    truth_by_cell: dict[tuple[str, int | None, SettingKey | None], ConfigMetrics],
+    spec: SweepSpec,
+    by_target: bool,
+) -> tuple[dict[str, dict[str, float | None]], dict[str, str]]:
+    """How much slower (dearer) each pick really is than the true fastest (cheapest), as a fraction,
+    and the picks the exhaustive runs flag as learning worse (their quality note)."""
     best_time = _time_cost(truth["fastest"], by_target)[0] if truth["fastest"] else None
     best_cost = _time_cost(truth["cheapest"], by_target)[1] if truth["cheapest"] else None
     regret: dict[str, dict[str, float | None]] = {}
     learns_worse: dict[str, str] = {}
     for name, row in picks.items():
-        real = truth_by_cell.get((row.instance_type, row.batch_size)) if row is not None else None
+        real = truth_by_cell.get(_row_cell(row, spec)) if row is not None else None
         if real is not None and real.quality:
             learns_worse[name] = real.quality
         time, cost = _time_cost(real, by_target) if real is not None else (None, None)
@@ -823,47 +991,38 @@ def simulate(
             "time": time / best_time - 1 if time is not None and best_time else None,
             "cost": cost / best_cost - 1 if cost is not None and best_cost else None,
         }
-    if learns_worse:
-        by_config: dict[str, list[str]] = {}
-        for name, quality in learns_worse.items():
-            row = picks[name]
-            assert row is not None
-            by_config.setdefault(f"{row.label} ({quality})", []).append(name)
-        flagged = "; ".join(f"{', '.join(names)}: {what}" for what, names in by_config.items())
-        if by_target:
-            notes.append(
-                f"the strategy picks a configuration the exhaustive runs show missing {said}: {flagged}. "
-                "The runs the strategy replayed reached it, not every repetition of the exhaustive grid; "
-                "its report would not recommend it, and its regret has no time or cost to the target"
-            )
-        else:
-            notes.append(
-                f"the strategy picks a configuration the exhaustive runs flag: {flagged}. The exhaustive "
-                "sweep's report would not recommend it, and its regret is measured against the best "
-                "configuration that does not learn worse. Early-stopped runs do not evaluate: "
-                "phases: [scan, confirm] with a target confirms the scan's best before recommending"
-            )
-    spread = _spreads(by_cell, truth, by_target)
-    return Simulation(
-        strategy=strategy,
-        exhaustive=exhaustive,
-        picks={k: config_dict(v, _ROW_FIELDS) for k, v in picks.items()},
-        truth={k: config_dict(v, _ROW_FIELDS) for k, v in truth.items()},
-        regret=regret,
-        spread=spread,
-        learns_worse=learns_worse,
-        cells_without_logs=missing,
-        logs_outside_spec=outside,
-        logs_unused=unused,
-        notes=notes,
-        target=None if spec.target is None else spec.target.model_dump(mode="json"),
-        missed_target=missed,
-        phases=block,
+    return regret, learns_worse
+
+
+def _learns_worse_note(
+    picks: dict[str, ConfigMetrics | None], learns_worse: dict[str, str], said: str | None, by_target: bool
+) -> str:
+    """The note on picks the exhaustive runs flag: which, why, and what that does to the regret."""
+    by_config: dict[str, list[str]] = {}
+    for name, quality in learns_worse.items():
+        row = picks[name]
+        assert row is not None
+        by_config.setdefault(f"{row.label} ({quality})", []).append(name)
+    flagged = "; ".join(f"{', '.join(names)}: {what}" for what, names in by_config.items())
+    if by_target:
+        return (
+            f"the strategy picks a configuration the exhaustive runs show missing {said}: {flagged}. "
+            "The runs the strategy replayed reached it, not every repetition of the exhaustive grid; "
+            "its report would not recommend it, and its regret has no time or cost to the target"
+        )
+    return (
+        f"the strategy picks a configuration the exhaustive runs flag: {flagged}. The exhaustive "
+        "sweep's report would not recommend it, and its regret is measured against the best "
+        "configuration that does not learn worse. Early-stopped runs do not evaluate: "
+        "phases: [scan, confirm] with a target confirms the scan's best before recommending"
     )
 
 
 def _spreads(
-    by_cell: dict[tuple[str, int], list[Sample]], truth: dict[str, ConfigMetrics | None], by_target: bool
+    by_cell: dict[CellKey, list[Sample]],
+    truth: dict[str, ConfigMetrics | None],
+    by_target: bool,
+    spec: SweepSpec,
 ) -> dict[str, float | None]:
     """(max - min) / mean between the repetitions of a configuration, of time to train and of cost
     (billable seconds: the price is the same), to the target with one: of the true fastest and
@@ -872,10 +1031,10 @@ def _spreads(
     cost_of = "billable_to_target_s" if by_target else "billable_s"
 
     def of(row: ConfigMetrics | None, what: str) -> float | None:
-        if row is None or row.batch_size is None:
+        itype, bs, setting = _row_cell(row, spec) if row is not None else ("", None, None)
+        if bs is None or setting is None:
             return None
-        xs = by_cell.get((row.instance_type, row.batch_size), [])
-        return _spread([getattr(s.full, what) for s in xs])
+        return _spread([getattr(s.full, what) for s in by_cell.get((itype, bs, setting), [])])
 
     times = [
         v

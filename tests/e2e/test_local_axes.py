@@ -81,3 +81,17 @@ def test_a_local_sweep_over_two_axes_reports_each_setting(
     assert len(status) == 8
     assert status[("float32", "0", "256")] == status[("float32", "1", "256")] == "infeasible"
     assert all(status[(d, s, "64")] == "ok" for d in ("float32", "bfloat16") for s in ("0", "1"))
+
+    # the report: the best setting of the (unpriced) local instance by time, each axis's effect, and a
+    # recommendation naming the whole configuration
+    doc = json.loads((results / layout.SWEEP_JSON).read_text())
+    (best,) = doc["best_settings"]
+    assert (
+        best["by"] == "time" and best["instance_type"] == "local" and set(best["axes"]) == {"dtype", "seed"}
+    )
+    pick = doc["recommendation"]["pick"]
+    assert set(pick["axes"]) == {"dtype", "seed"}
+    named = f"and dtype={pick['axes']['dtype']} seed={pick['axes']['seed']} ("
+    assert any(line.startswith("Use ") and named in line for line in doc["recommendation"]["text"])
+    for name in ("dtype", "seed"):
+        assert (results / layout.plot_path(f"axis-{name}")).is_file()

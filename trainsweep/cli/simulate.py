@@ -98,7 +98,13 @@ def _pct(x: float | None) -> str:
 
 
 def _config(c: dict[str, Any] | None) -> str:
-    return "-" if c is None else f"{c['instance_type']} x {c['batch_size']}"
+    """``ml.g5.xlarge x 256``, with its setting (``dtype=bfloat16``) in a sweep with axes."""
+    if c is None:
+        return "-"
+    from trainsweep.axes import label
+
+    setting = f" {label(c['axes'])}" if c.get("axes") else ""
+    return f"{c['instance_type']} x {c['batch_size']}{setting}"
 
 
 def _first(items: list[Any], show: Callable[[Any], str], sep: str = ", ", most: int = 20) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainsweep.axes import label as axis_label
 from trainsweep.cost.metrics import OK, ConfigMetrics, not_judged_reason
 
 NEAR_SHARE = 0.05
@@ -35,10 +36,14 @@ PICK_FIELDS = (
 
 
 def config_dict(c: ConfigMetrics | None, fields: Sequence[str]) -> dict[str, Any] | None:
-    """`fields` of a configuration as a JSON-ready dict, in that order (None for no configuration)."""
+    """`fields` of a configuration as a JSON-ready dict, in that order (None for no configuration),
+    then its setting of the axes (``axes``) in a sweep with axes."""
     if c is None:
         return None
-    return {f: getattr(c, f) for f in fields}
+    out = {f: getattr(c, f) for f in fields}
+    if c.axes:
+        out["axes"] = dict(c.axes)
+    return out
 
 
 @dataclass
@@ -180,13 +185,16 @@ def _fmt_s(s: float) -> str:
 
 
 def _describe(c: ConfigMetrics) -> str:
+    # the whole configuration: in a sweep with axes, its setting too
+    setting = f" and {axis_label(c.axes)}" if c.axes else ""
     if c.time_to_target_s is not None and c.cost_to_target_usd is not None:
         # local runs cost nothing: "$0.0000" says nothing
         usd = "" if c.cost_to_target_usd == 0 else f", ${c.cost_to_target_usd:.4f}"
         took = f"{_fmt_s(c.time_to_target_s)} to reach the target{usd}"
-        return f"{c.machine} with batch size {c.batch_size} ({took})"
+        return f"{c.machine} with batch size {c.batch_size}{setting} ({took})"
     usd = "" if not c.cost_to_train_usd else f", ${c.cost_to_train_usd:.4f}"
-    return f"{c.machine} with batch size {c.batch_size} ({_fmt_s(c.time_to_train_s or 0)} to train{usd})"
+    took = f"{_fmt_s(c.time_to_train_s or 0)} to train{usd}"
+    return f"{c.machine} with batch size {c.batch_size}{setting} ({took})"
 
 
 def _train_time(c: ConfigMetrics) -> float | None:

@@ -15,6 +15,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
+from trainsweep.axes import label as axis_label
 from trainsweep.cost.metrics import OK, ConfigMetrics
 from trainsweep.cost.recommend import Recommendation
 from trainsweep.plots import literal, log_ticks
@@ -32,9 +33,15 @@ def _empty(fig: Figure, message: str) -> Figure:
 
 
 def _types_and_sizes(rows: Sequence[ConfigMetrics]) -> tuple[list[str], list[int]]:
-    types = list(dict.fromkeys(r.instance_type for r in rows))
+    types = list(dict.fromkeys(_row_name(r) for r in rows))
     sizes = sorted({r.batch_size for r in rows if r.batch_size is not None})
     return types, sizes
+
+
+def _row_name(r: ConfigMetrics) -> str:
+    """The instance type of a row, with its setting of the axes in a sweep with axes (each setting is a
+    row of the heatmaps and a line of the curves, not drawn over another's)."""
+    return r.instance_type + (f" {axis_label(r.axes)}" if r.axes else "")
 
 
 def _short(instance_type: str) -> str:
@@ -58,7 +65,9 @@ def heatmap_figure(
 ) -> Figure:
     """A grid of one metric over instance type (rows) x batch size (columns), values written in cells."""
     types, sizes = _types_and_sizes(rows)
-    fig = Figure(figsize=(1.6 + 1.25 * max(len(sizes), 1), 1.4 + 0.55 * max(len(types), 1)))
+    # rows named with a setting of the axes need room for their names
+    names = 0.07 * max((len(t) for t in types), default=0) if any(r.axes for r in rows) else 0.0
+    fig = Figure(figsize=(1.6 + names + 1.25 * max(len(sizes), 1), 1.4 + 0.55 * max(len(types), 1)))
     if not types or not sizes:
         return _empty(fig, "no configurations to show")
     grid = np.full((len(types), len(sizes)), np.nan)
@@ -66,7 +75,7 @@ def heatmap_figure(
     for r in rows:
         if r.batch_size is None:
             continue
-        i, j = types.index(r.instance_type), sizes.index(r.batch_size)
+        i, j = types.index(_row_name(r)), sizes.index(r.batch_size)
         v = value(r) if r.status == OK else None
         if v is not None and math.isfinite(v):
             grid[i, j] = v
@@ -137,10 +146,10 @@ def throughput_figure(rows: Sequence[ConfigMetrics]) -> Figure:
     if not ok:
         return _empty(fig, "no configuration has throughput figures")
     ax = fig.add_subplot()
-    types = list(dict.fromkeys(r.instance_type for r in ok))
+    types = list(dict.fromkeys(_row_name(r) for r in ok))
     colours = _palette(len(types))
     for itype, colour in zip(types, colours, strict=True):
-        pts = sorted((r for r in ok if r.instance_type == itype), key=lambda r: r.batch_size or 0)
+        pts = sorted((r for r in ok if _row_name(r) == itype), key=lambda r: r.batch_size or 0)
         x = np.array([r.batch_size for r in pts], dtype=float)
         y = np.array([r.samples_per_s for r in pts], dtype=float)
         s = np.array([r.samples_per_s_std or 0.0 for r in pts], dtype=float)
@@ -191,10 +200,10 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
     if not ok:
         return _empty(fig, "no configuration has both a time and a cost")
     ax = fig.add_subplot()
-    types = list(dict.fromkeys(r.instance_type for r in ok))
+    types = list(dict.fromkeys(_row_name(r) for r in ok))
     colours = dict(zip(types, _palette(len(types)), strict=True))
     for itype in types:
-        pts = [r for r in ok if r.instance_type == itype]
+        pts = [r for r in ok if _row_name(r) == itype]
         ax.scatter(
             [_minutes(r) for r in pts],
             [_usd(r) for r in pts],
@@ -216,7 +225,7 @@ def pareto_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> Figure:
         )
         for r in front:
             ax.annotate(
-                f"{_short(r.instance_type)} bs {r.batch_size}",
+                f"{_short(_row_name(r))} bs {r.batch_size}",
                 (_minutes(r), _usd(r)),
                 textcoords="offset points",
                 xytext=(5, 5),
@@ -272,7 +281,7 @@ def time_to_train_figure(rows: Sequence[ConfigMetrics], rec: Recommendation) -> 
         why = f"  set aside: {r.quality.split(':', 1)[0]}" if r.quality else ""
         why = "  recommended" if r is rec.pick else why
         ax.text(t, float(yi), f" {_fmt(t)} s{why}", va="center", fontsize=8)
-    ax.set_yticks(y, [f"{_short(r.instance_type)} bs {r.batch_size}" for r in ok], fontsize=8)
+    ax.set_yticks(y, [f"{_short(_row_name(r))} bs {r.batch_size}" for r in ok], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, max(seconds) * 1.6)
     ax.set_xlabel("Time to train (s)")
@@ -293,7 +302,7 @@ def step_breakdown_figure(rows: Sequence[ConfigMetrics]) -> Figure:
             "(only logs written by the trainsweep container carry it)",
         )
     ax = fig.add_subplot()
-    labels = [f"{_short(r.instance_type)}\nbs {r.batch_size}" for r in ok]
+    labels = [f"{_short(_row_name(r))}\nbs {r.batch_size}" for r in ok]
     wait = np.array([r.step_time_s * r.data_wait_share for r in ok])  # type: ignore[operator]
     comp = np.array([r.step_time_s * (1 - r.data_wait_share) for r in ok])  # type: ignore[operator]
     x = np.arange(len(ok))

@@ -70,6 +70,7 @@ def sweep_json(a: SweepAnalysis) -> bytes:
         "columns": list(csv_columns(a.rows)),
         "recommendation": a.recommendation.to_dict(),
         "batch_size_search": a.batch_size_search or None,
+        **({"best_settings": a.best_settings} if a.best_settings else {}),
         "configurations": [r.to_dict() for r in a.rows],
         "runs": [m.to_dict() for m in a.run_metrics],
         "warnings": a.warnings,
@@ -121,11 +122,32 @@ def sweep_plots(a: SweepAnalysis) -> dict[str, tuple[str, bytes]]:
             "How the steady step splits into waiting for data and compute.",
             figure_png(sp.step_breakdown_figure(a.rows)),
         )
+    out.update(_axis_plots(a))
     pick = a.recommendation.pick or a.recommendation.cheapest
     distributions = _distributions(a, pick)
     if distributions is not None:
         out["step-time-distributions"] = distributions
     return _run_plots(a, pick, out)
+
+
+def _axis_plots(a: SweepAnalysis) -> dict[str, tuple[str, bytes]]:
+    """A sweep with axes: the effect of each axis (``axis-<name>``); nothing without axes."""
+    from trainsweep.cost.axis_effects import axis_effects, axis_names
+    from trainsweep.plots import figure_png
+    from trainsweep.plots.axes import axis_effect_figure
+
+    figures = ["epoch_time_s", "cost_per_epoch_usd"] if a.priced else ["epoch_time_s"]
+    out: dict[str, tuple[str, bytes]] = {}
+    for name in axis_names(a.rows):
+        effects = {f: axis_effects(a.rows, name, f) for f in figures}
+        out[f"axis-{_safe(name)}"] = (
+            f"Effect of {name}: "
+            + (" and ".join(("epoch time", "cost per epoch")[: len(figures)]))
+            + f" per value of {name}, one line per batch size (and values of the other axes), one panel per "
+            "instance type; error bars are ± one standard deviation over repetitions.",
+            figure_png(axis_effect_figure(name, effects)),
+        )
+    return out
 
 
 def _distributions(a: SweepAnalysis, pick: ConfigMetrics | None) -> tuple[str, bytes] | None:
@@ -137,7 +159,8 @@ def _distributions(a: SweepAnalysis, pick: ConfigMetrics | None) -> tuple[str, b
     ok = [r for r in a.rows if r.status == "ok"]
     ordered = ([pick] if pick else []) + [r for r in ok if r is not pick]
     samples = {
-        f"{r.instance_type.removeprefix('ml.')} bs {r.batch_size}": a.steady_samples(r) for r in ordered
+        f"{r.instance_type.removeprefix('ml.')} bs {r.batch_size}{_setting(r)}": a.steady_samples(r)
+        for r in ordered
     }
     if not any(len(v) >= 2 for v in samples.values()):
         return None
@@ -151,6 +174,13 @@ def _distributions(a: SweepAnalysis, pick: ConfigMetrics | None) -> tuple[str, b
         + more,
         figure_png(distribution_figure(samples)),
     )
+
+
+def _setting(r: ConfigMetrics) -> str:
+    """`` dtype=bfloat16``: a configuration's setting in a label (``""`` without axes)."""
+    from trainsweep.axes import label
+
+    return f" {label(r.axes)}" if r.axes else ""
 
 
 def _run_plots(

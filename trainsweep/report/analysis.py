@@ -10,6 +10,7 @@ from typing import Any
 
 from trainsweep import instances
 from trainsweep.cost import billing
+from trainsweep.cost.axis_effects import axis_names, best_settings
 from trainsweep.cost.metrics import (
     FAILED,
     OK,
@@ -51,6 +52,9 @@ class SweepAnalysis:
     """Data-quality findings: the import's quality.json entries plus every run's own problems."""
     batch_size_search: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``batch_sizes: auto``: per instance type, what :func:`search_summary` says."""
+    best_settings: list[dict[str, Any]] = field(default_factory=list)
+    """A sweep with axes: per instance type, its fastest and cheapest setting
+    (:func:`trainsweep.cost.axis_effects.best_settings`); empty without axes."""
 
     def runs_of(self, row: ConfigMetrics) -> list[tuple[RunTimings, RunMetrics]]:
         return [
@@ -59,6 +63,7 @@ class SweepAnalysis:
             if m.instance_type == row.instance_type
             and m.batch_size == row.batch_size
             and m.platform == row.platform
+            and m.axes == row.axes
         ]
 
     @property
@@ -277,16 +282,8 @@ def analyse(
     ``prices``: USD per hour of the sweep's SageMaker types as its plan priced them (they win over the
     catalogue: PlanSweep priced a region the catalogue may not know)."""
     spec_d = _spec_dict(spec)
-    epochs = None
-    instance_count = 1
-    margin: float | None = DEFAULT_QUALITY_MARGIN
-    target = None
-    if spec_d:
-        epochs = (spec_d.get("workload") or {}).get("epochs")
-        instance_count = int(spec_d.get("instance_count") or 1)
-        region = spec_d.get("region") or region
-        margin = spec_d.get("quality_margin", margin)
-        target = target_of(spec_d)
+    epochs, instance_count, margin, target = _spec_settings(spec_d)
+    region = (spec_d or {}).get("region") or region
     if epochs is None:
         epochs = common_epochs(runs)
     jobs = _unpack_bills(list(jobs or []))
@@ -310,20 +307,7 @@ def analyse(
         for r in runs
     ]
     seen = {r.name for r in runs} | set(copies)  # a left-out copy's job is not a cell without a run
-    extra = []
-    for j in jobs:
-        if _job_key(j) in seen:
-            continue
-        itype = str(j.get("instance_type") or "unknown")
-        bs = j.get("batch_size")
-        # normalised as a job with a run is (job_status): a job that ended well but left no run failed
-        status = job_status(j) or FAILED
-        reason = j.get("reason")
-        if status == OK:
-            ended = str(j.get("status") or "").strip().lower()
-            status, reason = FAILED, reason or f"job {ended} but no log was parsed"
-        count = int(j.get("instance_count") or instance_count)
-        extra.append((itype, int(bs) if bs is not None else None, status, reason, count, j.get("axes")))
+    extra = [_cell_without_run(j, instance_count) for j in jobs if _job_key(j) not in seen]
     rows = aggregate(
         metrics,
         region=region,
@@ -335,54 +319,12 @@ def analyse(
         target_metric=goal.metric,
         minimize=goal.minimize,
     )
-    said = (f"{target.metric} {'<=' if target.minimize else '>='} {target.value:g}") if target else None
+    said = _target_said(target)
     rec = recommend(rows, deadline_s=deadline_s, budget_usd=budget_usd, target=said)
-    warnings = _quality_entries(quality)
-    for r in excluded:
-        warnings.append(
-            {
-                "source": "analysis",
-                "run": r.name,
-                "code": "excluded-duplicate",
-                "severity": "warning",
-                "message": f"left out of the sweep table: a copy of {copies[r.name]}, not a repetition",
-                "line": None,
-            }
-        )
-    warnings.extend(_unmatched_entries(runs))
-    seen_w = {(w["run"], w["code"], w["message"], w["line"]) for w in warnings}
-    for r in runs:
-        for p in r.problems:
-            if (r.name, p.code, p.message, p.line) in seen_w:
-                continue
-            warnings.append(
-                {
-                    "source": "parser",
-                    "run": r.name,
-                    "code": p.code,
-                    "severity": p.severity,
-                    "message": p.message,
-                    "line": p.line,
-                }
-            )
-    unknown = sorted(
-        {m.instance_type for m in metrics if m.instance_type and m.instance_type not in instances.CATALOGUE}
-    )
-    for itype in unknown:
-        named = [m.name for m in metrics if m.instance_type == itype]
-        warnings.append(
-            {
-                "source": "analysis",
-                "run": ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else ""),
-                "code": "unknown-instance-type",
-                "severity": "warning",
-                "message": f"{itype!r} is not in the instance catalogue: no price, no GPU count",
-                "line": None,
-            }
-        )
-    searched = bool(spec_d and spec_d.get("batch_size_search"))
+    warnings = _warnings(quality, runs, metrics, excluded, copies)
     return SweepAnalysis(
-        batch_size_search=search_summary(rows) if searched else {},
+        batch_size_search=search_summary(rows) if (spec_d or {}).get("batch_size_search") else {},
+        best_settings=_best_settings(rows),
         runs=runs,
         run_metrics=metrics,
         rows=rows,
@@ -391,16 +333,126 @@ def analyse(
         epochs=epochs,
         instance_count=instance_count,
         overhead_s=overhead_s,
-        prices=(
-            f"the sweep's plan ({', '.join(f'{t} {p:.3f} USD/h' for t, p in sorted(prices.items()))}); "
-            f"otherwise {price_source(region)}"
-            if prices
-            else price_source(region)
-        ),
+        prices=_prices_said(prices, region),
         spec=spec_d,
         quality=quality,
         warnings=warnings,
     )
+
+
+def _spec_settings(
+    spec_d: Mapping[str, Any] | None,
+) -> tuple[int | None, int, float | None, TargetRule | None]:
+    """What the spec says of the analysis: epochs, instance count, quality margin, target."""
+    if not spec_d:
+        return None, 1, DEFAULT_QUALITY_MARGIN, None
+    return (
+        (spec_d.get("workload") or {}).get("epochs"),
+        int(spec_d.get("instance_count") or 1),
+        spec_d.get("quality_margin", DEFAULT_QUALITY_MARGIN),
+        target_of(spec_d),
+    )
+
+
+_ExtraCell = tuple[str, int | None, str, str | None, int, Any]
+
+
+def _cell_without_run(job: Mapping[str, Any], instance_count: int) -> _ExtraCell:
+    """A planned cell that left no run, as :func:`trainsweep.cost.metrics.aggregate` takes it: its
+    status normalised as a job with a run is (:func:`job_status`); one that ended well failed."""
+    bs = job.get("batch_size")
+    status = job_status(job) or FAILED
+    reason = job.get("reason")
+    if status == OK:
+        ended = str(job.get("status") or "").strip().lower()
+        status, reason = FAILED, reason or f"job {ended} but no log was parsed"
+    count = int(job.get("instance_count") or instance_count)
+    itype = str(job.get("instance_type") or "unknown")
+    return itype, int(bs) if bs is not None else None, status, reason, count, job.get("axes")
+
+
+def _analysis_warning(run: str, code: str, message: str) -> dict[str, Any]:
+    return {
+        "source": "analysis",
+        "run": run,
+        "code": code,
+        "severity": "warning",
+        "message": message,
+        "line": None,
+    }
+
+
+def _warnings(
+    quality: Any,
+    runs: Sequence[RunTimings],
+    metrics: Sequence[RunMetrics],
+    excluded: Sequence[RunTimings],
+    copies: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """The report's data-quality findings: the import's, the copies left out, metrics never matched,
+    each run's own problems (once), instance types the catalogue does not know."""
+    warnings = _quality_entries(quality)
+    warnings.extend(
+        _analysis_warning(
+            r.name,
+            "excluded-duplicate",
+            f"left out of the sweep table: a copy of {copies[r.name]}, not a repetition",
+        )
+        for r in excluded
+    )
+    warnings.extend(_unmatched_entries(runs))
+    seen_w = {(w["run"], w["code"], w["message"], w["line"]) for w in warnings}
+    warnings.extend(
+        {
+            "source": "parser",
+            "run": r.name,
+            "code": p.code,
+            "severity": p.severity,
+            "message": p.message,
+            "line": p.line,
+        }
+        for r in runs
+        for p in r.problems
+        if (r.name, p.code, p.message, p.line) not in seen_w
+    )
+    warnings.extend(_unknown_types(metrics))
+    return warnings
+
+
+def _unknown_types(metrics: Sequence[RunMetrics]) -> list[dict[str, Any]]:
+    """A warning per instance type the catalogue does not know (no price, no GPU count)."""
+    unknown = sorted(
+        {m.instance_type for m in metrics if m.instance_type and m.instance_type not in instances.CATALOGUE}
+    )
+    out = []
+    for itype in unknown:
+        named = [m.name for m in metrics if m.instance_type == itype]
+        runs = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        message = f"{itype!r} is not in the instance catalogue: no price, no GPU count"
+        out.append(_analysis_warning(runs, "unknown-instance-type", message))
+    return out
+
+
+def _target_said(target: TargetRule | None) -> str | None:
+    """``eval_accuracy >= 0.97``: the target as the recommendation says it (None: no target)."""
+    if target is None:
+        return None
+    return f"{target.metric} {'<=' if target.minimize else '>='} {target.value:g}"
+
+
+def _prices_said(prices: Mapping[str, float] | None, region: str) -> str:
+    """Where the prices come from: the sweep's plan (its types and prices), else the catalogue's source."""
+    if not prices:
+        return price_source(region)
+    planned = ", ".join(f"{t} {p:.3f} USD/h" for t, p in sorted(prices.items()))
+    return f"the sweep's plan ({planned}); otherwise {price_source(region)}"
+
+
+def _best_settings(rows: Sequence[ConfigMetrics]) -> list[dict[str, Any]]:
+    """Per instance type, the fastest and cheapest setting of a sweep with axes; [] without axes."""
+    if not axis_names(rows):
+        return []
+    return best_settings(rows, priced=any(r.usd_per_hour for r in rows))
 
 
 def clean(x: Any) -> Any:

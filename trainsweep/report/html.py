@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainsweep import __version__
+from trainsweep.axes import label
 from trainsweep.cost.metrics import OK, ConfigMetrics
 from trainsweep.report.analysis import SweepAnalysis
 from trainsweep.stalls import NOT_STALLED_UTILISATION
@@ -104,6 +105,7 @@ def _columns() -> list[Column]:
         ("Instance type", lambda r: r.instance_type, lambda r: r.machine, True),
         ("GPUs", lambda r: r.gpus, lambda r: _n(r.gpus, "{}"), False),
         ("Batch size", lambda r: r.batch_size, lambda r: _n(r.batch_size, "{}"), False),
+        ("Setting", lambda r: label(r.axes), lambda r: label(r.axes), True),
         ("Runs", lambda r: r.runs, lambda r: f"{r.runs}/{r.attempts}", False),
         (
             "Step (ms)",
@@ -176,13 +178,16 @@ _COST_COLUMNS = ("USD/h", "USD/epoch", "USD to train", "Samples/USD", "Iteration
 
 
 def _shown_columns(a: SweepAnalysis) -> list[Column]:
-    """The table's columns: the quality ones only when a run evaluated, the target ones with a target,
+    """The table's columns: the setting of the axes only in a sweep with axes, the quality ones only when
+    a run evaluated, the target ones with a target,
     the cost ones when some configuration has a price (else they are all 0 or empty)."""
     evaluated = any(r.eval_accuracy is not None for r in a.rows)
+    with_axes = any(r.axes for r in a.rows)
     return [
         c
         for c in _columns()
-        if (c[0] not in _QUALITY_COLUMNS or evaluated)
+        if (c[0] != "Setting" or with_axes)
+        and (c[0] not in _QUALITY_COLUMNS or evaluated)
         and (c[0] not in _TARGET_COLUMNS or a.recommendation.target is not None)
         and (c[0] not in _COST_COLUMNS or a.priced)
     ]
@@ -263,6 +268,37 @@ def _search(a: SweepAnalysis) -> str:
         '<section id="batch-size-search"><h2>Batch-size search</h2><p>batch_sizes: auto doubled the batch '
         "size from its minimum until out of memory, its maximum, or a throughput plateau.</p>"
         f"<ul>{''.join(items)}</ul></section>"
+    )
+
+
+def _best_settings(a: SweepAnalysis) -> str:
+    """A sweep with axes: per instance type, the setting (and batch size) that trains fastest and the
+    one that trains cheapest, and how far behind the best of the other settings is."""
+    if not a.best_settings:
+        return ""
+    body = []
+    for b in a.best_settings:
+        fast = b["by"] == "time"
+        value = _dur(b["time_to_train_s"]) if fast else _n(b["cost_to_train_usd"], "${:.4f}")
+        behind = b["other_settings_behind"]
+        other = "no other setting trained" if behind is None else f"+{100 * behind:.1f}%"
+        machine = b["instance_type"] + (f" x{b['instance_count']}" if b["instance_count"] > 1 else "")
+        body.append(
+            f"<tr><td class='t'>{_e(machine)}</td><td class='t'>{'fastest' if fast else 'cheapest'}</td>"
+            f"<td class='t'>{_e(label(b['axes']))}</td><td>{_n(b['batch_size'], '{}')}</td>"
+            f"<td>{_e(value)}</td><td>{_e(other)}</td></tr>"
+        )
+    head = (
+        "<tr><th class='t'>Instance type</th><th class='t'>Best by</th><th class='t'>Setting</th>"
+        "<th>Batch size</th><th>To train</th><th>Best other setting</th></tr>"
+    )
+    return (
+        '<section id="best-settings"><h2>Best settings per instance type</h2>'
+        "<p>For each instance type, the setting of the axes (with its batch size) that trains fastest and, "
+        "with prices, the one that trains cheapest, among the configurations the recommendation judges; "
+        "the last column says how much slower (dearer) the best configuration of any other setting is.</p>"
+        f'<table id="best-settings-table"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+        "</section>"
     )
 
 
@@ -500,6 +536,11 @@ def _method(a: SweepAnalysis) -> str:
     return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
 
 
+def _rows_are(a: SweepAnalysis) -> str:
+    what = "One row per instance type (x instances per job, when more than one) and batch size"
+    return what + (" and setting of the axes" if any(r.axes for r in a.rows) else "")
+
+
 def render_report(
     a: SweepAnalysis, plots: Mapping[str, tuple[str, bytes]], *, title: str | None = None
 ) -> bytes:
@@ -520,8 +561,8 @@ def render_report(
 <h1>trainsweep report: {_e(name)}</h1>
 <p class="meta">{_e(meta)}</p>
 <section id="recommendation"><h2>Recommendation</h2>{_recommendation(a)}</section>
-{_search(a)}<section id="configurations"><h2>Configurations</h2>
-<p>One row per instance type (x instances per job, when more than one) and batch size, aggregated over
+{_search(a)}{_best_settings(a)}<section id="configurations"><h2>Configurations</h2>
+<p>{_e(_rows_are(a))}, aggregated over
 repetitions. Click a column header to sort.</p>
 {_config_table(a)}</section>
 {_scaling(a)}<section id="plots"><h2>Plots</h2>{_no_prices(a)}{_plots(plots)}</section>
