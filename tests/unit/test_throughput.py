@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
+from trainsweep import layout
 from trainsweep.cost.metrics import CSV_COLUMNS
 from trainsweep.cost.prices import hourly_usd
 from trainsweep.cost.throughput import MFU_COLUMNS, TOKEN_COLUMNS, accelerator_of
 from trainsweep.logs import mllog, parse
-from trainsweep.report import analyse, sweep_csv
+from trainsweep.report import analyse, sweep_artefacts, sweep_csv
 
 STEP_S = 0.5  # the fixture log's steady step of rank 0; batch size 64 -> 128 samples/s
 
@@ -119,3 +120,18 @@ def test_a_logs_sequence_length_wins_over_the_spec(mllog_log: Callable[..., byte
 
 def test_a_sweep_without_tokens_or_flop_counts_keeps_its_columns(mllog_log: Callable[..., bytes]) -> None:
     assert tuple(_csv(_analyse({"r0": mllog_log()}))[0]) == CSV_COLUMNS
+
+
+def test_the_report_shows_tokens_and_mfu_per_configuration(mllog_log: Callable[..., bytes]) -> None:
+    runs = [parse(_flops(0.4 * 65e12 * STEP_S) + mllog_log(), name="r0")]
+    jobs = [{"run_name": "r0", "instance_type": "ml.g4dn.xlarge", "status": "completed", "batch_size": 64}]
+    spec = {"name": "lm", "workload": {"tokens_per_sample": 1024, "epochs": 2}}
+    page = sweep_artefacts(runs, spec=spec, jobs=jobs)[layout.REPORT_HTML].decode()
+    section = page.split('<section id="tokens-mfu">')[1].split("</section>")[0]
+    assert "131,072" in section  # tokens/s: 128 samples/s x 1024
+    assert "40.0%" in section and "against 1 x T4 fp16 peak 65 TFLOPS" in section
+
+
+def test_a_report_without_tokens_or_counts_has_no_such_section(mllog_log: Callable[..., bytes]) -> None:
+    page = sweep_artefacts([parse(mllog_log(), name="r0")])[layout.REPORT_HTML].decode()
+    assert 'id="tokens-mfu"' not in page
