@@ -261,8 +261,9 @@ def stop_rule(value: Callable[[str], Any]) -> StopRule:
 
 def _check_settings(raw: dict[str, str], settings: list[dict[str, Any]], synthetic: bool) -> None:
     """The cells' settings of the axes a built-in reads, by the rules of the job's own hyperparameters."""
+    workers = _value(raw, hp.NUM_WORKERS, None)  # the value's own error first
     for setting in settings:
-        if synthetic and (hp.NUM_WORKERS in setting or raw.get(hp.NUM_WORKERS, "") != ""):
+        if synthetic and (hp.NUM_WORKERS in setting or workers is not None):
             raise JobConfigError(
                 f"{hp.NUM_WORKERS!r} feeds real data through loader worker processes; synthetic batches are "
                 f"made on the device: set {hp.SYNTHETIC}=false and give the job data"
