@@ -7,6 +7,12 @@ ImageNet's ResNet-50 at 224 x 224 comes to about 4.1 G multiply-adds a forward p
 about 3 x 2 FLOPs per multiply-add (the backward pass computes the input's and the weights' gradients, each
 as much as the forward pass).
 
+``--run`` trains it with the container's entry point on this machine's GPU (synthetic data, a packed job over
+``dtype`` float32 / bfloat16 x the batch sizes, a few dozen steps each) and prints the same comparison from
+its logs::
+
+    python benchmarks/mfu_resnet50.py --run [--batch-sizes 256,512,1024] [--steps 60]
+
 With a results folder of a sweep of the built-in ``resnet50-cifar10`` (``sweep.csv`` with ``dtype`` and
 ``mfu`` columns), prints per row the report's MFU, the hand calculation's and their ratio::
 
@@ -88,6 +94,55 @@ def compare(results: Path, gpu: str) -> int:
     return 0 if worst <= 0.10 else 1
 
 
+def _compare_row(label: str, samples_per_s: float, mfu: float | None, peak: float | None, gpus: int) -> float:
+    hand = samples_per_s * hand_flops_per_sample() / ((peak or float("nan")) * 1e12 * gpus)
+    ratio = (mfu or float("nan")) / hand
+    print(f"{label},{samples_per_s:.1f},{mfu},{hand:.4f},{ratio:.3f}")
+    return abs(ratio - 1)
+
+
+def run(batch_sizes: list[int], steps: int, out: Path) -> int:
+    import json
+    import os
+    import subprocess
+
+    from trainsweep.cost.metrics import run_metrics
+    from trainsweep.cost.throughput import accelerator_of
+    from trainsweep.logs import mllog, parse
+
+    cells = [(d, bs) for d in ("float32", "bfloat16") for bs in batch_sizes]
+    names = [f"mfu-{d}-{bs}" for d, bs in cells]
+    hyper = {
+        "workload": "resnet50-cifar10", "synthetic": "true", "epochs": "1", "mode": "full",
+        "max-steps-per-epoch": str(steps), "max-eval-batches": "1",
+        "batch-sizes": ",".join(str(b) for _, b in cells), "run-names": ",".join(names),
+        "trainsweep-axes": json.dumps([{"dtype": d} for d, _ in cells]),
+    }  # fmt: skip
+    (out / "input" / "config").mkdir(parents=True, exist_ok=True)
+    (out / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hyper))
+    env = dict(os.environ, SAGEMAKER_BASE_DIR=str(out), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, str(ROOT / "container" / "train.py")], env=env, check=False)
+    print("label,samples_per_s,mfu_report,mfu_hand,ratio")
+    worst = 0.0
+    for (dtype, bs), name in zip(cells, names, strict=True):
+        log = out / "output" / "data" / "logs" / f"{name}.log"
+        if not log.is_file():
+            print(f"{name}: no log")
+            continue
+        run_ = parse(log)
+        m = run_metrics(
+            run_, epochs=1, job={"instance_type": "local_gpu", "status": "completed", "batch_size": bs}
+        )
+        event = run_.extra.get(mllog.FLOPS) or {}
+        chip = accelerator_of("local_gpu", event.get("device"))
+        peak = chip.peak(PEAK_OF_DTYPE[dtype]) if chip else None
+        print(f"# {name}: {event.get('precision')} on {event.get('device')}; {m.mfu_note}")
+        if m.samples_per_s:
+            worst = max(worst, _compare_row(f"{dtype}-{bs}", m.samples_per_s, m.mfu, peak, 1))
+    print(f"largest difference: {worst:.1%}; entry point exit {done.returncode}")
+    return 0 if worst <= 0.10 and done.returncode == 0 else 1
+
+
 def counts() -> None:
     from torch import nn
 
@@ -113,7 +168,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="?", type=Path, help="results folder holding sweep.csv")
     ap.add_argument("--gpu", default="H100", help="accelerator key of trainsweep.accelerators")
+    ap.add_argument("--run", action="store_true", help="train on this machine's GPU and compare")
+    ap.add_argument("--batch-sizes", default="256,512,1024")
+    ap.add_argument("--steps", type=int, default=60, help="training steps per cell")
+    ap.add_argument("--out", type=Path, default=Path("mfu-run"), help="the job's folder (--run)")
     args = ap.parse_args()
+    if args.run:
+        return run([int(b) for b in args.batch_sizes.split(",")], args.steps, args.out)
     if args.results is None:
         counts()
         return 0
