@@ -1,7 +1,7 @@
-"""End to end: a local sweep of the built-in MNIST CNN over loader workers (``num_workers: [0, 2]``) through the
-CLI. Each run counts its FLOPs and says so in its run record; ``sweep.csv`` has the MFU columns (a CPU has no
-peak in the catalogue: the note says so) and the report sets the measured data wait of each worker count
-next to the one predicted from zero workers."""
+"""End to end: a local sweep of the built-in MNIST CNN over loader workers (``num_workers: [0, 2]``)
+through the CLI. Each run counts its FLOPs and says so in its run record; ``sweep.csv`` has the MFU
+columns (a CPU has no peak in the catalogue: the note says so) and the report sets the measured data wait
+of each worker count next to the one predicted from zero workers."""
 
 from __future__ import annotations
 
