@@ -5,7 +5,8 @@ costs next to nothing. With it (a hyperparameter, or an axis: ``axes: {num_worke
 samples stay in host memory as bytes and each is converted, normalised and (CIFAR) flipped on the CPU, one
 sample at a time, in ``num_workers`` worker processes (0: in the training process), then the batch is
 copied to the device: the input pipeline of a typical training script, whose data wait the step timing
-measures and the data-stall what-if predicts. The batches are the same ones, in the same order.
+measures and the data-stall what-if predicts. The batches are the same ones, in the same order (the
+random flips are drawn per sample instead of per batch).
 """
 
 from __future__ import annotations
