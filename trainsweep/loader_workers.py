@@ -54,11 +54,13 @@ def workers_axis(rows: Sequence[ConfigMetrics]) -> str | None:
 
 
 def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
     try:
         n = int(value)
     except (TypeError, ValueError):
         return None
-    return n if n >= 0 and not isinstance(value, bool) else None
+    return n if n >= 0 else None
 
 
 def predict_share(baseline: ConfigMetrics, base_workers: int, workers: int) -> tuple[float, float] | None:

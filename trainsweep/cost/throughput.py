@@ -117,9 +117,9 @@ def _mfu(m: RunMetrics, event: Mapping[str, Any]) -> tuple[float | None, str]:
     peak = chip.peak(str(precision))
     if peak is None:
         return None, f"no peak: {chip.key} has no published dense {precision} peak"
-    count = int(_number(event.get("accelerators")) or 0) or (
-        getattr(instances.CATALOGUE.get(m.instance_type or ""), "accelerators", 0) or 1
-    )
+    said = _number(event.get("accelerators"))
+    known = instances.CATALOGUE.get(m.instance_type or "")
+    count = int(said) if said else (known.accelerators if known and known.accelerators else 1)
     if not m.step_s:
         return None, "no steady step time"
     mfu = per_step / m.step_s / (peak * 1e12 * count)
