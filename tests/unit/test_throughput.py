@@ -135,3 +135,12 @@ def test_the_report_shows_tokens_and_mfu_per_configuration(mllog_log: Callable[.
 def test_a_report_without_tokens_or_counts_has_no_such_section(mllog_log: Callable[..., bytes]) -> None:
     page = sweep_artefacts([parse(mllog_log(), name="r0")])[layout.REPORT_HTML].decode()
     assert 'id="tokens-mfu"' not in page
+
+
+def test_a_metric_line_or_a_seq_len_axis_gives_the_tokens(mllog_log: Callable[..., bytes]) -> None:
+    metric = (
+        mllog.format_line(mllog.METRIC_PREFIX + "seq_len", 512, metadata={"rank": 0, "epoch_num": 1}) + "\n"
+    )
+    setting = _line("trainsweep.axes", {"seq_len": 128})
+    a = _analyse({"m": metric.encode() + mllog_log(), "s": setting + mllog_log()})
+    assert {m.name: m.tokens_per_s for m in a.run_metrics} == {"m": 128 * 512, "s": 128 * 128}
