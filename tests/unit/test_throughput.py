@@ -144,3 +144,11 @@ def test_a_metric_line_or_a_seq_len_axis_gives_the_tokens(mllog_log: Callable[..
     setting = _line("trainsweep.axes", {"seq_len": 128})
     a = _analyse({"m": metric.encode() + mllog_log(), "s": setting + mllog_log()})
     assert {m.name: m.tokens_per_s for m in a.run_metrics} == {"m": 128 * 512, "s": 128 * 128}
+
+
+def test_an_axis_named_like_a_token_figure_keeps_its_own_column(
+    mllog_log: Callable[..., bytes],
+) -> None:
+    a = _analyse({"s": _line("trainsweep.axes", {"tokens_per_sample": 128}) + mllog_log()})
+    (line,) = _csv(a)
+    assert line["axis.tokens_per_sample"] == "128" and line["tokens_per_s"] == str(128 * 128)

@@ -93,7 +93,7 @@ def csv_columns(rows: Sequence[ConfigMetrics]) -> tuple[str, ...]:
 
 def _axis_column(name: str) -> str:
     """An axis's ``sweep.csv`` column: its name, or ``axis.<name>`` where a figure has that name."""
-    return f"axis.{name}" if name in CSV_COLUMNS else name
+    return f"axis.{name}" if name in CSV_COLUMNS or name in throughput.OPTIONAL_COLUMNS else name
 
 
 def csv_record(row: ConfigMetrics) -> dict[str, Any]:
