@@ -32,6 +32,7 @@ TARGET_ACCURACY = (
 BATCH_SIZE_SEARCH = "batch-size-search"  # packed: stop at OOM or when 2 doublings gain < this share
 DTYPE = "dtype"  # float32 | float16 | bfloat16: the numeric precision a built-in trains in (autocast)
 COMPILE = "compile"  # true: the built-in's model is wrapped in torch.compile
+NUM_WORKERS = "num_workers"  # a built-in's data through a DataLoader with this many worker processes
 SEED = "seed"  # random seed of the model initialisation and of synthetic data, default "0"
 AXES = "trainsweep-axes"  # JSON list, aligned with the run names: each cell's {axis: value} (spec's axes)
 LOG_BUCKET = "trainsweep-log-bucket"  # where the container uploads its logs
@@ -68,6 +69,7 @@ BUILTIN_READS = frozenset(
         SEED,
         DTYPE,
         COMPILE,
+        NUM_WORKERS,
         AXES,
         LOG_BUCKET,
         LOG_PREFIX,
@@ -90,6 +92,7 @@ WHOLE_NUMBER_MINIMUM: dict[str, int] = {
     EARLY_STOP_MIN_SECONDS: 0,
     VALIDATION_BATCHES: 2,
     SEED: 0,
+    NUM_WORKERS: 0,
 }
 POSITIVE_NUMBERS = frozenset(
     {LEARNING_RATE, EARLY_STOP_MAX_SECONDS, EARLY_STOP_MAX_EPOCHS, LOG_UPLOAD_SECONDS, TARGET_ACCURACY}

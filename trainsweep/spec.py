@@ -287,6 +287,13 @@ class Workload(BaseModel):
         description="Your own code only: a step-based run (iterations, no epochs): training steps per run, "
         "instead of epochs (give one of the two).",
     )
+    tokens_per_sample: int | None = Field(
+        None,
+        ge=1,
+        le=100_000_000,
+        description="Tokens one sample carries (a language model's sequence length): the report then gives "
+        "tokens/s, tokens per dollar and cost per million tokens. A run's log, or a seq_len axis, wins.",
+    )
     hyperparameters: dict[str, HyperparameterValue] = Field(
         default_factory=dict,
         description="Hyperparameters: an entry point gets them as --name value arguments, a command "

@@ -30,7 +30,7 @@ from typing import Any
 
 from trainsweep import axes as axis
 from trainsweep import instances
-from trainsweep.cost import accuracy, billing
+from trainsweep.cost import accuracy, billing, throughput
 from trainsweep.cost.prices import EC2, LOCAL, SAGEMAKER, hourly_usd
 from trainsweep.logs import mllog
 from trainsweep.logs.model import Epoch, RunTimings
@@ -84,17 +84,16 @@ CSV_COLUMNS = (
 
 def csv_columns(rows: Sequence[ConfigMetrics]) -> tuple[str, ...]:
     """``sweep.csv``'s columns: :data:`CSV_COLUMNS`, with one per axis after ``batch_size`` when the rows
-    have a setting of the spec's axes."""
+    have a setting of the spec's axes, and the token and MFU columns rows have
+    (:func:`trainsweep.cost.throughput.csv_columns`) at the end."""
     names = [_axis_column(n) for n in axis.names_of([r.axes for r in rows])]
-    if not names:
-        return CSV_COLUMNS
     at = CSV_COLUMNS.index("batch_size") + 1
-    return (*CSV_COLUMNS[:at], *names, *CSV_COLUMNS[at:])
+    return (*CSV_COLUMNS[:at], *names, *CSV_COLUMNS[at:], *throughput.csv_columns(rows))
 
 
 def _axis_column(name: str) -> str:
     """An axis's ``sweep.csv`` column: its name, or ``axis.<name>`` where a figure has that name."""
-    return f"axis.{name}" if name in CSV_COLUMNS else name
+    return f"axis.{name}" if name in CSV_COLUMNS or name in throughput.OPTIONAL_COLUMNS else name
 
 
 def csv_record(row: ConfigMetrics) -> dict[str, Any]:
@@ -256,6 +255,12 @@ class RunMetrics:
     """The run's setting of the spec's axes (empty without axes)."""
     precision: str | None = None
     """The precision a built-in really trained in (its log says; None for other runs)."""
+    tokens_per_sample: float | None = None
+    tokens_per_s: float | None = None
+    flops_per_sample: float | None = None
+    mfu: float | None = None
+    mfu_note: str | None = None
+    """Token and MFU figures: :mod:`trainsweep.cost.throughput`."""
 
     def to_dict(self) -> dict[str, Any]:
         return _without_empty_axes(asdict(self))
@@ -309,10 +314,12 @@ def run_metrics(
     target_value: float | None = None,
     target_metric: str = mllog.EVAL_ACCURACY,
     minimize: bool = False,
+    tokens_per_sample: float | None = None,
 ) -> RunMetrics:
     """Figures of one run; ``epochs`` is the number of epochs to predict the training time for;
     ``target_value`` the value of ``target_metric`` (eval_accuracy, or a metric the run logged per epoch)
-    whose first reaching (at or above it; at or below with ``minimize``) ends the time to target."""
+    whose first reaching (at or above it; at or below with ``minimize``) ends the time to target;
+    ``tokens_per_sample`` the spec's (a run's log or setting wins)."""
     status = job_status(job) or (
         SKIPPED if run.extra.get("failure_kind") == SKIPPED else _RUN_STATUS.get(run.status, FAILED)
     )
@@ -395,6 +402,7 @@ def run_metrics(
         m.aligned_step_s = stall.aligned_step_s
         m.free_step_s = stall.free_step_s
     m.gpu_memory_share = gpu_memory_share(run)
+    throughput.run_figures(m, run, tokens_per_sample)
     goal = None if target_value is None else TargetRule.of(target_metric, target_value, minimize=minimize)
     _quality(m, run, eps, goal, known["billable_s"], overhead_s)
     if status == OK and m.step_s is None:
@@ -550,6 +558,14 @@ class ConfigMetrics:
 
     axes: dict[str, Any] = field(default_factory=dict)
     """The configuration's setting of the spec's axes (empty without axes): one column each in sweep.csv."""
+    tokens_per_sample: float | None = None
+    tokens_per_s: float | None = None
+    tokens_per_usd: float | None = None
+    usd_per_million_tokens: float | None = None
+    flops_per_sample: float | None = None
+    mfu: float | None = None
+    mfu_note: str | None = None
+    """Token and MFU figures: :mod:`trainsweep.cost.throughput`."""
 
     @property
     def machine(self) -> str:
@@ -696,6 +712,7 @@ def aggregate(
                     row.usd_waiting = billing.cost_usd(
                         row.data_wait_share * row.time_to_train_s, price, count
                     )
+            throughput.config_figures(row, ok)
             failed = len(members) - len(ok)
             if failed:
                 notes.append(f"{failed} of {len(members)} runs failed")

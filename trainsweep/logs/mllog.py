@@ -95,6 +95,13 @@ METRIC_SERIES = NS + "metric_series"
 the last value of an epoch)."""
 METRIC_UNMATCHED = NS + "metric_unmatched"
 """value: ``[{"metric": name, "regex": regex}, ...]``: metric definitions no line of the output matched."""
+FLOPS = NS + "flops"
+"""value: {"per_step", "per_sample", "precision", "device", "accelerators", "conv_share"}: the FLOPs of one
+training step of the run, counted once (:mod:`trainsweep.instrument.flops`), or {"error": why}."""
+TOKENS_PER_SAMPLE = NS + "tokens_per_sample"
+"""value: the tokens one sample carries (a language model's sequence length), when the script says."""
+MAX_SEQUENCE_LENGTH = "max_sequence_length"
+"""The MLPerf key of a language-model benchmark's sequence length (its tokens per sample)."""
 FAILURE = NS + "failure"
 """value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
 

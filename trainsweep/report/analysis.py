@@ -24,6 +24,7 @@ from trainsweep.cost.metrics import (
 )
 from trainsweep.cost.prices import price_source
 from trainsweep.cost.recommend import Recommendation, recommend
+from trainsweep.cost.throughput import spec_tokens_per_sample
 from trainsweep.logs import mllog
 from trainsweep.logs.model import RunTimings
 from trainsweep.training.metric_lines import TargetRule, default_direction
@@ -303,6 +304,7 @@ def analyse(
             target_value=value,
             target_metric=goal.metric,
             minimize=goal.minimize,
+            tokens_per_sample=spec_tokens_per_sample(spec_d),
         )
         for r in runs
     ]

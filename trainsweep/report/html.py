@@ -10,6 +10,7 @@ from typing import Any
 from trainsweep import __version__
 from trainsweep.axes import label
 from trainsweep.cost.metrics import OK, ConfigMetrics
+from trainsweep.report import throughput as extra
 from trainsweep.report.analysis import SweepAnalysis
 from trainsweep.stalls import NOT_STALLED_UTILISATION
 
@@ -565,9 +566,10 @@ def render_report(
 <p>{_e(_rows_are(a))}, aggregated over
 repetitions. Click a column header to sort.</p>
 {_config_table(a)}</section>
-{_scaling(a)}<section id="plots"><h2>Plots</h2>{_no_prices(a)}{_plots(plots)}</section>
+{_scaling(a)}{extra.tokens_and_mfu(a)}
+<section id="plots"><h2>Plots</h2>{_no_prices(a)}{_plots(plots)}</section>
 <section id="stalls"><h2>Data stalls</h2>{_stalls(a)}</section>
-<section id="quality"><h2>Data quality</h2>{_quality(a)}</section>
+{extra.loader_workers(a)}<section id="quality"><h2>Data quality</h2>{_quality(a)}</section>
 <section id="runs"><h2>Runs</h2>{_runs(a)}</section>
 <section id="method"><h2>How every number was computed</h2>{_method(a)}</section>
 <script>{_JS}</script>

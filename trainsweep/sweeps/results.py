@@ -68,11 +68,12 @@ class SweepResults:
 def column_types() -> dict[str, str]:
     """The pandas type of each ``sweep.csv`` column, from :class:`trainsweep.cost.metrics.ConfigMetrics`."""
     from trainsweep.cost.metrics import CSV_COLUMNS, ConfigMetrics
+    from trainsweep.cost.throughput import OPTIONAL_COLUMNS
 
     hints = typing.get_type_hints(ConfigMetrics)
     by_field = {f.name: hints[f.name] for f in fields(ConfigMetrics)}
     out = {}
-    for column in CSV_COLUMNS:
+    for column in (*CSV_COLUMNS, *OPTIONAL_COLUMNS):
         hint = by_field[column]
         args = set(typing.get_args(hint)) if isinstance(hint, types.UnionType) else {hint}
         if str in args:

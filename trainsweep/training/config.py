@@ -72,7 +72,15 @@ class JobConfig:
     """The precision the cells train in unless their setting says otherwise."""
     compile: bool = False
     """Whether the cells' model runs through ``torch.compile`` unless their setting says otherwise."""
+    num_workers: int | None = None
+    """Loader worker processes of the cells' data unless their setting says otherwise (None: the data
+    stays in device memory; :mod:`trainsweep.training.loader`)."""
     raw: dict[str, str] = field(default_factory=dict)
+
+    def num_workers_of(self, cell: Cell) -> int | None:
+        """``cell``'s loader worker processes: its setting's ``num_workers``, else the job's."""
+        value = cell.setting.get(hp.NUM_WORKERS, self.num_workers)
+        return None if value is None else int(value)
 
     def dtype_of(self, cell: Cell) -> str:
         """The precision ``cell`` trains in: its setting's ``dtype``, else the job's."""
@@ -106,6 +114,7 @@ class JobConfig:
             "search_min_gain": self.search_min_gain,
             "dtype": self.dtype,
             "compile": self.compile,
+            "num_workers": self.num_workers,
             "raw": self.raw,
         }
         return json.dumps(d)
@@ -135,6 +144,7 @@ class JobConfig:
             search_min_gain=d.get("search_min_gain"),
             dtype=d.get("dtype", "float32"),
             compile=d.get("compile", False),
+            num_workers=d.get("num_workers"),
             raw=d["raw"],
         )
 
@@ -249,6 +259,20 @@ def stop_rule(value: Callable[[str], Any]) -> StopRule:
     return StopRule(**{k: v for k, v in given.items() if v is not None})
 
 
+def _check_settings(raw: dict[str, str], settings: list[dict[str, Any]], synthetic: bool) -> None:
+    """The cells' settings of the axes a built-in reads, by the rules of the job's own hyperparameters."""
+    workers = _value(raw, hp.NUM_WORKERS, None)  # the value's own error first
+    for setting in settings:
+        if synthetic and (hp.NUM_WORKERS in setting or workers is not None):
+            raise JobConfigError(
+                f"{hp.NUM_WORKERS!r} feeds real data through loader worker processes; synthetic batches are "
+                f"made on the device: set {hp.SYNTHETIC}=false and give the job data"
+            )
+        for name in (hp.DTYPE, hp.COMPILE, hp.NUM_WORKERS):
+            if name in setting:
+                _value({name: str(setting[name]).lower()}, name, None)  # the same rule as the job's own
+
+
 def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
     """Validate the hyperparameters into a :class:`JobConfig`; raises :class:`JobConfigError`."""
     workload = str(raw.get(hp.WORKLOAD, "")).strip().strip('"')
@@ -300,10 +324,7 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
     else:
         download = False
     settings = cell_settings(raw, len(names))
-    for setting in settings:
-        for name in (hp.DTYPE, hp.COMPILE):
-            if name in setting:
-                _value({name: str(setting[name]).lower()}, name, None)  # the same rule as the job's own
+    _check_settings(raw, settings, synthetic)
     return JobConfig(
         workload=workload,
         epochs=epochs,
@@ -326,5 +347,6 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         search_min_gain=_search_gain(raw),
         dtype=_value(raw, hp.DTYPE, "float32"),
         compile=_bool(raw, hp.COMPILE, False),
+        num_workers=_value(raw, hp.NUM_WORKERS, None),
         raw=dict(raw),
     )

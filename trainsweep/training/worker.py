@@ -25,10 +25,11 @@ import torch.distributed as dist
 from torch import nn
 
 from trainsweep import axes, image, instances
+from trainsweep.instrument import flops
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState, container_family, predict_run, steady_estimate
 from trainsweep.sagemaker_contract import Paths, instance_type
-from trainsweep.training import contract
+from trainsweep.training import contract, loader
 from trainsweep.training.config import TRAIN_CHANNEL, Cell, JobConfig, JobConfigError
 from trainsweep.training.data import DATASETS, Batches, SyntheticBatches, load_arrays
 from trainsweep.training.models import build_model
@@ -180,6 +181,9 @@ class CellRun:
                 torch.from_numpy(arr.x_test).to(self.device), torch.from_numpy(arr.y_test).to(self.device),
                 train=False, **common,  # type: ignore[arg-type]
             )  # fmt: skip
+        self.train_data, self.eval_data = loader.through_workers(
+            self.train_data, self.eval_data, cfg.num_workers_of(cell), cfg.seed
+        )
         model = build_model(cfg.workload).to(self.device)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
@@ -219,6 +223,10 @@ class CellRun:
             (axes.PRECISION_KEY, self.precision_used),
         ):
             self.header(key, value)
+        if self.primary:
+            self.header(mllog.FLOPS, flops.builtin_event(lambda: build_model(cfg.workload), info.shape,
+                        batch=per_rank, dtype=self.precision_used, device=self.device,
+                        world_size=rank.world_size))  # fmt: skip
 
         itype = instance_type(self.paths)
         if itype:
