@@ -91,17 +91,11 @@ class RetryPolicy:
         return cls(**{k: type(getattr(cls(), k))(v) for k, v in dict(value).items()})
 
 
-def _training_task(
-    scope: Construct,
-    construct_id: str,
-    *,
-    role_arn: str,
-    key_arn: str | None,
-    spot: bool,
-    data: bool,
-    vpc: bool = False,
-) -> sfn.CustomState:
-    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel, VPC).
+def training_job_parameters(
+    *, role_arn: str, key_arn: str | None, spot: bool, data: bool, vpc: bool = False
+) -> dict[str, Any]:
+    """The ``CreateTrainingJob`` request a training task sends, for one combination of the optional parts
+    (spot, data channel, VPC): the one place the request's parameters are written.
 
     The image is the job's: the spec's own ``workload.image_uri``, or the stack's image, which PlanSweep
     puts in every other job.
@@ -153,6 +147,11 @@ def _training_task(
                 },
             }
         ]
+    return params
+
+
+def _training_task(scope: Construct, construct_id: str, params: dict[str, Any]) -> sfn.CustomState:
+    """``createTrainingJob.sync`` sending ``params`` (:func:`training_job_parameters`)."""
     return sfn.CustomState(
         scope,
         construct_id,
@@ -166,7 +165,13 @@ def _training_task(
 
 
 class SweepStateMachine(Construct):
-    """The sweep workflow. The execution input is the spec (or ``{spec, sweep_id}``)."""
+    """The sweep workflow. The execution input is the spec (or ``{spec, sweep_id}``).
+
+    Built stage by stage, each by its own method: the failure notice, the plan, one job's states (train,
+    export the log, parse), the Distributed Map over an instance type's jobs, the Map over instance
+    types, the aggregate; then the state machine and what its role may do beyond invoking its Lambdas
+    and publishing.
+    """
 
     def __init__(
         self,
@@ -184,19 +189,7 @@ class SweepStateMachine(Construct):
         retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        retry = retry or RetryPolicy()
-        stack = Stack.of(self)
-
-        failed = sfn.Fail(self, "SweepFailed", error_path="$.error.Error", cause_path="$.error.Cause")
-        notify_failure = tasks.SnsPublish(
-            self,
-            "NotifyFailure",
-            topic=topic,
-            subject="trainsweep: sweep failed",
-            message=sfn.TaskInput.from_json_path_at("$.error"),
-            result_path=sfn.JsonPath.DISCARD,
-        ).next(failed)
-
+        notify_failure = self._failure_notice(topic)
         plan_task = _invoke(
             self,
             "PlanSweep",
@@ -205,8 +198,68 @@ class SweepStateMachine(Construct):
             result_path="$.plan",
         )
         plan_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
+        start_job = self._job(
+            export,
+            parse,
+            role_arn=training_role.role_arn,
+            key_arn=bucket_key.key_arn if bucket_key else None,
+            retry=retry or RetryPolicy(),
+        )
+        groups_map = self._instance_types(self._jobs_map(start_job, bucket))
+        aggregate_task = self._aggregate(aggregate, groups_map, notify_failure)
+        notify_done = tasks.SnsPublish(
+            self,
+            "NotifyFinished",
+            topic=topic,
+            subject="trainsweep: sweep finished",
+            message=sfn.TaskInput.from_json_path_at("$.summary"),
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        done = sfn.Succeed(self, "SweepFinished", output_path="$.summary")
 
-        # ---- one job: train (retry / catch) -> export the log if missing -> parse and record ----
+        definition = plan_task.next(groups_map).next(aggregate_task).next(notify_done).next(done)
+        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+            ),
+        )
+
+        self._allow(
+            self.state_machine.role,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            job_functions=(export, parse),
+            training_role=training_role,
+        )
+
+    def _failure_notice(self, topic: sns.ITopic) -> sfn.Chain:
+        """Where every caught failure of the sweep goes: publish the error, then fail the execution."""
+        failed = sfn.Fail(self, "SweepFailed", error_path="$.error.Error", cause_path="$.error.Cause")
+        return tasks.SnsPublish(
+            self,
+            "NotifyFailure",
+            topic=topic,
+            subject="trainsweep: sweep failed",
+            message=sfn.TaskInput.from_json_path_at("$.error"),
+            result_path=sfn.JsonPath.DISCARD,
+        ).next(failed)
+
+    def _job(
+        self,
+        export: lambda_.IFunction,
+        parse: lambda_.IFunction,
+        *,
+        role_arn: str,
+        key_arn: str | None,
+        retry: RetryPolicy,
+    ) -> sfn.Pass:
+        """One job: train (retry / catch) -> export the log if missing -> parse and record. Returns its
+        first state."""
         start_job = sfn.Pass(
             self,
             "StartJob",
@@ -217,6 +270,16 @@ class SweepStateMachine(Construct):
                 TRAINING_RETRY_PATH[2:]: {"attempt": 0, "wait_s": 0},
             },
         )
+        export_task = self._record(export, parse)
+        retry_check, retry_again = _api_error_retry(self, retry, export_task)
+        choose = self._training(export_task, retry_check, role_arn=role_arn, key_arn=key_arn, retry=retry)
+        start_job.next(choose)
+        retry_again.next(choose)
+        return start_job
+
+    def _record(self, export: lambda_.IFunction, parse: lambda_.IFunction) -> tasks.LambdaInvoke:
+        """After training: export the job's log if it is missing, then parse and record the cell (a
+        ParseRun that fails for good records the cell as failed). Returns the export task."""
         export_task = _invoke(
             self,
             "ExportLog",
@@ -251,22 +314,28 @@ class SweepStateMachine(Construct):
         parse_task.add_catch(parse_failed, errors=[sfn.Errors.ALL], result_path="$.parse_error")
         export_task.add_catch(parse_task, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
         export_task.next(parse_task)
+        return export_task
 
-        retry_check, retry_again = _api_error_retry(self, retry, export_task)
+    def _training(
+        self,
+        then: sfn.IChainable,
+        retry_check: sfn.IChainable,
+        *,
+        role_arn: str,
+        key_arn: str | None,
+        retry: RetryPolicy,
+    ) -> sfn.Choice:
+        """A training task for each combination of spot, data channel and VPC, chosen by the job's own;
+        each goes on to ``then``, its API errors to ``retry_check``."""
         choose = sfn.Choice(self, "TrainingKind")
         for spot, data, vpc in itertools.product((True, False), repeat=3):
             name = (
                 "Train" + ("Spot" if spot else "") + ("WithData" if data else "") + ("InVpc" if vpc else "")
             )
-            task = _training_task(
-                self,
-                name,
-                role_arn=training_role.role_arn,
-                key_arn=bucket_key.key_arn if bucket_key else None,
-                spot=spot,
-                data=data,
-                vpc=vpc,
+            params = training_job_parameters(
+                role_arn=role_arn, key_arn=key_arn, spot=spot, data=data, vpc=vpc
             )
+            task = _training_task(self, name, params)
             task.add_retry(
                 errors=RETRYABLE_TRAINING_ERRORS,
                 interval=Duration.seconds(retry.interval_s),
@@ -276,32 +345,36 @@ class SweepStateMachine(Construct):
                 jitter_strategy=sfn.JitterType.FULL,
             )
             task.add_catch(retry_check, errors=[TRAINING_API_ERROR], result_path="$.outcome.error")
-            task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
-            task.next(export_task)
+            task.add_catch(then, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
+            task.next(then)
             if spot or data or vpc:
                 choose.when(_training_kind(spot, data, vpc), task)
             else:
                 choose.otherwise(task)
-        start_job.next(choose)
-        retry_again.next(choose)
+        return choose
 
-        # ---- one instance-type group: a Distributed Map over its jobs, read from and written to S3 ----
-        # The state carries references only: the jobs come from the group's file, each job runs as a child
-        # execution, and the cells' records go to S3 (ResultWriter), so neither many jobs nor long failure
-        # reasons can reach the 256 KiB state limit. A job whose workflow fails does not fail the group
-        # (tolerated failures: 100 %, from the group); AggregateSweep records its cells as failed.
-        # Written as ASL rather than sfn.DistributedMap: CDK's reader and writer would grant the role the
-        # whole bucket (and ResultWriterV2 renders only behind a feature flag); the grants below are
-        # scoped to the fan-out files. The job states are rendered from their own graph.
+    def _jobs_map(self, start_job: sfn.State, bucket: s3.IBucket) -> sfn.CustomState:
+        """One instance-type group: a Distributed Map over its jobs, read from and written to S3.
+
+        The state carries references only: the jobs come from the group's file, each job runs as a child
+        execution, and the cells' records go to S3 (ResultWriter), so neither many jobs nor long failure
+        reasons can reach the 256 KiB state limit. A job whose workflow fails does not fail the group
+        (tolerated failures: 100 %, from the group); AggregateSweep records its cells as failed.
+        Written as ASL rather than sfn.DistributedMap: CDK's reader and writer would grant the role the
+        whole bucket (and ResultWriterV2 renders only behind a feature flag); the grants
+        (:meth:`_allow_fan_out`) are scoped to the fan-out files. The job states are rendered from their
+        own graph.
+        """
+        partition = Stack.of(self).partition
         job_states = sfn.StateGraph(start_job, "Jobs").to_graph_json()
-        jobs_map = sfn.CustomState(
+        return sfn.CustomState(
             self,
             "Jobs",
             state_json={
                 "Type": "Map",
                 "Label": "Jobs",
                 "ItemReader": {
-                    "Resource": f"arn:{stack.partition}:states:::s3:getObject",
+                    "Resource": f"arn:{partition}:states:::s3:getObject",
                     "ReaderConfig": {"InputType": "JSON"},
                     "Parameters": {"Bucket": bucket.bucket_name, "Key.$": "$.group.jobs_key"},
                 },
@@ -314,12 +387,15 @@ class SweepStateMachine(Construct):
                     **job_states,
                 },
                 "ResultWriter": {
-                    "Resource": f"arn:{stack.partition}:states:::s3:putObject",
+                    "Resource": f"arn:{partition}:states:::s3:putObject",
                     "Parameters": {"Bucket": bucket.bucket_name, "Prefix.$": "$.map_results_prefix"},
                 },
                 "ResultSelector": {"results.$": "$.ResultWriterDetails"},
             },
         )
+
+    def _instance_types(self, jobs_map: sfn.CustomState) -> sfn.Map:
+        """A Map over the plan's instance-type groups, each running ``jobs_map``."""
         # A group whose map could not run (its job list unreadable, results not writable) still ends in
         # the aggregate: its cells are recorded as failed with this error.
         group_failed = sfn.Pass(
@@ -341,7 +417,12 @@ class SweepStateMachine(Construct):
             result_path="$.maps",
         )
         groups_map.item_processor(jobs_map)
+        return groups_map
 
+    def _aggregate(
+        self, aggregate: lambda_.IFunction, groups_map: sfn.Map, notify_failure: sfn.IChainable
+    ) -> tasks.LambdaInvoke:
+        """AggregateSweep, which runs whatever the fan-out left."""
         aggregate_task = _invoke(
             self,
             "AggregateSweep",
@@ -353,30 +434,38 @@ class SweepStateMachine(Construct):
         # every planned cell without a result as failed.
         groups_map.add_catch(aggregate_task, errors=[sfn.Errors.ALL], result_path="$.maps")
         aggregate_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
-        notify_done = tasks.SnsPublish(
-            self,
-            "NotifyFinished",
-            topic=topic,
-            subject="trainsweep: sweep finished",
-            message=sfn.TaskInput.from_json_path_at("$.summary"),
-            result_path=sfn.JsonPath.DISCARD,
-        )
-        done = sfn.Succeed(self, "SweepFinished", output_path="$.summary")
+        return aggregate_task
 
-        definition = plan_task.next(groups_map).next(aggregate_task).next(notify_done).next(done)
-        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(definition),
-            tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
-            ),
+    def _allow(
+        self,
+        role: iam.IRole,
+        *,
+        bucket: s3.IBucket,
+        bucket_key: kms.IKey | None,
+        job_functions: tuple[lambda_.IFunction, ...],
+        training_role: iam.IRole,
+    ) -> None:
+        """What the state machine may do beyond invoking its Lambdas and publishing."""
+        self._allow_training_jobs(role)
+        self._allow_fan_out(role, bucket, bucket_key)
+        for fn in job_functions:  # invoked by the job states, which CDK does not see inside the map
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=[fn.function_arn, f"{fn.function_arn}:*"]
+                )
+            )
+        self._allow_child_executions(role)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[training_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            )
         )
 
-        # ---- what the state machine may do beyond invoking its Lambdas and publishing ----
-        role = self.state_machine.role
+    def _allow_training_jobs(self, role: iam.IRole) -> None:
+        """Create, describe and stop training jobs, and wait for them (``.sync``)."""
+        stack = Stack.of(self)
         training_job_arn = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
         role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -403,9 +492,10 @@ class SweepStateMachine(Construct):
                 ],
             )
         )
-        # The Distributed Map: read the groups' job lists, write their results (SSE-KMS objects), and run
-        # each job as a child execution of this state machine. A separate policy: the state machine's ARN
-        # in its own role's default policy would be a circular dependency.
+
+    @staticmethod
+    def _allow_fan_out(role: iam.IRole, bucket: s3.IBucket, bucket_key: kms.IKey | None) -> None:
+        """The Distributed Map: read the groups' job lists, write their results (SSE-KMS objects)."""
         fan_out = layout.sweep_prefix("*") + layout.MAP_DIR + "/*/"
         role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -430,12 +520,12 @@ class SweepStateMachine(Construct):
                     actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket_key.key_arn]
                 )
             )
-        for fn in (export, parse):  # invoked by the job states, which CDK does not see inside the map
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["lambda:InvokeFunction"], resources=[fn.function_arn, f"{fn.function_arn}:*"]
-                )
-            )
+
+    def _allow_child_executions(self, role: iam.IRole) -> None:
+        """The Distributed Map runs each job as a child execution of this state machine. A separate
+        policy: the state machine's ARN in its own role's default policy would be a circular dependency.
+        """
+        stack = Stack.of(self)
 
         def executions(name: str) -> str:
             return stack.format_arn(
@@ -463,13 +553,6 @@ class SweepStateMachine(Construct):
                 ),
                 iam.PolicyStatement(actions=["states:RedriveExecution"], resources=[children]),
             ],
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["iam:PassRole"],
-                resources=[training_role.role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
-            )
         )
 
 
