@@ -9,7 +9,7 @@ from typing import Any
 
 from constructs import Node
 
-from infra.workflow import RetryPolicy
+from infra.training_task import RetryPolicy
 
 NOTIFICATION_EMAIL = "notification_email"
 RAW_LOG_DAYS = "raw_log_days"

@@ -3,15 +3,13 @@
 Plan -> Map(instance types) -> Distributed Map(jobs from S3: train, export log, parse; results to S3)
 -> aggregate -> notify. Every state that can fail is caught: a sweep ends with a notification.
 
-Only wiring lives here: which Lambda runs when, what the training task sends to SageMaker, which
-errors are retried and which are caught. What the steps compute lives in ``trainsweep``.
+Only wiring lives here: which Lambda runs when, which errors are retried and which are caught; what the
+training task sends to SageMaker, and how its errors are retried, is in :mod:`infra.training_task`.
+What the steps compute lives in ``trainsweep``.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import ArnFormat, Duration, Stack
@@ -25,29 +23,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from infra.training_task import TRAINING_RETRY_PATH, RetryPolicy, api_error_retry, training_choice
 from trainsweep import layout
 from trainsweep.jobs import JOB_PATH, job_path
 
-TRAINING_RESOURCE = "arn:aws:states:::sagemaker:createTrainingJob.sync"
-# Errors worth another attempt, by name (the AWS SDK's spellings of throttling and resource limits).
-RETRYABLE_TRAINING_ERRORS = [
-    "SageMaker.ThrottlingException",
-    "SageMaker.ResourceLimitExceeded",
-    "SageMaker.ResourceLimitExceededException",
-    "ThrottlingException",
-]
-# The integration reports every other API error as this one name, whatever its code: a throttle, but
-# also an instance type the region does not offer or a job name in use, which no retry can fix. It is
-# caught, and retried (RetryableTrainingError) only when its cause carries a code of throttling,
-# resource limits, capacity or a server error ("... Status Code: 400; Error Code: ThrottlingException").
-TRAINING_API_ERROR = "SageMaker.AmazonSageMakerException"
-RETRYABLE_TRAINING_CAUSES = [
-    "*Error Code: Throttling*",
-    "*Error Code: ResourceLimitExceeded*",
-    "*Capacity*",
-    "*Status Code: 50*",
-]
-TRAINING_RETRY_PATH = "$.training_retry"
 # A Lambda invoke fails with these when Lambda throttles or hiccups, before the function ran (or without
 # its answer): another attempt is right. A ParseRun lost to them would leave a finished, billed cell
 # "results not recorded". The function's own errors are not retried (they would fail the same way).
@@ -66,102 +45,6 @@ LAMBDA_RETRY_MAX_DELAY_S = 60
 # waits) before the cell is recorded as "results not recorded".
 PARSE_RETRY_ATTEMPTS = 12
 PARSE_RETRY_MAX_DELAY_S = 300
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff for retryable training errors (context ``retry``: seconds, attempts, rate, max delay)."""
-
-    interval_s: int = 30
-    max_attempts: int = 6
-    backoff_rate: float = 2.0
-    max_delay_s: int = 600
-
-    def caps_s(self) -> list[int]:
-        """The longest wait before each retry (full jitter waits a random 1 s up to it)."""
-        grow = self.backoff_rate
-        return [int(min(self.interval_s * grow**i, self.max_delay_s)) for i in range(self.max_attempts)]
-
-    @classmethod
-    def from_context(cls, value: Any) -> RetryPolicy:
-        if not value:
-            return cls()
-        if isinstance(value, str):  # `-c retry='{"interval_s": 10}'` arrives as text
-            value = json.loads(value)
-        return cls(**{k: type(getattr(cls(), k))(v) for k, v in dict(value).items()})
-
-
-def training_job_parameters(
-    *, role_arn: str, key_arn: str | None, spot: bool, data: bool, vpc: bool = False
-) -> dict[str, Any]:
-    """The ``CreateTrainingJob`` request a training task sends, for one combination of the optional parts
-    (spot, data channel, VPC): the one place the request's parameters are written.
-
-    The image is the job's: the spec's own ``workload.image_uri``, or the stack's image, which PlanSweep
-    puts in every other job.
-    """
-    params: dict[str, Any] = {
-        "TrainingJobName.$": job_path("job_name"),
-        "AlgorithmSpecification": {
-            "TrainingImage.$": job_path("image_uri"),
-            "TrainingInputMode.$": job_path("input_mode"),
-        },
-        "RoleArn": role_arn,
-        "HyperParameters.$": job_path("hyperparameters"),
-        "OutputDataConfig": {
-            "S3OutputPath.$": job_path("output_s3_uri"),
-            **({"KmsKeyId": key_arn} if key_arn else {}),
-        },
-        "ResourceConfig": {
-            "InstanceType.$": job_path("instance_type"),
-            "InstanceCount.$": job_path("instance_count"),
-            "VolumeSizeInGB.$": job_path("volume_size_gb"),
-        },
-        "EnableNetworkIsolation.$": job_path("network_isolation"),
-        "EnableInterContainerTrafficEncryption.$": job_path("inter_container_encryption"),
-        # Always set: the AWS default is a day of billing for a job that hangs.
-        "StoppingCondition": {"MaxRuntimeInSeconds.$": job_path("max_runtime_seconds")},
-        "Tags": [
-            {"Key": "trainsweep:sweep", "Value.$": "$.sweep_id"},
-            {"Key": "trainsweep:cell", "Value.$": job_path("job_name")},
-        ],
-    }
-    if not spot:  # warm pools cannot be used with spot; 0 (the default) keeps no pool
-        params["ResourceConfig"]["KeepAlivePeriodInSeconds.$"] = job_path("keep_alive_seconds")
-    if spot:
-        params["EnableManagedSpotTraining"] = True
-        params["StoppingCondition"]["MaxWaitTimeInSeconds.$"] = job_path("max_wait_seconds")
-        params["CheckpointConfig"] = {"S3Uri.$": job_path("checkpoint_s3_uri")}
-    if vpc:
-        params["VpcConfig.$"] = job_path("vpc_config")
-    if data:
-        params["InputDataConfig"] = [
-            {
-                "ChannelName": "train",
-                "DataSource": {
-                    "S3DataSource": {
-                        "S3DataType": "S3Prefix",
-                        "S3Uri.$": job_path("data_s3_uri"),
-                        "S3DataDistributionType": "FullyReplicated",
-                    }
-                },
-            }
-        ]
-    return params
-
-
-def _training_task(scope: Construct, construct_id: str, params: dict[str, Any]) -> sfn.CustomState:
-    """``createTrainingJob.sync`` sending ``params`` (:func:`training_job_parameters`)."""
-    return sfn.CustomState(
-        scope,
-        construct_id,
-        state_json={
-            "Type": "Task",
-            "Resource": TRAINING_RESOURCE,
-            "Parameters": params,
-            "ResultPath": "$.outcome.training",
-        },
-    )
 
 
 class SweepStateMachine(Construct):
@@ -271,8 +154,10 @@ class SweepStateMachine(Construct):
             },
         )
         export_task = self._record(export, parse)
-        retry_check, retry_again = _api_error_retry(self, retry, export_task)
-        choose = self._training(export_task, retry_check, role_arn=role_arn, key_arn=key_arn, retry=retry)
+        retry_check, retry_again = api_error_retry(self, retry, export_task)
+        choose = training_choice(
+            self, export_task, retry_check, role_arn=role_arn, key_arn=key_arn, retry=retry
+        )
         start_job.next(choose)
         retry_again.next(choose)
         return start_job
@@ -315,43 +200,6 @@ class SweepStateMachine(Construct):
         export_task.add_catch(parse_task, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
         export_task.next(parse_task)
         return export_task
-
-    def _training(
-        self,
-        then: sfn.IChainable,
-        retry_check: sfn.IChainable,
-        *,
-        role_arn: str,
-        key_arn: str | None,
-        retry: RetryPolicy,
-    ) -> sfn.Choice:
-        """A training task for each combination of spot, data channel and VPC, chosen by the job's own;
-        each goes on to ``then``, its API errors to ``retry_check``."""
-        choose = sfn.Choice(self, "TrainingKind")
-        for spot, data, vpc in itertools.product((True, False), repeat=3):
-            name = (
-                "Train" + ("Spot" if spot else "") + ("WithData" if data else "") + ("InVpc" if vpc else "")
-            )
-            params = training_job_parameters(
-                role_arn=role_arn, key_arn=key_arn, spot=spot, data=data, vpc=vpc
-            )
-            task = _training_task(self, name, params)
-            task.add_retry(
-                errors=RETRYABLE_TRAINING_ERRORS,
-                interval=Duration.seconds(retry.interval_s),
-                max_attempts=retry.max_attempts,
-                backoff_rate=retry.backoff_rate,
-                max_delay=Duration.seconds(retry.max_delay_s),
-                jitter_strategy=sfn.JitterType.FULL,
-            )
-            task.add_catch(retry_check, errors=[TRAINING_API_ERROR], result_path="$.outcome.error")
-            task.add_catch(then, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
-            task.next(then)
-            if spot or data or vpc:
-                choose.when(_training_kind(spot, data, vpc), task)
-            else:
-                choose.otherwise(task)
-        return choose
 
     def _jobs_map(self, start_job: sfn.State, bucket: s3.IBucket) -> sfn.CustomState:
         """One instance-type group: a Distributed Map over its jobs, read from and written to S3.
@@ -589,58 +437,3 @@ def _invoke(
         jitter_strategy=sfn.JitterType.FULL,
     )
     return task
-
-
-def _api_error_retry(
-    scope: Construct, retry: RetryPolicy, give_up: sfn.IChainable
-) -> tuple[sfn.Choice, sfn.Pass]:
-    """(the state a training API error goes to, the state that leads back to training).
-
-    An error whose cause is retryable (:data:`RETRYABLE_TRAINING_CAUSES`) waits, with exponential
-    backoff and full jitter, and trains again, at most ``retry.max_attempts`` times; any other goes on
-    to ``give_up`` at once (the cell is recorded failed with AWS's message).
-    """
-    caps = ", ".join(str(c + 1) for c in retry.caps_s())  # MathRandom's end is exclusive
-    attempt = f"{TRAINING_RETRY_PATH}.attempt"
-    schedule = sfn.Pass(
-        scope,
-        "ScheduleTrainingRetry",
-        parameters={
-            "attempt.$": f"States.MathAdd({attempt}, 1)",
-            "wait_s.$": f"States.MathRandom(1, States.ArrayGetItem(States.Array({caps}), {attempt}))",
-        },
-        result_path=TRAINING_RETRY_PATH,
-    )
-    wait = sfn.Wait(
-        scope, "WaitToRetryTraining", time=sfn.WaitTime.seconds_path(f"{TRAINING_RETRY_PATH}.wait_s")
-    )
-    again = sfn.Pass(scope, "RetryTraining", result=sfn.Result.from_object({}), result_path="$.outcome")
-    retryable = sfn.Condition.or_(
-        *(sfn.Condition.string_matches("$.outcome.error.Cause", p) for p in RETRYABLE_TRAINING_CAUSES)
-    )
-    check = (
-        sfn.Choice(scope, "RetryableTrainingError")
-        .when(
-            sfn.Condition.and_(
-                sfn.Condition.is_string("$.outcome.error.Cause"),
-                retryable,
-                sfn.Condition.number_less_than(attempt, retry.max_attempts),
-            ),
-            schedule.next(wait).next(again),
-        )
-        .otherwise(give_up)
-    )
-    return check, again
-
-
-def _training_kind(spot: bool, data: bool, vpc: bool) -> sfn.Condition:
-    """The job's combination of spot, data channel and VPC (``vpc_config`` is in a job only when set)."""
-    spot_c = sfn.Condition.boolean_equals(job_path("spot"), True)
-    data_c = sfn.Condition.is_string(job_path("data_s3_uri"))
-    vpc_c = sfn.Condition.is_present(job_path("vpc_config"))
-    return sfn.Condition.and_(
-        *(
-            c if wanted else sfn.Condition.not_(c)
-            for c, wanted in ((spot_c, spot), (data_c, data), (vpc_c, vpc))
-        )
-    )

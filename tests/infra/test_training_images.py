@@ -126,7 +126,7 @@ def test_settings_read_every_context_value_once():
     from aws_cdk import App
 
     from infra.settings import StackSettings
-    from infra.workflow import RetryPolicy
+    from infra.training_task import RetryPolicy
 
     app = App(
         context={
