@@ -57,10 +57,8 @@ LAMBDA_BASIC_POLICY = (
     "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]"
 )
 ANY_RESOURCE = "AwsSolutions-IAM5[Resource::*]"
-ACCOUNT = "<AWS::Region>:<AWS::AccountId>"
-TRAINING_LOGS = (
-    f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{ACCOUNT}:log-group:{TRAINING_LOG_GROUP}:*]"
-)
+REGION_ACCOUNT = "<AWS::Region>:<AWS::AccountId>"
+TRAINING_LOGS = f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:{TRAINING_LOG_GROUP}:*]"
 
 
 def _resource(pattern: str) -> str:
@@ -189,7 +187,7 @@ ACCEPTED: tuple[Accepted, ...] = (
     ),
     Accepted(
         "sweep",
-        _resource(f"arn:<AWS::Partition>:sagemaker:{ACCOUNT}:training-job/*"),
+        _resource(f"arn:<AWS::Partition>:sagemaker:{REGION_ACCOUNT}:training-job/*"),
         "job names are made per sweep at run time; the state machine "
         "creates/describes/stops training jobs only",
     ),
@@ -207,13 +205,13 @@ ACCEPTED: tuple[Accepted, ...] = (
     ),
     Accepted(
         "sweep",
-        _resource(f"arn:<AWS::Partition>:states:{ACCOUNT}:execution:<{STATE_MACHINE}.Name>/Jobs:*"),
+        _resource(f"arn:<AWS::Partition>:states:{REGION_ACCOUNT}:execution:<{STATE_MACHINE}.Name>/Jobs:*"),
         "the Distributed Map describes, stops and redrives its own child executions (label Jobs), "
         "whose names Step Functions makes at run time",
     ),
     Accepted(
         "sweep",
-        _resource(f"arn:<AWS::Partition>:states:{ACCOUNT}:execution:<{STATE_MACHINE}.Name>:*"),
+        _resource(f"arn:<AWS::Partition>:states:{REGION_ACCOUNT}:execution:<{STATE_MACHINE}.Name>:*"),
         "AWS's documented Distributed Map policy: the state machine describes and stops its own "
         "executions, whose names are made at run time",
     ),
