@@ -58,7 +58,10 @@ LAMBDA_BASIC_POLICY = (
 )
 ANY_RESOURCE = "AwsSolutions-IAM5[Resource::*]"
 REGION_ACCOUNT = "<AWS::Region>:<AWS::AccountId>"
-TRAINING_LOGS = f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{REGION_ACCOUNT}:log-group:{TRAINING_LOG_GROUP}:*]"
+TRAINING_LOGS = (
+    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:"
+    f"{REGION_ACCOUNT}:log-group:{TRAINING_LOG_GROUP}:*]"
+)
 
 
 def _resource(pattern: str) -> str:
@@ -158,7 +161,6 @@ ACCEPTED: tuple[Accepted, ...] = (
     Accepted("functions", _action("kms:GenerateDataKey*"), KMS_DATA_KEY),
     Accepted("functions", LAMBDA_BASIC_POLICY, LAMBDA_BASIC),
     Accepted("functions", "AwsSolutions-L1", RUNTIME),
-    Accepted("functions", _resource(f"{BUCKET}/sweeps/*"), SWEEPS),
     Accepted(
         "function:plan_sweep",
         ANY_RESOURCE,
@@ -168,6 +170,7 @@ ACCEPTED: tuple[Accepted, ...] = (
     Accepted("function:parse_run", ANY_RESOURCE, XRAY),
     Accepted("function:export_log", ANY_RESOURCE, XRAY),
     Accepted("function:aggregate_sweep", ANY_RESOURCE, XRAY),
+    Accepted("functions", _resource(f"{BUCKET}/sweeps/*"), SWEEPS),
     Accepted(
         "function:parse_run",
         _resource(f"{BUCKET}/imports/*"),
