@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from constructs import Node
 
-from infra.workflow import RetryPolicy
+from infra.training_task import RetryPolicy
 from trainsweep.tracking import is_sagemaker_arn
 
 NOTIFICATION_EMAIL = "notification_email"
@@ -78,58 +79,85 @@ class StackSettings:
     def from_context(cls, node: Node) -> StackSettings:
         """Read every context value the stack uses; raises ValueError for a value it cannot use."""
         ctx = node.try_get_context
+        reserved = _reserved_concurrency(ctx(PARSE_RESERVED_CONCURRENCY))
+        repositories = _repositories(ctx(BYO_IMAGE_REPOSITORIES))
+        _check_existing_resources(ctx)
         days = ctx(RAW_LOG_DAYS)
-        repositories = _names(ctx(BYO_IMAGE_REPOSITORIES))
-        reserved = ctx(PARSE_RESERVED_CONCURRENCY)
-        try:
-            reserved = DEFAULT_PARSE_RESERVED_CONCURRENCY if reserved in (None, "") else int(reserved)
-        except (TypeError, ValueError):
-            reserved = -1
-        if reserved < 0:
-            raise ValueError(
-                f"context {PARSE_RESERVED_CONCURRENCY}: {ctx(PARSE_RESERVED_CONCURRENCY)!r} is not a whole "
-                "number >= 0 (concurrent executions reserved for ParseRun; 0 reserves none)"
-            )
-        for ref in repositories:
-            if not _REPOSITORY.fullmatch(ref):
-                raise ValueError(
-                    f"context {BYO_IMAGE_REPOSITORIES}: {ref!r} is not an ECR repository name or ARN "
-                    "(give my-train, team/my-train or arn:aws:ecr:REGION:ACCOUNT:repository/my-train, "
-                    "without the registry host or the tag)"
-                )
-        existing = {
-            TRAINING_ROLE_ARN: (_ROLE_ARN, "an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)"),
-            RESULTS_BUCKET_NAME: (_BUCKET_NAME, "an S3 bucket name"),
-            RESULTS_BUCKET_KEY_ARN: (_KEY_ARN, "a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)"),
-        }
-        for key, (pattern, what) in existing.items():
-            value = str(ctx(key) or "")
-            if value and not pattern.fullmatch(value):
-                raise ValueError(f"context {key}: {value!r} is not {what}")
-        mlflow_arns = _names(ctx(MLFLOW_RESOURCE_ARNS))
-        for arn in mlflow_arns:
-            if not is_sagemaker_arn(arn):
-                raise ValueError(
-                    f"context {MLFLOW_RESOURCE_ARNS}: {arn!r} is not a SageMaker MLflow ARN "
-                    "(arn:aws:sagemaker:REGION:ACCOUNT:mlflow-tracking-server/NAME or ...:mlflow-app/ID)"
-                )
-        if ctx(RESULTS_BUCKET_KEY_ARN) and not ctx(RESULTS_BUCKET_NAME):
-            raise ValueError(
-                f"context {RESULTS_BUCKET_KEY_ARN} is the key of {RESULTS_BUCKET_NAME}: give both"
-            )
         return cls(
-            training_role_arn=str(ctx(TRAINING_ROLE_ARN) or "") or None,
-            results_bucket_name=str(ctx(RESULTS_BUCKET_NAME) or "") or None,
-            results_bucket_key_arn=str(ctx(RESULTS_BUCKET_KEY_ARN) or "") or None,
-            notification_email=str(ctx(NOTIFICATION_EMAIL) or "") or None,
+            training_role_arn=_text(ctx(TRAINING_ROLE_ARN)),
+            results_bucket_name=_text(ctx(RESULTS_BUCKET_NAME)),
+            results_bucket_key_arn=_text(ctx(RESULTS_BUCKET_KEY_ARN)),
+            notification_email=_text(ctx(NOTIFICATION_EMAIL)),
             raw_log_days=int(days) if days else None,
             data_bucket_names=_names(ctx(DATA_BUCKET_NAMES)),
             image_repositories=repositories,
             retry=RetryPolicy.from_context(ctx(RETRY)),
             destroy_on_delete=_truthy(ctx(DESTROY_ON_DELETE)),
             parse_reserved_concurrency=reserved,
-            mlflow_resource_arns=mlflow_arns,
+            mlflow_resource_arns=_mlflow_resource_arns(ctx(MLFLOW_RESOURCE_ARNS)),
         )
+
+
+# The existing resources a deployment may name instead of the stack's own: the form each must have.
+_EXISTING = {
+    TRAINING_ROLE_ARN: (_ROLE_ARN, "an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME)"),
+    RESULTS_BUCKET_NAME: (_BUCKET_NAME, "an S3 bucket name"),
+    RESULTS_BUCKET_KEY_ARN: (_KEY_ARN, "a KMS key ARN (arn:aws:kms:REGION:ACCOUNT:key/ID)"),
+}
+
+
+def _reserved_concurrency(value: Any) -> int:
+    """Context ``parse_reserved_concurrency``: a whole number >= 0 (default when unset or blank)."""
+    try:
+        reserved = DEFAULT_PARSE_RESERVED_CONCURRENCY if value in (None, "") else int(value)
+    except (TypeError, ValueError):
+        reserved = -1
+    if reserved < 0:
+        raise ValueError(
+            f"context {PARSE_RESERVED_CONCURRENCY}: {value!r} is not a whole "
+            "number >= 0 (concurrent executions reserved for ParseRun; 0 reserves none)"
+        )
+    return reserved
+
+
+def _repositories(value: Any) -> tuple[str, ...]:
+    """Context ``byo_image_repositories``: ECR repository names or ARNs."""
+    repositories = _names(value)
+    for ref in repositories:
+        if not _REPOSITORY.fullmatch(ref):
+            raise ValueError(
+                f"context {BYO_IMAGE_REPOSITORIES}: {ref!r} is not an ECR repository name or ARN "
+                "(give my-train, team/my-train or arn:aws:ecr:REGION:ACCOUNT:repository/my-train, "
+                "without the registry host or the tag)"
+            )
+    return repositories
+
+
+def _mlflow_resource_arns(value: Any) -> tuple[str, ...]:
+    """Context ``mlflow_resource_arns``: SageMaker managed MLflow tracking servers or MLflow Apps."""
+    arns = _names(value)
+    for arn in arns:
+        if not is_sagemaker_arn(arn):
+            raise ValueError(
+                f"context {MLFLOW_RESOURCE_ARNS}: {arn!r} is not a SageMaker MLflow ARN "
+                "(arn:aws:sagemaker:REGION:ACCOUNT:mlflow-tracking-server/NAME or ...:mlflow-app/ID)"
+            )
+    return arns
+
+
+def _check_existing_resources(ctx: Callable[[str], Any]) -> None:
+    """Each existing resource named in the context has its form; a bucket key comes with its bucket."""
+    for key, (pattern, what) in _EXISTING.items():
+        value = str(ctx(key) or "")
+        if value and not pattern.fullmatch(value):
+            raise ValueError(f"context {key}: {value!r} is not {what}")
+    if ctx(RESULTS_BUCKET_KEY_ARN) and not ctx(RESULTS_BUCKET_NAME):
+        raise ValueError(f"context {RESULTS_BUCKET_KEY_ARN} is the key of {RESULTS_BUCKET_NAME}: give both")
+
+
+def _text(value: Any) -> str | None:
+    """A context string; None when unset or blank."""
+    return str(value or "") or None
 
 
 def _names(value: Any) -> tuple[str, ...]:

@@ -9,6 +9,7 @@ from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_notifications as s3n
@@ -52,55 +53,66 @@ class TrainsweepStack(Stack):
         self, scope: Construct, construct_id: str, *, image_directory: Path | None = None, **kwargs: Any
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        settings = StackSettings.from_context(self.node)
-        removal = RemovalPolicy.DESTROY if settings.destroy_on_delete else RemovalPolicy.RETAIN
+        self.settings = StackSettings.from_context(self.node)
+        removal = RemovalPolicy.DESTROY if self.settings.destroy_on_delete else RemovalPolicy.RETAIN
+        self.bucket, bucket_key = _results_bucket(self, self.settings, removal)
+        self.training = self._training_platform(image_directory)
+        self.functions = self._functions()
+        self._grant_functions()
+        parse = self.functions["parse_run"].function
+        self.parse_failures = self._keep_parse_failures(parse)
+        self._trigger_parsing(parse)
+        self.topic, topic_key = self._topic()
+        workflow = SweepStateMachine(
+            self,
+            "Sweep",
+            plan=self.functions["plan_sweep"].function,
+            parse=parse,
+            export=self.functions["export_log"].function,
+            aggregate=self.functions["aggregate_sweep"].function,
+            topic=self.topic,
+            bucket=self.bucket,
+            bucket_key=bucket_key,
+            training_role=self.training.role,
+            retry=self.settings.retry,
+        )
+        topic_key.grant_encrypt_decrypt(workflow.state_machine.role)
+        self.state_machine = workflow.state_machine
+        self._outputs()
 
-        bucket, bucket_key = _results_bucket(self, settings, removal)
+    def _training_platform(self, image_directory: Path | None) -> TrainingPlatform:
+        """The training image and role, which may read the configured data buckets and pull from the
+        configured image repositories."""
         data_buckets = [
             s3.Bucket.from_bucket_name(self, f"Data{i}", name)
-            for i, name in enumerate(settings.data_bucket_names)
+            for i, name in enumerate(self.settings.data_bucket_names)
         ]
-        training = TrainingPlatform(
+        return TrainingPlatform(
             self,
             "Training",
-            bucket=bucket,
+            bucket=self.bucket,
             data_buckets=data_buckets,
             image_repositories=[
-                _repository(self, f"ByoImage{i}", ref) for i, ref in enumerate(settings.image_repositories)
+                _repository(self, f"ByoImage{i}", ref)
+                for i, ref in enumerate(self.settings.image_repositories)
             ],
-            existing_role_arn=settings.training_role_arn,
-            mlflow_resource_arns=list(settings.mlflow_resource_arns),
+            existing_role_arn=self.settings.training_role_arn,
+            mlflow_resource_arns=list(self.settings.mlflow_resource_arns),
             **_image_args(image_directory),
         )
 
-        def function(
-            cid: str,
-            name: str,
-            memory_mb: int,
-            minutes: int,
-            environment: dict[str, str] | None = None,
-            reserved_concurrency: int | None = None,
-        ) -> HandlerFunction:
-            return HandlerFunction(
-                self,
-                cid,
-                name=name,
-                bucket_name=bucket.bucket_name,
-                memory_mb=memory_mb,
-                timeout=Duration.minutes(minutes),
-                environment=environment,
-                reserved_concurrency=reserved_concurrency,
-            )
-
+    def _functions(self) -> dict[str, HandlerFunction]:
+        """The four handlers, by their ``lambdas/`` folder name."""
+        settings = self.settings
         # PlanSweep gives the stack's image to every job whose spec names none ($.job.image_uri).
         # ... and the buckets the training role may read: it refuses a spec whose inputs lie elsewhere.
-        plan = function(
+        plan = self._function(
             "PlanSweep",
             "plan_sweep",
             512,
             1,
             {
-                TRAINING_IMAGE_ENV: training.image.image_uri,
+                TRAINING_IMAGE_ENV: self.training.image.image_uri,
                 # an existing role may read what its owners gave it: "*", PlanSweep checks nothing
                 DATA_BUCKETS_ENV: "*" if settings.training_role_arn else ",".join(settings.data_bucket_names),
             },
@@ -108,34 +120,65 @@ class TrainsweepStack(Stack):
         # ParseRun records every finished cell. No concurrency is reserved by default (a new account cannot
         # afford it: Lambda keeps 100 unreserved); the state machine retries a throttled invoke patiently
         # instead, and S3's asynchronous invocations are queued and retried by Lambda itself.
-        parse = function(
+        parse = self._function(
             "ParseRun", "parse_run", 1024, 5, reserved_concurrency=settings.parse_reserved_concurrency
         )
-        export = function("ExportLog", "export_log", 512, 10)
-        aggregate = function("AggregateSweep", "aggregate_sweep", 2048, 10)
+        return {
+            "plan_sweep": plan,
+            "parse_run": parse,
+            "export_log": self._function("ExportLog", "export_log", 512, 10),
+            "aggregate_sweep": self._function("AggregateSweep", "aggregate_sweep", 2048, 10),
+        }
 
-        # ---- grants: each function reads/writes only the prefixes it works on ----
+    def _function(
+        self,
+        cid: str,
+        name: str,
+        memory_mb: int,
+        minutes: int,
+        environment: dict[str, str] | None = None,
+        reserved_concurrency: int | None = None,
+    ) -> HandlerFunction:
+        return HandlerFunction(
+            self,
+            cid,
+            name=name,
+            bucket_name=self.bucket.bucket_name,
+            memory_mb=memory_mb,
+            timeout=Duration.minutes(minutes),
+            environment=environment,
+            reserved_concurrency=reserved_concurrency,
+        )
+
+    def _grant_functions(self) -> None:
+        """Each function reads/writes only the prefixes it works on."""
+        bucket = self.bucket
+        plan, parse, export, aggregate = (
+            self.functions[name].function
+            for name in ("plan_sweep", "parse_run", "export_log", "aggregate_sweep")
+        )
         sweeps = layout.SWEEPS_PREFIX + "*"
-        bucket.grant_put(plan.function, sweeps)
+        bucket.grant_put(plan, sweeps)
         # PlanSweep keeps the Pricing API's answers in the bucket (layout.PRICES_KEY) for the next sweep.
-        bucket.grant_read(plan.function, layout.PRICES_KEY)
-        bucket.grant_put(plan.function, layout.PRICES_KEY)
-        bucket.grant_read(parse.function, sweeps)
-        bucket.grant_read(parse.function, layout.IMPORTS_PREFIX + "*")
-        bucket.grant_put(parse.function, sweeps)
-        bucket.grant_read(export.function, sweeps)
-        bucket.grant_put(export.function, sweeps)
-        bucket.grant_read(aggregate.function, sweeps)
-        bucket.grant_put(aggregate.function, sweeps)
-        plan.function.add_to_role_policy(_quota_read_statement())
-        plan.function.add_to_role_policy(_pricing_read_statement())
-        export.function.add_to_role_policy(_training_logs_read_statement(self))
+        bucket.grant_read(plan, layout.PRICES_KEY)
+        bucket.grant_put(plan, layout.PRICES_KEY)
+        bucket.grant_read(parse, sweeps)
+        bucket.grant_read(parse, layout.IMPORTS_PREFIX + "*")
+        bucket.grant_put(parse, sweeps)
+        bucket.grant_read(export, sweeps)
+        bucket.grant_put(export, sweeps)
+        bucket.grant_read(aggregate, sweeps)
+        bucket.grant_put(aggregate, sweeps)
+        plan.add_to_role_policy(_quota_read_statement())
+        plan.add_to_role_policy(_pricing_read_statement())
+        export.add_to_role_policy(_training_logs_read_statement(self))
         # Raw logs trigger ParseRun: only ExportLog (which copies a job's missing log there) may write
         # them. The grants above cover sweeps/*; an explicit Deny wins over any Allow, present or future.
         for fn in (plan, parse, aggregate):
-            fn.function.add_to_role_policy(_deny_raw_log_writes_statement(bucket))
+            fn.add_to_role_policy(_deny_raw_log_writes_statement(bucket))
 
-        # ---- a log that keeps crashing ParseRun is kept, not lost after Lambda's two retries ----
+    def _keep_parse_failures(self, parse: lambda_.IFunction) -> sqs.Queue:
+        """A log that keeps crashing ParseRun is kept in this queue, not lost after Lambda's two retries."""
         parse_failures = sqs.Queue(
             self,
             "ParseFailures",
@@ -143,62 +186,39 @@ class TrainsweepStack(Stack):
             enforce_ssl=True,
             retention_period=PARSE_FAILURE_RETENTION,
         )
-        parse.function.configure_async_invoke(
-            on_failure=destinations.SqsDestination(parse_failures), retry_attempts=2
-        )
+        parse.configure_async_invoke(on_failure=destinations.SqsDestination(parse_failures), retry_attempts=2)
+        return parse_failures
 
-        # ---- raw logs trigger parsing; outputs (results/) never do ----
-        notify = s3n.LambdaDestination(parse.function)
-        bucket.add_event_notification(
+    def _trigger_parsing(self, parse: lambda_.IFunction) -> None:
+        """Raw logs (and imports) trigger parsing; outputs (results/) never do."""
+        notify = s3n.LambdaDestination(parse)
+        self.bucket.add_event_notification(
             s3.EventType.OBJECT_CREATED,
             notify,
             s3.NotificationKeyFilter(prefix=layout.SWEEPS_PREFIX, suffix=layout.TRIGGER_SUFFIX_LOG),
         )
-        bucket.add_event_notification(
+        self.bucket.add_event_notification(
             s3.EventType.OBJECT_CREATED, notify, s3.NotificationKeyFilter(prefix=layout.IMPORTS_PREFIX)
         )
 
+    def _topic(self) -> tuple[sns.Topic, kms.Key]:
+        """The notification topic and its key (with the configured email subscribed)."""
         topic_key = kms.Key(
             self, "TopicKey", description="trainsweep notifications", enable_key_rotation=True
         )
         topic = sns.Topic(self, "Topic", display_name="trainsweep", master_key=topic_key, enforce_ssl=True)
-        if settings.notification_email:
-            topic.add_subscription(subscriptions.EmailSubscription(settings.notification_email))
+        if self.settings.notification_email:
+            topic.add_subscription(subscriptions.EmailSubscription(self.settings.notification_email))
+        return topic, topic_key
 
-        workflow = SweepStateMachine(
-            self,
-            "Sweep",
-            plan=plan.function,
-            parse=parse.function,
-            export=export.function,
-            aggregate=aggregate.function,
-            topic=topic,
-            bucket=bucket,
-            bucket_key=bucket_key,
-            training_role=training.role,
-            retry=settings.retry,
-        )
-        topic_key.grant_encrypt_decrypt(workflow.state_machine.role)
-
-        CfnOutput(self, outputs.STATE_MACHINE_ARN, value=workflow.state_machine.state_machine_arn)
-        CfnOutput(self, outputs.BUCKET_NAME, value=bucket.bucket_name)
-        CfnOutput(self, outputs.TOPIC_ARN, value=topic.topic_arn)
-        CfnOutput(self, outputs.TRAINING_ROLE_ARN, value=training.role.role_arn)
-        CfnOutput(self, outputs.TRAINING_IMAGE_URI, value=training.image.image_uri)
-        CfnOutput(self, outputs.PARSE_FAILURE_QUEUE_URL, value=parse_failures.queue_url)
-
-        self.settings = settings
-        self.bucket = bucket
-        self.state_machine = workflow.state_machine
-        self.topic = topic
-        self.training = training
-        self.parse_failures = parse_failures
-        self.functions = {
-            "plan_sweep": plan,
-            "parse_run": parse,
-            "export_log": export,
-            "aggregate_sweep": aggregate,
-        }
+    def _outputs(self) -> None:
+        """What the CLI reads from the deployed stack (:mod:`trainsweep.aws.outputs`)."""
+        CfnOutput(self, outputs.STATE_MACHINE_ARN, value=self.state_machine.state_machine_arn)
+        CfnOutput(self, outputs.BUCKET_NAME, value=self.bucket.bucket_name)
+        CfnOutput(self, outputs.TOPIC_ARN, value=self.topic.topic_arn)
+        CfnOutput(self, outputs.TRAINING_ROLE_ARN, value=self.training.role.role_arn)
+        CfnOutput(self, outputs.TRAINING_IMAGE_URI, value=self.training.image.image_uri)
+        CfnOutput(self, outputs.PARSE_FAILURE_QUEUE_URL, value=self.parse_failures.queue_url)
 
 
 def _results_bucket(

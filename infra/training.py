@@ -39,8 +39,9 @@ class TrainingPlatform(Construct):
     bucket) and the packed source of users' scripts (``sweeps/*/code/``); write job outputs, checkpoints
     and logs below ``sweeps/`` (``logs/*.log``, ``output/``, ``checkpoints/`` of any sweep: one role
     serves every sweep, and SageMaker gives a job's session nothing, such as its name, that a policy
-    could tie a prefix to); write its CloudWatch logs and metrics. Nothing else. What a job may still do
-    to other sweeps, and why it cannot rewrite their results, is in docs/cloud.md ("Security").
+    could tie a prefix to); write its CloudWatch logs and metrics. Nothing else (:meth:`_grant` adds
+    every statement). What a job may still do to other sweeps, and why it cannot rewrite their results,
+    is in docs/cloud.md ("Security").
     ``existing_role_arn``: run the jobs as this role instead (the image is still built and pushed).
     ``mlflow_resource_arns``: SageMaker managed MLflow resources the jobs track into (``MlflowConfig``).
     """
@@ -72,7 +73,6 @@ class TrainingPlatform(Construct):
             ignore_mode=IgnoreMode.DOCKER,
             platform=ecr_assets.Platform.LINUX_AMD64,
         )
-        stack = Stack.of(self)
         if existing_role_arn:
             # The deployment's own role: nothing is added to it (immutable), it needs what docs/cloud.md
             # ("An existing execution role") lists.
@@ -80,7 +80,13 @@ class TrainingPlatform(Construct):
                 self, "ExistingRole", existing_role_arn, mutable=False
             )
             return
-        self.role = iam.Role(
+        self.role = self._execution_role()
+        self._grant(bucket, data_buckets or [], image_repositories or [], mlflow_resource_arns or [])
+
+    def _execution_role(self) -> iam.Role:
+        """The role SageMaker assumes for the jobs, with no permissions yet."""
+        stack = Stack.of(self)
+        return iam.Role(
             self,
             "ExecutionRole",
             # Confused-deputy guard: SageMaker may assume the role only for training jobs of this
@@ -101,137 +107,166 @@ class TrainingPlatform(Construct):
             ),
             description="trainsweep SageMaker training jobs",
         )
+
+    def _grant(
+        self,
+        bucket: s3.IBucket,
+        data_buckets: list[s3.IBucket],
+        image_repositories: list[ecr.IRepository],
+        mlflow_resource_arns: list[str],
+    ) -> None:
+        """Everything the role may do: the one place its policy statements are added (each group made by
+        a ``_*_statements`` function below)."""
+        stack = Stack.of(self)
         # Also grants ecr:GetAuthorizationToken (resource "*"), which a pull from any repository needs.
         self.image.repository.grant_pull(self.role)
-        if image_repositories:
-            self.role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid="PullOwnImages",  # what a docker pull needs, on the configured repositories only
-                    actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                    resources=[r.repository_arn for r in image_repositories],
-                )
-            )
-        # Explicit statements rather than CDK's grant_* helpers: those add bucket-level and wildcard
-        # actions (GetBucket*, List*, DeleteObject* on the bucket ARN) the jobs do not need.
-        any_sweep = layout.SWEEPS_PREFIX + "*"
-        objects = bucket.arn_for_objects
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                # Tagged uploads (layout.RAW_LOG_TAGGING) need PutObjectTagging too. Only raw-log keys
-                # (<run>.log, the trigger suffix): nothing else below logs/ is ever read.
-                sid="WriteLogs",
-                actions=["s3:PutObject", "s3:PutObjectTagging"],
-                resources=[objects(f"{any_sweep}/{layout.LOGS_DIR}/*{layout.TRIGGER_SUFFIX_LOG}")],
-            )
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="WriteOutput", actions=["s3:PutObject"], resources=[objects(f"{any_sweep}/output/*")]
-            )
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="SyncSpotCheckpoints",  # managed spot syncs the checkpoint folder both ways
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                resources=[objects(f"{any_sweep}/checkpoints/*")],
-            )
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ReadSourceCode",  # a script's packed source dir, uploaded by `trainsweep run`
-                actions=["s3:GetObject"],
-                resources=[objects(f"{any_sweep}/{layout.CODE_DIR}/*")],
-            )
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ReadUploadedData",
-                actions=["s3:GetObject"],
-                resources=[objects(f"{layout.DATA_PREFIX}*")],
-            )
-        )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ListCheckpointsAndData",
-                actions=["s3:ListBucket"],
-                resources=[bucket.bucket_arn],
-                conditions={
-                    "StringLike": {"s3:prefix": [f"{any_sweep}/checkpoints/*", f"{layout.DATA_PREFIX}*"]}
-                },
-            )
-        )
-        if bucket.encryption_key is not None:
-            self.role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    # GenerateDataKey/Decrypt: SSE-KMS objects it writes and reads; Encrypt: the job's
-                    # output is encrypted with this key (OutputDataConfig.KmsKeyId names it).
-                    sid="UseBucketKey",
-                    actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
-                    resources=[bucket.encryption_key.key_arn],
-                )
-            )
-        if mlflow_resource_arns:
-            self.role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    # What SageMaker's docs give a role that tracks into a managed MLflow: every MLflow
-                    # API (sagemaker-mlflow:*), here only on the tracking servers / Apps configured.
-                    sid="UseManagedMlflow",
-                    actions=["sagemaker-mlflow:*"],
-                    resources=list(mlflow_resource_arns),
-                )
-            )
-        stack = Stack.of(self)
-        for data in data_buckets or []:
+        self._add(_own_image_statements(image_repositories))
+        self._add(_results_bucket_statements(bucket))
+        self._add(_mlflow_statements(mlflow_resource_arns))
+        for data in data_buckets:
             data.grant_read(self.role)
-        if data_buckets:
-            # A data bucket may be SSE-KMS with a key this stack cannot name: decrypt with whichever key
-            # S3 uses, but only through S3 and only for objects of these buckets (the encryption context
-            # is the object's ARN, or the bucket's with S3 Bucket Keys). A key in another account must
-            # also allow the role in its key policy.
-            self.role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid="DecryptDataBuckets",
-                    actions=["kms:Decrypt"],
-                    resources=["*"],
-                    conditions={
-                        "StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"},
-                        "ArnLike": {
-                            "kms:EncryptionContext:aws:s3:arn": [
-                                arn for d in data_buckets for arn in (d.bucket_arn, d.arn_for_objects("*"))
-                            ]
-                        },
-                    },
-                )
-            )
+        self._add(_data_bucket_key_statements(stack, data_buckets))
+        self._add(_log_and_metric_statements(stack))
 
-        def log_group(suffix: str = "") -> str:
-            return stack.format_arn(
-                service="logs",
-                resource="log-group",
-                resource_name=SAGEMAKER_LOG_GROUP + suffix,
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
-            )
+    def _add(self, statements: list[iam.PolicyStatement]) -> None:
+        for statement in statements:
+            self.role.add_to_principal_policy(statement)
 
-        self.role.add_to_principal_policy(
+
+def _mlflow_statements(mlflow_resource_arns: list[str]) -> list[iam.PolicyStatement]:
+    """Track into SageMaker managed MLflow: what SageMaker's docs give such a role (every MLflow API,
+    ``sagemaker-mlflow:*``), here only on the tracking servers / MLflow Apps the deployment configured."""
+    if not mlflow_resource_arns:
+        return []
+    return [
+        iam.PolicyStatement(
+            sid="UseManagedMlflow", actions=["sagemaker-mlflow:*"], resources=list(mlflow_resource_arns)
+        )
+    ]
+
+
+def _own_image_statements(image_repositories: list[ecr.IRepository]) -> list[iam.PolicyStatement]:
+    """Pull users' own images: what a docker pull needs, on the configured repositories only."""
+    if not image_repositories:
+        return []
+    return [
+        iam.PolicyStatement(
+            sid="PullOwnImages",
+            actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+            resources=[r.repository_arn for r in image_repositories],
+        )
+    ]
+
+
+def _results_bucket_statements(bucket: s3.IBucket) -> list[iam.PolicyStatement]:
+    """Write logs, output and checkpoints below ``sweeps/``; read code, checkpoints and uploaded data.
+
+    Explicit statements rather than CDK's grant_* helpers: those add bucket-level and wildcard actions
+    (GetBucket*, List*, DeleteObject* on the bucket ARN) the jobs do not need.
+    """
+    any_sweep = layout.SWEEPS_PREFIX + "*"
+    objects = bucket.arn_for_objects
+    statements = [
+        iam.PolicyStatement(
+            # Tagged uploads (layout.RAW_LOG_TAGGING) need PutObjectTagging too. Only raw-log keys
+            # (<run>.log, the trigger suffix): nothing else below logs/ is ever read.
+            sid="WriteLogs",
+            actions=["s3:PutObject", "s3:PutObjectTagging"],
+            resources=[objects(f"{any_sweep}/{layout.LOGS_DIR}/*{layout.TRIGGER_SUFFIX_LOG}")],
+        ),
+        iam.PolicyStatement(
+            sid="WriteOutput", actions=["s3:PutObject"], resources=[objects(f"{any_sweep}/output/*")]
+        ),
+        iam.PolicyStatement(
+            sid="SyncSpotCheckpoints",  # managed spot syncs the checkpoint folder both ways
+            actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            resources=[objects(f"{any_sweep}/checkpoints/*")],
+        ),
+        iam.PolicyStatement(
+            sid="ReadSourceCode",  # a script's packed source dir, uploaded by `trainsweep run`
+            actions=["s3:GetObject"],
+            resources=[objects(f"{any_sweep}/{layout.CODE_DIR}/*")],
+        ),
+        iam.PolicyStatement(
+            sid="ReadUploadedData",
+            actions=["s3:GetObject"],
+            resources=[objects(f"{layout.DATA_PREFIX}*")],
+        ),
+        iam.PolicyStatement(
+            sid="ListCheckpointsAndData",
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={
+                "StringLike": {"s3:prefix": [f"{any_sweep}/checkpoints/*", f"{layout.DATA_PREFIX}*"]}
+            },
+        ),
+    ]
+    if bucket.encryption_key is not None:
+        statements.append(
             iam.PolicyStatement(
-                # The first job in a region creates /aws/sagemaker/TrainingJobs. Both forms of the group's
-                # ARN, as AWS's own SageMaker policies grant it: which one CloudWatch Logs checks differs
-                # between callers, and a refused CreateLogGroup leaves the job with no stream at all.
-                sid="CreateTrainingLogGroup",
-                actions=["logs:CreateLogGroup"],
-                resources=[log_group(), log_group(":*")],
+                # GenerateDataKey/Decrypt: SSE-KMS objects it writes and reads; Encrypt: the job's
+                # output is encrypted with this key (OutputDataConfig.KmsKeyId names it).
+                sid="UseBucketKey",
+                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+                resources=[bucket.encryption_key.key_arn],
             )
         )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[log_group(":*")],
-            )
+    return statements
+
+
+def _data_bucket_key_statements(stack: Stack, data_buckets: list[s3.IBucket]) -> list[iam.PolicyStatement]:
+    """Decrypt objects of the data buckets, whose SSE-KMS keys this stack cannot name.
+
+    Whichever key S3 uses, but only through S3 and only for objects of these buckets (the encryption
+    context is the object's ARN, or the bucket's with S3 Bucket Keys). A key in another account must
+    also allow the role in its key policy.
+    """
+    if not data_buckets:
+        return []
+    return [
+        iam.PolicyStatement(
+            sid="DecryptDataBuckets",
+            actions=["kms:Decrypt"],
+            resources=["*"],
+            conditions={
+                "StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"},
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:s3:arn": [
+                        arn for d in data_buckets for arn in (d.bucket_arn, d.arn_for_objects("*"))
+                    ]
+                },
+            },
         )
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["cloudwatch:PutMetricData"],
-                resources=["*"],
-                conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
-            )
+    ]
+
+
+def _log_and_metric_statements(stack: Stack) -> list[iam.PolicyStatement]:
+    """Write the job's CloudWatch logs (creating the training log group if needed) and metrics."""
+
+    def log_group(suffix: str = "") -> str:
+        return stack.format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name=SAGEMAKER_LOG_GROUP + suffix,
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
+
+    return [
+        iam.PolicyStatement(
+            # The first job in a region creates /aws/sagemaker/TrainingJobs. Both forms of the group's
+            # ARN, as AWS's own SageMaker policies grant it: which one CloudWatch Logs checks differs
+            # between callers, and a refused CreateLogGroup leaves the job with no stream at all.
+            sid="CreateTrainingLogGroup",
+            actions=["logs:CreateLogGroup"],
+            resources=[log_group(), log_group(":*")],
+        ),
+        iam.PolicyStatement(
+            actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            resources=[log_group(":*")],
+        ),
+        iam.PolicyStatement(
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringLike": {"cloudwatch:namespace": "/aws/sagemaker/*"}},
+        ),
+    ]

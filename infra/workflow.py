@@ -3,15 +3,13 @@
 Plan -> Map(instance types) -> Distributed Map(jobs from S3: train, export log, parse; results to S3)
 -> aggregate -> notify. Every state that can fail is caught: a sweep ends with a notification.
 
-Only wiring lives here: which Lambda runs when, what the training task sends to SageMaker, which
-errors are retried and which are caught. What the steps compute lives in ``trainsweep``.
+Only wiring lives here: which Lambda runs when, which errors are retried and which are caught; what the
+training task sends to SageMaker, and how its errors are retried, is in :mod:`infra.training_task`.
+What the steps compute lives in ``trainsweep``.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import ArnFormat, Duration, Stack
@@ -25,29 +23,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from infra.training_task import TRAINING_RETRY_PATH, RetryPolicy, api_error_retry, training_choice
 from trainsweep import layout
 from trainsweep.jobs import JOB_PATH, job_path
 
-TRAINING_RESOURCE = "arn:aws:states:::sagemaker:createTrainingJob.sync"
-# Errors worth another attempt, by name (the AWS SDK's spellings of throttling and resource limits).
-RETRYABLE_TRAINING_ERRORS = [
-    "SageMaker.ThrottlingException",
-    "SageMaker.ResourceLimitExceeded",
-    "SageMaker.ResourceLimitExceededException",
-    "ThrottlingException",
-]
-# The integration reports every other API error as this one name, whatever its code: a throttle, but
-# also an instance type the region does not offer or a job name in use, which no retry can fix. It is
-# caught, and retried (RetryableTrainingError) only when its cause carries a code of throttling,
-# resource limits, capacity or a server error ("... Status Code: 400; Error Code: ThrottlingException").
-TRAINING_API_ERROR = "SageMaker.AmazonSageMakerException"
-RETRYABLE_TRAINING_CAUSES = [
-    "*Error Code: Throttling*",
-    "*Error Code: ResourceLimitExceeded*",
-    "*Capacity*",
-    "*Status Code: 50*",
-]
-TRAINING_RETRY_PATH = "$.training_retry"
 # A Lambda invoke fails with these when Lambda throttles or hiccups, before the function ran (or without
 # its answer): another attempt is right. A ParseRun lost to them would leave a finished, billed cell
 # "results not recorded". The function's own errors are not retried (they would fail the same way).
@@ -68,109 +47,14 @@ PARSE_RETRY_ATTEMPTS = 12
 PARSE_RETRY_MAX_DELAY_S = 300
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Backoff for retryable training errors (context ``retry``: seconds, attempts, rate, max delay)."""
-
-    interval_s: int = 30
-    max_attempts: int = 6
-    backoff_rate: float = 2.0
-    max_delay_s: int = 600
-
-    def caps_s(self) -> list[int]:
-        """The longest wait before each retry (full jitter waits a random 1 s up to it)."""
-        grow = self.backoff_rate
-        return [int(min(self.interval_s * grow**i, self.max_delay_s)) for i in range(self.max_attempts)]
-
-    @classmethod
-    def from_context(cls, value: Any) -> RetryPolicy:
-        if not value:
-            return cls()
-        if isinstance(value, str):  # `-c retry='{"interval_s": 10}'` arrives as text
-            value = json.loads(value)
-        return cls(**{k: type(getattr(cls(), k))(v) for k, v in dict(value).items()})
-
-
-def _training_task(
-    scope: Construct,
-    construct_id: str,
-    *,
-    role_arn: str,
-    key_arn: str | None,
-    spot: bool,
-    data: bool,
-    vpc: bool = False,
-    mlflow: bool = False,
-) -> sfn.CustomState:
-    """``createTrainingJob.sync`` for one combination of the optional parts (spot, data channel, VPC,
-    SageMaker managed MLflow).
-
-    The image is the job's: the spec's own ``workload.image_uri``, or the stack's image, which PlanSweep
-    puts in every other job.
-    """
-    params: dict[str, Any] = {
-        "TrainingJobName.$": job_path("job_name"),
-        "AlgorithmSpecification": {
-            "TrainingImage.$": job_path("image_uri"),
-            "TrainingInputMode.$": job_path("input_mode"),
-        },
-        "RoleArn": role_arn,
-        "HyperParameters.$": job_path("hyperparameters"),
-        "OutputDataConfig": {
-            "S3OutputPath.$": job_path("output_s3_uri"),
-            **({"KmsKeyId": key_arn} if key_arn else {}),
-        },
-        "ResourceConfig": {
-            "InstanceType.$": job_path("instance_type"),
-            "InstanceCount.$": job_path("instance_count"),
-            "VolumeSizeInGB.$": job_path("volume_size_gb"),
-        },
-        "EnableNetworkIsolation.$": job_path("network_isolation"),
-        "EnableInterContainerTrafficEncryption.$": job_path("inter_container_encryption"),
-        # Always set: the AWS default is a day of billing for a job that hangs.
-        "StoppingCondition": {"MaxRuntimeInSeconds.$": job_path("max_runtime_seconds")},
-        "Tags": [
-            {"Key": "trainsweep:sweep", "Value.$": "$.sweep_id"},
-            {"Key": "trainsweep:cell", "Value.$": job_path("job_name")},
-        ],
-    }
-    if not spot:  # warm pools cannot be used with spot; 0 (the default) keeps no pool
-        params["ResourceConfig"]["KeepAlivePeriodInSeconds.$"] = job_path("keep_alive_seconds")
-    if spot:
-        params["EnableManagedSpotTraining"] = True
-        params["StoppingCondition"]["MaxWaitTimeInSeconds.$"] = job_path("max_wait_seconds")
-        params["CheckpointConfig"] = {"S3Uri.$": job_path("checkpoint_s3_uri")}
-    if vpc:
-        params["VpcConfig.$"] = job_path("vpc_config")
-    if mlflow:
-        params["MlflowConfig.$"] = job_path("mlflow_config")
-    if data:
-        params["InputDataConfig"] = [
-            {
-                "ChannelName": "train",
-                "DataSource": {
-                    "S3DataSource": {
-                        "S3DataType": "S3Prefix",
-                        "S3Uri.$": job_path("data_s3_uri"),
-                        "S3DataDistributionType": "FullyReplicated",
-                    }
-                },
-            }
-        ]
-    return sfn.CustomState(
-        scope,
-        construct_id,
-        state_json={
-            "Type": "Task",
-            "Resource": TRAINING_RESOURCE,
-            "Parameters": params,
-            "ResultPath": "$.outcome.training",
-        },
-    )
-
-
 class SweepStateMachine(Construct):
-    """The sweep workflow. The execution input is the spec (or ``{spec, sweep_id}``)."""
+    """The sweep workflow. The execution input is the spec (or ``{spec, sweep_id}``).
+
+    Built stage by stage, each by its own method: the failure notice, the plan, one job's states (train,
+    export the log, parse), the Distributed Map over an instance type's jobs, the Map over instance
+    types, the aggregate; then the state machine and what its role may do beyond invoking its Lambdas
+    and publishing.
+    """
 
     def __init__(
         self,
@@ -188,19 +72,7 @@ class SweepStateMachine(Construct):
         retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        retry = retry or RetryPolicy()
-        stack = Stack.of(self)
-
-        failed = sfn.Fail(self, "SweepFailed", error_path="$.error.Error", cause_path="$.error.Cause")
-        notify_failure = tasks.SnsPublish(
-            self,
-            "NotifyFailure",
-            topic=topic,
-            subject="trainsweep: sweep failed",
-            message=sfn.TaskInput.from_json_path_at("$.error"),
-            result_path=sfn.JsonPath.DISCARD,
-        ).next(failed)
-
+        notify_failure = self._failure_notice(topic)
         plan_task = _invoke(
             self,
             "PlanSweep",
@@ -209,8 +81,68 @@ class SweepStateMachine(Construct):
             result_path="$.plan",
         )
         plan_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
+        start_job = self._job(
+            export,
+            parse,
+            role_arn=training_role.role_arn,
+            key_arn=bucket_key.key_arn if bucket_key else None,
+            retry=retry or RetryPolicy(),
+        )
+        groups_map = self._instance_types(self._jobs_map(start_job, bucket))
+        aggregate_task = self._aggregate(aggregate, groups_map, notify_failure)
+        notify_done = tasks.SnsPublish(
+            self,
+            "NotifyFinished",
+            topic=topic,
+            subject="trainsweep: sweep finished",
+            message=sfn.TaskInput.from_json_path_at("$.summary"),
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        done = sfn.Succeed(self, "SweepFinished", output_path="$.summary")
 
-        # ---- one job: train (retry / catch) -> export the log if missing -> parse and record ----
+        definition = plan_task.next(groups_map).next(aggregate_task).next(notify_done).next(done)
+        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(definition),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
+            ),
+        )
+
+        self._allow(
+            self.state_machine.role,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            job_functions=(export, parse),
+            training_role=training_role,
+        )
+
+    def _failure_notice(self, topic: sns.ITopic) -> sfn.Chain:
+        """Where every caught failure of the sweep goes: publish the error, then fail the execution."""
+        failed = sfn.Fail(self, "SweepFailed", error_path="$.error.Error", cause_path="$.error.Cause")
+        return tasks.SnsPublish(
+            self,
+            "NotifyFailure",
+            topic=topic,
+            subject="trainsweep: sweep failed",
+            message=sfn.TaskInput.from_json_path_at("$.error"),
+            result_path=sfn.JsonPath.DISCARD,
+        ).next(failed)
+
+    def _job(
+        self,
+        export: lambda_.IFunction,
+        parse: lambda_.IFunction,
+        *,
+        role_arn: str,
+        key_arn: str | None,
+        retry: RetryPolicy,
+    ) -> sfn.Pass:
+        """One job: train (retry / catch) -> export the log if missing -> parse and record. Returns its
+        first state."""
         start_job = sfn.Pass(
             self,
             "StartJob",
@@ -221,6 +153,18 @@ class SweepStateMachine(Construct):
                 TRAINING_RETRY_PATH[2:]: {"attempt": 0, "wait_s": 0},
             },
         )
+        export_task = self._record(export, parse)
+        retry_check, retry_again = api_error_retry(self, retry, export_task)
+        choose = training_choice(
+            self, export_task, retry_check, role_arn=role_arn, key_arn=key_arn, retry=retry
+        )
+        start_job.next(choose)
+        retry_again.next(choose)
+        return start_job
+
+    def _record(self, export: lambda_.IFunction, parse: lambda_.IFunction) -> tasks.LambdaInvoke:
+        """After training: export the job's log if it is missing, then parse and record the cell (a
+        ParseRun that fails for good records the cell as failed). Returns the export task."""
         export_task = _invoke(
             self,
             "ExportLog",
@@ -255,58 +199,30 @@ class SweepStateMachine(Construct):
         parse_task.add_catch(parse_failed, errors=[sfn.Errors.ALL], result_path="$.parse_error")
         export_task.add_catch(parse_task, errors=[sfn.Errors.ALL], result_path=sfn.JsonPath.DISCARD)
         export_task.next(parse_task)
+        return export_task
 
-        retry_check, retry_again = _api_error_retry(self, retry, export_task)
-        choose = sfn.Choice(self, "TrainingKind")
-        for spot, data, vpc, mlflow in itertools.product((True, False), repeat=4):
-            name = (
-                "Train" + ("Spot" if spot else "") + ("WithData" if data else "") + ("InVpc" if vpc else "")
-            ) + ("WithMlflow" if mlflow else "")
-            task = _training_task(
-                self,
-                name,
-                role_arn=training_role.role_arn,
-                key_arn=bucket_key.key_arn if bucket_key else None,
-                spot=spot,
-                data=data,
-                vpc=vpc,
-                mlflow=mlflow,
-            )
-            task.add_retry(
-                errors=RETRYABLE_TRAINING_ERRORS,
-                interval=Duration.seconds(retry.interval_s),
-                max_attempts=retry.max_attempts,
-                backoff_rate=retry.backoff_rate,
-                max_delay=Duration.seconds(retry.max_delay_s),
-                jitter_strategy=sfn.JitterType.FULL,
-            )
-            task.add_catch(retry_check, errors=[TRAINING_API_ERROR], result_path="$.outcome.error")
-            task.add_catch(export_task, errors=[sfn.Errors.ALL], result_path="$.outcome.error")
-            task.next(export_task)
-            if spot or data or vpc or mlflow:
-                choose.when(_training_kind(spot, data, vpc, mlflow), task)
-            else:
-                choose.otherwise(task)
-        start_job.next(choose)
-        retry_again.next(choose)
+    def _jobs_map(self, start_job: sfn.State, bucket: s3.IBucket) -> sfn.CustomState:
+        """One instance-type group: a Distributed Map over its jobs, read from and written to S3.
 
-        # ---- one instance-type group: a Distributed Map over its jobs, read from and written to S3 ----
-        # The state carries references only: the jobs come from the group's file, each job runs as a child
-        # execution, and the cells' records go to S3 (ResultWriter), so neither many jobs nor long failure
-        # reasons can reach the 256 KiB state limit. A job whose workflow fails does not fail the group
-        # (tolerated failures: 100 %, from the group); AggregateSweep records its cells as failed.
-        # Written as ASL rather than sfn.DistributedMap: CDK's reader and writer would grant the role the
-        # whole bucket (and ResultWriterV2 renders only behind a feature flag); the grants below are
-        # scoped to the fan-out files. The job states are rendered from their own graph.
+        The state carries references only: the jobs come from the group's file, each job runs as a child
+        execution, and the cells' records go to S3 (ResultWriter), so neither many jobs nor long failure
+        reasons can reach the 256 KiB state limit. A job whose workflow fails does not fail the group
+        (tolerated failures: 100 %, from the group); AggregateSweep records its cells as failed.
+        Written as ASL rather than sfn.DistributedMap: CDK's reader and writer would grant the role the
+        whole bucket (and ResultWriterV2 renders only behind a feature flag); the grants
+        (:meth:`_allow_fan_out`) are scoped to the fan-out files. The job states are rendered from their
+        own graph.
+        """
+        partition = Stack.of(self).partition
         job_states = sfn.StateGraph(start_job, "Jobs").to_graph_json()
-        jobs_map = sfn.CustomState(
+        return sfn.CustomState(
             self,
             "Jobs",
             state_json={
                 "Type": "Map",
                 "Label": "Jobs",
                 "ItemReader": {
-                    "Resource": f"arn:{stack.partition}:states:::s3:getObject",
+                    "Resource": f"arn:{partition}:states:::s3:getObject",
                     "ReaderConfig": {"InputType": "JSON"},
                     "Parameters": {"Bucket": bucket.bucket_name, "Key.$": "$.group.jobs_key"},
                 },
@@ -319,12 +235,15 @@ class SweepStateMachine(Construct):
                     **job_states,
                 },
                 "ResultWriter": {
-                    "Resource": f"arn:{stack.partition}:states:::s3:putObject",
+                    "Resource": f"arn:{partition}:states:::s3:putObject",
                     "Parameters": {"Bucket": bucket.bucket_name, "Prefix.$": "$.map_results_prefix"},
                 },
                 "ResultSelector": {"results.$": "$.ResultWriterDetails"},
             },
         )
+
+    def _instance_types(self, jobs_map: sfn.CustomState) -> sfn.Map:
+        """A Map over the plan's instance-type groups, each running ``jobs_map``."""
         # A group whose map could not run (its job list unreadable, results not writable) still ends in
         # the aggregate: its cells are recorded as failed with this error.
         group_failed = sfn.Pass(
@@ -346,7 +265,12 @@ class SweepStateMachine(Construct):
             result_path="$.maps",
         )
         groups_map.item_processor(jobs_map)
+        return groups_map
 
+    def _aggregate(
+        self, aggregate: lambda_.IFunction, groups_map: sfn.Map, notify_failure: sfn.IChainable
+    ) -> tasks.LambdaInvoke:
+        """AggregateSweep, which runs whatever the fan-out left."""
         aggregate_task = _invoke(
             self,
             "AggregateSweep",
@@ -358,30 +282,38 @@ class SweepStateMachine(Construct):
         # every planned cell without a result as failed.
         groups_map.add_catch(aggregate_task, errors=[sfn.Errors.ALL], result_path="$.maps")
         aggregate_task.add_catch(notify_failure, errors=[sfn.Errors.ALL], result_path="$.error")
-        notify_done = tasks.SnsPublish(
-            self,
-            "NotifyFinished",
-            topic=topic,
-            subject="trainsweep: sweep finished",
-            message=sfn.TaskInput.from_json_path_at("$.summary"),
-            result_path=sfn.JsonPath.DISCARD,
-        )
-        done = sfn.Succeed(self, "SweepFinished", output_path="$.summary")
+        return aggregate_task
 
-        definition = plan_task.next(groups_map).next(aggregate_task).next(notify_done).next(done)
-        self.log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH)
-        self.state_machine = sfn.StateMachine(
-            self,
-            "StateMachine",
-            definition_body=sfn.DefinitionBody.from_chainable(definition),
-            tracing_enabled=True,
-            logs=sfn.LogOptions(
-                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=True
-            ),
+    def _allow(
+        self,
+        role: iam.IRole,
+        *,
+        bucket: s3.IBucket,
+        bucket_key: kms.IKey | None,
+        job_functions: tuple[lambda_.IFunction, ...],
+        training_role: iam.IRole,
+    ) -> None:
+        """What the state machine may do beyond invoking its Lambdas and publishing."""
+        self._allow_training_jobs(role)
+        self._allow_fan_out(role, bucket, bucket_key)
+        for fn in job_functions:  # invoked by the job states, which CDK does not see inside the map
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=[fn.function_arn, f"{fn.function_arn}:*"]
+                )
+            )
+        self._allow_child_executions(role)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["iam:PassRole"],
+                resources=[training_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            )
         )
 
-        # ---- what the state machine may do beyond invoking its Lambdas and publishing ----
-        role = self.state_machine.role
+    def _allow_training_jobs(self, role: iam.IRole) -> None:
+        """Create, describe and stop training jobs, and wait for them (``.sync``)."""
+        stack = Stack.of(self)
         training_job_arn = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
         role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -408,9 +340,10 @@ class SweepStateMachine(Construct):
                 ],
             )
         )
-        # The Distributed Map: read the groups' job lists, write their results (SSE-KMS objects), and run
-        # each job as a child execution of this state machine. A separate policy: the state machine's ARN
-        # in its own role's default policy would be a circular dependency.
+
+    @staticmethod
+    def _allow_fan_out(role: iam.IRole, bucket: s3.IBucket, bucket_key: kms.IKey | None) -> None:
+        """The Distributed Map: read the groups' job lists, write their results (SSE-KMS objects)."""
         fan_out = layout.sweep_prefix("*") + layout.MAP_DIR + "/*/"
         role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -435,12 +368,12 @@ class SweepStateMachine(Construct):
                     actions=["kms:Decrypt", "kms:GenerateDataKey"], resources=[bucket_key.key_arn]
                 )
             )
-        for fn in (export, parse):  # invoked by the job states, which CDK does not see inside the map
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["lambda:InvokeFunction"], resources=[fn.function_arn, f"{fn.function_arn}:*"]
-                )
-            )
+
+    def _allow_child_executions(self, role: iam.IRole) -> None:
+        """The Distributed Map runs each job as a child execution of this state machine. A separate
+        policy: the state machine's ARN in its own role's default policy would be a circular dependency.
+        """
+        stack = Stack.of(self)
 
         def executions(name: str) -> str:
             return stack.format_arn(
@@ -468,13 +401,6 @@ class SweepStateMachine(Construct):
                 ),
                 iam.PolicyStatement(actions=["states:RedriveExecution"], resources=[children]),
             ],
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["iam:PassRole"],
-                resources=[training_role.role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
-            )
         )
 
 
@@ -511,60 +437,3 @@ def _invoke(
         jitter_strategy=sfn.JitterType.FULL,
     )
     return task
-
-
-def _api_error_retry(
-    scope: Construct, retry: RetryPolicy, give_up: sfn.IChainable
-) -> tuple[sfn.Choice, sfn.Pass]:
-    """(the state a training API error goes to, the state that leads back to training).
-
-    An error whose cause is retryable (:data:`RETRYABLE_TRAINING_CAUSES`) waits, with exponential
-    backoff and full jitter, and trains again, at most ``retry.max_attempts`` times; any other goes on
-    to ``give_up`` at once (the cell is recorded failed with AWS's message).
-    """
-    caps = ", ".join(str(c + 1) for c in retry.caps_s())  # MathRandom's end is exclusive
-    attempt = f"{TRAINING_RETRY_PATH}.attempt"
-    schedule = sfn.Pass(
-        scope,
-        "ScheduleTrainingRetry",
-        parameters={
-            "attempt.$": f"States.MathAdd({attempt}, 1)",
-            "wait_s.$": f"States.MathRandom(1, States.ArrayGetItem(States.Array({caps}), {attempt}))",
-        },
-        result_path=TRAINING_RETRY_PATH,
-    )
-    wait = sfn.Wait(
-        scope, "WaitToRetryTraining", time=sfn.WaitTime.seconds_path(f"{TRAINING_RETRY_PATH}.wait_s")
-    )
-    again = sfn.Pass(scope, "RetryTraining", result=sfn.Result.from_object({}), result_path="$.outcome")
-    retryable = sfn.Condition.or_(
-        *(sfn.Condition.string_matches("$.outcome.error.Cause", p) for p in RETRYABLE_TRAINING_CAUSES)
-    )
-    check = (
-        sfn.Choice(scope, "RetryableTrainingError")
-        .when(
-            sfn.Condition.and_(
-                sfn.Condition.is_string("$.outcome.error.Cause"),
-                retryable,
-                sfn.Condition.number_less_than(attempt, retry.max_attempts),
-            ),
-            schedule.next(wait).next(again),
-        )
-        .otherwise(give_up)
-    )
-    return check, again
-
-
-def _training_kind(spot: bool, data: bool, vpc: bool, mlflow: bool = False) -> sfn.Condition:
-    """The job's combination of spot, data channel, VPC and MLflow (``vpc_config`` and ``mlflow_config``
-    are in a job only when set)."""
-    spot_c = sfn.Condition.boolean_equals(job_path("spot"), True)
-    data_c = sfn.Condition.is_string(job_path("data_s3_uri"))
-    vpc_c = sfn.Condition.is_present(job_path("vpc_config"))
-    mlflow_c = sfn.Condition.is_present(job_path("mlflow_config"))
-    return sfn.Condition.and_(
-        *(
-            c if wanted else sfn.Condition.not_(c)
-            for c, wanted in ((spot_c, spot), (data_c, data), (vpc_c, vpc), (mlflow_c, mlflow))
-        )
-    )

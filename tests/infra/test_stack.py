@@ -331,7 +331,7 @@ def test_app_py_synthesizes_without_docker_or_credentials(tmp_path, cli_env):
 
 
 def test_retry_backoff_comes_from_context_as_object_or_json_text():
-    from infra.workflow import RetryPolicy
+    from infra.training_task import RetryPolicy
 
     assert RetryPolicy.from_context(None) == RetryPolicy()
     assert RetryPolicy.from_context({"interval_s": 5}).interval_s == 5
@@ -361,7 +361,7 @@ def test_training_task_retries_with_backoff_and_jitter_and_catches_everything_el
 
 
 def test_only_throttling_limits_capacity_and_server_errors_are_retried(template):
-    from infra.workflow import RETRYABLE_TRAINING_CAUSES, TRAINING_API_ERROR
+    from infra.training_task import RETRYABLE_TRAINING_CAUSES, TRAINING_API_ERROR
 
     states = _definition_states(template)
     for name in TRAIN_STATES:
@@ -376,7 +376,7 @@ def test_only_throttling_limits_capacity_and_server_errors_are_retried(template)
 
 
 def test_the_retry_waits_grow_to_the_policys_cap():
-    from infra.workflow import RetryPolicy
+    from infra.training_task import RetryPolicy
 
     assert RetryPolicy().caps_s() == [30, 60, 120, 240, 480, 600]
     assert RetryPolicy(interval_s=1, max_attempts=3, max_delay_s=2).caps_s() == [1, 2, 2]

@@ -126,7 +126,7 @@ def test_settings_read_every_context_value_once():
     from aws_cdk import App
 
     from infra.settings import StackSettings
-    from infra.workflow import RetryPolicy
+    from infra.training_task import RetryPolicy
 
     app = App(
         context={
@@ -147,3 +147,23 @@ def test_settings_read_every_context_value_once():
         destroy_on_delete=True,
     )
     assert StackSettings.from_context(App().node) == StackSettings()
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        (
+            {"results_bucket_key_arn": "arn:aws:kms:us-east-1:123456789012:key/abc-123"},
+            r"results_bucket_key_arn is the key of results_bucket_name: give both",
+        ),
+        ({"results_bucket_name": "Not_A_Bucket"}, r"results_bucket_name: 'Not_A_Bucket' is not an S3 bucket"),
+        ({"parse_reserved_concurrency": "-1"}, r"parse_reserved_concurrency: '-1' is not a whole number"),
+    ],
+)
+def test_settings_refuse_a_context_value_they_cannot_use_and_say_why(context, message):
+    from aws_cdk import App
+
+    from infra.settings import StackSettings
+
+    with pytest.raises(ValueError, match=message):
+        StackSettings.from_context(App(context=context).node)
