@@ -180,8 +180,8 @@ def _resume(
 ) -> None:
     """Re-run the cells of ``run``'s sweep without results, then re-aggregate all of them."""
     from trainsweep import layout
+    from trainsweep.aws import resume
     from trainsweep.aws import s3 as s3io
-    from trainsweep.aws import sweeps
 
     s3 = session.client("s3")
     saved_spec = s3io.get_json(s3, bucket, layout.spec_key(run.sweep_id))
@@ -190,9 +190,9 @@ def _resume(
     )
     if note:
         events.note(note)
-    outcome = sweeps.resume_sweep(
+    outcome = resume.resume_sweep(
         s3=s3, sfn=session.client("stepfunctions"), cfn=session.client("cloudformation"),
-        lam=sweeps.aggregate_client(session), stack_name=stack, bucket=bucket, state_machine_arn=machine,
+        lam=resume.aggregate_client(session), stack_name=stack, bucket=bucket, state_machine_arn=machine,
         sweep_id=run.sweep_id, spec=spec_dict, watch=wait,
     )  # fmt: skip
     run.execution_status, run.error, run.error_detail = outcome.status, outcome.error, outcome.detail
