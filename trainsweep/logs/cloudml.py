@@ -151,8 +151,7 @@ class CloudMLReader:
         self.records += len(events)
 
     def _rare_once(self, region: bytes) -> None:
-        """The lines looked for only until found: the first progress bar, a traceback, the command line;
-        and whether this region has the oldest logs' last-step form."""
+        """Lines looked for until found (first progress bar, traceback, command line); the last-step form."""
         if self._bar_budget is not None and not self._bar_done:
             self._first_bar(region, 0)
         if self._tb_budget:
@@ -559,14 +558,11 @@ class CloudMLReader:
 
 
 def _stretches(events: list[re.Match[bytes]], end: int) -> list[int]:
-    """The cuts around the events: the stretch before each one (a rare line starts at a newline: the
-    stretch before it keeps that newline, its last line's end), then the one after the last."""
+    """Cuts around the events: before each (a rare line's stretch keeps its newline), after the last."""
     cuts = [0]
-    cut = cuts.append
     for m in events:
-        cut(m.start() + 1 if m.re is RARE else m.start())
-        cut(m.end())
-    cut(end)
+        cuts += (m.start() + 1 if m.re is RARE else m.start(), m.end())
+    cuts.append(end)
     return cuts
 
 
