@@ -50,8 +50,6 @@ from trainsweep.predict import (  # noqa: E402
     COVERAGE_GOAL,
     ReplayResult,
     StopRule,
-    _epoch_time,
-    _percentile,
     calibrate,
     cross_validate,
     cross_validations,
@@ -63,6 +61,8 @@ from trainsweep.predict import (  # noqa: E402
     steady_estimate,
     summarize,
 )
+from trainsweep.predict.replays import _epoch_time  # noqa: E402
+from trainsweep.predict.scores import _percentile  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
 CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"

@@ -102,7 +102,7 @@ def _log_series(client: MlflowClient, run_id: str, key: str, values: list[tuple[
 
 
 def _runs_of(row: dict[str, Any], runs: list[RunTimings]) -> list[RunTimings]:
-    from trainsweep.cost.metrics import resolve_instance_type
+    from trainsweep.cost.runs import resolve_instance_type
 
     return [
         r

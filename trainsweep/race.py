@@ -26,7 +26,7 @@ from trainsweep.cost import billing
 from trainsweep.cost.prices import hourly_usd
 
 if TYPE_CHECKING:
-    from trainsweep.cost.metrics import RunMetrics
+    from trainsweep.cost.runs import RunMetrics
     from trainsweep.predict import Calibration, StopRule
     from trainsweep.simulate import CellKey, Sample, Watched
     from trainsweep.spec import SweepSpec

@@ -899,6 +899,18 @@ class SweepSpec(BaseModel):
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> SweepSpec:
         local = [t for t in self.instance_types if t in LOCAL_TYPES]
+        self._check_hosts(local)
+        self._check_prices()
+        self._check_image(local, retired_ok=bool((info.context or {}).get(ALLOW_RETIRED)))
+        self._check_data(local)
+        self._check_quality()
+        self._check_search()
+        _check_axes(self)
+        self._check_spot_wait()
+        return self
+
+    def _check_hosts(self, local: list[str]) -> None:
+        """Local types alone, one of instance_count / instance_counts, and what local mode can host."""
         if local and len(local) != len(self.instance_types):
             raise _FieldError(
                 "instance_types",
@@ -923,6 +935,9 @@ class SweepSpec(BaseModel):
             )
         if local and self.spot:
             raise _FieldError("spot", "managed spot training does not exist in local mode: set spot to false")
+
+    def _check_prices(self) -> None:
+        """The spec's own prices name its cloud instance types."""
         for name in self.prices:
             if name not in self.instance_types:
                 raise _FieldError(
@@ -933,8 +948,12 @@ class SweepSpec(BaseModel):
                 raise _FieldError(
                     f"prices.{name}", "local mode costs nothing: leave local types out of prices"
                 )
+
+    def _check_image(self, local: list[str], *, retired_ok: bool) -> None:
+        """What the stack's image or the user's image can run: GPUs it supports (``retired_ok``: simulate
+        replays old logs of retired types), no image in local mode, no packing or early stop without
+        trainsweep's launcher."""
         kind = self.workload.kind
-        retired_ok = bool((info.context or {}).get(ALLOW_RETIRED))  # simulate replays old logs of them
         if self.workload.image_uri is None and not retired_ok:  # the stack's image must use their GPUs
             for name in self.instance_types:
                 reason = image.unusable_reason(name)
@@ -958,6 +977,10 @@ class SweepSpec(BaseModel):
                 "early stop needs trainsweep's instrumentation inside the job: use mode full with an "
                 "image, or give workload.entry_point",
             )
+
+    def _check_data(self, local: list[str]) -> None:
+        """A local built-in has data to read; a file:// URI only in local mode."""
+        kind = self.workload.kind
         if (
             local
             and kind == "builtin"
@@ -972,18 +995,18 @@ class SweepSpec(BaseModel):
             )
         if self.data and self.data.startswith("file://") and not local:
             raise _FieldError("data", "a file:// URI is only readable in local mode; upload it and use s3://")
-        self._check_quality()
-        self._check_search()
-        _check_axes(self)
-        if self.max_wait_seconds is not None:
-            if not self.spot:
-                raise _FieldError("max_wait_seconds", "only meaningful with spot: true")
-            if self.max_wait_seconds < self.max_runtime_seconds:
-                raise _FieldError(
-                    "max_wait_seconds",
-                    f"must be at least max_runtime_seconds ({self.max_runtime_seconds}) (SageMaker rule)",
-                )
-        return self
+
+    def _check_spot_wait(self) -> None:
+        """SageMaker's rule for max_wait_seconds."""
+        if self.max_wait_seconds is None:
+            return
+        if not self.spot:
+            raise _FieldError("max_wait_seconds", "only meaningful with spot: true")
+        if self.max_wait_seconds < self.max_runtime_seconds:
+            raise _FieldError(
+                "max_wait_seconds",
+                f"must be at least max_runtime_seconds ({self.max_runtime_seconds}) (SageMaker rule)",
+            )
 
     def _check_search(self) -> None:
         search = self.batch_size_search
@@ -2016,12 +2039,7 @@ def plan_sweep(
         BudgetExceededError: the worst-case cost exceeds ``budget_usd``.
     """
     spec = load_spec(spec)
-    if region and spec.region and region != spec.region:
-        raise SpecError(
-            f"invalid sweep spec: region {spec.region!r} is not the region the sweep runs in ({region!r})",
-            [("region", f"spec says {spec.region!r}, the sweep runs in {region!r}")],
-        )
-    region = region or spec.region or "us-east-1"
+    region = _plan_region(spec, region)
     now = now or datetime.now(UTC)
     if sweep_id is None:
         sweep_id = make_sweep_id(spec.name, now)
@@ -2031,7 +2049,50 @@ def plan_sweep(
             f"invalid attempt {attempt!r}: 1 to 8 lower-case letters and digits", [("attempt", "")]
         )
     created = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _check_one_sweep(spec, cloud=cloud, require_uploaded_source=require_uploaded_source)
+    _check_per_device(spec)
+    jobs = _expand(spec, sweep_id, region, bucket, attempt)
+    _check_jobs(jobs)
+    prices = _hourly_prices(spec, region, price or _default_price)
+    unpriced = [t for t, p in prices.items() if p is None]
+    cost: float | None = None
+    if not unpriced:
+        cost = round(sum(j.worst_case_usd(prices[j.instance_type]) or 0.0 for j in jobs), 2)
+    per_job_s = spec.spot_max_wait_seconds or spec.max_runtime_seconds
+    worst_s = math.ceil(len(jobs) / spec.max_concurrency) * per_job_s
 
+    plan = SweepPlan(
+        sweep_id=sweep_id,
+        spec=spec,
+        region=region,
+        bucket=bucket,
+        created_at=created,
+        jobs=jobs,
+        hourly_usd=prices,
+        worst_case_cost_usd=cost,
+        worst_case_seconds=worst_s,
+        unpriced_instance_types=unpriced,
+        warnings=_ignored_hyperparameters(spec.workload) + _efa_warnings(spec),
+    )
+    if enforce_budget:
+        check_budget(plan)
+    return plan
+
+
+def _plan_region(spec: SweepSpec, region: str | None) -> str:
+    """The region the sweep runs in: ``region``, else the spec's, else us-east-1; a spec that names
+    another region than ``region`` is an error."""
+    if region and spec.region and region != spec.region:
+        raise SpecError(
+            f"invalid sweep spec: region {spec.region!r} is not the region the sweep runs in ({region!r})",
+            [("region", f"spec says {spec.region!r}, the sweep runs in {region!r}")],
+        )
+    return region or spec.region or "us-east-1"
+
+
+def _check_one_sweep(spec: SweepSpec, *, cloud: bool, require_uploaded_source: bool) -> None:
+    """Refuse what one sweep cannot run: two phases, local types in AWS, a source folder on the
+    planner's disk where the jobs need an uploaded one."""
     if spec.phases:
         raise SpecError(
             "invalid sweep spec: phases: [scan, confirm] runs as two sweeps, which `trainsweep run SPEC` "
@@ -2054,37 +2115,13 @@ def plan_sweep(
             "folder), or upload a sourcedir.tar.gz and give its s3:// URI as source_dir",
             [("workload.source_dir", "must be an s3:// URI when the state machine is started directly")],
         )
-    _check_per_device(spec)
-    jobs = _expand(spec, sweep_id, region, bucket, attempt)
-    _check_jobs(jobs)
 
-    price = price or _default_price
-    prices: dict[str, float | None] = {}
-    for t in spec.instance_types:
-        prices[t] = 0.0 if t in LOCAL_TYPES else spec.prices.get(t) or price(t, region)
-    unpriced = [t for t, p in prices.items() if p is None]
-    cost: float | None = None
-    if not unpriced:
-        cost = round(sum(j.worst_case_usd(prices[j.instance_type]) or 0.0 for j in jobs), 2)
-    per_job_s = spec.spot_max_wait_seconds or spec.max_runtime_seconds
-    worst_s = math.ceil(len(jobs) / spec.max_concurrency) * per_job_s
 
-    plan = SweepPlan(
-        sweep_id=sweep_id,
-        spec=spec,
-        region=region,
-        bucket=bucket,
-        created_at=created,
-        jobs=jobs,
-        hourly_usd=prices,
-        worst_case_cost_usd=cost,
-        worst_case_seconds=worst_s,
-        unpriced_instance_types=unpriced,
-        warnings=_ignored_hyperparameters(w) + _efa_warnings(spec),
-    )
-    if enforce_budget:
-        check_budget(plan)
-    return plan
+def _hourly_prices(spec: SweepSpec, region: str, price: PriceFn) -> dict[str, float | None]:
+    """USD per hour of each instance type: nothing for local types, the spec's ``prices``, else ``price``."""
+    return {
+        t: 0.0 if t in LOCAL_TYPES else spec.prices.get(t) or price(t, region) for t in spec.instance_types
+    }
 
 
 def check_budget(plan: SweepPlan) -> None:

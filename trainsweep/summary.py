@@ -275,125 +275,185 @@ def _summary_lines(
 ) -> Iterator[str]:
     """The summary's lines (each with its newline) from the seed JSON's scalars and its epochs, which
     ``entries()`` gives in order (called twice: the outstanding steps need the average first)."""
-
-    def scalar(key: str, src: Mapping[str, Any] = data) -> float | None:
-        x = src.get(key, MISSING)
-        if original:
-            return float(x) if isinstance(x, int | float) else MISSING
-        return float(x) if _present(x) else None
-
-    def raw(template: str, x: float | None) -> str:
-        """A value read from the JSON: a missing one prints as the seed's ``-1.0`` sentinel."""
-        return template % (x if x is not None else MISSING) + "\n"
-
-    def value(template: str, x: float | None) -> str:
-        """A computed figure: ``n/a`` when it cannot be computed."""
-        text = template % x if x is not None else template.replace("%f", "n/a").replace("%%", "%")
-        return text + "\n"
-
-    def percent(template: str, part: float | None, whole: float | None) -> str:
-        ratio = _div(part, whole)
-        pct = ratio * 100 if ratio is not None else None  # a huge finite ratio can still overflow here
-        text = (
-            template % pct
-            if pct is not None and math.isfinite(pct)
-            else template.replace("%.2f", "n/a").replace("%%", "%")
-        )
-        return text + "\n"
-
-    save, fit, total = scalar("write_model_time"), scalar("fit_time"), scalar("total_training")
-    delta, init = scalar("largest_real_time_delta"), scalar("init")
-    yield raw("Model save time: %f", save)
-    yield raw("Fit function time: %f", fit)
-    yield raw("Total training time: %f", total)
-    yield raw("Largest real time delta: %f", delta)
-    yield percent(" - %.2f %% of the total training time.", delta, total)
-    yield raw("Initialization time: %f", init)
-    yield percent(" - %.2f %% of the total training time.", init, total)
-
-    # One pass over the epochs: their scalars and the step figures (left-to-right sums, as the original).
-    epoch_times: list[float] = []
-    validations: list[float] = []
-    first_epoch: float | None = None
-    n_steps = 0
-    steps_acc = 0.0
-    head_steps: list[float] = []  # the first 11 steps (the estimators' samples)
-    for i, ep in enumerate(entries()):
-        t = scalar("epoch_time", ep.entry)
-        if i == 0:
-            first_epoch = t
-        if t is not None:
-            epoch_times.append(t)
-        v = scalar("validation_time", ep.entry)
-        if v is not None:
-            validations.append(v)
-        values = ep.values
-        for x in values:
-            steps_acc += x
-        if len(head_steps) < 11:
-            head_steps.extend(values[: 11 - len(head_steps)])
-        n_steps += len(values)
-
-    epochs_total = _total(epoch_times) if epoch_times else None
-    yield "Epochs\n"
-    yield value("  Number of epochs: %f", float(n_epochs))
-    yield raw("  Time spent of first epoch: %f", first_epoch)
-    yield value("  Total time spent on epochs: %f", epochs_total)
-    yield percent("    - %.2f %% of the total training time.", epochs_total, total)
-    yield value("  Average epoch time: %f", _div(epochs_total, len(epoch_times)))
-    later = None if epochs_total is None or first_epoch is None else epochs_total - first_epoch
-    yield value("  Average epoch time (skipping first epoch): %f", _div(later, len(epoch_times) - 1))
-
-    validations_total = _total(validations) if validations else None
-    yield "Validations\n"
-    yield value("  Total time spent on validations: %f", validations_total)
-    yield percent("    - %.2f %% of the total training time.", validations_total, total)
-    yield value("  Average validation time: %f", _div(validations_total, len(validations)))
-
-    steps_total = steps_acc if n_steps else None
-    first = head_steps[0] if n_steps else None
-    average = _div(steps_total, n_steps)
-    rest = None if steps_total is None or first is None else steps_total - first
-    t_mi_iavg = _div(rest, n_steps - 1)
-    yield "Steps\n"
-    yield value("  Number of steps: %f", float(n_steps))
-    yield value("  Average number of steps per epoch: %f", _div(float(n_steps), n_epochs))
-    yield value("  Total time spent on steps: %f", steps_total)
-    yield percent("    - %.2f %% of the total training time.", steps_total, total)
-    yield raw("  First step time: %f", first)
-    yield value("  Average step time: %f", average)
-    yield value("  Time spent on steps (without first step): %f", rest)
-    yield value("  T Mi Iavg: %f", t_mi_iavg)
-    yield f"  Outstanding step times: > {OUTSTANDING_FACTOR}x the average time\n"
-    if average is not None:
-        threshold = OUTSTANDING_FACTOR * average
-        for ep in entries():
-            keys: Sequence[str] | None = None
-            for j, seconds in enumerate(ep.values):
-                if seconds > threshold:
-                    times = _div(seconds, average)
-                    if times is None:
-                        continue
-                    if keys is None:
-                        keys = ep.keys()
-                    yield (
-                        f"    - Epoch({ep.key}) Step({keys[j]}) Time({seconds:.3f})"
-                        f" - {times:.2f} times larger than average\n"
-                    )
-
-    head = None if validations_total is None or first is None else validations_total + first
-    beta = _div(head, rest)
+    total = _read(data, "total_training", original)
+    yield from _head_lines(data, total, original)
+    seen = _pass_over_epochs(entries(), original)
+    yield from _epoch_lines(seen, n_epochs, total)
+    yield from _validation_lines(seen, total)
+    yield from _step_lines(seen, n_epochs, total)
+    yield from _outstanding_lines(entries, seen.average)
+    head = (
+        None
+        if seen.validations_total is None or seen.first_step is None
+        else seen.validations_total + seen.first_step
+    )
+    beta = _div(head, seen.rest)
     yield ("Beta: %.2f %%" % (beta * 100) if beta is not None else "Beta: n/a %") + "\n"
-    yield value("  - Validations + 1st step time = %f", head)
-    yield value("  - Remaining steps time = %f", rest)
-
+    yield _value("  - Validations + 1st step time = %f", head)
+    yield _value("  - Remaining steps time = %f", seen.rest)
     yield "T Mi Iavg prediction errors\n"
     for label, sample in (
-        ("Step 2 of epoch 1", head_steps[1:2]),
-        ("Avg steps 2-6", head_steps[1:6]),
-        ("Avg steps 2-11", head_steps[1:11]),
+        ("Step 2 of epoch 1", seen.head_steps[1:2]),
+        ("Avg steps 2-6", seen.head_steps[1:6]),
+        ("Avg steps 2-11", seen.head_steps[1:11]),
     ):
-        yield _estimator_line(label, sample, n_steps, rest) + "\n"
+        yield _estimator_line(label, sample, seen.n_steps, seen.rest) + "\n"
+
+
+def _read(src: Mapping[str, Any], key: str, original: bool) -> float | None:
+    """A number of the seed JSON: None when missing (``original``: the seed's ``-1.0`` sentinel)."""
+    x = src.get(key, MISSING)
+    if original:
+        return float(x) if isinstance(x, int | float) else MISSING
+    return float(x) if _present(x) else None
+
+
+def _raw(template: str, x: float | None) -> str:
+    """A value read from the JSON: a missing one prints as the seed's ``-1.0`` sentinel."""
+    return template % (x if x is not None else MISSING) + "\n"
+
+
+def _value(template: str, x: float | None) -> str:
+    """A computed figure: ``n/a`` when it cannot be computed."""
+    text = template % x if x is not None else template.replace("%f", "n/a").replace("%%", "%")
+    return text + "\n"
+
+
+def _percent(template: str, part: float | None, whole: float | None) -> str:
+    """``part`` as a percentage of ``whole``: ``n/a`` when it cannot be computed."""
+    ratio = _div(part, whole)
+    pct = ratio * 100 if ratio is not None else None  # a huge finite ratio can still overflow here
+    text = (
+        template % pct
+        if pct is not None and math.isfinite(pct)
+        else template.replace("%.2f", "n/a").replace("%%", "%")
+    )
+    return text + "\n"
+
+
+def _head_lines(data: Mapping[str, Any], total: float | None, original: bool) -> Iterator[str]:
+    """The run's own times: model save, fit, total, largest delta, initialisation."""
+    delta, init = _read(data, "largest_real_time_delta", original), _read(data, "init", original)
+    yield _raw("Model save time: %f", _read(data, "write_model_time", original))
+    yield _raw("Fit function time: %f", _read(data, "fit_time", original))
+    yield _raw("Total training time: %f", total)
+    yield _raw("Largest real time delta: %f", delta)
+    yield _percent(" - %.2f %% of the total training time.", delta, total)
+    yield _raw("Initialization time: %f", init)
+    yield _percent(" - %.2f %% of the total training time.", init, total)
+
+
+@dataclass
+class _Pass:
+    """What one pass over the epochs gathers (left-to-right sums, as the original's loops)."""
+
+    epoch_times: list[float]
+    validations: list[float]
+    first_epoch: float | None
+    n_steps: int
+    steps_acc: float
+    head_steps: list[float]
+    """The first 11 steps (the estimators' samples)."""
+
+    @property
+    def epochs_total(self) -> float | None:
+        return _total(self.epoch_times) if self.epoch_times else None
+
+    @property
+    def validations_total(self) -> float | None:
+        return _total(self.validations) if self.validations else None
+
+    @property
+    def steps_total(self) -> float | None:
+        return self.steps_acc if self.n_steps else None
+
+    @property
+    def first_step(self) -> float | None:
+        return self.head_steps[0] if self.n_steps else None
+
+    @property
+    def average(self) -> float | None:
+        return _div(self.steps_total, self.n_steps)
+
+    @property
+    def rest(self) -> float | None:
+        """The steps' time without the first step."""
+        total, first = self.steps_total, self.first_step
+        return None if total is None or first is None else total - first
+
+
+def _pass_over_epochs(entries: Iterable[_EpochSteps], original: bool) -> _Pass:
+    seen = _Pass([], [], None, 0, 0.0, [])
+    for i, ep in enumerate(entries):
+        t = _read(ep.entry, "epoch_time", original)
+        if i == 0:
+            seen.first_epoch = t
+        if t is not None:
+            seen.epoch_times.append(t)
+        v = _read(ep.entry, "validation_time", original)
+        if v is not None:
+            seen.validations.append(v)
+        values = ep.values
+        for x in values:
+            seen.steps_acc += x
+        if len(seen.head_steps) < 11:
+            seen.head_steps.extend(values[: 11 - len(seen.head_steps)])
+        seen.n_steps += len(values)
+    return seen
+
+
+def _epoch_lines(seen: _Pass, n_epochs: int, total: float | None) -> Iterator[str]:
+    epochs_total, first_epoch = seen.epochs_total, seen.first_epoch
+    yield "Epochs\n"
+    yield _value("  Number of epochs: %f", float(n_epochs))
+    yield _raw("  Time spent of first epoch: %f", first_epoch)
+    yield _value("  Total time spent on epochs: %f", epochs_total)
+    yield _percent("    - %.2f %% of the total training time.", epochs_total, total)
+    yield _value("  Average epoch time: %f", _div(epochs_total, len(seen.epoch_times)))
+    later = None if epochs_total is None or first_epoch is None else epochs_total - first_epoch
+    yield _value("  Average epoch time (skipping first epoch): %f", _div(later, len(seen.epoch_times) - 1))
+
+
+def _validation_lines(seen: _Pass, total: float | None) -> Iterator[str]:
+    validations_total = seen.validations_total
+    yield "Validations\n"
+    yield _value("  Total time spent on validations: %f", validations_total)
+    yield _percent("    - %.2f %% of the total training time.", validations_total, total)
+    yield _value("  Average validation time: %f", _div(validations_total, len(seen.validations)))
+
+
+def _step_lines(seen: _Pass, n_epochs: int, total: float | None) -> Iterator[str]:
+    n_steps, steps_total, rest = seen.n_steps, seen.steps_total, seen.rest
+    yield "Steps\n"
+    yield _value("  Number of steps: %f", float(n_steps))
+    yield _value("  Average number of steps per epoch: %f", _div(float(n_steps), n_epochs))
+    yield _value("  Total time spent on steps: %f", steps_total)
+    yield _percent("    - %.2f %% of the total training time.", steps_total, total)
+    yield _raw("  First step time: %f", seen.first_step)
+    yield _value("  Average step time: %f", seen.average)
+    yield _value("  Time spent on steps (without first step): %f", rest)
+    yield _value("  T Mi Iavg: %f", _div(rest, n_steps - 1))
+    yield f"  Outstanding step times: > {OUTSTANDING_FACTOR}x the average time\n"
+
+
+def _outstanding_lines(entries: Callable[[], Iterable[_EpochSteps]], average: float | None) -> Iterator[str]:
+    """The steps slower than :data:`OUTSTANDING_FACTOR` x the average (a second pass over the epochs)."""
+    if average is None:
+        return
+    threshold = OUTSTANDING_FACTOR * average
+    for ep in entries():
+        keys: Sequence[str] | None = None
+        for j, seconds in enumerate(ep.values):
+            if seconds > threshold:
+                times = _div(seconds, average)
+                if times is None:
+                    continue
+                if keys is None:
+                    keys = ep.keys()
+                yield (
+                    f"    - Epoch({ep.key}) Step({keys[j]}) Time({seconds:.3f})"
+                    f" - {times:.2f} times larger than average\n"
+                )
 
 
 def _estimator_line(label: str, sample: Sequence[float], n_steps: int, rest: float | None) -> str:

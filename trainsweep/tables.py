@@ -51,7 +51,7 @@ def steps_frame(runs: Iterable[RunTimings]) -> pd.DataFrame:
     import numpy as np
     import pandas as pd
 
-    from trainsweep.cost.metrics import resolve_instance_type
+    from trainsweep.cost.runs import resolve_instance_type
 
     parts: dict[str, list[np.ndarray]] = {c: [] for c in STEP_COLUMNS}
     for run in runs:

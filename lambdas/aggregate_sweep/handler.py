@@ -28,6 +28,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request = parse_request(event, AggregateSweepRequest)
     config = FunctionConfig.from_env()
     s3 = boto3.client("s3")
-    if "cells" in request.model_fields_set:  # a resume's merged records (trainsweep.aws.sweeps.reaggregate)
+    if "cells" in request.model_fields_set:  # a resume's merged records (trainsweep.aws.resume.reaggregate)
         return aggregate_sweep(s3, config.bucket, request.sweep_id, cells=request.cells or [])
     return aggregate_sweep(s3, config.bucket, request.sweep_id, request.maps or [])

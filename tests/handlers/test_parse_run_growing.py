@@ -15,8 +15,9 @@ from handler_helpers import BUCKET, jobs_document, planned_job, put_planned_runs
 
 from trainsweep import layout
 from trainsweep.artefacts import run_artefacts, run_record_bytes
-from trainsweep.aws import runs, sweeps
+from trainsweep.aws import runs
 from trainsweep.aws import s3 as s3io
+from trainsweep.aws.resume import finished_runs
 from trainsweep.jobs import jobs_of_document
 from trainsweep.logs import parse, resume
 from trainsweep.training.upload import LogUploader
@@ -397,7 +398,7 @@ def test_a_resume_writes_the_seed_outputs_of_a_run_whose_jobs_end_was_never_reco
     assert set(job.artefacts()) == {layout.run_record_path(run)}
     jobs = jobs_of_document(s3io.get_json(s3, BUCKET, layout.jobs_key(SWEEP)))
 
-    finished = sweeps.finished_runs(s3, BUCKET, SWEEP, [run])
+    finished = finished_runs(s3, BUCKET, SWEEP, [run])
     assert runs.complete_runs(s3, BUCKET, SWEEP, jobs, finished) == [run]
 
     assert job.artefacts() == run_artefacts(parse(data, name=run))

@@ -510,7 +510,7 @@ def test_parse_run_reserves_no_concurrency_unless_the_context_asks(template, tmp
 
 
 def test_a_resume_waits_longer_for_aggregate_sweep_than_it_may_run(template):
-    from trainsweep.aws.sweeps import AGGREGATE_READ_TIMEOUT_S
+    from trainsweep.aws.resume import AGGREGATE_READ_TIMEOUT_S
 
     (aggregate,) = [
         fn["Properties"]

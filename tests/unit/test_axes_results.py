@@ -81,7 +81,7 @@ def test_cell_records_carry_the_setting_only_in_a_sweep_with_axes() -> None:
 
 
 def test_resume_reruns_a_missing_setting_on_the_original_run_names_and_says_what_else_it_reruns() -> None:
-    from trainsweep.aws import sweeps
+    from trainsweep.aws.resume import plan_resume
 
     spec = {
         "name": "s",
@@ -96,7 +96,7 @@ def test_resume_reruns_a_missing_setting_on_the_original_run_names_and_says_what
     failed = next(c for c in cells if c["axes"] == {"dtype": "bfloat16"} and c["batch_size"] == 64)
     doc["cells"] = [{**c, "status": "failed" if c is failed else "completed", "reason": None} for c in cells]
     have = {c["run_name"] for c in cells} - {failed["run_name"]}
-    resume = sweeps.plan_resume(spec, doc, have)
+    resume = plan_resume(spec, doc, have)
     assert resume.missing == [failed["run_name"]]
     same_size = next(c for c in cells if c["axes"] == {"dtype": "float32"} and c["batch_size"] == 64)
     assert resume.also_rerun == [same_size["run_name"]]

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from trainsweep import layout
-from trainsweep.aws import jobstatus, sweeps
+from trainsweep.aws import jobstatus, resume, sweeps
 from trainsweep.errors import TrainsweepError
 from trainsweep.jobs import SCHEMA_VERSION, PlannedJob
 
@@ -193,8 +193,8 @@ def test_a_stale_copy_is_shown_when_the_cloud_cannot_answer(tmp_path: Path) -> N
 
 
 def test_resume_waits_for_its_aggregation_and_never_sends_it_twice() -> None:
-    config = sweeps.aggregate_client(boto3.Session(region_name="us-east-1")).meta.config
-    assert config.read_timeout == sweeps.AGGREGATE_READ_TIMEOUT_S > 10 * 60  # AggregateSweep's timeout
+    config = resume.aggregate_client(boto3.Session(region_name="us-east-1")).meta.config
+    assert config.read_timeout == resume.AGGREGATE_READ_TIMEOUT_S > 10 * 60  # AggregateSweep's timeout
     assert config.retries["total_max_attempts"] == 1
 
 
@@ -223,7 +223,7 @@ class FakeSfn:
 def test_resume_redrives_a_stopped_or_failed_execution_and_watches_it(status: str) -> None:
     sfn = FakeSfn(status)
     watched: list[str] = []
-    ended = sweeps.redrive_interrupted(
+    ended = resume.redrive_interrupted(
         sfn, "arn:x:stateMachine:m", SWEEP, lambda arn: watched.append(arn) or "SUCCEEDED"
     )  # type: ignore[arg-type]
     assert ended == "SUCCEEDED" and sfn.redriven == watched == [f"arn:x:execution:m:{SWEEP}"]
@@ -231,5 +231,5 @@ def test_resume_redrives_a_stopped_or_failed_execution_and_watches_it(status: st
 
 def test_resume_goes_on_without_a_redrive_when_there_is_none_to_do() -> None:
     for sfn in (FakeSfn("SUCCEEDED"), FakeSfn("ABORTED", refuse=True)):
-        assert sweeps.redrive_interrupted(sfn, "arn:x:stateMachine:m", SWEEP, lambda arn: "X") is None  # type: ignore[arg-type]
+        assert resume.redrive_interrupted(sfn, "arn:x:stateMachine:m", SWEEP, lambda arn: "X") is None  # type: ignore[arg-type]
         assert sfn.redriven == []

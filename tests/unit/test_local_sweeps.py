@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from trainsweep import layout
-from trainsweep.aws import sweeps
+from trainsweep.aws import resume, sweeps
 from trainsweep.jobs import SCHEMA_VERSION as JOBS_SCHEMA_VERSION
 from trainsweep.spec import plan_sweep
 
@@ -54,7 +54,7 @@ def test_resume_reruns_only_the_failed_cell_and_keeps_the_others() -> None:
     cells = [_cell(jobs[0], "completed"), _cell(jobs[1], "failed", "boom"), _cell(jobs[2], "completed")]
     doc = _doc(jobs, cells=[*cells, _cell(jobs[3], "completed")])
     have = {j["run_names"][0] for j in jobs} - {jobs[1]["run_names"][0]}
-    plan = sweeps.plan_resume(SPEC, doc, have)
+    plan = resume.plan_resume(SPEC, doc, have)
     assert plan.missing == [jobs[1]["run_names"][0]]
     assert plan.specs == [{**SPEC, "instance_types": ["local"], "batch_sizes": [64], "repetitions": 1}]
     assert plan.also_rerun == []
@@ -66,14 +66,14 @@ def test_resume_reruns_only_the_failed_cell_and_keeps_the_others() -> None:
 def test_a_completed_cell_without_its_run_record_is_rerun() -> None:
     jobs = [_job(32, 0)]
     doc = _doc(jobs, cells=[_cell(jobs[0], "completed")])
-    plan = sweeps.plan_resume(SPEC, doc, set())
+    plan = resume.plan_resume(SPEC, doc, set())
     assert plan.missing == [jobs[0]["run_names"][0]]
 
 
 def test_a_missing_later_repetition_also_reruns_the_earlier_one_and_says_so() -> None:
     jobs = [_job(32, 0), _job(32, 1)]
     doc = _doc(jobs, cells=[_cell(jobs[0], "completed"), _cell(jobs[1], "failed")])
-    plan = sweeps.plan_resume(SPEC, doc, {jobs[0]["run_names"][0]})
+    plan = resume.plan_resume(SPEC, doc, {jobs[0]["run_names"][0]})
     assert plan.specs[0]["repetitions"] == 2
     assert plan.also_rerun == [jobs[0]["run_names"][0]]
     assert plan.kept_cells == []
@@ -82,13 +82,13 @@ def test_a_missing_later_repetition_also_reruns_the_earlier_one_and_says_so() ->
 def test_nothing_to_resume_gives_no_spec() -> None:
     jobs = [_job(32, 0)]
     doc = _doc(jobs, cells=[_cell(jobs[0], "completed")])
-    assert sweeps.plan_resume(SPEC, doc, {jobs[0]["run_names"][0]}).specs == []
+    assert resume.plan_resume(SPEC, doc, {jobs[0]["run_names"][0]}).specs == []
 
 
 def test_merged_cells_prefer_the_new_record() -> None:
     old = [{"run_name": "a", "status": "completed"}, {"run_name": "b", "status": "failed"}]
     new = [{"run_name": "b", "status": "completed"}]
-    assert sweeps.merge_cells(old, new) == [
+    assert resume.merge_cells(old, new) == [
         {"run_name": "a", "status": "completed"},
         {"run_name": "b", "status": "completed"},
     ]
@@ -200,7 +200,7 @@ def test_an_unaggregated_run_whose_record_says_it_did_not_finish_is_rerun() -> N
     jobs = [_job(32, 0), _job(64, 0)]
     doc = _doc(jobs)
     names = [j["run_names"][0] for j in jobs]
-    plan = sweeps.plan_resume(SPEC, doc, set(names), finished={names[0]})
+    plan = resume.plan_resume(SPEC, doc, set(names), finished={names[0]})
     assert plan.missing == [names[1]]
     assert [(c["run_name"], c["status"]) for c in plan.kept_cells] == [(names[0], "completed")]
     assert sweeps.record_outcome({"status": "failed", "failure_reason": "stopped by SIGTERM"}) == (
@@ -219,8 +219,8 @@ def test_spec_differences_name_the_changed_fields_but_not_what_uploading_rewrite
         "max_runtime_seconds": 600,
     }
     given = {**saved, "data": "file:///tmp/data", "workload": {**saved["workload"], "epochs": 3}}
-    assert sweeps.spec_differences(saved, given, SWEEP) == ["workload.epochs"]
-    assert sweeps.spec_differences(saved, {**saved, "data": "file:///tmp/data"}, SWEEP) == []
+    assert resume.spec_differences(saved, given, SWEEP) == ["workload.epochs"]
+    assert resume.spec_differences(saved, {**saved, "data": "file:///tmp/data"}, SWEEP) == []
 
 
 def test_a_lambda_error_cause_becomes_one_line_and_other_causes_keep_their_error_name() -> None:
@@ -258,7 +258,7 @@ def test_resuming_a_sweep_of_some_cells_reruns_them_with_a_spec_that_plans_them(
     }
     jobs = [_job(32, 0), _job(128, 0)]
     doc = _doc(jobs, cells=[_cell(jobs[0], "completed"), _cell(jobs[1], "failed")])
-    plan = sweeps.plan_resume(spec, doc, {jobs[0]["run_names"][0]})
+    plan = resume.plan_resume(spec, doc, {jobs[0]["run_names"][0]})
     (reduced,) = plan.specs
     # the reduced grid is the missing cell itself; the original cells (32 is outside it) would be refused
     assert (reduced["batch_sizes"], reduced["cells"]) == ([128], None)

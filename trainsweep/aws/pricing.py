@@ -96,8 +96,6 @@ def stack_price_fn(
     ``pricing`` None: the Pricing API is not asked (local mode's embedded AWS has none). ``bucket``
     None: no stack (``trainsweep run`` before the stack is found): no cache read or written.
     """
-    from botocore.exceptions import BotoCoreError, ClientError
-
     now = now or datetime.now(UTC)
     wanted = [t for t in instance_types if t not in (LOCAL_CPU, LOCAL_GPU)]
     cached = read_stack_prices(s3, bucket) if bucket else None
@@ -107,21 +105,7 @@ def stack_price_fn(
     known = {t: in_cache[t] for t in wanted if fresh and t in in_cache}
     ask = [t for t in wanted if t not in known]
     if ask and pricing is not None:
-        try:
-            fetched, missing = prices.fetch_prices(pricing, [region], ask)
-        except (BotoCoreError, ClientError) as exc:
-            raise_for_credentials(exc)  # no credentials is no reason to plan with other prices
-            LOG.warning("the AWS Pricing API did not answer (%s); pricing %s otherwise", exc, ", ".join(ask))
-        else:
-            got = fetched.get(region, {})
-            known.update(got)
-            if missing:
-                LOG.info("the AWS Pricing API has no training price for %s", ", ".join(missing))
-            if got and bucket:
-                try:
-                    write_stack_prices(s3, bucket, {region: got}, now=now, replace=[] if fresh else [region])
-                except (BotoCoreError, ClientError) as exc:
-                    LOG.warning("could not cache prices in s3://%s/%s: %s", bucket, layout.PRICES_KEY, exc)
+        known.update(_ask_pricing_api(s3, bucket, pricing, region, ask, now=now, fresh=fresh))
     for t in wanted:
         if t not in known and t in in_cache:  # an old figure of the API beats none, and the shipped one
             known[t] = in_cache[t]
@@ -132,6 +116,37 @@ def stack_price_fn(
         return prices.hourly_usd(instance_type, where)
 
     return price
+
+
+def _ask_pricing_api(
+    s3: S3Client,
+    bucket: str | None,
+    pricing: PricingClient,
+    region: str,
+    ask: list[str],
+    *,
+    now: datetime,
+    fresh: bool,
+) -> dict[str, float]:
+    """The Pricing API's prices of ``ask`` in ``region``, cached in the stack's bucket when there is one
+    (the region's figures replaced unless the cache was ``fresh``); nothing when the API does not answer."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        fetched, missing = prices.fetch_prices(pricing, [region], ask)
+    except (BotoCoreError, ClientError) as exc:
+        raise_for_credentials(exc)  # no credentials is no reason to plan with other prices
+        LOG.warning("the AWS Pricing API did not answer (%s); pricing %s otherwise", exc, ", ".join(ask))
+        return {}
+    got = fetched.get(region, {})
+    if missing:
+        LOG.info("the AWS Pricing API has no training price for %s", ", ".join(missing))
+    if got and bucket:
+        try:
+            write_stack_prices(s3, bucket, {region: got}, now=now, replace=[] if fresh else [region])
+        except (BotoCoreError, ClientError) as exc:
+            LOG.warning("could not cache prices in s3://%s/%s: %s", bucket, layout.PRICES_KEY, exc)
+    return got
 
 
 def _usable(region_prices: Any) -> dict[str, float]:

@@ -47,19 +47,26 @@ def _recognise(args: list[str]) -> tuple[Path, dict[str, Any]] | None:
                 return None
             value = rest[i]
             i += 1
-        if not value or value.startswith("-") or value != value.strip():
+        plain = _plain_value(key, value)
+        if plain is None:
             return None
-        if key in _MINIMUM:
-            if not (value.isascii() and value.isdigit()) or len(value) > _MAX_DIGITS:
-                return None
-            if value != str(int(value)) or int(value) < _MINIMUM[key]:
-                return None
-            options[key] = int(value)
-        else:
-            options[key] = value
+        options[key] = plain
     if log is None:
         return None
     return Path(log), options
+
+
+def _plain_value(key: str, value: str) -> str | int | None:
+    """An option's value as the command gets it, when typer would read it the same way; else None."""
+    if not value or value.startswith("-") or value != value.strip():
+        return None
+    if key not in _MINIMUM:
+        return value
+    if not (value.isascii() and value.isdigit()) or len(value) > _MAX_DIGITS:
+        return None
+    if value != str(int(value)) or int(value) < _MINIMUM[key]:
+        return None
+    return int(value)
 
 
 def print_run_record(timings: Any) -> None:

@@ -290,6 +290,42 @@ def _choose(
     rec.near_by = near_by
 
 
+def _candidates(rows: Sequence[ConfigMetrics], by_target: bool) -> list[ConfigMetrics]:
+    """The configurations that take part: ok, judged, with a time and a cost (to the target, by target)."""
+    return [
+        r
+        for r in rows
+        if r.status == OK
+        and not r.not_judged
+        and r.time_to_train_s is not None
+        and r.cost_to_train_usd is not None
+        and (not by_target or (r.time_to_target_s is not None and r.cost_to_target_usd is not None))
+    ]
+
+
+def _not_judged(
+    rows: Sequence[ConfigMetrics], candidates: Sequence[ConfigMetrics], by_target: bool
+) -> list[ConfigMetrics]:
+    """The rows that do not take part, each with its ``not_judged`` reason set."""
+    taken = {id(r) for r in candidates}
+    out = [r for r in rows if id(r) not in taken]
+    for r in out:
+        r.not_judged = (
+            r.not_judged or not_judged_reason(r, by_target=by_target) or "no time to train or no cost"
+        )
+    return out
+
+
+def _limits(deadline_s: float | None, budget_usd: float | None) -> list[str]:
+    """The user's limits in words."""
+    limits = []
+    if deadline_s is not None:
+        limits.append(f"a deadline of {_fmt_s(deadline_s)}")
+    if budget_usd is not None:
+        limits.append(f"a budget of ${budget_usd:g}")
+    return limits
+
+
 def recommend(
     rows: Sequence[ConfigMetrics],
     *,
@@ -305,24 +341,11 @@ def recommend(
     A configuration whose ``not_judged`` says why (it learns worse, it missed the target) is left out.
     """
     by_target = target is not None
-    pts = [
-        r
-        for r in rows
-        if r.status == OK
-        and not r.not_judged
-        and r.time_to_train_s is not None
-        and r.cost_to_train_usd is not None
-        and (not by_target or (r.time_to_target_s is not None and r.cost_to_target_usd is not None))
-    ]
+    pts = _candidates(rows, by_target)
     rec = Recommendation(
         None, None, deadline_s=deadline_s, budget_usd=budget_usd, candidates=len(pts), target=target
     )
-    taken = {id(r) for r in pts}
-    rec.not_judged = [r for r in rows if id(r) not in taken]
-    for r in rec.not_judged:
-        r.not_judged = (
-            r.not_judged or not_judged_reason(r, by_target=by_target) or "no time to train or no cost"
-        )
+    rec.not_judged = _not_judged(rows, pts, by_target)
     subset = (
         f", a subset: {len(rec.not_judged)} of {rec.configurations} configurations could not be judged"
         if rec.not_judged
@@ -349,11 +372,7 @@ def recommend(
         for r in pts
         if (deadline_s is None or time(r) <= deadline_s) and (budget_usd is None or cost(r) <= budget_usd)
     ]
-    limits = []
-    if deadline_s is not None:
-        limits.append(f"a deadline of {_fmt_s(deadline_s)}")
-    if budget_usd is not None:
-        limits.append(f"a budget of ${budget_usd:g}")
+    limits = _limits(deadline_s, budget_usd)
     if not ok:
         rec.reason = f"none of {len(pts)} configurations meets {' and '.join(limits)}."
         return rec

@@ -27,7 +27,8 @@ from trainsweep.accelerators import ACCELERATORS, PRECISIONS, Accelerator
 from trainsweep.logs import mllog
 
 if TYPE_CHECKING:
-    from trainsweep.cost.metrics import ConfigMetrics, RunMetrics
+    from trainsweep.cost.metrics import ConfigMetrics
+    from trainsweep.cost.runs import RunMetrics
     from trainsweep.logs.model import RunTimings
 
 TOKEN_NAMES = ("tokens_per_sample", "seq_len")

@@ -125,34 +125,12 @@ class CloudMLReader:
     def feed(self, region: bytes, newlines_before: int) -> None:
         """Read every cloud-ML line of ``region`` (whole lines, starting at a newline)."""
         lc = LineCounter(region, newlines_before)
-        if self._bar_budget is not None and not self._bar_done:
-            self._first_bar(region, 0)
-        if self._tb_budget:
-            self._exception_line(region, 0)
-        if self._cmd_budget > 0:
-            self._find_command_line(region)
-        self._last_form_here = native.has(region, LAST_STEP_LIT)
-        self.last_step_form |= self._last_form_here
-        rare_lines = native.rare_lines
-        if rare_lines is not None:  # the same matches: RARE matches only at a newline, within its line
-            match = RARE.match
-            events = [m for at in rare_lines(region, RARE_STARTS) if (m := match(region, at)) is not None]
-        else:
-            events = list(RARE.finditer(region))
-        if VACC_LIT in region:
-            events.extend(native.finditer_at(VACC, region, VACC_LIT))
-            events.sort(key=re.Match.start)
+        self._rare_once(region)
+        events = self._events(region)
         if not events:
             self._bulk(region, 0, len(region), lc)
             return
-        # The stretches between the events: before each event (a rare line starts at a newline: the
-        # stretch before it keeps that newline, its last line's end) and after the last one.
-        cuts = [0]
-        cut = cuts.append
-        for m in events:
-            cut(m.start() + 1 if m.re is RARE else m.start())
-            cut(m.end())
-        cut(len(region))
+        cuts = _stretches(events, len(region))
         scan = native.scan_stretches
         if scan is not None:
             # every stretch in one call (C); False: not plain, or the oldest logs' last-step form
@@ -171,6 +149,31 @@ class CloudMLReader:
                 g = m.lastindex
                 rare("vacc" if g is None or m.re is VACC else KIND_OF[g], m, g or 1, region, lc)
         self.records += len(events)
+
+    def _rare_once(self, region: bytes) -> None:
+        """Lines looked for until found (first progress bar, traceback, command line); the last-step form."""
+        if self._bar_budget is not None and not self._bar_done:
+            self._first_bar(region, 0)
+        if self._tb_budget:
+            self._exception_line(region, 0)
+        if self._cmd_budget > 0:
+            self._find_command_line(region)
+        self._last_form_here = native.has(region, LAST_STEP_LIT)
+        self.last_step_form |= self._last_form_here
+
+    @staticmethod
+    def _events(region: bytes) -> list[re.Match[bytes]]:
+        """The region's rare lines and validation accuracies, in order."""
+        rare_lines = native.rare_lines
+        if rare_lines is not None:  # the same matches: RARE matches only at a newline, within its line
+            match = RARE.match
+            events = [m for at in rare_lines(region, RARE_STARTS) if (m := match(region, at)) is not None]
+        else:
+            events = list(RARE.finditer(region))
+        if VACC_LIT in region:
+            events.extend(native.finditer_at(VACC, region, VACC_LIT))
+            events.sort(key=re.Match.start)
+        return events
 
     def _bulk(self, region: bytes, start: int, end: int, lc: LineCounter) -> None:
         """Steps and ``Real time`` stamps between two rare lines all belong to the same epoch.
@@ -552,6 +555,15 @@ class CloudMLReader:
     def check(self, run: RunTimings) -> bool:
         """The quality checks of the run's shape (:func:`checks.cloudml_shape`); True: it is partial."""
         return checks.cloudml_shape(run, self)
+
+
+def _stretches(events: list[re.Match[bytes]], end: int) -> list[int]:
+    """Cuts around the events: before each (a rare line's stretch keeps its newline), after the last."""
+    cuts = [0]
+    for m in events:
+        cuts += (m.start() + 1 if m.re is RARE else m.start(), m.end())
+    cuts.append(end)
+    return cuts
 
 
 _RARE: dict[str, Callable[[CloudMLReader, re.Match[bytes], int, bytes, LineCounter], None]] = {

@@ -67,8 +67,18 @@ def merge_ranks(
     ``extra["rank_files"]`` maps each rank to its file.
     """
     by_rank = sorted(files, key=lambda t: t[0])
+    merged = _merged_timings(by_rank, name)
+    for rank, path, run in by_rank:
+        for p in run.problems:
+            merged.problems.append(replace(p, message=f"rank {rank} ({path}): {p.message}"))
+    _note_absent_ranks(merged, by_rank, left_out)
+    return merged
+
+
+def _merged_timings(by_rank: list[tuple[int, str, RunTimings]], name: str) -> RunTimings:
+    """The run's timings: the primary rank's, with the end, status, reads and files of every rank."""
     rank0, _, primary = next((t for t in by_rank if t[0] == 0), by_rank[0])
-    merged = RunTimings(
+    return RunTimings(
         name=name,
         dialect=primary.dialect,
         computing_system=primary.computing_system,
@@ -89,9 +99,12 @@ def merge_ranks(
         bytes_read=sum(r.bytes_read for _, _, r in by_rank),
         lines_read=sum(r.lines_read for _, _, r in by_rank),
     )
-    for rank, path, run in by_rank:
-        for p in run.problems:
-            merged.problems.append(replace(p, message=f"rank {rank} ({path}): {p.message}"))
+
+
+def _note_absent_ranks(
+    merged: RunTimings, by_rank: list[tuple[int, str, RunTimings]], left_out: list[tuple[str, str]]
+) -> None:
+    """The world size the ranks show, and a problem per file left out and per rank of it without a log."""
     seen = [rank for rank, _, _ in by_rank]
     world = max([max(seen) + 1] + [r.header.world_size or 0 for _, _, r in by_rank])
     merged.header.world_size = world
@@ -109,4 +122,3 @@ def merge_ranks(
             f"rank(s) {listed} of 0-{world - 1} have no readable log file; the run is made from the "
             f"{len(seen)} other rank(s)",
         )
-    return merged

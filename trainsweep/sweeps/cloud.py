@@ -8,6 +8,7 @@ sweep's cells without results), watch the cells and download the results to ``ou
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,6 @@ def run_cloud(
     :class:`SweepInterrupted`: the sweep goes on in AWS.
     """
     from trainsweep.aws import sweeps
-    from trainsweep.aws.code import upload_source
     from trainsweep.errors import TrainsweepError
     from trainsweep.sourcedir import spec_dir, stage
     from trainsweep.spec import load_spec, make_sweep_id
@@ -126,13 +126,7 @@ def run_cloud(
     bucket, machine = found or stack_resources(session, stack)
     s3, sfn, sm = session.client("s3"), session.client("stepfunctions"), session.client("sagemaker")
     sweep_id = resume or sweep_id or make_sweep_id(spec.name, datetime.now(UTC))
-    spec_dict = spec.to_dict()
-    if staged is not None:
-        spec_dict = upload_source(s3, bucket, sweep_id, spec_dict, staged)
-        events.say(
-            f"Packed {staged.local.root} ({staged.packed.files} files, "
-            f"{len(staged.packed.data) / 1024:.0f} KiB) for every job of the sweep"
-        )
+    spec_dict = _with_uploaded_code(s3, bucket, sweep_id, spec.to_dict(), staged, events)
     run = SweepRun(sweep_id, out / sweep_id, None, None, local=False)
     clients = (s3, sfn, sm, session.region_name)
 
@@ -147,30 +141,62 @@ def run_cloud(
         except KeyboardInterrupt:
             run.interrupted = True
             raise SweepInterrupted(run) from None
-    else:
-        run.execution_arn = sweeps.start_sweep(sfn, machine, spec_dict, sweep_id)
-        events.say(f"Started sweep {sweep_id} ({run.execution_arn})")
-        if not watch:
-            run.watched = False
-            if spec.tracking is not None:
-                events.note(
-                    "tracking: the sweep is exported to MLflow when `trainsweep run` watches it to its end; "
-                    "after `trainsweep download`, `trainsweep export mlflow` does it"
-                )
-            return run
-        try:
-            run.execution_status = wait(run.execution_arn)
-        except KeyboardInterrupt:
-            run.interrupted = True
-            raise SweepInterrupted(run) from None
-        run.error = sweeps.execution_error(sfn, run.execution_arn)
-        run.error_detail = sweeps.execution_error_detail(sfn, run.execution_arn)
+    elif not _start(sfn, machine, spec_dict, run, wait if watch else None, events):
+        if spec.tracking is not None:
+            events.note(
+                "tracking: the sweep is exported to MLflow when `trainsweep run` watches it to its end; "
+                "after `trainsweep download`, `trainsweep export mlflow` does it"
+            )
+        return run
     fetch(s3, bucket, sweep_id, run.dest, models=models, events=events)
     run.downloaded = True
     run.view = sweeps.sweep_view(
         s3=s3, bucket=bucket, sweep_id=sweep_id, sagemaker=sm, region=session.region_name
     )
     return finish(run, events, record, spec)
+
+
+def _with_uploaded_code(
+    s3: Any, bucket: str, sweep_id: str, spec_dict: dict[str, Any], staged: Any, events: SweepEvents
+) -> dict[str, Any]:
+    """The spec the sweep runs: with the script's folder packed and uploaded, when it has one."""
+    from trainsweep.aws.code import upload_source
+
+    if staged is None:
+        return spec_dict
+    spec_dict = upload_source(s3, bucket, sweep_id, spec_dict, staged)
+    events.say(
+        f"Packed {staged.local.root} ({staged.packed.files} files, "
+        f"{len(staged.packed.data) / 1024:.0f} KiB) for every job of the sweep"
+    )
+    return spec_dict
+
+
+def _start(
+    sfn: Any,
+    machine: str,
+    spec_dict: dict[str, Any],
+    run: SweepRun,
+    wait: Callable[[str], str] | None,
+    events: SweepEvents,
+) -> bool:
+    """Start the sweep's execution and, with ``wait``, watch it to its end (Ctrl-C raises
+    :class:`SweepInterrupted`); False: started only, not watched."""
+    from trainsweep.aws import sweeps
+
+    run.execution_arn = sweeps.start_sweep(sfn, machine, spec_dict, run.sweep_id)
+    events.say(f"Started sweep {run.sweep_id} ({run.execution_arn})")
+    if wait is None:
+        run.watched = False
+        return False
+    try:
+        run.execution_status = wait(run.execution_arn)
+    except KeyboardInterrupt:
+        run.interrupted = True
+        raise SweepInterrupted(run) from None
+    run.error = sweeps.execution_error(sfn, run.execution_arn)
+    run.error_detail = sweeps.execution_error_detail(sfn, run.execution_arn)
+    return True
 
 
 def _resume(
@@ -187,8 +213,8 @@ def _resume(
 ) -> None:
     """Re-run the cells of ``run``'s sweep without results, then re-aggregate all of them."""
     from trainsweep import layout
+    from trainsweep.aws import resume
     from trainsweep.aws import s3 as s3io
-    from trainsweep.aws import sweeps
 
     s3 = session.client("s3")
     saved_spec = s3io.get_json(s3, bucket, layout.spec_key(run.sweep_id))
@@ -197,9 +223,9 @@ def _resume(
     )
     if note:
         events.note(note)
-    outcome = sweeps.resume_sweep(
+    outcome = resume.resume_sweep(
         s3=s3, sfn=session.client("stepfunctions"), cfn=session.client("cloudformation"),
-        lam=sweeps.aggregate_client(session), stack_name=stack, bucket=bucket, state_machine_arn=machine,
+        lam=resume.aggregate_client(session), stack_name=stack, bucket=bucket, state_machine_arn=machine,
         sweep_id=run.sweep_id, spec=spec_dict, watch=wait,
     )  # fmt: skip
     run.execution_status, run.error, run.error_detail = outcome.status, outcome.error, outcome.detail

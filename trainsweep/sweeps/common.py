@@ -21,18 +21,18 @@ def spec_change_note(
     """What to tell the user when the spec given to a resume is not the sweep's own (the given one runs);
     None when they agree. ``code_digest``: the digest of the script's folder as the resume packed it
     (another archive than the sweep's means other code for the re-run cells)."""
-    from trainsweep.aws import sweeps
+    from trainsweep.aws import resume
     from trainsweep.spec import load_spec
 
     if not isinstance(saved, dict):
         return None
-    changed = sweeps.spec_differences(saved, load_spec(spec_source).to_dict(), sweep_id, code_digest)
+    changed = resume.spec_differences(saved, load_spec(spec_source).to_dict(), sweep_id, code_digest)
     if not changed:
         return None
     return (
         f"note: {spec_source} differs from sweep {sweep_id}'s spec in {', '.join(changed)}; "
         "the re-run cells use the spec given here"
-        + (" and the script's files as they are now" if sweeps.CODE_CHANGED in changed else "")
+        + (" and the script's files as they are now" if resume.CODE_CHANGED in changed else "")
         + "."
     )
 

@@ -417,13 +417,13 @@ def _resume(
     result: SweepRun,
     mirror: Any,
 ) -> None:
-    from trainsweep.aws import sweeps
+    from trainsweep.aws import resume, sweeps
 
     s3 = aws.client("s3")
     sweeps.upload_sweep(s3, bucket, sweep_id, previous)
     mirror.mark_current()  # what was just uploaded is on disk already
     mirror.start()
-    outcome = sweeps.resume_sweep(
+    outcome = resume.resume_sweep(
         s3=s3,
         sfn=aws.client("stepfunctions"),
         cfn=aws.client("cloudformation"),

@@ -275,37 +275,9 @@ def _check_settings(raw: dict[str, str], settings: list[dict[str, Any]], synthet
 
 def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
     """Validate the hyperparameters into a :class:`JobConfig`; raises :class:`JobConfigError`."""
-    workload = str(raw.get(hp.WORKLOAD, "")).strip().strip('"')
-    if not workload:
-        raise JobConfigError(f"missing hyperparameter {hp.WORKLOAD!r}: one of {', '.join(WORKLOADS)}")
-    if workload not in WORKLOADS:
-        raise JobConfigError(f"unknown workload {workload!r}: this container runs {', '.join(WORKLOADS)}")
-    mode = str(raw.get(hp.MODE, "full")).strip().strip('"') or "full"
-    if mode not in MODES:
-        raise JobConfigError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    workload, mode = _workload_and_mode(raw)
     epochs = _int(raw, hp.EPOCHS)
-    names = [n.strip() for n in raw.get(hp.RUN_NAMES, "").split(",") if n.strip()]
-    packed = bool(raw.get(hp.BATCH_SIZES, "").strip())
-    if packed:
-        try:
-            sizes = [int(s) for s in raw[hp.BATCH_SIZES].split(",") if s.strip()]
-        except ValueError:
-            raise JobConfigError(
-                f"hyperparameter {hp.BATCH_SIZES!r} must be comma-separated whole numbers, "
-                f"got {raw[hp.BATCH_SIZES]!r}"
-            ) from None
-        if any(s < 1 for s in sizes):
-            raise JobConfigError(f"batch sizes must be >= 1, got {raw[hp.BATCH_SIZES]!r}")
-        if len(names) != len(sizes):
-            raise JobConfigError(
-                f"{hp.RUN_NAMES!r} must name one run per batch size: {len(sizes)} batch sizes, "
-                f"{len(names)} run names"
-            )
-    else:
-        sizes = [_int(raw, hp.BATCH_SIZE)]
-        names = names[:1] or run_names_hint(raw)
-    if len(set(names)) != len(names):
-        raise JobConfigError(f"run names must be unique, got {names}")
+    names, sizes, packed = _runs(raw)
     synthetic = _bool(raw, hp.SYNTHETIC, False)
     synthetic_samples = _int(raw, hp.SYNTHETIC_SAMPLES, 0) or None
     if synthetic_samples and not synthetic:
@@ -313,16 +285,7 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
             f"{hp.SYNTHETIC_SAMPLES!r} sizes the synthetic dataset: set {hp.SYNTHETIC}=true too"
         )
     rule = stop_rule(lambda name: _value(raw, name, None))
-    if not synthetic and not paths.channel(TRAIN_CHANNEL).is_dir():
-        download = _bool(raw, hp.DOWNLOAD, paths.is_default_base)
-        if not download:
-            raise JobConfigError(
-                f"no data: channel {TRAIN_CHANNEL!r} is missing ({paths.channel(TRAIN_CHANNEL)}); "
-                f"give the job a 'train' channel, set {hp.SYNTHETIC}=true for random data, "
-                f"or {hp.DOWNLOAD}=true to download the dataset"
-            )
-    else:
-        download = False
+    download = _download(raw, paths, synthetic)
     settings = cell_settings(raw, len(names))
     _check_settings(raw, settings, synthetic)
     return JobConfig(
@@ -350,3 +313,58 @@ def parse_config(raw: dict[str, str], paths: Paths) -> JobConfig:
         num_workers=_value(raw, hp.NUM_WORKERS, None),
         raw=dict(raw),
     )
+
+
+def _workload_and_mode(raw: dict[str, str]) -> tuple[str, str]:
+    """The built-in workload the job trains and its mode (full or early-stop)."""
+    workload = str(raw.get(hp.WORKLOAD, "")).strip().strip('"')
+    if not workload:
+        raise JobConfigError(f"missing hyperparameter {hp.WORKLOAD!r}: one of {', '.join(WORKLOADS)}")
+    if workload not in WORKLOADS:
+        raise JobConfigError(f"unknown workload {workload!r}: this container runs {', '.join(WORKLOADS)}")
+    mode = str(raw.get(hp.MODE, "full")).strip().strip('"') or "full"
+    if mode not in MODES:
+        raise JobConfigError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    return workload, mode
+
+
+def _runs(raw: dict[str, str]) -> tuple[list[str], list[int], bool]:
+    """(run names, their batch sizes, whether the job is packed: several batch sizes in one job)."""
+    names = [n.strip() for n in raw.get(hp.RUN_NAMES, "").split(",") if n.strip()]
+    packed = bool(raw.get(hp.BATCH_SIZES, "").strip())
+    if packed:
+        try:
+            sizes = [int(s) for s in raw[hp.BATCH_SIZES].split(",") if s.strip()]
+        except ValueError:
+            raise JobConfigError(
+                f"hyperparameter {hp.BATCH_SIZES!r} must be comma-separated whole numbers, "
+                f"got {raw[hp.BATCH_SIZES]!r}"
+            ) from None
+        if any(s < 1 for s in sizes):
+            raise JobConfigError(f"batch sizes must be >= 1, got {raw[hp.BATCH_SIZES]!r}")
+        if len(names) != len(sizes):
+            raise JobConfigError(
+                f"{hp.RUN_NAMES!r} must name one run per batch size: {len(sizes)} batch sizes, "
+                f"{len(names)} run names"
+            )
+    else:
+        sizes = [_int(raw, hp.BATCH_SIZE)]
+        names = names[:1] or run_names_hint(raw)
+    if len(set(names)) != len(names):
+        raise JobConfigError(f"run names must be unique, got {names}")
+    return names, sizes, packed
+
+
+def _download(raw: dict[str, str], paths: Paths, synthetic: bool) -> bool:
+    """Whether the job downloads its dataset: only without a train channel and with real data (by
+    default where the paths are SageMaker's own); neither a channel nor a download is an error."""
+    if synthetic or paths.channel(TRAIN_CHANNEL).is_dir():
+        return False
+    download = _bool(raw, hp.DOWNLOAD, paths.is_default_base)
+    if not download:
+        raise JobConfigError(
+            f"no data: channel {TRAIN_CHANNEL!r} is missing ({paths.channel(TRAIN_CHANNEL)}); "
+            f"give the job a 'train' channel, set {hp.SYNTHETIC}=true for random data, "
+            f"or {hp.DOWNLOAD}=true to download the dataset"
+        )
+    return download

@@ -243,32 +243,12 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
     cell_axes = cell_settings(raw, max(len(names), 1))
     settings = _command_settings(raw, [*written, *axes.names_of(cell_axes)])
     entry = _text(raw, contract.PROGRAM) or settings["entry"] or ""
-    submit = _text(raw, contract.SUBMIT_DIRECTORY)
-    if not submit:
-        raise JobConfigError(
-            f"script job without {contract.SUBMIT_DIRECTORY!r}: give the s3:// URI of the sourcedir.tar.gz "
-            "(trainsweep run packs and uploads it)"
-        )
+    submit = _submit_directory(raw)
     mode = _text(raw, contract.MODE, "full") or "full"
     if mode not in MODES:
         raise JobConfigError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    try:
-        epochs = int(_text(raw, contract.EPOCHS))
-        sizes = [int(s) for s in _text(raw, contract.BATCH_SIZES).split(",") if s.strip()]
-    except ValueError:
-        raise JobConfigError(
-            f"{contract.EPOCHS!r} and {contract.BATCH_SIZES!r} must be whole numbers, got "
-            f"{raw.get(contract.EPOCHS)!r} and {raw.get(contract.BATCH_SIZES)!r}"
-        ) from None
-    if epochs < 1 or not sizes or any(s < 1 for s in sizes):
-        raise JobConfigError(f"epochs and batch sizes must be >= 1, got {epochs} and {sizes}")
-    if not names and len(sizes) == 1:
-        names = run_names_hint({})
-    if len(names) != len(sizes) or len(set(names)) != len(names):
-        raise JobConfigError(
-            f"{contract.RUN_NAMES!r} must name one unique run per batch size: {len(sizes)} batch sizes, "
-            f"run names {names}"
-        )
+    epochs, sizes = _epochs_and_sizes(raw)
+    names = _names_per_size(names, sizes)
     return ScriptConfig(
         entry_point=entry,
         submit_directory=submit,
@@ -295,6 +275,43 @@ def parse_script_config(raw: dict[str, str]) -> ScriptConfig:
         placeholder_values=written,
         search_min_gain=_search_gain(raw),
     )
+
+
+def _submit_directory(raw: dict[str, str]) -> str:
+    submit = _text(raw, contract.SUBMIT_DIRECTORY)
+    if not submit:
+        raise JobConfigError(
+            f"script job without {contract.SUBMIT_DIRECTORY!r}: give the s3:// URI of the sourcedir.tar.gz "
+            "(trainsweep run packs and uploads it)"
+        )
+    return submit
+
+
+def _epochs_and_sizes(raw: dict[str, str]) -> tuple[int, list[int]]:
+    """The epochs of every run and the job's batch sizes, each at least 1."""
+    try:
+        epochs = int(_text(raw, contract.EPOCHS))
+        sizes = [int(s) for s in _text(raw, contract.BATCH_SIZES).split(",") if s.strip()]
+    except ValueError:
+        raise JobConfigError(
+            f"{contract.EPOCHS!r} and {contract.BATCH_SIZES!r} must be whole numbers, got "
+            f"{raw.get(contract.EPOCHS)!r} and {raw.get(contract.BATCH_SIZES)!r}"
+        ) from None
+    if epochs < 1 or not sizes or any(s < 1 for s in sizes):
+        raise JobConfigError(f"epochs and batch sizes must be >= 1, got {epochs} and {sizes}")
+    return epochs, sizes
+
+
+def _names_per_size(names: list[str], sizes: list[int]) -> list[str]:
+    """One unique run name per batch size (a lone unnamed run gets the hint's name)."""
+    if not names and len(sizes) == 1:
+        names = run_names_hint({})
+    if len(names) != len(sizes) or len(set(names)) != len(names):
+        raise JobConfigError(
+            f"{contract.RUN_NAMES!r} must name one unique run per batch size: {len(sizes)} batch sizes, "
+            f"run names {names}"
+        )
+    return names
 
 
 def fetch_source(uri: str, dest: Path) -> None:
