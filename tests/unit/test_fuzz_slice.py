@@ -5,10 +5,7 @@ The full run (50,000 log snippets, 10,000 specs) is on demand: ``python benchmar
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from fuzz_inputs import run
 
