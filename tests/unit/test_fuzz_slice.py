@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from fuzz_inputs import run
 
 
+@pytest.mark.slow
 def test_2000_mutated_logs_and_specs_raise_nothing_and_chunking_never_changes_a_record(
     real_data: Path,
 ) -> None:
