@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # app.py / infra/ for the harness
 sys.path.insert(0, str(ROOT / "tests" / "statemachine"))
 sys.path.insert(0, str(ROOT / "tests" / "infra"))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")

@@ -1,6 +1,6 @@
 """Benchmark: 1,000 raw logs uploaded at once in local mode, every one parsed (issue 13, item 11).
 
-Runs ``tests/unit/test_local_log_burst.py``'s scenario at full size: a fresh embedded AWS with the
+Runs ``tests/embedded_aws/test_local_log_burst.py``'s scenario at full size: a fresh embedded AWS with the
 results bucket (versioned) and the real ParseRun notified for ``sweeps/`` logs; 1,000 logs uploaded
 from 8 threads, 100 of them twice; waits as ``run_local_sweep`` does; checks every run record exists
 and no artefact was written twice with different bytes; prints the upload and parse times.
@@ -16,8 +16,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
-sys.path.insert(0, str(ROOT))  # the test module imports tests.unit.test_local_server
+sys.path.insert(0, str(ROOT / "tests" / "embedded_aws"))
+sys.path.insert(0, str(ROOT))  # the test module imports tests.embedded_aws.test_local_server
 
 
 def main() -> None:

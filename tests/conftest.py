@@ -1,4 +1,5 @@
-"""Shared test fixtures: where the real data lives, fake AWS credentials for every test, a browser."""
+"""Shared test fixtures: where the real data lives, fake AWS credentials for every test, a synthetic
+cloud-ML log, a browser."""
 
 from __future__ import annotations
 
@@ -38,6 +39,53 @@ def _fake_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+
+def _cloudml_log(
+    *,
+    epochs: int = 3,
+    announced: int | None = None,
+    steps: int = 4,
+    batch_size: int = 256,
+    samples: int = 1024,
+    step_s: float = 0.0125,
+    unit: str = "s",
+    command: bool = True,
+    final: bool = True,
+    python2_init: bool = False,
+) -> bytes:
+    """A cloud-ML (MNIST-style) log: init, per-epoch header, Real time, steps, validation, epoch time."""
+    lines: list[str] = []
+    if command:
+        lines.append(
+            f"python3 mnist_cnn.py --batch-size {batch_size} --num-gpus 1 --epochs {announced or epochs}"
+        )
+    lines.append(f"x_train shape: ({samples}, 28, 28, 1)")
+    lines.append("('Tempo de inicializacao: ', 0.25)" if python2_init else "Initialization time 0.25")
+    lines.append(f"Train on {samples} samples, validate on 100 samples")
+    t = 1_600_000_000.0
+    for e in range(1, epochs + 1):
+        lines += [f"Epoch {e}/{announced or epochs}", "", f"Real time: {t}", ""]
+        for s in range(1, steps + 1):
+            done = min(s * batch_size, samples)
+            lines.append(f"{done:>6}/{samples} [=>....] - ETA: 1s - loss: 0.5 - accuracy: 0.9")
+            lines.append(f"{s} step training time: {step_s * (10 if s == 1 and e == 1 else 1)}{unit}")
+            lines.append("")
+        lines.append(
+            f"{samples}/{samples} [==============================] - 1s - loss: 0.1 - val_accuracy: 0.9{e}"
+        )
+        lines.append(f"Validation time: 0.05{e}{unit}")
+        t += 1.5
+        lines += ["", f"Real time: {t}{unit}", "", f"Epoch time: 1.5{e}{unit}"]
+    if final:
+        lines.append("Duracao do treinamento: 5.5")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture
+def cloudml_log() -> Callable[..., bytes]:
+    """``cloudml_log(epochs=3, steps=4, ...)`` -> bytes of a well-formed cloud-ML log."""
+    return _cloudml_log
 
 
 CHROMIUM = shutil.which("chromium")

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
 
+from tests.handlers.handler_helpers import BUCKET, ROOT, STACK_IMAGE
 from trainsweep.aws.config import BUCKET_ENV, TRAINING_IMAGE_ENV
 from trainsweep.local import lambda_runner
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from handler_helpers import BUCKET, ROOT, STACK_IMAGE
 
 
 @pytest.fixture

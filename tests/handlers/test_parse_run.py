@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import boto3
-from handler_helpers import BUCKET, put_planned_runs, s3_event
 
+from tests.handlers.handler_helpers import BUCKET, put_planned_runs, s3_event
 from trainsweep import layout
 from trainsweep.artefacts import run_artefacts
 from trainsweep.local import lambda_runner

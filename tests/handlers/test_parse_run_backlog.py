@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from handler_helpers import BUCKET, put_planned_runs, s3_event
 
+from tests.handlers.handler_helpers import BUCKET, put_planned_runs, s3_event
 from trainsweep import layout
 from trainsweep.aws import runs
 from trainsweep.aws import s3 as s3io

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from handler_helpers import BUCKET, jobs_document, planned_job, put_planned_runs, s3_event
 
+from tests.handlers.handler_helpers import BUCKET, jobs_document, planned_job, put_planned_runs, s3_event
 from trainsweep import layout
 from trainsweep.artefacts import run_artefacts, run_record_bytes
 from trainsweep.aws import runs
@@ -251,7 +251,7 @@ def test_the_finished_job_resumes_from_the_last_upload(s3, handler, context, fcn
 
 
 def test_a_job_with_its_own_log_format_resumes_with_that_pattern(s3, handler, context, tmp_path, monkeypatch):
-    from handler_helpers import jobs_document
+    from tests.handlers.handler_helpers import jobs_document
 
     pattern = r"^epoch (?P<epoch>\d+) step (?P<step>\d+): (?P<step_s>[0-9.]+) s$"
     run = f"{SWEEP}-p3-1-64-e0"

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from handler_helpers import BUCKET, jobs_document, planned_job, s3_event
-
+from tests.handlers.handler_helpers import BUCKET, jobs_document, planned_job, s3_event
 from trainsweep import layout
 
 SWEEP = "mine-20260101-000000"

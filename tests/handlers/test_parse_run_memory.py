@@ -11,15 +11,10 @@ floor here against a cap of 92 MB, 1.3 GB for the 1 GB log.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+import bench_parse_run_memory as bench
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import bench_parse_run_memory as bench  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

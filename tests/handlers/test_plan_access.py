@@ -7,8 +7,8 @@ import re
 from typing import Any
 
 import pytest
-from handler_helpers import BUCKET
 
+from tests.handlers.handler_helpers import BUCKET
 from trainsweep import layout
 from trainsweep.aws.config import DATA_BUCKETS_ENV, EMBEDDED_ENV
 from trainsweep.errors import SpecError

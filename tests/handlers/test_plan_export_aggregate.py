@@ -11,8 +11,8 @@ from typing import Any
 
 import boto3
 import pytest
-from handler_helpers import BUCKET, planned_job, s3_event
 
+from tests.handlers.handler_helpers import BUCKET, planned_job, s3_event
 from trainsweep import layout
 from trainsweep.aws import cloudwatch, quotas
 from trainsweep.aws import s3 as s3io

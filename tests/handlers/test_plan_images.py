@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from handler_helpers import BUCKET, STACK_IMAGE
 
+from tests.handlers.handler_helpers import BUCKET, STACK_IMAGE
 from trainsweep import layout
 from trainsweep.aws.config import TRAINING_IMAGE_ENV, ConfigError
 

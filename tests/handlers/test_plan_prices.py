@@ -14,8 +14,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
-from handler_helpers import BUCKET, s3_event
 
+from tests.handlers.handler_helpers import BUCKET, s3_event
 from trainsweep import layout
 from trainsweep.aws import pricing
 from trainsweep.aws import s3 as s3io

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from handler_helpers import BUCKET, planned_job
 
+from tests.handlers.handler_helpers import BUCKET, planned_job
 from trainsweep.requests import PlanSweepRequest, RequestError, parse_request
 
 SPEC: dict[str, Any] = {

@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# The CDK app (app.py, infra/) lives at the repository root, outside the installed package.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-from synth_helpers import synth
+from tests.infra.synth_helpers import synth
 
 
 @pytest.fixture(scope="session")

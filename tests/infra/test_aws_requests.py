@@ -24,8 +24,8 @@ import pytest
 import yaml
 from botocore.model import Shape
 from botocore.validate import ParamValidator
-from synth_helpers import ROOT, as_list, resources, states_by_name
 
+from tests.infra.synth_helpers import ROOT, as_list, resources, states_by_name
 from trainsweep import image
 from trainsweep.aws.workflow import state_input, with_default_image
 from trainsweep.spec import LOCAL_TYPES, plan_sweep

@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from synth_helpers import ROOT
+
+from tests.infra.synth_helpers import ROOT
 
 LAMBDA_UNZIPPED_LIMIT = 262_144_000  # 250 MiB, code and layers unzipped
 

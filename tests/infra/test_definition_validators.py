@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from synth_helpers import ROOT, resources
+
+from tests.infra.synth_helpers import ROOT, resources
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 

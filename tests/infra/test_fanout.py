@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from synth_helpers import as_list, resources, states_by_name
+from tests.infra.synth_helpers import as_list, resources, states_by_name
 
 
 def _definition(template: dict[str, Any]) -> dict[str, Any]:

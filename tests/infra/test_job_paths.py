@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 import pytest
-from synth_helpers import resources
 
+from tests.infra.synth_helpers import resources
 from trainsweep.jobs import FIELDS, job_path
 
 # A path into the job: ``$.job.<field>``, whole or inside an intrinsic (``States.Format(.., $.job.x)``).

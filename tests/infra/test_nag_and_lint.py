@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from synth_helpers import ROOT
+
+from tests.infra.synth_helpers import ROOT
 
 
 def test_synth_with_aws_solutions_checks_raises_nothing(template):
@@ -17,7 +18,8 @@ def test_synth_with_aws_solutions_checks_raises_nothing(template):
 
 def test_every_acknowledgement_carries_a_reason(tmp_path, monkeypatch):
     import aws_cdk
-    from synth_helpers import synth
+
+    from tests.infra.synth_helpers import synth
 
     seen: list[tuple[str, str]] = []
     original = aws_cdk.Validations.acknowledge
@@ -41,7 +43,7 @@ def test_an_unacknowledged_finding_makes_synth_fail(tmp_path, monkeypatch):
     import infra.app
 
     monkeypatch.setattr(infra.app, "acknowledge", lambda stack: None)
-    from synth_helpers import synth
+    from tests.infra.synth_helpers import synth
 
     with pytest.raises(Exception, match=r"(?i)validation"):
         synth(tmp_path)

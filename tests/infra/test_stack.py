@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from synth_helpers import ROOT, as_list, resources, statements, states_by_name, synth
 
+from tests.infra.synth_helpers import ROOT, as_list, resources, statements, states_by_name, synth
 from trainsweep import layout
 from trainsweep.aws import outputs
 

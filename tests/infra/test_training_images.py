@@ -8,8 +8,8 @@ import re
 from typing import Any
 
 import pytest
-from synth_helpers import as_list, resources, statements, synth
 
+from tests.infra.synth_helpers import as_list, resources, statements, synth
 from trainsweep import layout
 from trainsweep.aws import outputs
 from trainsweep.aws.config import TRAINING_IMAGE_ENV

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from sweep_harness import RETRY_CONTEXT, moto_sweeps
+from tests.statemachine.sweep_harness import RETRY_CONTEXT, moto_sweeps
 
 
 @pytest.fixture(scope="session")
 def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    from synth_helpers import synth
+    from tests.infra.synth_helpers import synth
 
     return synth(tmp_path_factory.mktemp("cdk-sm"), {"retry": RETRY_CONTEXT}, nag=False)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import threading
 import time
 import traceback
@@ -22,8 +21,6 @@ import pytest
 from moto import mock_aws
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # app.py / infra/ live at the repository root
-sys.path.insert(0, str(ROOT / "tests" / "infra"))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 ACCOUNT = "123456789012"

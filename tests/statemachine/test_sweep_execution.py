@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from sweep_harness import INVALID_REQUEST, moto_sweeps
 
+from tests.statemachine.sweep_harness import INVALID_REQUEST, moto_sweeps
 from trainsweep import layout
 
 SPEC: dict[str, Any] = {

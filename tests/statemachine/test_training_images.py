@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sweep_harness import render
-
+from tests.statemachine.sweep_harness import render
 from trainsweep import layout
 from trainsweep.aws import outputs
 

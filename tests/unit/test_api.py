@@ -1,15 +1,13 @@
 """The Python API (``from trainsweep import plan, run, status, load, ...``): what the CLI does, from code.
 
 Local and cloud runs through the API are in tests/e2e/test_notebook.py (the example notebook) and
-tests/unit/test_download_models.py; here: a light ``import trainsweep``, plans, errors, status and the
-results of a sweep as pandas and HTML.
+tests/unit/test_download_models.py, its import cost in tests/processes/test_api_import.py; here: plans,
+errors, status and the results of a sweep as pandas and HTML.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +46,6 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = runner.invoke(app, ["import", str(logs), "--out", str(out)])
     assert result.exit_code == 0, result.output
     return out
-
-
-@pytest.mark.parametrize(
-    ("source", "absent"),
-    [
-        ("import trainsweep", ("pandas", "boto3", "trainsweep.api", "trainsweep.sweeps.local")),
-        ("import trainsweep; trainsweep.run; trainsweep.load", ("pandas", "boto3", "moto", "trainsweep.cli")),
-    ],
-)
-def test_import_trainsweep_stays_light_until_a_sweep_is_run(source: str, absent: tuple[str, ...]) -> None:
-    check = f"{source}\nimport sys\nprint(','.join(m for m in {absent!r} if m in sys.modules))"
-    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert done.stdout.strip() == ""
 
 
 def test_plan_is_the_plan_the_cli_prints() -> None:

@@ -239,9 +239,6 @@ def test_a_long_generated_run_with_spilled_epochs_gives_the_same_artefacts(
 
 
 def _epoch_blocks() -> tuple[bytes, list[bytes]]:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from bench_parse import epoch_blocks
 
     return epoch_blocks()

@@ -212,6 +212,7 @@ def test_plan_refuses_a_spec_file_over_a_mebibyte(tmp_path: Path) -> None:
 # ---- plans the cloud refuses (issue 11, item 5) ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_plan_says_run_would_refuse_a_grid_over_ten_thousand_jobs(write_spec) -> None:  # type: ignore[no-untyped-def]
     spec = write_spec(batch_sizes=list(range(1, 102)), repetitions=50)  # 2 types x 101 x 50
     result = runner.invoke(app, ["plan", str(spec)])
@@ -225,6 +226,7 @@ def test_plan_of_a_grid_that_fits_is_not_refused(write_spec) -> None:  # type: i
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow
 def test_plan_of_a_five_thousand_job_grid_is_not_refused(write_spec) -> None:  # type: ignore[no-untyped-def]
     # The jobs are read from S3 by the Distributed Maps: the workflow state no longer bounds the grid.
     result = runner.invoke(app, ["plan", str(write_spec(batch_sizes=list(range(1, 101)), repetitions=25))])

@@ -319,45 +319,6 @@ def test_a_planned_command_spec_validates_again_as_the_state_machine_reads_it():
     assert again.workload.command == spec.workload.command and again.workload.steps == 5
 
 
-def _python(tmp_path: Path, args: list[str], env: dict[str, str]) -> str:
-    import os
-    import subprocess
-    import sys
-
-    from trainsweep.instrument.inject import SITE_DIR
-
-    other = tmp_path / "other"
-    other.mkdir(exist_ok=True)
-    (other / "sitecustomize.py").write_text("print('the environment sitecustomize ran')\n")
-    root = str(Path(__file__).resolve().parents[2])
-    full = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SITE_DIR), root, str(other)]), **env}
-    out = subprocess.run(
-        [sys.executable, *args], env=full, capture_output=True, text=True, check=True, cwd=tmp_path
-    )
-    return out.stdout
-
-
-def test_a_process_that_is_not_the_named_script_stays_passive_and_the_old_sitecustomize_runs(tmp_path):
-    (tmp_path / "helper.py").write_text(
-        "import sys\nprint('helper', 'trainsweep.instrument.session' in sys.modules)\n"
-    )
-    env = {
-        contract.INSTRUMENT_ENV: str(tmp_path / "cell.json"),
-        contract.COMMAND_SCRIPT_ENV: str(tmp_path / "train.py"),
-    }
-    out = _python(tmp_path, ["helper.py"], env)
-    assert "the environment sitecustomize ran" in out
-    assert "helper False" in out  # it ran as itself, with nothing of the timing loaded
-
-
-def test_outside_a_cell_even_the_named_script_runs_as_itself(tmp_path):
-    (tmp_path / "train.py").write_text(
-        "import sys\nprint('main', 'trainsweep.instrument.session' in sys.modules)\n"
-    )
-    out = _python(tmp_path, ["train.py"], {contract.COMMAND_SCRIPT_ENV: str(tmp_path / "train.py")})
-    assert "main False" in out
-
-
 def test_an_entry_points_batch_size_and_length_arguments_must_differ():
     errors = _errors({"entry_point": "main.py", "steps": 5, "steps_arg": "batch-size"})
     assert errors["workload.steps_arg"] == "the batch size and the steps need two argument names"

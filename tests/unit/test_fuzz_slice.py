@@ -5,14 +5,13 @@ The full run (50,000 log snippets, 10,000 specs) is on demand: ``python benchmar
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-
+import pytest
 from fuzz_inputs import run
 
 
+@pytest.mark.slow
 def test_2000_mutated_logs_and_specs_raise_nothing_and_chunking_never_changes_a_record(
     real_data: Path,
 ) -> None:

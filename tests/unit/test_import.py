@@ -78,12 +78,14 @@ def test_a_flat_folder_of_seed_logs_gives_the_seed_layout(logs: Path, tmp_path: 
     assert quality(out)["summary"]["files"] == 3
 
 
+@pytest.mark.slow
 def test_importing_twice_writes_the_same_bytes(logs: Path, tmp_path: Path) -> None:
     import_dir(logs, tmp_path / "a", workers=1)
     import_dir(logs, tmp_path / "b", workers=1)
     assert outputs(tmp_path / "a") == outputs(tmp_path / "b")
 
 
+@pytest.mark.slow
 def test_the_process_pool_gives_the_same_results_as_one_process(logs: Path, tmp_path: Path) -> None:
     for i in range(3):
         (logs / f"result-p2-1-256-e{i}.txt").write_bytes(make_log(base=0.4 + i / 10))
@@ -311,6 +313,7 @@ def real_import(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return out, result.quality
 
 
+@pytest.mark.slow
 def test_every_real_log_imports_without_a_crash(real_import: tuple[Path, dict]) -> None:
     _, q = real_import
     assert q["summary"]["files"] == 133  # 132 log files and the log inside the ResNet model.tar.gz
@@ -319,6 +322,7 @@ def test_every_real_log_imports_without_a_crash(real_import: tuple[Path, dict]) 
     assert crashed == []
 
 
+@pytest.mark.slow
 def test_real_import_writes_a_sweep_report_per_experiment(real_import: tuple[Path, dict]) -> None:
     out, q = real_import
     assert q["notes"] == []
@@ -327,6 +331,7 @@ def test_real_import_writes_a_sweep_report_per_experiment(real_import: tuple[Pat
         assert (out / root / "sweep.csv").is_file(), root
 
 
+@pytest.mark.slow
 def test_real_import_mirrors_the_reference_layout(real_import: tuple[Path, dict], real_data: Path) -> None:
     out, _ = real_import
     for ref in sorted((real_data / FCN / "execution-times").rglob("e*.json")):
@@ -335,6 +340,7 @@ def test_real_import_mirrors_the_reference_layout(real_import: tuple[Path, dict]
         assert json.loads(ours.read_text())["epochs"]["3"]["steps"] == theirs["epochs"]["3"]["steps"]
 
 
+@pytest.mark.slow
 def test_real_import_flags_the_byte_identical_copies(real_import: tuple[Path, dict]) -> None:
     _, q = real_import
     groups = sorted(sorted(d["paths"]) for d in q["duplicates"] if d["kind"] == "identical_bytes")
@@ -347,6 +353,7 @@ def test_real_import_flags_the_byte_identical_copies(real_import: tuple[Path, di
     ]
 
 
+@pytest.mark.slow
 def test_real_import_flags_the_failed_job(real_import: tuple[Path, dict]) -> None:
     _, q = real_import
     entry = by_path(q)[f"{H7398}/logs/result-g4dn-4-256-e1.txt"]
@@ -355,6 +362,7 @@ def test_real_import_flags_the_failed_job(real_import: tuple[Path, dict]) -> Non
     assert entry["outputs"] == [f"{H7398}/runs/result-g4dn-4-256-e1.json"]
 
 
+@pytest.mark.slow
 def test_real_import_flags_the_header_that_contradicts_the_name(real_import: tuple[Path, dict]) -> None:
     _, q = real_import
     entry = by_path(q)[f"{H7398}/logs/result-g4dn-1-2048-e1.txt"]
@@ -363,6 +371,7 @@ def test_real_import_flags_the_header_that_contradicts_the_name(real_import: tup
     assert "2048" in messages and "1024" in messages, entry["problems"]
 
 
+@pytest.mark.slow
 def test_real_import_flags_the_log_that_begins_mid_epoch(real_import: tuple[Path, dict]) -> None:
     _, q = real_import
     entry = by_path(q)[f"{H8078}/logs/result-p2-1-256-e1.txt"]
@@ -370,6 +379,7 @@ def test_real_import_flags_the_log_that_begins_mid_epoch(real_import: tuple[Path
     assert entry["problems"]
 
 
+@pytest.mark.slow
 def test_real_import_counts_add_up(real_import: tuple[Path, dict]) -> None:
     _, q = real_import
     s = q["summary"]
@@ -378,6 +388,7 @@ def test_real_import_counts_add_up(real_import: tuple[Path, dict]) -> None:
     assert s["duplicate_groups"] == len(q["duplicates"])
 
 
+@pytest.mark.slow
 def test_real_import_writes_the_json_dumps_bytes_of_every_record_seed_json_and_summary(
     real_import: tuple[Path, dict], real_data: Path
 ) -> None:
@@ -411,6 +422,7 @@ def test_real_import_writes_the_json_dumps_bytes_of_every_record_seed_json_and_s
     assert checked > 300
 
 
+@pytest.mark.slow
 def test_real_import_reads_every_instance_type_a_name_folder_or_header_says(
     real_import: tuple[Path, dict],
 ) -> None:
@@ -575,6 +587,7 @@ def test_a_crash_while_writing_an_artefact_leaves_no_partial_output(
     assert (out / "execution-times/p3-1/256/e0.json").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_an_import_with_every_epoch_spilled_to_disk_writes_the_same_bytes(
     logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int

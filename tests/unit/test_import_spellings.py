@@ -51,6 +51,7 @@ SPELLED = {
 }
 
 
+@pytest.mark.slow
 def test_import_reads_every_instance_type_spelling_of_the_seeds(
     runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
 ) -> None:
@@ -126,6 +127,7 @@ def test_the_real_per_instance_folders_give_their_instance_types(
 # ---- item 2: nothing unknown is silently dropped ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_report_says_what_it_could_not_judge_above_the_recommendation(
     runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
 ) -> None:
@@ -204,6 +206,7 @@ def test_of_byte_identical_copies_the_one_whose_header_agrees_with_its_name_is_k
     assert [(r["instance_type"], r["gpus"], r["runs"]) for r in rows] == [("ml.g4dn.xlarge", "1", "1")]
 
 
+@pytest.mark.slow
 def test_the_real_misfiled_copy_is_the_one_left_out(
     runner: CliRunner, real_data: Path, tmp_path: Path
 ) -> None:
@@ -237,6 +240,7 @@ def describe_training_job(name: str, itype: str, bs: int, billable: int, trainin
     )
 
 
+@pytest.mark.slow
 def test_describe_training_job_dumps_beside_the_logs_give_the_billable_time(
     runner: CliRunner, cloudml_log: Callable[..., bytes], tmp_path: Path
 ) -> None:
@@ -285,6 +289,7 @@ def test_describe_training_job_dumps_beside_the_logs_give_the_billable_time(
     check(json.loads((out / "sweep.json").read_text()))
 
 
+@pytest.mark.slow
 def test_the_real_describe_training_job_dumps_are_matched_to_their_logs(
     runner: CliRunner, real_data: Path, tmp_path: Path
 ) -> None:

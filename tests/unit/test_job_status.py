@@ -153,6 +153,7 @@ def test_other_errors_are_not_taken_for_pending(s3: Any) -> None:
 # ---- status prefers the cloud to a copy downloaded mid-run; resume waits for its aggregation -------------
 
 
+@pytest.mark.slow
 def test_status_asks_the_cloud_before_a_copy_downloaded_mid_run(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -120,6 +120,7 @@ values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(value=values, indent=st.sampled_from([0, 1, 2, 4]), chunk=st.integers(1, 5))
 def test_any_json_value(value, indent: int, chunk: int) -> None:

@@ -295,6 +295,7 @@ def test_a_system_named_as_a_sagemaker_type_is_priced(tmp_path: Path) -> None:
     assert quality["instance_type_unread"] == [] and "not_an_instance_type" not in quality
 
 
+@pytest.mark.slow
 def test_report_rebuilds_the_benchmark_comparison_from_run_records(imported, tmp_path: Path) -> None:
     import shutil
 

@@ -2,7 +2,7 @@
 
 The Python path is the reference: for every input the two must give the same run record. The scanner
 must also be built in this install (it is what makes the parse benchmark's figure): a missing C compiler
-at install time fails here rather than silently halving the speed.
+at install time fails tests/processes/test_native_scan_default.py rather than silently halving the speed.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import random
 import struct
-import subprocess
-import sys
 from array import array
 from pathlib import Path
 
@@ -28,18 +26,6 @@ RARE_LINES = native.rare_lines
 FIND_ALL = native.find_all
 CONTAINS = native.contains
 LOG_SUFFIXES = (".txt", ".out", ".log")
-
-
-def test_the_scanner_is_built_and_used_by_default() -> None:
-    assert SCAN is not None, "trainsweep/logs/_scan.c was not built: reinstall with a C compiler (gcc)"
-    out = subprocess.run(
-        [sys.executable, "-c", "from trainsweep.logs import native; print(native.scan_stretch is None)"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"TRAINSWEEP_PURE_PYTHON": "1", "PATH": "/usr/bin:/bin"},
-    )
-    assert out.stdout.strip() == "True", "TRAINSWEEP_PURE_PYTHON=1 must turn the scanner off"
 
 
 _SCANNER = {

@@ -66,6 +66,7 @@ def _report(
     return summary, by_cell, result.output + html
 
 
+@pytest.mark.slow
 def test_a_configuration_more_than_the_margin_below_the_best_is_flagged_and_not_recommended(tmp_path):
     summary, rows, text = _report(tmp_path, {"name": "q", "workload": {"epochs": 3}, "quality_margin": 0.05})
     assert rows["ml.g4dn.xlarge x 128"]["eval_accuracy"] == "0.95"

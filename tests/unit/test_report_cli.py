@@ -187,6 +187,7 @@ STACK_WITH_BUCKET = {
 }
 
 
+@pytest.mark.slow
 def test_prices_refresh_also_uploads_to_the_stacks_bucket_for_plan_sweep(monkeypatch, tmp_path):
     """Issue 13 item 2: a refresh used to stay on the user's disk, where PlanSweep never looks."""
     from moto import mock_aws

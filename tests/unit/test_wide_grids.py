@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_a_grid_resamples_each_configuration_from_real_logs_of_its_batch_size(real_data):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from wide_grids import grid, pools
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    from wide_grids import grid, pools
+
     from trainsweep.importer import read_dir
     from trainsweep.spec import load_spec
 

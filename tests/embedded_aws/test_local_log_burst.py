@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.embedded_aws.test_local_server import CDK_PARAMETERS, LAMBDA_ROLE, with_lambda_asset
 from tests.handlers.handler_helpers import jobs_document, planned_job
-from tests.unit.test_local_server import CDK_PARAMETERS, LAMBDA_ROLE, with_lambda_asset
 from trainsweep import layout
 from trainsweep.local.deploy import StackArtifact
 from trainsweep.local.server import EmbeddedAws
