@@ -41,7 +41,10 @@ def spec(a: argparse.Namespace) -> dict[str, object]:
             "model": "mnist-cnn" if a.smoke else "resnet50-cifar10",
             "epochs": a.epochs,
             "synthetic": True,
-            **({"hyperparameters": {"synthetic-samples": a.samples}} if a.samples else {}),
+            "hyperparameters": {
+                **({"synthetic-samples": a.samples} if a.samples else {}),
+                **({"max-eval-batches": a.eval_batches} if a.eval_batches else {}),
+            },
         },
         "axes": {"dtype": ["float32", "bfloat16"]},
         "instance_types": ["local" if a.smoke else "local_gpu"],
@@ -78,6 +81,7 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="256,512,1024")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--samples", type=int, default=None, help="synthetic epoch size")
+    ap.add_argument("--eval-batches", type=int, default=None, help="validation batches an epoch, at most")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 
 A :class:`PlannedJob` is what ``jobs.json`` lists under ``jobs``, what each instance-type group's job list
 in S3 holds, what the state machine's ``$.job`` is (the training task builds CreateTrainingJob from its
-fields, ``infra/workflow.py``), and what ExportLog and ParseRun receive. Its JSON form is versioned by
+fields, ``infra/training_task.py``), and what ExportLog and ParseRun receive. Its JSON form is versioned by
 :data:`SCHEMA_VERSION`, the ``schema_version`` of the ``jobs.json`` document that lists it.
 
 A pydantic model rather than a dataclass: the same class validates a job arriving in a Lambda event or

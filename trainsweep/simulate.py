@@ -43,17 +43,10 @@ from typing import TYPE_CHECKING, Any
 from trainsweep import axes as axis
 from trainsweep import phases
 from trainsweep.cost import billing
-from trainsweep.cost.metrics import (
-    OK,
-    SAGEMAKER,
-    ConfigMetrics,
-    RunMetrics,
-    aggregate,
-    run_metrics,
-    run_setting,
-)
+from trainsweep.cost.metrics import OK, SAGEMAKER, ConfigMetrics, RunMetrics, aggregate, run_metrics
 from trainsweep.cost.prices import hourly_usd
 from trainsweep.cost.recommend import config_dict, recommend
+from trainsweep.cost.runs import run_setting
 from trainsweep.errors import TrainsweepError
 from trainsweep.importer import FileOutcome, ImportResult
 from trainsweep.logs.model import Epoch, RunTimings

@@ -3,18 +3,13 @@ ResNet-50's multiply-adds, and the precision whose peak a count is set against."
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from mfu_resnet50 import hand_flops_per_sample, resnet50_macs
 from torch import nn
 
 from trainsweep.instrument import flops
 from trainsweep.training.models import ResNet50
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from mfu_resnet50 import hand_flops_per_sample, resnet50_macs
 
 
 def _imagenet_resnet50() -> nn.Module:

@@ -7,7 +7,7 @@ most once, as ``--opt V`` or ``--opt=V``) whose meaning typer could not read oth
 command's own code with the standard library alone. Anything else (help, an unknown or repeated option,
 a value typer checks or refuses, ``--``, a LOG that is missing or a folder, a log that cannot be opened,
 shell completion) returns False, and typer runs the command as always, with its own messages: the output
-and exit status are the same either way (``tests/unit/test_cli_fast.py``).
+and exit status are the same either way (``tests/processes/test_cli_fast.py``).
 """
 
 from __future__ import annotations
