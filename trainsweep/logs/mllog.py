@@ -122,7 +122,10 @@ def format_line(
 def format_step_line(epoch: int, n: int, step_s: float, wait_s: float, compute_s: float, rank: int) -> str:
     """A training step's ``:::MLLOG`` line: :func:`format_line`'s bytes for :data:`STEP`, built without the
     JSON encoder when the times are finite floats (a per-step cost a fast loop feels)."""
-    if all(type(x) is float and math.isfinite(x) for x in (step_s, wait_s, compute_s)):
+    # one test for the three (a sum of finite floats is finite unless it overflows: the encoder's path)
+    if type(step_s) is type(wait_s) is type(compute_s) is float and math.isfinite(
+        step_s + wait_s + compute_s
+    ):
         return (
             f'{TOKEN} {{"namespace": "", "time_ms": {int(time.time() * 1000)}, "event_type": "{POINT}", '
             f'"key": "{STEP}", "value": {{"step": {int(n)}, "step_s": {step_s!r}, "data_wait_s": {wait_s!r}, '
