@@ -98,6 +98,17 @@ METRIC_UNMATCHED = NS + "metric_unmatched"
 FAILURE = NS + "failure"
 """value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
 
+REQUIRED_EVENTS = (INIT_START, INIT_STOP, RUN_START, EPOCH_START, STEP, RUN_STOP)
+"""The events every run that trainsweep's timeline writer (:mod:`trainsweep.training.timeline`) saw to its
+end holds, in the order they come; a full run also closes its epochs (:data:`EPOCH_STOP`), a run early
+stop ended holds its :data:`PREDICTION` instead. :func:`trainsweep.logs.checks.missing_events` checks a
+log against them."""
+
+
+def required_events(*, early_stopped: bool) -> tuple[str, ...]:
+    """The keys of :data:`REQUIRED_EVENTS` plus what the run's mode adds (see there)."""
+    return REQUIRED_EVENTS + ((PREDICTION,) if early_stopped else (EPOCH_STOP,))
+
 
 def format_line(
     key: str,
