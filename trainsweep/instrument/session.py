@@ -326,27 +326,36 @@ class Session(PassInference):
             self.release_capture = None
 
     def _epoch_for_step(self, p: LoaderPass | None, now: float, wall: float) -> Epoch:
-        """The epoch of a step, opened (and the last one closed) as the step says: a new training pass
-        opens one, back-dated to the pass's start; a step after the epoch's training is over opens one
-        where the loop went on. Marked epochs and a step-based run's one stretch only open at a step when
-        none is open."""
+        """The epoch of a step, opened (and the last one closed) as the step says. Marked epochs and a
+        step-based run's one stretch only open at a step when none is open."""
         tl = self.timeline
         ep = tl.epoch
+        if ep is not None and p is not None and ep.train_pass is p:
+            return ep  # the open epoch's training pass goes on: every mode keeps its epoch
         if "epoch" in self.manual:
             if ep is None:
                 tl.open_epoch(now, wall, None)
         elif self.step_run:
             if ep is None:  # the one stretch of a step-based run opens at its first step
-                tl.open_epoch(*((p.t0, p.wall0) if p is not None else self._loop_start(now, wall)), p)
+                start = (p.t0, p.wall0) if p is not None else self._loop_start(now, wall)
+                tl.open_epoch(*start, p)
         else:
-            new_pass = p is not None and (ep is None or ep.train_pass is not p)
-            if ep is None or new_pass or (p is None and ep.training_done):
-                t0, wall0 = (p.t0, p.wall0) if new_pass and p is not None else self._loop_start(now, wall)
-                if ep is not None:
-                    tl.close_epoch(ep, t0, wall0)
-                tl.open_epoch(t0, wall0, p if new_pass else None)
+            self._epoch_by_passes(p, now, wall)
         assert tl.epoch is not None
         return tl.epoch
+
+    def _epoch_by_passes(self, p: LoaderPass | None, now: float, wall: float) -> None:
+        """A new training pass opens an epoch, back-dated to the pass's start; a step after the epoch's
+        training is over opens one where the loop went on."""
+        tl = self.timeline
+        ep = tl.epoch
+        new_pass = p is not None and (ep is None or ep.train_pass is not p)
+        if ep is not None and not new_pass and not (p is None and ep.training_done):
+            return
+        t0, wall0 = (p.t0, p.wall0) if new_pass and p is not None else self._loop_start(now, wall)
+        if ep is not None:
+            tl.close_epoch(ep, t0, wall0)
+        tl.open_epoch(t0, wall0, p if new_pass else None)
 
     def _loop_start(self, now: float, wall: float) -> tuple[float, float]:
         """Where a training loop without a loader pass began: after the evaluation that closed the last
