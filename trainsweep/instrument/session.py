@@ -305,8 +305,8 @@ class Session(PassInference):
         self.steps += 1
         if p is not None:
             p.steps += 1
-        if self.steps == 1 and self._block is None:
-            self.forwards.stop()  # the loop is found: module calls are watched only in no_grad blocks now
+        if self.steps == 1:
+            self._first_step()
         clock = self.timeline.step(ep, now, wall)
         if not self.finder.done:
             self._step_seen_by_finder()
@@ -318,6 +318,12 @@ class Session(PassInference):
         ):
             self._stop(ep)
         self._raise_if_stopped()
+
+    def _first_step(self) -> None:
+        """Once per run, at its first training step (the loop is found): per-run work that needs the loop
+        goes here, off the per-step path."""
+        if self._block is None:
+            self.forwards.stop()  # module calls are watched only in no_grad blocks from now on
 
     def _step_seen_by_finder(self) -> None:
         self.finder.step_done()
