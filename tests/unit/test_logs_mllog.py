@@ -111,6 +111,47 @@ def test_fewer_epochs_than_the_epoch_count_is_partial_unless_stopped_early(mllog
     assert run.status == "partial" and [p.code for p in run.problems] == ["ends-early"]
 
 
+def _without(data: bytes, *keys: str) -> bytes:
+    """The log without the lines of these MLLOG keys."""
+    drop = [f'"key": "{k}"'.encode() for k in keys]
+    return b"".join(ln for ln in data.splitlines(keepends=True) if not any(d in ln for d in drop))
+
+
+def test_a_run_that_ends_without_run_stop_misses_a_required_event(mllog_log) -> None:
+    run = parse(_without(mllog_log(epochs=2), mllog.RUN_STOP))
+    assert run.status == "partial"
+    assert [(p.code, p.message) for p in run.problems] == [
+        (
+            "missing-events",
+            "the log lacks run_stop, which every complete run holds: the process ended before it wrote "
+            "the run's end",
+        )
+    ]
+
+
+def test_every_required_event_is_checked(mllog_log) -> None:
+    for key in mllog.required_events(early_stopped=False):
+        if key in (mllog.STEP, mllog.RUN_START):
+            continue  # without them the log is not a run trainsweep's writer started: not checked
+        run = parse(_without(mllog_log(epochs=1), key))
+        assert [p.code for p in run.problems] == ["missing-events"], key
+        assert key in run.problems[0].message
+
+
+def test_an_early_stopped_run_needs_its_prediction_not_its_epoch_ends(mllog_log) -> None:
+    stopped = _without(mllog_log(epochs=1, prediction={"epoch_s": 1.0}), mllog.EPOCH_STOP)
+    assert parse(stopped).problems == []
+    run = parse(_without(mllog_log(epochs=1), mllog.EPOCH_STOP))
+    assert [p.code for p in run.problems] == ["missing-events"] and "epoch_stop" in run.problems[0].message
+
+
+def test_a_failed_run_or_a_fragment_is_not_checked_for_required_events(mllog_log) -> None:
+    failed = _without(mllog_log(epochs=1, failure={"reason": "boom", "kind": "error"}), mllog.INIT_START)
+    assert [p.code for p in parse(failed).problems] == ["failed"]
+    fragment = _without(mllog_log(epochs=1), mllog.RUN_START, mllog.RUN_STOP)
+    assert parse(fragment).problems == []
+
+
 def test_missing_data_wait_values_are_nan_not_zero() -> None:
     a = mllog.format_line(mllog.STEP, {"step": 1, "step_s": 0.5}, metadata={"epoch_num": 1})
     b = mllog.format_line(

@@ -30,7 +30,8 @@ from torch.utils.data import DataLoader
 from torch.utils.hooks import RemovableHandle
 
 from trainsweep.instrument import spawned
-from trainsweep.instrument.session import LoaderPass, Session
+from trainsweep.instrument.passes import LoaderPass
+from trainsweep.instrument.session import Session
 
 
 class TrackedIterator:

@@ -23,15 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from trainsweep.instrument import auto, spawned
-from trainsweep.instrument.session import (
-    BeyondEdge,
-    EarlyStop,
-    Session,
-    activate,
-    cell_status,
-    failure_reason,
-    open_session,
-)
+from trainsweep.instrument.outcome import BeyondEdge, EarlyStop, cell_status, failure_reason
+from trainsweep.instrument.session import Session, activate, open_session
 from trainsweep.training import contract
 
 NO_STEPS = (

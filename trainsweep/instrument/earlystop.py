@@ -20,6 +20,10 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from trainsweep.instrument import probe
+from trainsweep.instrument.outcome import EarlyStop
+from trainsweep.instrument.passes import Loaders
+from trainsweep.instrument.settings import Settings
+from trainsweep.instrument.timeline import Epoch, Timeline
 from trainsweep.predict import (
     Prediction,
     SteadyEstimate,
@@ -198,3 +202,83 @@ def prediction_value(
     value["validation_batch_times_s"] = validation.times
     value["new_shape_warmup_s"] = {}
     return value
+
+
+class Forecast:
+    """Early stop's prediction of the full run from what the timeline and the loaders saw, written to the
+    run's log and its prediction file."""
+
+    def __init__(
+        self, settings: Settings, monitor: SteadyState, timeline: Timeline, loaders: Loaders
+    ) -> None:
+        self.settings = settings
+        self.monitor = monitor
+        self.timeline = timeline
+        self.loaders = loaders
+
+    def predict(
+        self, ep: Epoch | None, reason: str, *, model: nn.Module | None, internal: Callable[[], Any]
+    ) -> dict[str, Any]:
+        """The prediction of the full run (``internal``: a context in which the session's hooks record
+        nothing, for the validation batches timed here).
+
+        Raises:
+            EarlyStop: with ``error`` set, when no prediction can be made.
+        """
+        s, tl = self.settings, self.timeline
+        ep = ep or tl.last_epoch or Epoch(tl.last_index, 0.0, 0.0)
+        try:
+            shape, validation = self._run_shape(ep, model=model, internal=internal)
+            if not validation.measured:
+                tl.writer.evaluation(ep.index)
+            epochs = s.epochs or max(tl.last_index, 1)
+            pred = prediction(self.monitor, shape, validation, rule=s.rule, epochs=epochs, reason=reason)
+        except CannotPredictError as e:
+            raise EarlyStop(None, str(e)) from None
+        if validation.error is not None:
+            flag = (
+                f"early stop could not time validation batches ({validation.error}): "
+                "the prediction leaves validation out"
+            )
+            tl.flags.append(flag)
+            tl.writer.flag(flag)
+        value = prediction_value(s.run_name, s.batch_size, pred, validation)
+        if s.steps is not None:
+            value["steps"] = s.steps
+        tl.writer.prediction(value, pred, file=s.prediction_file)
+        return value
+
+    def _run_shape(
+        self, ep: Epoch, *, model: nn.Module | None, internal: Callable[[], Any]
+    ) -> tuple[EpochShape, ValidationTiming]:
+        """The full run's steps per epoch and its validation: from the loaders (timing a few evaluation
+        batches), or, for a step-based run or a loop without a loader, from the steps and evaluations seen.
+
+        Raises:
+            CannotPredictError: the steps per epoch are unknown.
+        """
+        s, tl, loaders = self.settings, self.timeline, self.loaders
+        if s.steps is not None:
+            count = evaluations_in_run(tl.eval_at_steps, s.steps)
+            measured = ValidationTiming(float(count), list(tl.eval_s), measured=True)
+            return EpochShape(s.steps, float(s.steps)), measured
+        known = self.monitor.steps_per_epoch
+        if loaders.train is None and known is not None:
+            per_epoch = float(tl.evals_per_epoch or 0)
+            measured = ValidationTiming(per_epoch, list(tl.eval_s), measured=True)
+            return EpochShape(known, float(known)), measured
+        tp = ep.train_pass or loaders.last_train_pass
+        # gradient accumulation: several batches per optimizer step (a prefetching consumer reads one ahead)
+        per_step = max(1, round(tp.batches / tp.steps)) if tp is not None and tp.steps else 1
+        shape = epoch_shape(
+            loaders.train, batch_size=loaders.batch_size, cap=s.max_steps_per_epoch, batches_per_step=per_step
+        )
+        with internal():
+            validation = time_validation(
+                loaders.eval_loader(),
+                model,
+                cap=s.max_eval_batches,
+                n=s.rule.validation_batches,
+                sync=probe.sync,
+            )
+        return shape, validation

@@ -183,3 +183,14 @@ class ModelFinder:
         if key not in self._params:
             self._params[key] = parameter_count(module)
         return self._params[key]
+
+
+def sync() -> None:
+    """Wait for the GPU (once the script used CUDA): where the instrumentation reads a boundary's time."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def now() -> tuple[float, float]:
+    """(``perf_counter``, ``time.time``) now."""
+    return time.perf_counter(), time.time()

@@ -1,6 +1,8 @@
-"""The per-process recorder of an instrumented script: turns loader passes, optimizer steps and explicit
-marks into epochs and steps, written as the built-in worker writes them, and stops early when the step
-time is known.
+"""The per-process recorder of an instrumented script, the facade its hooks call: it infers from loader
+passes, optimizer steps and explicit marks where epochs, steps and evaluations are, and hands them to the
+run's timeline (:mod:`trainsweep.instrument.timeline`, written as the built-in worker writes its own), the
+loaders it found to :mod:`trainsweep.instrument.passes`, and the steps to early stop
+(:mod:`trainsweep.instrument.earlystop`).
 
 One :class:`Session` per process. Its inputs come from two sides:
 
@@ -38,35 +40,31 @@ gradients off records a CUDA event and synchronises only when it turns out to be
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
-import time
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader
 
 from trainsweep.instrument import earlystop, probe
-from trainsweep.instrument.events import RunFacts, RunWriter, StdoutLog
 from trainsweep.instrument.loops import BACKWARD, EXPLICIT, OPTIMIZER, ForwardWatch, GradOffBlock
-from trainsweep.instrument.outcome import NO_TRAINING, BeyondEdge, EarlyStop, cell_status
+from trainsweep.instrument.outcome import NO_TRAINING, EarlyStop, cell_status
 from trainsweep.instrument.outcome import failure_reason as failure_reason  # the bootstrap's, from here
+from trainsweep.instrument.passes import LoaderPass, Loaders, PassInference, world_size
 from trainsweep.instrument.settings import Settings
+from trainsweep.instrument.timeline import Epoch, Timeline, device
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState
 from trainsweep.training.contract import InstrumentConfig, job_gpus_said
-from trainsweep.training.runlog import RunLog
-from trainsweep.training.timing import StepClock
+from trainsweep.training.runlog import RunLog, StdoutLog
+from trainsweep.training.timeline import RunFacts, RunWriter
 
 KINDS = frozenset({"data", "step", "epoch", "eval"})
 """What an explicit mark can take over from the automatic hooks."""
@@ -74,70 +72,6 @@ ACCURACY_NAMES = frozenset({"accuracy", "acc", "eval_accuracy", "eval_acc", "val
 METRIC_PREFIX = mllog.NS + "metric."
 CAPTURE_STEPS = 3
 """Training steps over which the model is looked for; the module hooks are removed after them."""
-KEEP_LOADERS = 16
-"""Loaders early-stop mode keeps alive (the first ones built) to find the evaluation loader among them."""
-
-
-@dataclass(eq=False)
-class LoaderPass:
-    """One iteration of a DataLoader, from ``iter()`` until it is over."""
-
-    loader: DataLoader  # held: a loader built in the ``for`` statement lives only as long as its pass
-    t0: float
-    wall0: float
-    steps_at_start: int
-    nested: bool  # started while a training pass was still running
-    length: int | None  # len(loader)
-    batches: int = 0
-    steps: int = 0
-    role: str = "unknown"  # unknown | train
-    exhausted: bool = False  # yielded len(loader) batches, or abandoned: over once anything else happens
-    ended: bool = False
-    t_end: float = 0.0
-    wall_end: float = 0.0
-    first_batch_len: int | None = None
-    training_forwards_at_start: int = 0  # the session's count of training-mode forwards before any step
-
-
-@dataclass(eq=False)
-class _Epoch:
-    index: int
-    t0: float
-    wall0: float
-    train_pass: LoaderPass | None = None
-    steps: int = 0
-    validation_s: float = 0.0
-    evals: int = 0
-    training_done: bool = False
-    boundary_marked: bool = False
-    written: bool = False
-    last_t: float = 0.0
-    last_wall: float = 0.0
-
-    def touch(self, t: float, wall: float) -> None:
-        if t >= self.last_t:
-            self.last_t, self.last_wall = t, wall
-
-
-def _device() -> torch.device:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
-def _sync() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
-def _now() -> tuple[float, float]:
-    return time.perf_counter(), time.time()
-
-
-def _world_size() -> int:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_world_size()
-    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def _refuse_cpu_steps_on_a_gpu_job() -> None:
@@ -169,7 +103,7 @@ def _metric_value(value: Any) -> Any:
     return value
 
 
-class Session:
+class Session(PassInference):
     """Records one process's training run; see the module docstring for the rules."""
 
     def __init__(self, settings: Settings, log: RunLog, *, rank: int = 0) -> None:
@@ -180,43 +114,26 @@ class Session:
         self.flags: list[str] = []
         self.steps = 0
         self.prediction: dict[str, Any] | None = None
-        self.loader_batch_size: int | None = None
         self.monitor = SteadyState(settings.rule) if settings.mode == "early-stop" else None
+        self.loaders = Loaders(settings, keep=self.monitor is not None)
+        self.timeline = Timeline(settings, self.writer, self.monitor, self._facts, self.flags)
+        self.forecast = (
+            earlystop.Forecast(settings, self.monitor, self.timeline, self.loaders) if self.monitor else None
+        )
         self.finder = probe.ModelFinder(CAPTURE_STEPS if self.monitor is not None else 0)
         self.release_capture: Callable[[], None] | None = None  # set by the hooks that feed the finder
-        self.clock: StepClock | None = None
-        self.epoch: _Epoch | None = None
         self.last_pass: LoaderPass | None = None  # the pass that yielded the latest batch
         self.train_pass: LoaderPass | None = None  # the training pass still running
-        self._t_start = time.perf_counter()
         self._live: list[LoaderPass] = []
-        self._last_train_pass: LoaderPass | None = None
-        self._last_epoch: _Epoch | None = None
-        self._last_index = 0
-        self._closed_index: int | None = None
-        self._first_t: float | None = None
-        self._last_close_t: float | None = None
-        self._run_t0: float | None = None
         self._finished = False
         self._internal = 0
-        self._ready_marked = False
         self._auto_step_pending = False
         self._eval_at: tuple[float, float] | None = None
-        self._step_ids: deque[tuple[int, int]] = deque()
-        self._loaders: list[weakref.ref[DataLoader]] = []
-        self._kept: list[DataLoader] = []
-        self._train_loader: DataLoader | None = None
-        self._eval_loader: DataLoader | None = None
         self._optimizer: weakref.ref[Any] | None = None
         # loops without a loader or an optimizer (loops.py)
-        self.step_marker: str | None = None
         self.backwards = 0
         self._optimizers_built = 0
         self._passes_started = 0
-        self._evals_done = 0
-        self._eval_at_steps: list[int] = []  # steps before each evaluation began
-        self._eval_s: list[float] = []  # how long each took
-        self._evals_per_epoch: int | None = None  # in the first closed epoch
         self._training_forwards = 0  # training-mode forwards with gradients on, before the first step
         self._first_forward: tuple[float, float] | None = None
         self._resume_at: tuple[float, float] | None = None  # where a loop without a loader goes on
@@ -232,233 +149,55 @@ class Session:
         """A step-based run (``steps`` set): one stretch of steps, no epochs to find."""
         return self.settings.steps is not None
 
-    # ---- the run's start and the epochs ----------------------------------------------------------
+    @property
+    def epoch(self) -> Epoch | None:
+        """The open epoch."""
+        return self.timeline.epoch
+
+    @property
+    def step_marker(self) -> str | None:
+        return self.timeline.step_marker
+
+    @property
+    def loader_batch_size(self) -> int | None:
+        return self.loaders.batch_size
 
     def start(self, *, continued: float | None = None) -> None:
         """The process starts (before the script): the initialisation interval opens. ``continued``: the
         wall-clock start of the process that started this rank, which opened the interval in this log."""
-        if continued is None:
-            self.writer.init_start()
-        else:
-            self._t_start -= max(time.time() - continued, 0.0)
-
-    def _ensure_written(self, ep: _Epoch) -> None:
-        """Write what precedes the epoch's first step: the run's header (once), then EPOCH_START."""
-        if self._run_t0 is None:
-            self._run_t0 = ep.t0
-            facts = self._facts()
-            self.writer.run_start(
-                facts, init_s=max(ep.t0 - self._t_start, 0.0), wall=ep.wall0, flags=self.flags
-            )
-            if self.step_marker is not None:
-                self.writer.step_marker(self.step_marker)
-        if not ep.written:
-            ep.written = True
-            self.writer.epoch_start(ep.index, epochs=self.settings.epochs, wall=ep.wall0)
+        self.timeline.start(continued=continued)
 
     def _facts(self) -> RunFacts:
         """The header; flags a script that ignored the batch size (the log then says what it trained with)."""
         s = self.settings
-        world = _world_size()
-        observed = self.loader_batch_size
+        world = world_size()
+        observed = self.loaders.batch_size
         if observed is not None and s.batch_size is not None and observed != s.batch_size // world:
             self.flags.append(
                 f"the script ignored --{s.batch_size_arg} {s.batch_size}: "
                 f"its training loader batches {observed} per rank"
             )
         per_rank = observed or (s.batch_size // world if s.batch_size else None)
-        train = self._train_loader
-        evals = self.eval_loader()
-        train_n = probe.loader_samples(train, per_rank, s.max_steps_per_epoch) if train is not None else None
-        eval_n = (
-            probe.loader_samples(evals, evals.batch_size, s.max_eval_batches) if evals is not None else None
-        )
-        device = self.clock.device if self.clock is not None else _device()
-        gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+        train_n, eval_n = self.loaders.samples(per_rank)
+        clock = self.timeline.clock
+        where = clock.device if clock is not None else device()
+        gpus = torch.cuda.device_count() if where.type == "cuda" else 0
         return RunFacts(
             workload=s.workload,
             global_batch_size=observed * world if observed is not None else s.batch_size,
-            train_samples=train_n * world if train_n is not None else None,
-            eval_samples=eval_n * world if eval_n is not None else None,
+            train_samples=train_n,
+            eval_samples=eval_n,
             epochs=s.epochs,
             gpus=gpus,
             world_size=world,
-            platform=torch.cuda.get_device_name(device) if gpus else "cpu",
+            platform=torch.cuda.get_device_name(where) if gpus else "cpu",
             command_line=" ".join(sys.argv),
             instance_type=s.instance_type,
             mode=s.mode,
             steps=s.steps,
         )
 
-    def _on_step(self, n: int, step_s: float, wait_s: float, compute_s: float) -> None:
-        epoch, k = self._step_ids.popleft() if self._step_ids else (self._last_index, n)
-        self.writer.step(epoch, k, step_s, wait_s, compute_s)
-        if self.monitor is not None:
-            self.monitor.add(step_s)
-
-    def _restart_clock(self) -> None:
-        """A new step boundary now: pending steps resolved, the next step measured from here."""
-        device = _device()
-        if self.clock is not None:
-            self.clock.drain()
-        if self.clock is None or self.clock.device != device:
-            self.clock = StepClock(device, self._on_step)
-        self.clock.epoch_start()
-        self.clock.data_ready()  # until the input is marked ready, the whole step counts as compute
-        self._ready_marked = False
-
-    def _open_epoch(
-        self, t0: float, wall0: float, train_pass: LoaderPass | None, index: int | None = None
-    ) -> None:
-        self._last_index = self._last_index + 1 if index is None else index
-        ep = _Epoch(self._last_index, t0, wall0, train_pass)
-        ep.touch(t0, wall0)
-        self.epoch = self._last_epoch = ep
-        if self._first_t is None:
-            self._first_t = t0
-
-    def _mark_boundary(self, ep: _Epoch) -> None:
-        """The epoch's training steps are over: its last step and the next are no steady steps."""
-        if self.clock is not None:
-            self.clock.drain()
-        if self.monitor is not None and ep.steps and not ep.boundary_marked:
-            self.monitor.epoch_boundary()
-            if self.monitor.epochs_done == 1:  # the epoch cap counts in steps of the first whole epoch
-                self.monitor.steps_per_epoch = ep.steps
-        ep.boundary_marked = True
-
-    def _close_epoch(self, ep: _Epoch, t_end: float, wall_end: float) -> None:
-        self._mark_boundary(ep)
-        self._ensure_written(ep)
-        validation = ep.validation_s if ep.evals else None
-        self.writer.epoch_end(
-            ep.index, validation_s=validation, epoch_s=max(t_end - ep.t0, 0.0), wall=wall_end
-        )
-        self.epoch = None
-        self._closed_index = ep.index
-        self._last_close_t = t_end
-        if self._evals_per_epoch is None:
-            self._evals_per_epoch = ep.evals
-
-    def _settle_training_pass(self) -> None:
-        """The training pass is over before something else begins: its epoch's training is over.
-
-        Decided lazily, not when the loader runs out: prefetching consumers (accelerate, Lightning) reach
-        the end of the loader one batch before the last step.
-        """
-        self._settle()
-        tp = self.train_pass
-        if tp is None or not tp.ended:
-            return
-        self.train_pass = None
-        ep = self.epoch
-        if self.step_run:
-            return  # a loader that runs out mid-run is read again: the stretch of steps goes on
-        if "epoch" not in self.manual and ep is not None and ep.train_pass is tp and not ep.training_done:
-            ep.training_done = True
-            self._mark_boundary(ep)
-            ep.touch(tp.t_end, tp.wall_end)
-
-    def _settle(self, keep: LoaderPass | None = None) -> None:
-        """End the passes that are exhausted: something else happens (``keep`` is the one asking for more)."""
-        done = [p for p in self._live if p.exhausted and p is not keep]
-        if not done:
-            return
-        _sync()
-        now, wall = _now()
-        for p in done:
-            self._end_pass(p, now, wall)
-
     # ---- automatic hooks -------------------------------------------------------------------------
-
-    def loader_created(self, loader: DataLoader) -> None:
-        if self.monitor is not None and len(self._kept) < KEEP_LOADERS:
-            # early stop may time validation after the script returned and dropped its loaders
-            self._kept.append(loader)
-        self._loaders.append(weakref.ref(loader))
-
-    def pass_start(self, loader: DataLoader) -> LoaderPass | None:
-        """``iter(loader)``: a pass begins; None while the session iterates a loader itself."""
-        if self._internal:
-            return None
-        for q in self._live:
-            if q.loader is loader:  # the script left its previous pass over this loader early (break)
-                q.exhausted = True
-        self._settle_training_pass()
-        nested = self.train_pass is not None
-        _sync()
-        p = LoaderPass(loader, *_now(), self.steps, nested, probe.loader_batches(loader))
-        p.training_forwards_at_start = self._training_forwards
-        self._passes_started += 1
-        self._live.append(p)
-        if not nested and "epoch" not in self.manual:
-            self._restart_clock()
-        return p
-
-    def before_next(self, p: LoaderPass) -> bool:
-        """True when a cap ends the pass now (the iterator raises StopIteration)."""
-        if p.ended:
-            return True
-        self._settle(keep=p)
-        s = self.settings
-        cap = None
-        if p.role == "train":
-            cap = s.max_steps_per_epoch
-        elif self._looks_like_eval(p):
-            cap = s.max_eval_batches
-        if cap is not None and p.batches >= cap:
-            self.pass_end(p)
-            return True
-        return False
-
-    def _looks_like_eval(self, p: LoaderPass) -> bool:
-        if self.steps != p.steps_at_start or p.loader is self._train_loader:
-            return False
-        # before any training pass is known, only a pass under no_grad: gradient accumulation can take
-        # more batches than the cap before the first optimizer step
-        return self._train_loader is not None or self._eval_at is not None or not torch.is_grad_enabled()
-
-    def after_next(self, p: LoaderPass, batch: Any) -> None:
-        p.batches += 1
-        if p.first_batch_len is None:
-            p.first_batch_len = probe.batch_length(batch)
-        if p.length is not None and p.batches >= p.length:
-            p.exhausted = True
-        self.last_pass = p
-        self._auto_step_pending = False
-        if (
-            "data" not in self.manual
-            and not self._ready_marked
-            and (self.train_pass is None or p is self.train_pass)
-            and self.clock is not None
-        ):
-            self.clock.data_ready()
-            self._ready_marked = True  # the first fetch after a step: later ones are accumulation batches
-
-    def pass_end(self, p: LoaderPass) -> None:
-        """The loader ran out (StopIteration), or a cap ended the pass."""
-        if not p.ended:
-            _sync()
-            self._end_pass(p, *_now())
-
-    def _end_pass(self, p: LoaderPass, t: float, wall: float) -> None:
-        p.ended, p.t_end, p.wall_end = True, t, wall
-        if p in self._live:
-            self._live.remove(p)
-        if p.role == "train":
-            if self.epoch is not None and self.epoch.train_pass is p:
-                self.epoch.touch(t, wall)
-            return
-        if self.steps != p.steps_at_start or not p.batches:
-            return  # iterated alongside training steps (a second training loader): not an evaluation
-        self._refuse_untimed_pass(p)
-        if "eval" in self.manual:
-            if self._eval_at is not None and self._eval_loader is None:
-                self._eval_loader = p.loader
-            return
-        if self._eval_loader is None:
-            self._eval_loader = p.loader
-        self._evaluated(p.t0, p.wall0, t, wall, nested=p.nested)
 
     def optimizer_stepped(self, optimizer: Any) -> None:
         """``optimizer.step()`` returned: a training step ends (unless steps are marked explicitly)."""
@@ -472,14 +211,14 @@ class Session:
         if "step" in self.manual:
             self._raise_if_stopped()
             return
-        if self.step_marker == BACKWARD:
+        if self.timeline.step_marker == BACKWARD:
             # an optimizer built after backward passes began marking steps: its steps mark them from the
             # next one on (this one's backward pass has just counted it)
-            self._set_marker(OPTIMIZER)
+            self.timeline.mark_steps(OPTIMIZER)
             return
         if self.steps == 0:
             _refuse_cpu_steps_on_a_gpu_job()
-        self._set_marker(OPTIMIZER)
+        self.timeline.mark_steps(OPTIMIZER)
         self._count_step()
         self._auto_step_pending = True
 
@@ -497,43 +236,24 @@ class Session:
             return
         if self.steps == 0:
             _refuse_cpu_steps_on_a_gpu_job()
-        self._set_marker(BACKWARD)
+        self.timeline.mark_steps(BACKWARD)
         self._count_step()
-
-    def _set_marker(self, marker: str) -> None:
-        """How steps are marked, written to the run's log when it is first known or changes."""
-        if marker == self.step_marker:
-            return
-        self.step_marker = marker
-        if self._run_t0 is not None:
-            self.writer.step_marker(marker)
 
     def forward_called(self, module: nn.Module) -> None:
         """A top-level module call (while the forward watch is on: before the first step, in blocks with
         gradients off): where a loop without a loader starts, and the bound on a loop with nothing to time."""
         if self._internal or self.steps or not module.training or not torch.is_grad_enabled():
             return
-        now = _now()
+        now = probe.now()
         self._training_forwards += 1
-        if self.clock is None:
-            self._restart_clock()  # no loader pass started the first step: it starts at the model's call
+        if self.timeline.clock is None:
+            self.timeline.restart_clock()  # no loader pass started the first step: it starts at the call
         if self._first_forward is None:
             self._first_forward = now
             return
         waited = now[0] - self._first_forward[0]
         if waited > self.settings.first_step_timeout_s and not self.backwards and "step" not in self.manual:
             raise EarlyStop(None, NO_TRAINING.format(where=f"for {waited:.0f} s"))
-
-    def _refuse_untimed_pass(self, p: LoaderPass) -> None:
-        """A whole loader pass fed the model in training mode and nothing was ever timed: fail now, at the
-        first epoch's end, not after the whole run."""
-        if self.steps or self.backwards or "step" in self.manual:
-            return
-        whole = p.length is not None and p.batches >= p.length
-        if whole and self._training_forwards > p.training_forwards_at_start:
-            raise EarlyStop(
-                None, NO_TRAINING.format(where=f"through a whole pass of a DataLoader ({p.batches} batches)")
-            )
 
     def grad_off_start(self) -> None:
         """An outermost ``torch.no_grad()`` / ``torch.inference_mode()`` block begins."""
@@ -542,7 +262,7 @@ class Session:
         if not self.steps and not self.step_run:
             return  # before training: not an epoch's evaluation
         self._block = GradOffBlock.begin(
-            calls=self.forwards.eval_calls, passes=self._passes_started, evals=self._evals_done
+            calls=self.forwards.eval_calls, passes=self._passes_started, evals=self.timeline.evals_done
         )
         self.forwards.start()
 
@@ -554,12 +274,12 @@ class Session:
         if self.steps:
             self.forwards.stop()
         if failed or not b.is_evaluation(
-            calls=self.forwards.eval_calls, passes=self._passes_started, evals=self._evals_done
+            calls=self.forwards.eval_calls, passes=self._passes_started, evals=self.timeline.evals_done
         ):
             return
         took = b.duration()
         self._settle_training_pass()
-        t1, wall1 = _now()
+        t1, wall1 = probe.now()
         nested = self.train_pass is not None and not self.train_pass.ended
         self._evaluated(t1 - took, wall1 - took, t1, wall1, nested=nested, block=True)
 
@@ -578,92 +298,76 @@ class Session:
     # ---- steps -----------------------------------------------------------------------------------
 
     def _count_step(self) -> None:
-        p = self.last_pass
-        self._settle(keep=p)
-        now, wall = _now()
-        if p is not None and p.role == "unknown" and self.steps != p.steps_at_start:
-            p = None  # steps happened during that pass's life that were not its own: not a training pass
-        if p is not None and p.role == "unknown":
-            self._classify_training(p)
-        if p is not None and p.role != "train":
-            p = None
-        self._epoch_for_step(p, now, wall)
-        ep = self.epoch
-        assert ep is not None
-        if self.clock is None:
-            self._restart_clock()
-        assert self.clock is not None
-        self._ensure_written(ep)
+        """A training step ends: in the pass that fed it (when that is a training pass), in its epoch."""
+        p = self._training_pass_of_step()
+        now, wall = probe.now()
+        ep = self._epoch_for_step(p, now, wall)
         self.steps += 1
-        ep.steps += 1
         if p is not None:
             p.steps += 1
-        if self.steps == 1 and self._block is None:
-            self.forwards.stop()  # the loop is found: module calls are watched only in no_grad blocks now
-        self._step_ids.append((ep.index, ep.steps))
-        self.clock.step_end()
-        self.clock.data_ready()
-        self._ready_marked = False
-        ep.touch(*_now())
+        if self.steps == 1:
+            self._first_step()
+        clock = self.timeline.step(ep, now, wall)
         if not self.finder.done:
-            self.finder.step_done()
-            if self.finder.done and self.release_capture is not None:
-                self.release_capture()  # a Python call per module call: off once the model is known
-                self.release_capture = None
+            self._step_seen_by_finder()
         if (
             self.monitor is not None
             and self.prediction is None
             and self.monitor.steps_per_epoch is not None  # without a loader: known once an epoch is over
-            and earlystop.should_stop(self.monitor, ep.steps, self.clock.device)
+            and earlystop.should_stop(self.monitor, ep.steps, clock.device)
         ):
             self._stop(ep)
         self._raise_if_stopped()
 
-    def _epoch_for_step(self, p: LoaderPass | None, now: float, wall: float) -> None:
-        """Open (and close) epochs at a step: a new training pass opens one, back-dated to the pass's start;
-        a step after the epoch's training is over opens one where the loop went on. Marked epochs and a
+    def _first_step(self) -> None:
+        """Once per run, at its first training step (the loop is found): per-run work that needs the loop
+        goes here, off the per-step path."""
+        if self._block is None:
+            self.forwards.stop()  # module calls are watched only in no_grad blocks from now on
+
+    def _step_seen_by_finder(self) -> None:
+        self.finder.step_done()
+        if self.finder.done and self.release_capture is not None:
+            self.release_capture()  # a Python call per module call: off once the model is known
+            self.release_capture = None
+
+    def _epoch_for_step(self, p: LoaderPass | None, now: float, wall: float) -> Epoch:
+        """The epoch of a step, opened (and the last one closed) as the step says. Marked epochs and a
         step-based run's one stretch only open at a step when none is open."""
-        ep = self.epoch
+        tl = self.timeline
+        ep = tl.epoch
+        if ep is not None and p is not None and ep.train_pass is p:
+            return ep  # the open epoch's training pass goes on: every mode keeps its epoch
         if "epoch" in self.manual:
             if ep is None:
-                self._open_epoch(now, wall, None)
-            return
-        if self.step_run:
+                tl.open_epoch(now, wall, None)
+        elif self.step_run:
             if ep is None:  # the one stretch of a step-based run opens at its first step
-                self._open_epoch(*((p.t0, p.wall0) if p is not None else self._loop_start(now, wall)), p)
-            return
+                start = (p.t0, p.wall0) if p is not None else self._loop_start(now, wall)
+                tl.open_epoch(*start, p)
+        else:
+            self._epoch_by_passes(p, now, wall)
+        assert tl.epoch is not None
+        return tl.epoch
+
+    def _epoch_by_passes(self, p: LoaderPass | None, now: float, wall: float) -> None:
+        """A new training pass opens an epoch, back-dated to the pass's start; a step after the epoch's
+        training is over opens one where the loop went on."""
+        tl = self.timeline
+        ep = tl.epoch
         new_pass = p is not None and (ep is None or ep.train_pass is not p)
-        if ep is None or new_pass or (p is None and ep.training_done):
-            t0, wall0 = (p.t0, p.wall0) if new_pass and p is not None else self._loop_start(now, wall)
-            if ep is not None:
-                self._close_epoch(ep, t0, wall0)
-            self._open_epoch(t0, wall0, p if new_pass else None)
+        if ep is not None and not new_pass and not (p is None and ep.training_done):
+            return
+        t0, wall0 = (p.t0, p.wall0) if new_pass and p is not None else self._loop_start(now, wall)
+        if ep is not None:
+            tl.close_epoch(ep, t0, wall0)
+        tl.open_epoch(t0, wall0, p if new_pass else None)
 
     def _loop_start(self, now: float, wall: float) -> tuple[float, float]:
         """Where a training loop without a loader pass began: after the evaluation that closed the last
         epoch, else at the model's first training call, else now."""
         start, self._resume_at = self._resume_at or self._first_forward or (now, wall), None
         return start
-
-    def _classify_training(self, p: LoaderPass) -> None:
-        p.role = "train"
-        self._last_train_pass = p
-        if not p.ended:
-            self.train_pass = p
-        loader = p.loader
-        if self._train_loader is None:
-            self._train_loader = loader
-            self.loader_batch_size = loader.batch_size if loader.batch_size is not None else p.first_batch_len
-            reason = self.beyond_edge_reason(loader)
-            if reason is not None:
-                raise BeyondEdge(reason)
-            if self.monitor is not None and self.monitor.steps_per_epoch is None:
-                # until the first epoch ends: one step per batch (gradient accumulation is seen then)
-                batches = probe.loader_batches(loader)
-                cap = self.settings.max_steps_per_epoch
-                self.monitor.steps_per_epoch = min(batches, cap) if batches and cap else batches
-            if self._eval_loader is loader:
-                self._eval_loader = None
 
     def _raise_if_stopped(self) -> None:
         if self.prediction is not None:
@@ -680,16 +384,17 @@ class Session:
 
     def data_ready(self) -> None:
         self.manual.add("data")
-        if self.clock is None:
-            self._restart_clock()
-        assert self.clock is not None
-        self.clock.data_ready()
-        self._ready_marked = True
+        tl = self.timeline
+        if tl.clock is None:
+            tl.restart_clock()
+        assert tl.clock is not None
+        tl.clock.data_ready()
+        tl.ready_marked = True
 
     def step_end(self) -> None:
         if "step" not in self.manual:
             self.manual.add("step")
-            self._set_marker(EXPLICIT)
+            self.timeline.mark_steps(EXPLICIT)
             if self._auto_step_pending:
                 # the optimizer hook has just counted this very step: the mark takes over from here on
                 self._auto_step_pending = False
@@ -700,60 +405,55 @@ class Session:
     def epoch_start(self, epoch: int | None = None) -> None:
         self.manual.add("epoch")
         self._settle()
-        _sync()
-        now, wall = _now()
-        if self.epoch is not None:
-            self._close_epoch(self.epoch, now, wall)
-        self._restart_clock()
-        self._open_epoch(now, wall, None, epoch)
+        probe.sync()
+        now, wall = probe.now()
+        tl = self.timeline
+        if tl.epoch is not None:
+            tl.close_epoch(tl.epoch, now, wall)
+        tl.restart_clock()
+        tl.open_epoch(now, wall, None, epoch)
 
     def epoch_end(self) -> None:
         self.manual.add("epoch")
         self._settle()
-        if self.epoch is not None:
-            _sync()
-            self._close_epoch(self.epoch, *_now())
+        tl = self.timeline
+        if tl.epoch is not None:
+            probe.sync()
+            tl.close_epoch(tl.epoch, *probe.now())
 
     def eval_start(self) -> None:
         self.manual.add("eval")
         self._settle_training_pass()
-        _sync()
-        self._eval_at = _now()
+        probe.sync()
+        self._eval_at = probe.now()
 
     def eval_end(self) -> None:
         self.manual.add("eval")
         self._settle()
         if self._eval_at is None:
             return
-        _sync()
+        probe.sync()
         (t0, wall0), self._eval_at = self._eval_at, None
         nested = self.train_pass is not None and not self.train_pass.ended
-        self._evaluated(t0, wall0, *_now(), nested=nested)
+        self._evaluated(t0, wall0, *probe.now(), nested=nested)
 
     def _evaluated(
         self, t0: float, wall0: float, t1: float, wall1: float, *, nested: bool, block: bool = False
     ) -> None:
-        ep = self.epoch
-        if ep is None and self.step_run and self._last_epoch is None and "epoch" not in self.manual:
-            self._open_epoch(t0, wall0, None)  # a step-based run's evaluation before its first step counts
-            ep = self.epoch
+        tl = self.timeline
+        if tl.epoch is None and self.step_run and tl.last_epoch is None and "epoch" not in self.manual:
+            tl.open_epoch(t0, wall0, None)  # a step-based run's evaluation before its first step counts
+        ep = tl.epoch
         if ep is None:
             return  # before training (a sanity check) or after the last epoch closed (a test set)
-        ep.validation_s += t1 - t0
-        ep.evals += 1
-        self._evals_done += 1
-        self._eval_at_steps.append(self.steps)
-        self._eval_s.append(t1 - t0)
-        ep.touch(t1, wall1)
-        self._ensure_written(ep)
-        self.writer.evaluation(ep.index, wall0=wall0, wall1=wall1)
+        tl.evaluated(ep, t0, wall0, t1, wall1, steps=self.steps)
         if self._evaluation_closes(ep, nested=nested, block=block):
-            self._close_epoch(ep, t1, wall1)
+            tl.close_epoch(ep, t1, wall1)
             self._resume_at = (t1, wall1)
-        if self.clock is not None:
-            self._restart_clock()  # the next training step should not include the evaluation
+        if tl.clock is not None:
+            tl.restart_clock()  # the next training step should not include the evaluation
 
-    def _evaluation_closes(self, ep: _Epoch, *, nested: bool, block: bool) -> bool:
+    def _evaluation_closes(self, ep: Epoch, *, nested: bool, block: bool) -> bool:
         """An evaluation after the epoch's training ends the epoch; without a loader, one after steps does."""
         if "epoch" in self.manual or self.step_run or nested:
             return False
@@ -764,7 +464,8 @@ class Session:
         v = _metric_value(value)
         if v is None:
             return
-        index = self.epoch.index if self.epoch is not None else self._closed_index
+        tl = self.timeline
+        index = tl.epoch.index if tl.epoch is not None else tl.closed_index
         accuracy = index is not None and name.lower() in ACCURACY_NAMES  # no epoch: no epoch's accuracy
         self.writer.metric(mllog.EVAL_ACCURACY if accuracy else METRIC_PREFIX + name, v, index)
 
@@ -772,20 +473,11 @@ class Session:
 
     def eval_loader(self) -> DataLoader | None:
         """The evaluation loader: the first one iterated for evaluation, else the first other one built."""
-        if self._eval_loader is not None:
-            return self._eval_loader
-        train = self._train_loader
-        train_data = getattr(train, "dataset", None)
-        for ref in self._loaders:
-            loader = ref()
-            if loader is None or loader is train:
-                continue
-            # A wrapper or copy of the training loader (accelerate's DataLoaderShard around the Trainer's) is
-            # not an evaluation loader: timing it would add a pass over the training set as validation.
-            if train_data is not None and getattr(loader, "dataset", None) is train_data:
-                continue
-            return loader
-        return None
+        return self.loaders.eval_loader()
+
+    def beyond_edge_reason(self, loader: DataLoader | None = None) -> str | None:
+        """Why the batch size asked for is one the script cannot use (:meth:`Loaders.beyond_edge_reason`)."""
+        return self.loaders.beyond_edge_reason(loader)
 
     @contextmanager
     def internal(self) -> Iterator[None]:
@@ -796,106 +488,21 @@ class Session:
         finally:
             self._internal -= 1
 
-    def _stop(self, ep: _Epoch) -> None:
+    def _stop(self, ep: Epoch) -> None:
         """Predict the full run from the steps watched, write it, and end the script (EarlyStop)."""
-        assert self.monitor is not None and self.clock is not None
-        self.clock.drain()
+        assert self.monitor is not None and self.timeline.clock is not None
+        self.timeline.clock.drain()
         self.prediction = self.predict(ep, self.monitor.stop_reason() or "epochs")
         raise EarlyStop(self.prediction)
 
-    def predict(self, ep: _Epoch | None, reason: str) -> dict[str, Any]:
+    def predict(self, ep: Epoch | None, reason: str) -> dict[str, Any]:
         """The prediction of the full run, written to the log and the prediction file.
 
         Raises:
             EarlyStop: with ``error`` set, when no prediction can be made.
         """
-        assert self.monitor is not None
-        s = self.settings
-        ep = ep or self._last_epoch or _Epoch(self._last_index, 0.0, 0.0)
-        try:
-            shape, validation = self._run_shape(ep)
-            if not validation.measured:
-                self.writer.evaluation(ep.index)
-            epochs = s.epochs or max(self._last_index, 1)
-            pred = earlystop.prediction(
-                self.monitor, shape, validation, rule=s.rule, epochs=epochs, reason=reason
-            )
-        except earlystop.CannotPredictError as e:
-            raise EarlyStop(None, str(e)) from None
-        if validation.error is not None:
-            flag = (
-                f"early stop could not time validation batches ({validation.error}): "
-                "the prediction leaves validation out"
-            )
-            self.flags.append(flag)
-            self.writer.flag(flag)
-        value = earlystop.prediction_value(s.run_name, s.batch_size, pred, validation)
-        if s.steps is not None:
-            value["steps"] = s.steps
-        self.writer.prediction(value, pred)
-        if self.primary and s.prediction_file is not None:
-            s.prediction_file.parent.mkdir(parents=True, exist_ok=True)
-            s.prediction_file.write_text(json.dumps(value, indent=2))
-        return value
-
-    def _run_shape(self, ep: _Epoch) -> tuple[earlystop.EpochShape, earlystop.ValidationTiming]:
-        """The full run's steps per epoch and its validation: from the loaders (timing a few evaluation
-        batches), or, for a step-based run or a loop without a loader, from the steps and evaluations seen.
-
-        Raises:
-            earlystop.CannotPredictError: the steps per epoch are unknown.
-        """
-        s = self.settings
-        if s.steps is not None:
-            count = earlystop.evaluations_in_run(self._eval_at_steps, s.steps)
-            measured = earlystop.ValidationTiming(float(count), list(self._eval_s), measured=True)
-            return earlystop.EpochShape(s.steps, float(s.steps)), measured
-        assert self.monitor is not None
-        known = self.monitor.steps_per_epoch
-        if self._train_loader is None and known is not None:
-            per_epoch = float(self._evals_per_epoch or 0)
-            measured = earlystop.ValidationTiming(per_epoch, list(self._eval_s), measured=True)
-            return earlystop.EpochShape(known, float(known)), measured
-        tp = ep.train_pass or self._last_train_pass
-        # gradient accumulation: several batches per optimizer step (a prefetching consumer reads one ahead)
-        per_step = max(1, round(tp.batches / tp.steps)) if tp is not None and tp.steps else 1
-        shape = earlystop.epoch_shape(
-            self._train_loader,
-            batch_size=self.loader_batch_size,
-            cap=s.max_steps_per_epoch,
-            batches_per_step=per_step,
-        )
-        with self.internal():
-            validation = earlystop.time_validation(
-                self.eval_loader(),
-                self.finder.model,
-                cap=s.max_eval_batches,
-                n=s.rule.validation_batches,
-                sync=_sync,
-            )
-        return shape, validation
-
-    def beyond_edge_reason(self, loader: DataLoader | None = None) -> str | None:
-        """Why the batch size asked for is one the script cannot use: a loader batching it per rank has
-        fewer samples than one batch (``loader``, else every loader built). None: no such loader."""
-        s = self.settings
-        if not s.batch_size:
-            return None
-        per_rank = s.batch_size // _world_size()
-        loaders = [loader] if loader is not None else [ref() for ref in self._loaders]
-        for candidate in loaders:
-            if candidate is None or candidate.batch_size != per_rank:
-                continue
-            try:
-                samples = len(candidate.sampler)  # type: ignore[arg-type]
-            except TypeError:
-                continue
-            if samples < per_rank:
-                return (
-                    f"batch size {s.batch_size} is beyond what this script can train: its DataLoader holds "
-                    f"{samples} samples per rank, fewer than one batch of {per_rank}"
-                )
-        return None
+        assert self.forecast is not None
+        return self.forecast.predict(ep, reason, model=self.finder.model, internal=self.internal)
 
     # ---- the end ---------------------------------------------------------------------------------
 
@@ -910,28 +517,18 @@ class Session:
         self._finished = True
         self.forwards.stop()
         self._settle()
-        if self.clock is not None:
-            self.clock.drain()
+        tl = self.timeline
+        if tl.clock is not None:
+            tl.clock.drain()
         stopped = self.prediction is not None
-        ep = self.epoch
+        ep = tl.epoch
         if ep is not None and not stopped:
-            self._close_epoch(ep, ep.last_t, ep.last_wall)
-        if self._run_t0 is None:
+            tl.close_epoch(ep, ep.last_t, ep.last_wall)
+        if not tl.started:
             return
         if self.monitor is not None and not stopped and self.steps:
             self.prediction = self.predict(None, "epochs")
-        fit_s = None
-        if not stopped and self._first_t is not None and self._last_close_t is not None:
-            fit_s = self._last_close_t - self._first_t
-        device = self.clock.device if self.clock is not None else _device()
-        memory = None
-        if device.type == "cuda":  # how much of the GPU this batch size needs: headroom per cell
-            memory = {
-                "peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
-                "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
-                "total_bytes": torch.cuda.get_device_properties(device).total_memory,
-            }
-        self.writer.run_end(fit_s=fit_s, gpu_memory=memory, total_s=time.perf_counter() - self._run_t0)
+        tl.run_end(stopped=stopped)
 
     def fail(self, reason: str, kind: str) -> None:
         """The run failed: the FAILURE event (every rank) and the legacy line."""
@@ -947,23 +544,11 @@ class Session:
             reason,
             prediction=self.prediction,
             steps=self.steps,
-            loader_batch_size=self.loader_batch_size,
+            loader_batch_size=self.loaders.batch_size,
             flags=self.flags,
-            step_marker=self.step_marker,
-            train_samples=self._train_samples(),
+            step_marker=self.timeline.step_marker,
+            train_samples=self.loaders.train_samples(),
         )
-
-    def _train_samples(self) -> int | None:
-        """Samples of the training loader's pass over every rank (None: no loader with a length trained)."""
-        loader = self._train_loader
-        if loader is None:
-            return None
-        batches = loader.batch_sampler
-        sampler = loader.sampler if loader.batch_size is not None else getattr(batches, "sampler", None)
-        try:
-            return len(sampler) * _world_size()  # type: ignore[arg-type]
-        except TypeError:
-            return None
 
     def close(self) -> None:
         self.writer.close()

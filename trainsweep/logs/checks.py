@@ -4,14 +4,15 @@ starts mid-run or ends early, a failed or empty job. Each finding is a :class:`P
 Problem codes (also in docs/log-formats.md): empty, binary, unknown-dialect, no-training, failed,
 starts-mid-run, ends-early, epoch-not-closed, no-final-lines, steps-per-epoch, last-step-not-logged,
 header-contradicts-name, unknown-instance-type, absurd-value, absurd-structure, bad-line, bad-mllog,
-undecodable-bytes, long-line, read-error; for MLPerf result logs also mlperf-epochs-in-samples and
-mlperf-system;
+undecodable-bytes, long-line, read-error, missing-events; for MLPerf result logs also
+mlperf-epochs-in-samples and mlperf-system;
 for a spec's ``log_format`` (:mod:`trainsweep.logs.pattern`) also no-match and bad-value.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -222,10 +223,17 @@ def cloudml_shape(run: RunTimings, r: CloudMLReader) -> bool:
     return partial
 
 
-def structured_shape(run: RunTimings) -> bool:
-    """An MLLOG run that ends before the epochs its header announces; True: partial."""
-    if run.dialect != "mllog" or run.prediction is not None:
+def structured_shape(run: RunTimings, seen: Collection[str] = ()) -> bool:
+    """An MLLOG run that ends before the epochs its header announces, or lacks an event a complete run
+    holds (:func:`missing_events`; ``seen``: the keys read); True: partial."""
+    if run.dialect != "mllog":
         return False
+    if run.prediction is None and _ends_before_announced(run):
+        return True
+    return missing_events(run, seen)
+
+
+def _ends_before_announced(run: RunTimings) -> bool:
     last = run.epochs[-1]
     reached = run.extra.get(mllog.TARGET_REACHED)
     if isinstance(reached, dict) and reached.get("epoch") == last.index:
@@ -236,6 +244,23 @@ def structured_shape(run: RunTimings) -> bool:
         )
         return True
     return False
+
+
+def missing_events(run: RunTimings, seen: Collection[str]) -> bool:
+    """A run trainsweep's timeline writer started (``run_start`` and ``trainsweep.step`` events) that did not
+    fail but lacks an event of :func:`mllog.required_events`: it ended before its end was written; True:
+    partial. A log without both is another tool's, or a fragment: not checked."""
+    if mllog.STEP not in seen or mllog.RUN_START not in seen or run.status == "failed":
+        return False
+    missing = [k for k in mllog.required_events(early_stopped=run.prediction is not None) if k not in seen]
+    if not missing:
+        return False
+    run.add_problem(
+        "missing-events",
+        f"the log lacks {', '.join(missing)}, which every complete run holds: "
+        "the process ended before it wrote the run's end",
+    )
+    return True
 
 
 def _check_steps_per_epoch(run: RunTimings, train_samples: int | None) -> None:

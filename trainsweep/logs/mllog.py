@@ -105,6 +105,17 @@ MAX_SEQUENCE_LENGTH = "max_sequence_length"
 FAILURE = NS + "failure"
 """value: {"reason": str, "kind": "error" | "oom" | "timeout" | "stopped"}."""
 
+REQUIRED_EVENTS = (INIT_START, INIT_STOP, RUN_START, EPOCH_START, STEP, RUN_STOP)
+"""The events every run that trainsweep's timeline writer (:mod:`trainsweep.training.timeline`) saw to its
+end holds, in the order they come; a full run also closes its epochs (:data:`EPOCH_STOP`), a run early
+stop ended holds its :data:`PREDICTION` instead. :func:`trainsweep.logs.checks.missing_events` checks a
+log against them."""
+
+
+def required_events(*, early_stopped: bool) -> tuple[str, ...]:
+    """The keys of :data:`REQUIRED_EVENTS` plus what the run's mode adds (see there)."""
+    return REQUIRED_EVENTS + ((PREDICTION,) if early_stopped else (EPOCH_STOP,))
+
 
 def format_line(
     key: str,
@@ -129,7 +140,10 @@ def format_line(
 def format_step_line(epoch: int, n: int, step_s: float, wait_s: float, compute_s: float, rank: int) -> str:
     """A training step's ``:::MLLOG`` line: :func:`format_line`'s bytes for :data:`STEP`, built without the
     JSON encoder when the times are finite floats (a per-step cost a fast loop feels)."""
-    if all(type(x) is float and math.isfinite(x) for x in (step_s, wait_s, compute_s)):
+    # one test for the three (a sum of finite floats is finite unless it overflows: the encoder's path)
+    if type(step_s) is type(wait_s) is type(compute_s) is float and math.isfinite(
+        step_s + wait_s + compute_s
+    ):
         return (
             f'{TOKEN} {{"namespace": "", "time_ms": {int(time.time() * 1000)}, "event_type": "{POINT}", '
             f'"key": "{STEP}", "value": {{"step": {int(n)}, "step_s": {step_s!r}, "data_wait_s": {wait_s!r}, '

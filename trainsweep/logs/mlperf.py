@@ -89,6 +89,8 @@ class MllogReader:
         self.init_stop_ms: float | None = None
         self.min_epoch_num: int | None = None
         self.mlperf = MlperfRun()
+        self.seen: set[str] = set()
+        """The keys with a handler that were read (:func:`checks.missing_events`)."""
 
     def feed(self, region: bytes, newlines_before: int) -> None:
         if not native.has(region, _COLONS):
@@ -149,6 +151,7 @@ class MllogReader:
         handler = _HANDLERS.get(key)
         if handler is not None:
             handler(self, key, value, meta, rank, time_ms, stamp)
+            self.seen.add(key)
         elif key.startswith(mllog.METRIC_PREFIX) and "epoch_num" in meta:
             self._metric(key[len(mllog.METRIC_PREFIX) :], rank, meta, value)
         else:
@@ -414,8 +417,10 @@ class MllogReader:
             mlperf_result.to_run(run, self.mlperf, self.extra, path)
 
     def check(self, run: RunTimings) -> bool:
-        """The quality checks of the run's shape (:func:`checks.structured_shape`); True: it is partial."""
-        return checks.structured_shape(run)
+        """The quality checks of the run's shape and events (:func:`checks.structured_shape`); True: it is
+        partial."""
+        # the run-wide events are rank 0's: a log of other ranks' steps alone has none to miss
+        return checks.structured_shape(run, self.seen if 0 in self.ranks else ())
 
 
 def _prefix_rank(region: bytes, token_at: int) -> int | None:

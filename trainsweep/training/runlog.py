@@ -16,7 +16,7 @@ from typing import Any
 from trainsweep.logs import mllog
 
 STDOUT_ONLY = Path("-")
-"""The path of a log that has no file, only its echo (:class:`trainsweep.instrument.events.StdoutLog`)."""
+"""The path of a log that has no file, only its echo (:class:`StdoutLog`)."""
 ECHO_HOLD_BYTES = 64 * 1024
 ECHO_HOLD_SECONDS = 1.0
 """Per-step lines are echoed to stdout in blocks of about ECHO_HOLD_BYTES, at least every
@@ -46,7 +46,9 @@ class RunLog:
         """Several lines in one ``os.write`` (one step's event and its legacy line stay together); the
         echo is flushed unless ``flush`` is False (per-step lines: the next other line, or close, flushes
         them, in order, so a fast loop does not pay a flush to stdout per step)."""
-        text = "".join(t.rstrip("\n") + "\n" for t in texts)
+        self._write("".join(t.rstrip("\n") + "\n" for t in texts), flush)
+
+    def _write(self, text: str, flush: bool) -> None:
         if self._fd is not None:
             os.write(self._fd, text.encode())
         if self.echo:
@@ -88,7 +90,7 @@ class RunLog:
         """One training step: its ``:::MLLOG`` event (:func:`mllog.format_step_line`) and, with ``legacy``,
         the seeds' line, in one write, echoed with the next other line."""
         event = mllog.format_step_line(epoch, n, step_s, wait_s, compute_s, self.rank)
-        self.lines((event, f"{n} step training time: {step_s}s") if legacy else (event,), flush=False)
+        self._write(f"{event}\n{n} step training time: {step_s}s\n" if legacy else event + "\n", False)
 
     def real_time(self) -> None:
         self.line(f"Real time: {time.time()}")
@@ -105,6 +107,14 @@ class RunLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class StdoutLog(RunLog):
+    """A run log that only prints, on every rank (outside a job the platform collects stdout)."""
+
+    def __init__(self, *, rank: int = 0) -> None:
+        super().__init__(STDOUT_ONLY, rank=rank)
+        self.echo = True  # every rank
 
 
 def has_event(path: Path, key: str) -> bool:

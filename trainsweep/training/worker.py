@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from trainsweep import axes, image, instances
+from trainsweep import image, instances
 from trainsweep.instrument import flops
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState, container_family, predict_run, steady_estimate
@@ -35,6 +35,7 @@ from trainsweep.training.data import DATASETS, Batches, SyntheticBatches, load_a
 from trainsweep.training.models import build_model
 from trainsweep.training.precision import PrecisionInfeasibleError, check_forward, choose
 from trainsweep.training.runlog import RunLog
+from trainsweep.training.timeline import RunFacts, RunWriter, gpu_memory
 from trainsweep.training.timing import StepClock
 
 EXIT_OK, EXIT_ERROR, EXIT_BAD_INPUT, EXIT_OOM, EXIT_STOPPED = (
@@ -119,71 +120,78 @@ def _default_lr(workload: str, batch_size: int) -> float:
 
 
 class CellRun:
-    """Trains (or early-stops) one batch size and writes its log."""
+    """Trains (or early-stops) one batch size; its log is written by :mod:`trainsweep.training.timeline`."""
 
     def __init__(self, cfg: JobConfig, cell: Cell, paths: Paths, rank: Rank, log: RunLog):
-        self.cfg, self.cell, self.paths, self.rank, self.log = cfg, cell, paths, rank, log
+        self.cfg, self.cell, self.paths, self.rank = cfg, cell, paths, rank
+        self.writer = RunWriter(log, rank=rank.rank)
         self.primary = rank.rank == 0
         self.epoch = 0
         self.monitor: SteadyState | None = None
 
-    # ---- logging helpers -------------------------------------------------------------------------
-
-    def legacy(self, text: str) -> None:
-        if self.primary:
-            self.log.line(text)
-
-    def header(self, key: str, value: Any, **metadata: Any) -> None:
-        if self.primary:
-            self.log.event(key, value, **metadata)
-
     def _on_step(self, n: int, step_s: float, wait_s: float, compute_s: float) -> None:
-        self.log.step(self.epoch, n, step_s, wait_s, compute_s, legacy=self.primary)
+        self.writer.step(self.epoch, n, step_s, wait_s, compute_s)
         if self.monitor is not None:
             self.monitor.add(step_s)
 
     # ---- set-up ----------------------------------------------------------------------------------
 
-    def setup(self) -> None:
+    def setup(self) -> float:
+        """Data, model, precision and optimizer on this rank's device; returns the initialisation time."""
         cfg, cell, rank = self.cfg, self.cell, self.rank
         t0 = time.perf_counter()
-        self.header(mllog.INIT_START, None)
+        self.writer.init_start()
         if cell.batch_size % rank.world_size:
             raise JobConfigError(
                 f"batch size {cell.batch_size} does not split evenly over {rank.world_size} GPUs/ranks; "
                 f"use a multiple of {rank.world_size}"
             )
-        itype = instance_type(self.paths)
-        self.device = _device(rank, expected_gpus(self.paths), itype)
+        self.itype = instance_type(self.paths)
+        self.device = _device(rank, expected_gpus(self.paths), self.itype)
         torch.manual_seed(cfg.seed)
-        info = DATASETS[cfg.workload]
-        self.info = info
-        per_rank = cell.batch_size // rank.world_size
+        self.info = DATASETS[cfg.workload]
+        self.train_data, self.eval_data = loader.through_workers(
+            *self._data(cell.batch_size // rank.world_size), cfg.num_workers_of(cell), cfg.seed
+        )
+        self._build_model()
+        self.clock = StepClock(self.device, self._on_step)
+        init_s = time.perf_counter() - t0
+        limit = os.environ.get(MEMORY_LIMIT_ENV)
+        if limit:
+            _limit_address_space(int(limit))
+        return init_s
+
+    def _data(self, per_rank: int) -> tuple[Batches, Batches]:
+        """The training and evaluation batches of this rank: synthetic, or the dataset on the device."""
+        cfg, rank = self.cfg, self.rank
         if cfg.synthetic:
             mk = dict(batch_size=per_rank, device=self.device, seed=cfg.seed, rank=rank.rank,
                       world_size=rank.world_size, train_samples=cfg.synthetic_samples)  # fmt: skip
-            self.train_data: Batches = SyntheticBatches(info, train=True, **mk)  # type: ignore[arg-type]
-            self.eval_data: Batches = SyntheticBatches(info, train=False, **mk)  # type: ignore[arg-type]
-        else:
-            arr = load_arrays(
-                cfg.workload,
-                channel=self.paths.channel(TRAIN_CHANNEL),
-                allow_download=cfg.download,
-                cache=self.paths.base / "input" / "data" / "download",
+            return (
+                SyntheticBatches(self.info, train=True, **mk),  # type: ignore[arg-type]
+                SyntheticBatches(self.info, train=False, **mk),  # type: ignore[arg-type]
             )
-            common = dict(batch_size=per_rank, info=info, seed=cfg.seed, rank=rank.rank,
-                          world_size=rank.world_size)  # fmt: skip
-            self.train_data = Batches(
-                torch.from_numpy(arr.x_train).to(self.device), torch.from_numpy(arr.y_train).to(self.device),
-                train=True, **common,  # type: ignore[arg-type]
-            )  # fmt: skip
-            self.eval_data = Batches(
-                torch.from_numpy(arr.x_test).to(self.device), torch.from_numpy(arr.y_test).to(self.device),
-                train=False, **common,  # type: ignore[arg-type]
-            )  # fmt: skip
-        self.train_data, self.eval_data = loader.through_workers(
-            self.train_data, self.eval_data, cfg.num_workers_of(cell), cfg.seed
+        arr = load_arrays(
+            cfg.workload,
+            channel=self.paths.channel(TRAIN_CHANNEL),
+            allow_download=cfg.download,
+            cache=self.paths.base / "input" / "data" / "download",
         )
+        common = dict(batch_size=per_rank, info=self.info, seed=cfg.seed, rank=rank.rank,
+                      world_size=rank.world_size)  # fmt: skip
+
+        def on_device(x: Any) -> torch.Tensor:
+            return torch.from_numpy(x).to(self.device)
+
+        return (
+            Batches(on_device(arr.x_train), on_device(arr.y_train), train=True, **common),  # type: ignore[arg-type]
+            Batches(on_device(arr.x_test), on_device(arr.y_test), train=False, **common),  # type: ignore[arg-type]
+        )
+
+    def _build_model(self) -> None:
+        """The model in the cell's precision (checked on one batch), its DDP and compile wrappers, the
+        optimizer and the loss."""
+        cfg, cell, rank = self.cfg, self.cell, self.rank
         model = build_model(cfg.workload).to(self.device)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True
@@ -203,38 +211,36 @@ class CellRun:
         lr = cfg.learning_rate or _default_lr(cfg.workload, cell.batch_size)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=0.9, weight_decay=5e-4)
         self.loss = nn.CrossEntropyLoss()
-        self.clock = StepClock(self.device, self._on_step)
-        init_s = time.perf_counter() - t0
-        self.legacy(f"Initialization time {init_s}")
-        self.header(mllog.INIT_TIME, init_s)
-        self.header(mllog.INIT_STOP, None)
-        gpus = torch.cuda.device_count() if self.device.type == "cuda" else 0
-        for key, value in (
-            (mllog.WORKLOAD, cfg.workload),
-            (mllog.GLOBAL_BATCH_SIZE, cell.batch_size),
-            (mllog.TRAIN_SAMPLES, self._epoch_samples(self.train_data, cfg.max_steps_per_epoch)),
-            (mllog.EVAL_SAMPLES, self._epoch_samples(self.eval_data, cfg.max_eval_batches)),
-            (mllog.EPOCH_COUNT, cfg.epochs),
-            (mllog.GPUS, gpus),
-            (mllog.WORLD_SIZE, rank.world_size),
-            (mllog.SEED, cfg.seed),
-            (mllog.SUBMISSION_PLATFORM, torch.cuda.get_device_name(self.device) if gpus else "cpu"),
-            (mllog.COMMAND_LINE, " ".join(sys.argv)),
-            (axes.PRECISION_KEY, self.precision_used),
-        ):
-            self.header(key, value)
-        if self.primary:
-            self.header(mllog.FLOPS, flops.builtin_event(lambda: build_model(cfg.workload), info.shape,
-                        batch=per_rank, dtype=self.precision_used, device=self.device,
-                        world_size=rank.world_size))  # fmt: skip
 
-        itype = instance_type(self.paths)
-        if itype:
-            self.header(mllog.INSTANCE_TYPE, itype)
-        self.legacy(f"Batch size: {cell.batch_size}; epochs: {cfg.epochs}; mode: {cfg.mode}")
-        limit = os.environ.get(MEMORY_LIMIT_ENV)
-        if limit:
-            _limit_address_space(int(limit))
+    def facts(self) -> RunFacts:
+        """The run's header."""
+        cfg, rank = self.cfg, self.rank
+        gpus = torch.cuda.device_count() if self.device.type == "cuda" else 0
+        return RunFacts(
+            workload=cfg.workload,
+            global_batch_size=self.cell.batch_size,
+            train_samples=self._epoch_samples(self.train_data, cfg.max_steps_per_epoch),
+            eval_samples=self._epoch_samples(self.eval_data, cfg.max_eval_batches),
+            epochs=cfg.epochs,
+            gpus=gpus,
+            world_size=rank.world_size,
+            platform=torch.cuda.get_device_name(self.device) if gpus else "cpu",
+            command_line=" ".join(sys.argv),
+            instance_type=self.itype or None,
+            mode=cfg.mode,
+            seed=cfg.seed,
+            precision=self.precision_used,
+        )
+
+    def _count_flops(self) -> None:
+        """The model's FLOPs per training step, counted once on the meta device (no timed step pays)."""
+        if self.primary:
+            cfg, rank = self.cfg, self.rank
+            event = flops.builtin_event(
+                lambda: build_model(cfg.workload), self.info.shape, batch=self.cell.batch_size // rank.world_size,
+                dtype=self.precision_used, device=self.device, world_size=rank.world_size,
+            )  # fmt: skip
+            self.writer.header(mllog.FLOPS, event)
 
     def _epoch_samples(self, data: Batches, cap: int | None) -> int:
         """Samples in one epoch (all ranks); a step cap (tests, quick runs) makes the epoch that much."""
@@ -353,43 +359,34 @@ class CellRun:
 
     def _epoch_begin(self, k: int) -> None:
         self.epoch = k
-        self.log.event(mllog.EPOCH_START, event_type=mllog.START, epoch_num=k)
-        self.legacy(f"Epoch {k}/{self.cfg.epochs}")
+        self.writer.epoch_start(k, epochs=self.cfg.epochs)
 
-    def full(self) -> None:
+    def full(self) -> float:
+        """Every epoch (or until the target accuracy), then the model saved; returns the fit time."""
         fit0 = time.perf_counter()
         for k in range(1, self.cfg.epochs + 1):
             self._epoch_begin(k)
             t0 = time.perf_counter()
             self._train_steps(self.cfg.max_steps_per_epoch, stop_check=False)
             self.clock.drain()
-            self.header(mllog.EVAL_START, None, epoch_num=k)
+            self.writer.eval_start(k)
             val_s, acc = self._validate()
-            self.legacy(f"Validation time: {val_s}s")
-            self.header(mllog.VALIDATION_TIME, val_s, epoch_num=k)
-            self.header(mllog.EVAL_ACCURACY, acc, epoch_num=k)
-            self.header(mllog.EVAL_STOP, None, epoch_num=k)
-            epoch_s = time.perf_counter() - t0
-            self.legacy(f"Epoch time: {epoch_s}s")
-            self.header(mllog.EPOCH_TIME, epoch_s, epoch_num=k)
-            self.log.event(mllog.EPOCH_STOP, event_type=mllog.END, epoch_num=k)
-            if self.primary:
-                self.log.real_time()
+            self.writer.eval_stop(k)
+            self.writer.metric(mllog.EVAL_ACCURACY, acc, k)
+            self.writer.epoch_end(k, validation_s=val_s, epoch_s=time.perf_counter() - t0)
             target = self.cfg.target_accuracy
             if target is not None and acc >= target:  # MLPerf's time-to-train: the run ends at the target
-                self.legacy(f"Target {mllog.EVAL_ACCURACY} {target} reached after epoch {k}: {acc}")
-                reached = {"metric": mllog.EVAL_ACCURACY, "target": target, "value": acc, "epoch": k}
-                self.header(mllog.TARGET_REACHED, reached)
+                self.writer.target_reached(k, target, acc)
                 break
-        self.header(mllog.FIT_TIME, time.perf_counter() - fit0)
+        fit_s = time.perf_counter() - fit0
         if self.primary:
             # the trained model, as the seeds saved theirs (SageMaker uploads <base>/model as model.tar.gz)
             t0 = time.perf_counter()
             self.paths.model.mkdir(parents=True, exist_ok=True)
-            torch.save(self.net.state_dict(), self.paths.model / f"{self.cell.run_name}.pt")
-            save_s = time.perf_counter() - t0
-            self.header(mllog.MODEL_SAVE_TIME, save_s)
-            self.legacy(f"Model saved: {self.paths.model / f'{self.cell.run_name}.pt'} ({save_s}s)")
+            path = self.paths.model / f"{self.cell.run_name}.pt"
+            torch.save(self.net.state_dict(), path)
+            self.writer.model_saved(path, time.perf_counter() - t0)
+        return fit_s
 
     def early_stop(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -417,9 +414,9 @@ class CellRun:
         if cfg.max_eval_batches:
             eval_steps = min(eval_steps, cfg.max_eval_batches)
         shapes = self._new_shape_warmup(steps_per_epoch, eval_steps)
-        self.header(mllog.EVAL_START, None, epoch_num=k)
+        self.writer.eval_start(k)
         val_times = self._time_validation_batches(cfg.rule.validation_batches)
-        self.header(mllog.EVAL_STOP, None, epoch_num=k)
+        self.writer.eval_stop(k)
         val_est = steady_estimate(val_times, confidence=cfg.rule.confidence, skip_first=1)
         train_batches = min(self.train_data.full_batch_equivalents, float(steps_per_epoch))
         eval_batches = min(self.eval_data.full_batch_equivalents, float(eval_steps))
@@ -444,40 +441,22 @@ class CellRun:
         value = {"run_name": self.cell.run_name, "batch_size": self.cell.batch_size, **pred.to_dict()}
         value["validation_batch_times_s"] = val_times
         value["new_shape_warmup_s"] = shapes
-        self.header(mllog.PREDICTION, value)
-        self.legacy(
-            f"Predicted epoch time: {pred.epoch_s}s "
-            f"(90 % interval {pred.epoch_low_s}s - {pred.epoch_high_s}s); "
-            f"predicted time for {cfg.epochs} epochs: {pred.total_s}s; steps watched: {pred.steps_watched} "
-            f"({reason})"
-        )
-        if self.primary:
-            out = self.paths.prediction_file(self.cell.run_name)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(value, indent=2))
+        self.writer.prediction(value, pred, file=self.paths.prediction_file(self.cell.run_name))
         return value
 
     def run(self) -> dict[str, Any] | None:
-        self.setup()
-        self.header(mllog.RUN_START, None)
+        init_s = self.setup()
+        self.writer.run_start(self.facts(), init_s=init_s)
+        self._count_flops()
         t0 = time.perf_counter()
         prediction: dict[str, Any] | None = None
+        fit_s = None
         if self.cfg.mode == "early-stop":
             prediction = self.early_stop()
         else:
-            self.full()
+            fit_s = self.full()
         total = time.perf_counter() - t0
-        if self.device.type == "cuda":  # how much of the GPU this batch size needs: headroom per cell
-            self.header(
-                mllog.GPU_MEMORY,
-                {
-                    "peak_allocated_bytes": torch.cuda.max_memory_allocated(self.device),
-                    "peak_reserved_bytes": torch.cuda.max_memory_reserved(self.device),
-                    "total_bytes": torch.cuda.get_device_properties(self.device).total_memory,
-                },
-            )
-        self.header(mllog.TOTAL_TIME, total)
-        self.header(mllog.RUN_STOP, None, status="success")
+        self.writer.run_end(fit_s=fit_s, gpu_memory=gpu_memory(self.device), total_s=total)
         return prediction
 
 
@@ -537,12 +516,8 @@ def main(argv: list[str] | None = None) -> int:
             reason = f"{type(e).__name__}: {str(e).splitlines()[0][:500] if str(e) else ''}"
             traceback.print_exc()
     if kind is not None:
-        try:
-            log.event(mllog.FAILURE, {"reason": reason, "kind": kind}, epoch_num=0)
-            if rank.rank == 0:
-                log.line(f"Training failed: {reason}")
-        except OSError:
-            pass
+        assert reason is not None
+        RunWriter(log, rank=rank.rank).failure(reason, kind)
         print(f"trainsweep worker: {reason}", file=sys.stderr, flush=True)
     if rank.rank == 0:
         _write_status(paths, cell, status, reason, prediction)
