@@ -235,10 +235,10 @@ class CellRun:
     def _count_flops(self) -> None:
         """The model's FLOPs per training step, counted once on the meta device (no timed step pays)."""
         if self.primary:
-            cfg, rank = self.cfg, self.rank
+            cfg, world = self.cfg, self.rank.world_size
             event = flops.builtin_event(
-                lambda: build_model(cfg.workload), self.info.shape, batch=self.cell.batch_size // rank.world_size,
-                dtype=self.precision_used, device=self.device, world_size=rank.world_size,
+                lambda: build_model(cfg.workload), self.info.shape, batch=self.cell.batch_size // world,
+                dtype=self.precision_used, device=self.device, world_size=world,
             )  # fmt: skip
             self.writer.header(mllog.FLOPS, event)
 
