@@ -154,6 +154,7 @@ class CellRun:
             *self._data(cell.batch_size // rank.world_size), cfg.num_workers_of(cell), cfg.seed
         )
         self._build_model()
+        self.flops = self._count_flops() if self.primary else None
         self.clock = StepClock(self.device, self._on_step)
         init_s = time.perf_counter() - t0
         limit = os.environ.get(MEMORY_LIMIT_ENV)
@@ -232,15 +233,14 @@ class CellRun:
             precision=self.precision_used,
         )
 
-    def _count_flops(self) -> None:
-        """The model's FLOPs per training step, counted once on the meta device (no timed step pays)."""
-        if self.primary:
-            cfg, world = self.cfg, self.rank.world_size
-            event = flops.builtin_event(
-                lambda: build_model(cfg.workload), self.info.shape, batch=self.cell.batch_size // world,
-                dtype=self.precision_used, device=self.device, world_size=world,
-            )  # fmt: skip
-            self.writer.header(mllog.FLOPS, event)
+    def _count_flops(self) -> dict[str, Any]:
+        """The model's FLOPs per training step, counted once on the meta device (no timed step pays), in
+        set-up: before the test memory cap, which measures the training alone."""
+        cfg, world = self.cfg, self.rank.world_size
+        return flops.builtin_event(
+            lambda: build_model(cfg.workload), self.info.shape, batch=self.cell.batch_size // world,
+            dtype=self.precision_used, device=self.device, world_size=world,
+        )  # fmt: skip
 
     def _epoch_samples(self, data: Batches, cap: int | None) -> int:
         """Samples in one epoch (all ranks); a step cap (tests, quick runs) makes the epoch that much."""
@@ -447,7 +447,8 @@ class CellRun:
     def run(self) -> dict[str, Any] | None:
         init_s = self.setup()
         self.writer.run_start(self.facts(), init_s=init_s)
-        self._count_flops()
+        if self.primary:
+            self.writer.header(mllog.FLOPS, self.flops)
         t0 = time.perf_counter()
         prediction: dict[str, Any] | None = None
         fit_s = None
