@@ -1100,6 +1100,8 @@ class SweepSpec(BaseModel):
             del doc["axes"]
         if doc["tracking"] is None:  # and without tracking
             del doc["tracking"]
+        if doc["workload"]["tokens_per_sample"] is None:  # and without a sample's tokens
+            del doc["workload"]["tokens_per_sample"]
         return doc
 
 

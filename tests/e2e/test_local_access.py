@@ -27,7 +27,7 @@ def _spec(tmp_path: Path) -> Path:
     write_mnist(data / "mnist.npz", train=256, test=64)
     spec = {
         "name": "guarded",
-        "workload": {"model": "mnist-cnn", "epochs": 50, "synthetic": False},  # long enough to intrude
+        "workload": {"model": "mnist-cnn", "epochs": 1000, "synthetic": False},  # outlives the probes: interrupted
         "instance_types": ["local"],
         "batch_sizes": [16],
         "max_runtime_seconds": 600,

@@ -156,7 +156,7 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
     write_mnist(data_dir / "mnist.npz", train=256, test=64)
     spec = write_spec(tmp_path, data_dir, batch_sizes=[16], max_concurrency=1)
     raw = json.loads(spec.read_text())
-    raw["workload"]["epochs"] = 50  # long enough to interrupt
+    raw["workload"]["epochs"] = 1000  # outlives any wait below: always interrupted
     raw["workload"]["hyperparameters"] = {}
     spec.write_text(json.dumps(raw))
     out = tmp_path / "results"
