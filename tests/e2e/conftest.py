@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -44,3 +45,10 @@ def write_spec(tmp_path: Path, data: Path, **extra: Any) -> Path:
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     return path
+
+
+def sigint_as_a_terminal_gives_it() -> None:
+    """``preexec_fn`` of a CLI process a test interrupts: SIGINT at its default, as a shell starts a
+    command, whatever this test process inherited (a library run in-process earlier may leave SIGINT
+    ignored, and an ignored SIGINT stays ignored across exec: the CLI would never see the Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .conftest import write_mnist
+from .conftest import sigint_as_a_terminal_gives_it, write_mnist
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ def _spec(tmp_path: Path) -> Path:
     write_mnist(data / "mnist.npz", train=256, test=64)
     spec = {
         "name": "guarded",
-        "workload": {"model": "mnist-cnn", "epochs": 1000, "synthetic": False},  # outlives the probes: interrupted
+        "workload": {"model": "mnist-cnn", "epochs": 1000, "synthetic": False},  # interrupted
         "instance_types": ["local"],
         "batch_sizes": [16],
         "max_runtime_seconds": 600,
@@ -70,6 +70,7 @@ def test_another_process_is_refused_during_a_local_sweep_and_logged(tmp_path: Pa
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        preexec_fn=sigint_as_a_terminal_gives_it,
     )
     try:
         process = psutil.Process(cli.pid)

@@ -28,7 +28,7 @@ from typer.testing import CliRunner
 from trainsweep import layout
 from trainsweep.cli import app
 
-from .conftest import write_mnist, write_spec
+from .conftest import sigint_as_a_terminal_gives_it, write_mnist, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -176,6 +176,7 @@ def test_ctrl_c_stops_the_training_processes_and_keeps_partial_results(tmp_path:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env={**os.environ, "TMPDIR": str(scratch)},  # the jobs' SAGEMAKER_BASE_DIRs land here
+        preexec_fn=sigint_as_a_terminal_gives_it,
     )
     try:
         trainer = _wait_for_trainer(cli.pid, timeout=240)
