@@ -14,6 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from tests.unit.axis_logs import seed_log
 from trainsweep.cli import app
 from trainsweep.cost.billing import FIXED_OVERHEAD_S, WARM_START_OVERHEAD_S, sweep_billable_s
 from trainsweep.cost.prices import hourly_usd
@@ -31,22 +32,10 @@ EPOCHS = {
 TTT = {key: [sum(e) for e in reps] for key, reps in EPOCHS.items()}
 
 
-def _log(batch_size: int, epochs: tuple[float, ...], steps: int = 4) -> str:
-    """A seed-style (cloud-ML) log whose epochs take ``epochs`` seconds, its fit() time their sum."""
-    lines = [f"python3 train.py --batch-size {batch_size} --epochs {len(epochs)}", "Initialization time 0.5"]
-    for e, epoch_s in enumerate(epochs, 1):
-        lines.append(f"Epoch {e}/{len(epochs)}")
-        step = (epoch_s - 0.5) / steps
-        lines += [f"{s} step training time: {step:.6f}s" for s in range(1, steps + 1)]
-        lines += ["Validation time: 0.5s", f"Epoch time: {epoch_s}s"]
-    lines.append(f"Duracao do treinamento: {sum(epochs)}")
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture
 def logs(tmp_path: Path) -> Path:
     texts = {
-        f"result-{vm}-{bs}-e{i}.txt": _log(bs, epochs)
+        f"result-{vm}-{bs}-e{i}.txt": seed_log(bs, epochs)
         for (vm, bs), reps in EPOCHS.items()
         for i, epochs in enumerate(reps)
     }
@@ -279,7 +268,7 @@ def test_cells_without_logs_and_logs_outside_the_spec_are_named(tmp_path, logs):
 
 
 def test_logs_of_several_experiments_pooled_into_one_configuration_are_named(tmp_path, logs):
-    _logs_dir(logs.parent, "other", {"result-p3-1-256-e0.txt": _log(256, (11.0, 12.0))})
+    _logs_dir(logs.parent, "other", {"result-p3-1-256-e0.txt": seed_log(256, (11.0, 12.0))})
     out = _simulate(_spec(tmp_path, instance_types=[P3]), logs.parent)
     assert out["exhaustive"]["runs"] == 5
     (note,) = out["notes"]
