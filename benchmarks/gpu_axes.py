@@ -44,6 +44,7 @@ def spec(a: argparse.Namespace) -> dict[str, object]:
             "hyperparameters": {
                 **({"synthetic-samples": a.samples} if a.samples else {}),
                 **({"max-eval-batches": a.eval_batches} if a.eval_batches else {}),
+                **({"max-steps-per-epoch": a.steps} if getattr(a, "steps", None) else {}),
             },
         },
         "axes": {"dtype": ["float32", "bfloat16"]},
@@ -82,6 +83,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--samples", type=int, default=None, help="synthetic epoch size")
     ap.add_argument("--eval-batches", type=int, default=None, help="validation batches an epoch, at most")
+    ap.add_argument("--steps", type=int, default=None, help="training steps an epoch, at most")
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
