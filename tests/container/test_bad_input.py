@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.container.conftest import PREFIX, QUICK, log_settings
+from tests.mnist_data import write_mnist
 from trainsweep.logs import parse
 
 pytestmark = pytest.mark.slow
@@ -17,14 +17,7 @@ BASE = {**QUICK, "epochs": "1", "batch-size": "16", "run-names": RUN}
 
 
 def tiny_mnist(ch: Path) -> None:
-    rng = np.random.default_rng(0)
-    np.savez(
-        ch / "mnist.npz",
-        x_train=rng.integers(0, 255, (10, 28, 28), dtype=np.uint8),
-        y_train=rng.integers(0, 10, 10),
-        x_test=rng.integers(0, 255, (4, 28, 28), dtype=np.uint8),
-        y_test=rng.integers(0, 10, 4),
-    )
+    write_mnist(ch / "mnist.npz", train=10, test=4)
 
 
 NO_EPOCHS = {k: v for k, v in BASE.items() if k != "epochs"}

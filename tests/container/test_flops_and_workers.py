@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.container.conftest import QUICK
+from tests.mnist_data import write_mnist
 from trainsweep import axes
 from trainsweep.instrument.flops import count_on_meta
 from trainsweep.logs import mllog, parse
@@ -19,14 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 def _mnist(channel: Path) -> None:
-    rng = np.random.default_rng(0)
-    np.savez(
-        channel / "mnist.npz",
-        x_train=rng.integers(0, 255, (256, 28, 28), dtype=np.uint8),
-        y_train=rng.integers(0, 10, 256),
-        x_test=rng.integers(0, 255, (64, 28, 28), dtype=np.uint8),
-        y_test=rng.integers(0, 10, 64),
-    )
+    write_mnist(channel / "mnist.npz", train=256, test=64)
 
 
 def test_each_cell_logs_its_flops_and_trains_through_its_loader_workers(run_job) -> None:

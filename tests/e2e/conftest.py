@@ -1,4 +1,5 @@
-"""What the local-mode end-to-end tests share: a small MNIST-shaped data set on disk, and a quick spec."""
+"""What the local-mode end-to-end tests share: a small MNIST-shaped data set on disk
+(``tests/mnist_data.py``), and a quick spec."""
 
 from __future__ import annotations
 
@@ -7,20 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-
-def write_mnist(path: Path, train: int, test: int) -> Path:
-    """Random images and labels in ``mnist.npz``'s layout (the built-in workload's ``data`` channel)."""
-    rng = np.random.default_rng(0)
-    np.savez(
-        path,
-        x_train=rng.integers(0, 255, (train, 28, 28), dtype=np.uint8),
-        y_train=rng.integers(0, 10, train),
-        x_test=rng.integers(0, 255, (test, 28, 28), dtype=np.uint8),
-        y_test=rng.integers(0, 10, test),
-    )
-    return path
+from tests.mnist_data import write_mnist as write_mnist  # the e2e tests import it from here
 
 
 def write_spec(tmp_path: Path, data: Path, **extra: Any) -> Path:
