@@ -8,7 +8,7 @@ seed differs. The logs are kept as the worker
 wrote them. Then ``python benchmarks/bench_predict.py --write-calibration`` refits the shipped table.
 
 Usage: ``python benchmarks/container_logs.py [--out DIR] [--sessions a,b,c,d,e] [--workload W] [--gpu]
-[--threads N] [--seed-offset K]``.
+[--threads N] [--samples N] [--seed-offset K]``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,14 @@ BATCH_SIZES = (32, 64, 128)
 
 
 def session(
-    name: str, seed: int, out: Path, *, workload: str = "mnist-cnn", gpu: bool = False, threads: int = 1
+    name: str,
+    seed: int,
+    out: Path,
+    *,
+    workload: str = "mnist-cnn",
+    gpu: bool = False,
+    threads: int = 1,
+    samples: int = 1920,
 ) -> None:
     """One packed job; its logs copied to ``out/<workload>-<cpu|gpu>[-<threads>t]-<name>/logs``."""
     exp = f"{workload}-{'gpu' if gpu else 'cpu'}{f'-{threads}t' if threads != 1 else ''}-{name}"
@@ -42,7 +49,7 @@ def session(
         hyper = {
             "workload": workload,
             "synthetic": "true",
-            "synthetic-samples": "1920",
+            "synthetic-samples": str(samples),
             "epochs": "5",
             "batch-sizes": ",".join(map(str, BATCH_SIZES)),
             "run-names": ",".join(f"{exp}-{b}" for b in BATCH_SIZES),
@@ -73,10 +80,11 @@ def main() -> None:
     ap.add_argument("--workload", default="mnist-cnn", choices=sorted(WORKLOADS))
     ap.add_argument("--gpu", action="store_true", help="train on this machine's GPUs")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads of the worker (OMP_NUM_THREADS)")
+    ap.add_argument("--samples", type=int, default=1920, help="synthetic training samples an epoch")
     ap.add_argument("--seed-offset", type=int, default=0, help="the first session's seed")
     a = ap.parse_args()
     for i, name in enumerate(a.sessions.split(",")):
-        session(name, a.seed_offset + i, a.out, workload=a.workload, gpu=a.gpu, threads=a.threads)
+        session(name, a.seed_offset + i, a.out, workload=a.workload, gpu=a.gpu, threads=a.threads, samples=a.samples)
 
 
 if __name__ == "__main__":
