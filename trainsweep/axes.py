@@ -31,7 +31,10 @@ _VALUE_TEXT = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 LOG_KEY = "trainsweep.axes"
 """The MLLOG key (and ``run.extra`` key of the run record) of a run's setting, as the job gave it."""
 PRECISION_KEY = "trainsweep.precision"
-"""The MLLOG key (and ``run.extra`` key) of the numeric precision a built-in run really trained in."""
+"""The MLLOG key (and ``run.extra`` key) of the numeric precision a run really trained in: a built-in's
+checked output, an instrumented script's seen forward passes (:mod:`trainsweep.instrument.usage`)."""
+COMPILED_KEY = "trainsweep.compiled"
+"""The MLLOG key (and ``run.extra`` key) of whether an instrumented script called ``torch.compile``."""
 
 
 def text(value: AxisValue) -> str:

@@ -9,6 +9,8 @@
 * ``torch.no_grad`` and ``torch.inference_mode`` (as blocks and as decorators) tell the session when a
   block turns gradients off and when it ends: an evaluation inside the training loop
   (:mod:`trainsweep.instrument.loops`);
+* for the first few training steps a global module forward pre-hook, and ``torch.compile`` wrapped, see
+  the precision the script trains in and whether it compiles (:mod:`trainsweep.instrument.usage`);
 * in early-stop mode, global module forward hooks find the model (the outermost module with the most
   parameters called in a step), removed again after a few steps.
 
@@ -29,7 +31,7 @@ from torch.optim import optimizer as optim
 from torch.utils.data import DataLoader
 from torch.utils.hooks import RemovableHandle
 
-from trainsweep.instrument import spawned
+from trainsweep.instrument import spawned, usage
 from trainsweep.instrument.passes import LoaderPass
 from trainsweep.instrument.session import Session
 
@@ -131,9 +133,21 @@ def install(session: Session) -> Installed:
             nn_module.register_module_forward_hook(_post_hook(session), always_call=True)
         )
         session.release_capture = installed.release_capture
+    _install_usage_hooks(installed)
     _install_loop_hooks(installed)
     session.forwards.start()  # until the first step: where a loop without a loader starts
     return installed
+
+
+def _install_usage_hooks(installed: Installed) -> None:
+    """The pre-hook that samples the first steps' precision (it removes itself) and the compile wrappers."""
+    watch = installed.session.usage
+    handle = nn_module.register_module_forward_pre_hook(usage.pre_hook(watch))
+    installed.handles.append(handle)
+    watch.release = handle.remove
+    installed.patch(torch, "compile", functools.partial(usage.wrap_compile, watch))
+    if "compile" in nn_module.Module.__dict__:  # in place: model.compile()
+        installed.patch(nn_module.Module, "compile", functools.partial(usage.wrap_compile, watch))
 
 
 def _install_loop_hooks(installed: Installed) -> None:

@@ -53,7 +53,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from trainsweep.instrument import earlystop, probe
+from trainsweep.instrument import earlystop, probe, usage
 from trainsweep.instrument.loops import BACKWARD, EXPLICIT, OPTIMIZER, ForwardWatch, GradOffBlock
 from trainsweep.instrument.outcome import NO_TRAINING, EarlyStop, cell_status
 from trainsweep.instrument.outcome import failure_reason as failure_reason  # the bootstrap's, from here
@@ -122,6 +122,8 @@ class Session(PassInference):
         )
         self.finder = probe.ModelFinder(CAPTURE_STEPS if self.monitor is not None else 0)
         self.release_capture: Callable[[], None] | None = None  # set by the hooks that feed the finder
+        self.usage = usage.UsageWatch()  # the precision and compile the script trains with
+        self._usage_written = False
         self.last_pass: LoaderPass | None = None  # the pass that yielded the latest batch
         self.train_pass: LoaderPass | None = None  # the training pass still running
         self._live: list[LoaderPass] = []
@@ -308,6 +310,8 @@ class Session(PassInference):
         if self.steps == 1:
             self._first_step()
         clock = self.timeline.step(ep, now, wall)
+        if self.steps == usage.SAMPLE_STEPS:
+            self._write_usage()
         if not self.finder.done:
             self._step_seen_by_finder()
         if (
@@ -324,6 +328,16 @@ class Session(PassInference):
         goes here, off the per-step path."""
         if self._block is None:
             self.forwards.stop()  # module calls are watched only in no_grad blocks from now on
+
+    def _write_usage(self) -> None:
+        """What the sampled steps trained with (:mod:`trainsweep.instrument.usage`), written once after
+        the header; the hook that saw it goes."""
+        if self._usage_written:
+            return
+        self._usage_written = True
+        self.usage.stop()
+        for key, value in self.usage.events():
+            self.writer.header(key, value)
 
     def _step_seen_by_finder(self) -> None:
         self.finder.step_done()
@@ -526,6 +540,7 @@ class Session(PassInference):
             tl.close_epoch(ep, ep.last_t, ep.last_wall)
         if not tl.started:
             return
+        self._write_usage()  # a run of fewer steps than the sample
         if self.monitor is not None and not stopped and self.steps:
             self.prediction = self.predict(None, "epochs")
         tl.run_end(stopped=stopped)
