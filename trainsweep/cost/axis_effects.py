@@ -31,8 +31,10 @@ def _judged(rows: Sequence[ConfigMetrics], field: str) -> list[ConfigMetrics]:
 
 def best_settings(rows: Sequence[ConfigMetrics], *, priced: bool = True) -> list[dict[str, Any]]:
     """Per instance type (and instance count), the fastest and, with prices, the cheapest configuration:
-    ``{instance_type, instance_count, by, batch_size, axes, value, runner_up}``; ``runner_up`` is how much
-    slower (dearer) the best of the *other* settings is, as a fraction (None: no other setting)."""
+    ``{instance_type, instance_count, by, batch_size, axes, value, runner_up, not_honoured}``;
+    ``runner_up`` is how much slower (dearer) the best of the *other* settings is, as a fraction (None: no
+    other setting); ``not_honoured`` what of its setting the best's runs did not do (its figures are then
+    another setting's)."""
     out: list[dict[str, Any]] = []
     machines = dict.fromkeys((r.instance_type, r.instance_count) for r in rows)
     for itype, count in machines:
@@ -62,6 +64,7 @@ def _best_record(best: ConfigMetrics, by: str, field: str, rows: Sequence[Config
         "axes": dict(best.axes),
         field: value,
         "other_settings_behind": runner_up,
+        "not_honoured": list(best.not_honoured),
     }
 
 

@@ -246,6 +246,9 @@ class ConfigMetrics:
 
     axes: dict[str, Any] = field(default_factory=dict)
     """The configuration's setting of the spec's axes (empty without axes): one column each in sweep.csv."""
+    not_honoured: list[str] = field(default_factory=list)
+    """What of the setting its runs did not do (:attr:`RunMetrics.not_honoured`, each once); also in
+    :attr:`notes`."""
     tokens_per_sample: float | None = None
     tokens_per_s: float | None = None
     tokens_per_usd: float | None = None
@@ -490,10 +493,20 @@ def _run_notes(row: ConfigMetrics, ok: Sequence[RunMetrics], members: Sequence[R
                 f"{r.name} trained with batch size {r.batch_size_trained}, not {row.batch_size}: the script "
                 f"ignored its batch-size argument (samples/s use {r.batch_size_trained})"
             )
+    notes.extend(_not_honoured(row, ok))
     early = sum(1 for r in ok if r.reason)
     if early:
         notes.append(f"{early} run(s) stopped early ({ok[0].reason if early == 1 else 'see runs'})")
     return notes
+
+
+def _not_honoured(row: ConfigMetrics, ok: Sequence[RunMetrics]) -> list[str]:
+    """The row's :attr:`ConfigMetrics.not_honoured`; its notes say how many of its runs each concerns."""
+    said = [text for r in ok for text in r.not_honoured]
+    row.not_honoured = list(dict.fromkeys(said))
+    if len(ok) == 1:
+        return list(row.not_honoured)
+    return [f"{text} ({said.count(text)} of {len(ok)} runs)" for text in row.not_honoured]
 
 
 def _unmeasured_row(

@@ -191,10 +191,15 @@ def _describe(c: ConfigMetrics) -> str:
         # local runs cost nothing: "$0.0000" says nothing
         usd = "" if c.cost_to_target_usd == 0 else f", ${c.cost_to_target_usd:.4f}"
         took = f"{_fmt_s(c.time_to_target_s)} to reach the target{usd}"
-        return f"{c.machine} with batch size {c.batch_size}{setting} ({took})"
+        return f"{c.machine} with batch size {c.batch_size}{setting} ({took}{_unhonoured(c)})"
     usd = "" if not c.cost_to_train_usd else f", ${c.cost_to_train_usd:.4f}"
     took = f"{_fmt_s(c.time_to_train_s or 0)} to train{usd}"
-    return f"{c.machine} with batch size {c.batch_size}{setting} ({took})"
+    return f"{c.machine} with batch size {c.batch_size}{setting} ({took}{_unhonoured(c)})"
+
+
+def _unhonoured(c: ConfigMetrics) -> str:
+    """What of its setting the configuration's runs did not do: said wherever it is named."""
+    return "".join(f"; {text}" for text in c.not_honoured)
 
 
 def _train_time(c: ConfigMetrics) -> float | None:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainsweep import axes as axis
-from trainsweep import instances
+from trainsweep import honoured, instances
 from trainsweep.cost import billing, throughput
 from trainsweep.cost.prices import EC2, LOCAL, SAGEMAKER
 from trainsweep.logs import mllog
@@ -148,7 +148,11 @@ class RunMetrics:
     axes: dict[str, Any] = field(default_factory=dict)
     """The run's setting of the spec's axes (empty without axes)."""
     precision: str | None = None
-    """The precision a built-in really trained in (its log says; None for other runs)."""
+    """The precision the run really trained in (a built-in's or an instrumented script's log says; None
+    for other runs)."""
+    not_honoured: list[str] = field(default_factory=list)
+    """What of its setting the run did not do (:func:`trainsweep.honoured.not_honoured`): a setting it
+    ignored, its figures those of another setting."""
     tokens_per_sample: float | None = None
     tokens_per_s: float | None = None
     flops_per_sample: float | None = None
@@ -165,6 +169,7 @@ def without_empty_axes(d: dict[str, Any]) -> dict[str, Any]:
     if not d.get("axes"):
         d.pop("axes", None)
         d.pop("precision", None)
+        d.pop("not_honoured", None)
     return d
 
 
@@ -252,6 +257,7 @@ def _identify(run: RunTimings, job: Mapping[str, Any] | None) -> RunMetrics:
         axes=run_setting(run, job),
         precision=_text_or_none(run.extra.get(axis.PRECISION_KEY)),
     )
+    m.not_honoured = honoured.not_honoured(m.axes, run.extra)
     trained = run.header.batch_size
     # trainsweep's own logs (the container, the instrumentation of a script) record the batch size the run
     # really trained with; a seed log's header is not trusted over its name.

@@ -392,7 +392,8 @@ def _warnings(
     copies: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     """The report's data-quality findings: the import's, the copies left out, metrics never matched,
-    each run's own problems (once), instance types the catalogue does not know."""
+    each run's own problems (once), instance types the catalogue does not know, settings runs did not
+    honour (:mod:`trainsweep.honoured`)."""
     warnings = _quality_entries(quality)
     warnings.extend(
         _analysis_warning(
@@ -418,6 +419,9 @@ def _warnings(
         if (r.name, p.code, p.message, p.line) not in seen_w
     )
     warnings.extend(_unknown_types(metrics))
+    warnings.extend(
+        _analysis_warning(m.name, "setting-not-honoured", text) for m in metrics for text in m.not_honoured
+    )
     return warnings
 
 

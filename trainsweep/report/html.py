@@ -286,7 +286,7 @@ def _best_settings(a: SweepAnalysis) -> str:
         machine = b["instance_type"] + (f" x{b['instance_count']}" if b["instance_count"] > 1 else "")
         body.append(
             f"<tr><td class='t'>{_e(machine)}</td><td class='t'>{'fastest' if fast else 'cheapest'}</td>"
-            f"<td class='t'>{_e(label(b['axes']))}</td><td>{_n(b['batch_size'], '{}')}</td>"
+            f"<td class='t'>{_e(label(b['axes']))}{_not_honoured(b)}</td><td>{_n(b['batch_size'], '{}')}</td>"
             f"<td>{_e(value)}</td><td>{_e(other)}</td></tr>"
         )
     head = (
@@ -301,6 +301,12 @@ def _best_settings(a: SweepAnalysis) -> str:
         f'<table id="best-settings-table"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
         "</section>"
     )
+
+
+def _not_honoured(best: dict[str, Any]) -> str:
+    """A best setting its runs did not honour: said in its cell, so that the table never names it silently."""
+    said = best.get("not_honoured") or []
+    return "".join(f"<br><b>{_e(text)}</b>" for text in said)
 
 
 def _no_prices(a: SweepAnalysis) -> str:
