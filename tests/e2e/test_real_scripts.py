@@ -2,11 +2,13 @@
 
 The acceptance corpus (``../shared/fixtures/real-scripts``) holds public scripts byte for byte. Each test
 copies one into a temporary folder, prepares its data as its README says, and runs
-``trainsweep run SPEC --local`` with two batch sizes, as a user would with the command they already type:
+``trainsweep run SPEC --local`` with two batch sizes (or two values of an axis), as a user would with the
+command they already type:
 
 * nanoGPT: a positional config file, ``--key=value`` arguments, iterations instead of epochs, batches
   sliced from a memmap (no DataLoader), evaluation under ``torch.no_grad()`` inside the loop, its
-  ``val loss`` read from its output by a metric definition;
+  ``val loss`` read from its output by a metric definition; its ``dtype`` swept as an axis, which it
+  ignores on a CPU (no autocast there): the report flags bfloat16 as not honoured;
 * word_language_model: ``store_true`` flags (``--use-optimizer``), no DataLoader, and by default weights
   updated by hand (no optimizer at all: a step ends at each backward pass);
 * ddp-tutorial-series: a GPU-only script (``torchrun`` and NCCL on CUDA), which must fail on a CPU with
@@ -15,6 +17,8 @@ copies one into a temporary folder, prepares its data as its README says, and ru
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 import subprocess
@@ -108,18 +112,23 @@ def _all_steps(record: dict[str, Any]) -> int:
     return sum(len(e["step_s"]) for e in record["epochs"])
 
 
-def test_nanogpt_sweeps_unchanged_from_its_command_with_its_val_loss_read_from_its_output(nanogpt, tmp_path):
+def test_nanogpt_sweeps_its_dtype_from_its_command_and_the_report_flags_what_the_cpu_ignored(
+    nanogpt, tmp_path
+):
     workload = {
         "command": f"python train.py config/train_shakespeare_char.py {NANOGPT_TINY} "
-        "--batch_size={batch_size} --max_iters={steps}",
+        "--batch_size={batch_size} --max_iters={steps} --dtype={dtype}",
         "steps": 30,
         "metric_definitions": [{"name": "val_loss", "regex": r"val loss ([0-9.]+)"}],
     }
-    folder, _ = _run(tmp_path, _spec("nanogpt", nanogpt, workload, "full"))
-    cells = _cells(folder)
-    assert {bs: c["status"] for bs, c in cells.items()} == {8: "completed", 16: "completed"}
-    for bs in (8, 16):
-        record = _record(folder, bs)
+    spec = _spec("nanogpt", nanogpt, workload, "full")
+    spec.update(batch_sizes=[8], axes={"dtype": ["float32", "bfloat16"]})
+    folder, _ = _run(tmp_path, spec)
+    cells = {c["axes"]["dtype"]: c for c in json.loads((folder / layout.JOBS_JSON).read_text())["cells"]}
+    assert {d: c["status"] for d, c in cells.items()} == {"float32": "completed", "bfloat16": "completed"}
+    results = folder / layout.RESULTS_DIR
+    for cell in cells.values():
+        record = json.loads((results / layout.run_record_path(cell["run_name"])).read_text())
         assert record["status"] == "complete"
         # nanoGPT runs iterations 0..max_iters: one optimizer step each, through GradScaler.step
         assert _all_steps(record) == 31
@@ -130,6 +139,24 @@ def test_nanogpt_sweeps_unchanged_from_its_command_with_its_val_loss_read_from_i
         # its "step N: train loss X, val loss Y" lines, read by the metric definition
         series = record["extra"]["trainsweep.metric_series"]["val_loss"]
         assert series and all(0 < v < 10 for v in series.values())
+        # on a CPU nanoGPT leaves autocast out whatever its dtype says (ctx = nullcontext()): float32
+        assert record["extra"]["trainsweep.precision"] == "float32"
+        assert record["extra"]["trainsweep.compiled"] is False  # --compile=False
+
+    # the report: the best (instance, batch size, setting), the axis's effect, and bfloat16 flagged
+    ignored = "dtype=bfloat16 not honoured: the run trained in float32"
+    rows = {t["dtype"]: t for t in csv.DictReader(io.StringIO((results / layout.SWEEP_CSV).read_text()))}
+    assert rows["bfloat16"]["status"] == rows["float32"]["status"] == "ok"
+    assert ignored in rows["bfloat16"]["notes"] and "not honoured" not in rows["float32"]["notes"]
+    doc = json.loads((results / layout.SWEEP_JSON).read_text())
+    (best,) = doc["best_settings"]
+    assert (best["instance_type"], best["batch_size"], best["by"]) == ("local", 8, "time")
+    assert best["not_honoured"] == ([ignored] if best["axes"] == {"dtype": "bfloat16"} else [])
+    page = (results / layout.REPORT_HTML).read_text()
+    assert 'id="best-settings-table"' in page and 'id="plot-axis-dtype"' in page
+    assert (results / layout.plot_path("axis-dtype")).read_bytes().startswith(b"\x89PNG")
+    quality = page[page.index('id="quality"') : page.index('id="runs"')]
+    assert "setting-not-honoured" in quality and ignored in quality
 
 
 def test_nanogpt_early_stop_predicts_its_steps_and_stops_before_them(nanogpt, tmp_path):
