@@ -107,3 +107,31 @@ def test_a_script_that_never_compiles_is_recorded_as_not_compiled_even_with_few_
     _train(_net(), steps=1)
     run = finish(session)
     assert run.extra[axes.COMPILED_KEY] is False and run.extra[axes.PRECISION_KEY] == "float32"
+
+
+class SelfCasting(nn.Module):
+    """A model whose own forward turns autocast on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return self.b(torch.relu(self.a(x)))
+
+
+def test_autocast_turned_on_inside_the_models_forward_is_seen(recorder):
+    session = recorder(epochs=1)
+    _train(SelfCasting())
+    assert finish(session).extra[axes.PRECISION_KEY] == "bfloat16"
+
+
+def test_a_model_compiled_in_place_is_recorded_as_compiled_and_its_precision_left_unsaid(recorder):
+    session = recorder(epochs=1)
+    net = _net()
+    net.compile(backend="eager")
+    _train(net, steps=2)
+    run = finish(session)
+    assert run.extra[axes.COMPILED_KEY] is True
+    assert axes.PRECISION_KEY not in run.extra  # its modules ran only inside the compiled code: not judged
