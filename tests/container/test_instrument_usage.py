@@ -34,8 +34,9 @@ def _train(net: nn.Module, *, steps: int = 4, autocast: torch.dtype | None = Non
 
 
 def _usage_hooks() -> int:
-    """Global forward pre-hooks of :mod:`trainsweep.instrument.usage` in place now."""
-    return sum(1 for h in nn_module._global_forward_pre_hooks.values() if h.__module__ == usage.__name__)
+    """Global forward hooks (pre and post) of :mod:`trainsweep.instrument.usage` in place now."""
+    hooks = [*nn_module._global_forward_pre_hooks.values(), *nn_module._global_forward_hooks.values()]
+    return sum(1 for h in hooks if h.__module__ == usage.__name__)
 
 
 def _net() -> nn.Module:
@@ -80,7 +81,7 @@ def test_autocast_on_another_device_than_the_models_does_not_count(recorder):
 
 def test_the_hook_is_gone_after_the_sampled_steps(recorder):
     session = recorder(epochs=1)
-    assert _usage_hooks() == 1
+    assert _usage_hooks() == 2
     net, data = _net(), _loader(40)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     for i, (x, y) in enumerate(data):
@@ -135,3 +136,21 @@ def test_a_model_compiled_in_place_is_recorded_as_compiled_and_its_precision_lef
     run = finish(session)
     assert run.extra[axes.COMPILED_KEY] is True
     assert axes.PRECISION_KEY not in run.extra  # its modules ran only inside the compiled code: not judged
+
+
+class CastsItsWeights(nn.Module):
+    """A layer that keeps float32 parameters and computes in bfloat16 without autocast, as mixed-precision
+    wrappers do (FSDP casts the parameters for the forward pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(2, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x.bfloat16(), self.weight.bfloat16())
+
+
+def test_float32_parameters_cast_for_the_forward_pass_train_in_what_they_were_cast_to(recorder):
+    session = recorder(epochs=1)
+    _train(CastsItsWeights())
+    assert finish(session).extra[axes.PRECISION_KEY] == "bfloat16"

@@ -9,7 +9,7 @@
 * ``torch.no_grad`` and ``torch.inference_mode`` (as blocks and as decorators) tell the session when a
   block turns gradients off and when it ends: an evaluation inside the training loop
   (:mod:`trainsweep.instrument.loops`);
-* for the first few training steps a global module forward pre-hook, and ``torch.compile`` wrapped, see
+* for the first few training steps global module forward hooks, and ``torch.compile`` wrapped, see
   the precision the script trains in and whether it compiles (:mod:`trainsweep.instrument.usage`);
 * in early-stop mode, global module forward hooks find the model (the outermost module with the most
   parameters called in a step), removed again after a few steps.
@@ -140,11 +140,20 @@ def install(session: Session) -> Installed:
 
 
 def _install_usage_hooks(installed: Installed) -> None:
-    """The pre-hook that samples the first steps' precision (it removes itself) and the compile wrappers."""
+    """The hooks that sample the first steps' precision (they remove themselves) and the compile wrappers."""
     watch = installed.session.usage
-    handle = nn_module.register_module_forward_pre_hook(usage.pre_hook(watch))
-    installed.handles.append(handle)
-    watch.release = handle.remove
+    pre, post = usage.hooks(watch)
+    handles = [
+        nn_module.register_module_forward_pre_hook(pre),
+        nn_module.register_module_forward_hook(post),
+    ]
+    installed.handles.extend(handles)
+
+    def release() -> None:
+        for h in handles:
+            h.remove()
+
+    watch.release = release
     installed.patch(torch, "compile", functools.partial(usage.wrap_compile, watch))
     if "compile" in nn_module.Module.__dict__:  # in place: model.compile()
         installed.patch(nn_module.Module, "compile", functools.partial(usage.wrap_compile, watch))
