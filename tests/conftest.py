@@ -17,6 +17,12 @@ from typing import Any
 
 import pytest
 
+# Two xdist workers on a 2-core machine each run sweeps whose job processes train with PyTorch, which starts
+# one thread per core in every process: more busy threads than cores wait on each other at every parallel
+# region (an epoch of the byo example took 54 s instead of 3 s). One thread per process, for the tests'
+# own processes and every process they start; a test may set its own.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 ROOT = Path(__file__).resolve().parents[1]
 REAL_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
 

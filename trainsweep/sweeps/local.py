@@ -189,13 +189,14 @@ def run_local_sweep(
     result = SweepRun(sweep_id, dest, None, None, log_path=log_path_for(dest), local=True)
     try:
         with interrupt_on_termination():
-            check_plan_fits(plan_sweep(spec, sweep_id=sweep_id))  # PlanSweep would refuse it once deployed
+            plan = plan_sweep(spec, sweep_id=sweep_id)
+            check_plan_fits(plan)  # PlanSweep would refuse it once deployed
             if resume:
                 _check_resumable(dest, sweep_id, out_root)
             _run_in_embedded_aws(
                 result, spec, staged, resume=bool(resume), on_update=on_update, poll_s=poll_s,
                 aws_options={"entry_point": entry_point, "stop_grace_s": stop_grace_s, "has_gpu": has_gpu,
-                             "job_env": job_env},
+                             "job_env": {**_thread_env(spec, len(plan.jobs)), **(job_env or {})}},
                 project_root=project_root, models=models,
             )  # fmt: skip
     finally:
@@ -237,6 +238,13 @@ def _check_resumable(dest: Path, sweep_id: str, out_root: Path) -> None:
         )
     LOG.warning("%s %s: planned again from %s", jobs, why, layout.SPEC_JSON)
     atomicio.write_bytes(jobs, plan_sweep(saved, sweep_id=sweep_id).jobs_json())
+
+
+def _thread_env(spec: Any, jobs: int) -> dict[str, str]:
+    """Each job process's share of this machine's cores (:mod:`trainsweep.local.threads`)."""
+    from trainsweep.local.threads import job_thread_env
+
+    return job_thread_env(jobs_at_once=min(spec.max_concurrency, jobs), hosts_per_job=max(spec.node_counts))
 
 
 def _run_in_embedded_aws(
