@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from trainsweep.class_calibration import ClassCalibration, unseen_factor
+from trainsweep.class_calibration import ClassCalibration, prediction_bound, unseen_factor
 from trainsweep.cli import app
 from trainsweep.cli.predict import replay_logs
 from trainsweep.instance_class import class_of, instance_class, kind, known_classes
 from trainsweep.logs import parse
+from trainsweep.logs.model import RunHeader, RunTimings
 from trainsweep.predict import (
     Calibration,
     JitterCalibration,
@@ -29,6 +30,7 @@ from trainsweep.predict import (
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
+H200_LOGS = ROOT / "benchmarks" / "data" / "container-logs-gpu-h200"
 FCN = "cloud-ML/seismic-fcn"
 
 
@@ -43,6 +45,30 @@ def test_a_seed_logs_class_comes_from_its_instance_type(real_data, vmtype, expec
 
 def test_the_containers_cpu_log_is_of_the_cpu_class():
     assert instance_class(parse(next(CONTAINER_LOGS.rglob("*.log")))) == "cpu"
+
+
+def test_a_local_gpu_log_that_names_its_gpu_is_of_that_gpus_class():
+    log = next(H200_LOGS.rglob("mnist-cnn-gpu-a-64.log"))  # local_gpu: no instance type, "NVIDIA H200"
+    result = CliRunner().invoke(app, ["predict-eval", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    (out,) = json.loads(result.output)["logs"]
+    assert (out["family"], out["instance_class"]) == ("container-gpu", "hopper-single")
+
+
+@pytest.mark.parametrize(
+    ("gpus", "device", "expected"),
+    [
+        (1, "NVIDIA A100-SXM4-80GB", "ampere-single"),
+        (4, "NVIDIA L4", "ada-multi"),
+        (1, "NVIDIA H100 PCIe", "gpu-single"),  # a part the catalogue does not list: generation unknown
+        (1, None, "gpu-single"),
+        (0, "cpu", "cpu"),
+    ],
+)
+def test_a_header_without_instance_type_takes_the_generation_of_the_gpu_it_names(gpus, device, expected):
+    extra = {} if device is None else {"submission_platform": device}
+    run = RunTimings(name="run", dialect="mllog", header=RunHeader(gpus=gpus), extra=extra)
+    assert instance_class(run) == expected
 
 
 def test_classes_name_generation_and_gpu_count():
@@ -161,34 +187,42 @@ def _bound(factors: list[float], t: float, offset: float = 0.0) -> float:
     return math.exp(mean + t * sd * math.sqrt(1 + 1 / len(logs) + offset))
 
 
-def test_the_unseen_class_factor_is_a_prediction_bound_over_the_kinds_classes():
-    held = {"kepler-single": 0.5, "volta-single": 1.0, "volta-multi": 2.0, "cpu": 4.0}
-    # three GPU classes: Student's t with 2 degrees of freedom (90 %: 1.8856), the CPU class left aside
-    assert unseen_factor(held, "gpu", 0.90) == pytest.approx(_bound([0.5, 1.0, 2.0], 1.8856), rel=1e-4)
-    # wider than the widest class seen: a fourth class may be noisier than all three
-    assert unseen_factor(held, "gpu", 0.90) > 2.0
+def test_the_unseen_class_factor_covers_the_interval_of_the_kinds_held_out_logs_classes_alike():
+    # ten logs of a quiet class, two of a noisy one: each class weighs half, whatever its count
+    held = {"volta-single": [0.1 * i for i in range(1, 11)], "volta-multi": [2.0, 3.0], "cpu": [9.0] * 5}
+    # 90 % of the weight: all of the quiet class (0.5) and 0.4 of the noisy one's half -> its second log
+    assert unseen_factor(held, "gpu", 0.90) == 3.0
+    # at 70 %: the quiet half and 0.2 of the other half -> its first log; the CPU class left aside
+    assert unseen_factor(held, "gpu", 0.70) == 2.0
+    # counted per log instead, the ten quiet logs would have set it at 1.0 (10 of 12 is 83 %)
+    assert unseen_factor({"volta-single": [0.5] * 10}, "gpu", 0.90) == 1.0  # never below 1
 
 
-def test_a_kind_without_classes_borrows_every_kinds_spread_widened_by_the_kinds_offset():
-    held = {"kepler-single": 0.5, "volta-single": 1.0, "volta-multi": 2.0}
+def test_a_kind_without_classes_takes_a_prediction_bound_over_every_kinds_class_factors():
+    nine = [i / 9 for i in range(1, 10)]  # split-conformal over nine logs: the largest, 1.0
+    held = {
+        "kepler-single": [0.5 * x for x in nine],
+        "volta-single": nine,
+        "volta-multi": [2 * x for x in nine],
+    }
     t2 = 1.8856  # Student's t, 90 %, 2 degrees of freedom
     expected = _bound([0.5, 1.0, 2.0], t2, offset=1.0)
     assert unseen_factor(held, "cpu", 0.90) == pytest.approx(expected, rel=1e-4)
-    assert unseen_factor(held, "cpu", 0.90) > unseen_factor(held, "gpu", 0.90)
+    assert unseen_factor(held, "cpu", 0.90) > 2.0  # wider than every class seen: its kind is not known
 
 
 @pytest.mark.parametrize(
-    ("held", "of_kind", "expected"),
+    ("factors", "offset", "expected"),
     [
-        ({}, "gpu", None),
-        ({"volta-single": 0.5}, "gpu", 1.0),  # never narrower than the family's jitter
-        ({"volta-single": 0.5, "cpu": 4.0}, "gpu", 1.0),  # the kind's own classes first
-        ({"volta-single": 0.5, "volta-multi": 2.0, "cpu": 4.0}, "gpu", 2.0),
-        ({"volta-single": 0.5, "volta-multi": 2.0}, "cpu", 2.0),  # no CPU class: every kind's
+        ([], 0.0, None),
+        ([0.5], 0.0, 1.0),  # never narrower than the family's jitter
+        ([0.5, 2.0], 1.0, 2.0),  # too few classes for a spread: the widest
+        ([0.5, 1.0, 2.0], 0.0, _bound([0.5, 1.0, 2.0], 1.8856)),
     ],
 )
-def test_with_fewer_than_three_classes_the_fallback_is_the_widest_and_at_least_1(held, of_kind, expected):
-    assert unseen_factor(held, of_kind, 0.90) == expected
+def test_the_prediction_bound_over_class_factors(factors, offset, expected):
+    bound = prediction_bound(factors, 0.90, offset)
+    assert bound == (pytest.approx(expected, rel=1e-4) if expected is not None else None)
 
 
 def test_leaving_a_class_out_calibrates_its_logs_without_any_log_of_it(real_data):
