@@ -16,14 +16,15 @@ experiment -- one instance type's runs in one experiment folder, see
 experiments), per family (FCN, MNIST, ResNet, MO833, the container's own logs), over the seeds' logs and
 pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alone) measured in the same
 run, and the stricter leave-one-folder-out figures. The container's own logs are
-``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``; ``--container-logs
-DIR...`` for others). Then the same per instance class, leaving one experiment, one family and one
-class out, beside the unseen-class fallback before (a prediction bound over the kind's held-out class
-factors, measured in the same run), with the interval's median half-width. Then logs held out of
-every fit (``--held-out DIR...``), scored with the calibration fitted on the calibration logs without
-them (the fallback before beside it): ``benchmarks/data/container-logs-2t`` (``container_logs.py
---threads 2 --out benchmarks/data/container-logs-2t``, on a loaded machine) and
-``benchmarks/data/container-logs-gpu-h200`` (``container_logs.py --gpu`` on one NVIDIA H200).
+``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``) and
+``benchmarks/data/container-logs-gpu-h200`` (``--gpu``); ``--container-logs DIR...`` for others. Then the
+same per instance class, leaving one experiment, one family and one class out, beside the unseen-class
+fallback before (a prediction bound over the kind's held-out class factors, measured in the same run),
+with the interval's median half-width. Then logs held out of every fit (``--held-out DIR...``), scored
+with the calibration fitted on the calibration logs without them (the fallback before beside it):
+``benchmarks/data/container-logs-2t`` (``container_logs.py --threads 2 --out
+benchmarks/data/container-logs-2t``, on a loaded machine) and ``benchmarks/data/container-logs-gpu-h200``
+(``container_logs.py --gpu`` on one NVIDIA H200).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR...] [--held-out DIR...]
 [--json OUT] [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
