@@ -16,15 +16,18 @@ experiment -- one instance type's runs in one experiment folder, see
 experiments), per family (FCN, MNIST, ResNet, MO833, the container's own logs), over the seeds' logs and
 pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alone) measured in the same
 run, and the stricter leave-one-folder-out figures. The container's own logs are
-``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``; ``--container-logs
-DIR`` for others). Then the same per instance class, leaving one experiment, one family and one class
-out, beside the unseen-class fallback that takes the widest held-out factor of the kind (measured in
-the same run), with the interval's median half-width; and the shipped calibration on logs it was not
-fitted on: ``benchmarks/data/container-logs-2t`` (``container_logs.py --threads 2 --out
-benchmarks/data/container-logs-2t``, on a loaded machine).
+``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``) and
+``benchmarks/data/container-logs-gpu-h200`` (``--gpu``); ``--container-logs DIR...`` for others. Then the
+same per instance class, leaving one experiment, one family and one class out, beside the unseen-class
+fallback before (a prediction bound over the kind's held-out class factors, measured in the same run),
+with the interval's median half-width. Then logs held out of every fit (``--held-out DIR...``), scored
+with the calibration fitted on the calibration logs without them (the fallback before beside it):
+``benchmarks/data/container-logs-2t`` (``container_logs.py --threads 2 --out
+benchmarks/data/container-logs-2t``, on a loaded machine) and ``benchmarks/data/container-logs-gpu-h200``
+(``container_logs.py --gpu`` on one NVIDIA H200).
 
-Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR] [--json OUT]
-[--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
+Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR...] [--held-out DIR...]
+[--json OUT] [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
 (``trainsweep/data/predict-calibration.json``), fitted on all those logs, dated, with each family's
 cross-validated figures.
 """
@@ -51,6 +54,8 @@ from trainsweep.predict import (  # noqa: E402
     ReplayResult,
     StopRule,
     calibrate,
+    calibrated,
+    conformal_quantile,
     cross_validate,
     cross_validations,
     family_summary,
@@ -68,6 +73,8 @@ DEFAULT_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
 CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
 HELD_OUT_LOGS = ROOT / "benchmarks" / "data" / "container-logs-2t"
 """The container's runs at 2 CPU threads on a loaded machine: never in the calibration, scored apart."""
+GPU_LOGS = ROOT / "benchmarks" / "data" / "container-logs-gpu-h200"
+"""The container's runs on one NVIDIA H200 (``container_logs.py --gpu``)."""
 SEED_FAMILIES = ("fcn", "mnist", "resnet", "mo833")
 FAMILIES = (*SEED_FAMILIES, "container-cpu", "container-gpu", "unknown", "seeds", "pooled")
 OLD_PRIOR = 0.01  # the fixed epoch jitter the interval used before the calibration
@@ -182,12 +189,26 @@ def error_sources(results: list[ReplayResult], runs: list) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--container-logs", type=Path, default=CONTAINER_LOGS, help="the container's own logs")
+    ap.add_argument(
+        "--container-logs",
+        type=Path,
+        nargs="+",
+        default=[CONTAINER_LOGS, GPU_LOGS],
+        help="the container's own logs",
+    )
+    ap.add_argument(
+        "--held-out",
+        type=Path,
+        nargs="+",
+        default=[HELD_OUT_LOGS, GPU_LOGS],
+        help="logs scored with the calibration fitted without them",
+    )
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--write-calibration", action="store_true", help="rewrite the shipped calibration table")
     a = ap.parse_args()
+    a.container_logs, a.held_out = [d.resolve() for d in a.container_logs], [d.resolve() for d in a.held_out]
     if a.write_calibration:  # first, so that the replays below use the table written
-        calibration_figures([a.data, a.container_logs], write=True, show=False)
+        calibration_figures([a.data, *a.container_logs], write=True, show=False)
         load_calibration.cache_clear()
     files = collect_logs([a.data])
     t0 = time.perf_counter()
@@ -234,8 +255,10 @@ def main() -> None:
         print(f"  {grid:55s} {g['computing_system']:6s} predicted {g['order_predicted']} actual "
               f"{g['order_actual']} tau {g['kendall_tau']:+.2f}")  # fmt: skip
     error_sources(results, runs)
-    cal = calibration_figures([a.data, a.container_logs], write=False)
-    cal["held_out_2t"] = held_out_figures(HELD_OUT_LOGS)
+    cal = calibration_figures([a.data, *a.container_logs], write=False)
+    cal["held_out"] = {
+        str(f.relative_to(ROOT)): held_out_figures(f, [a.data, *a.container_logs]) for f in a.held_out
+    }
     if a.json:
         out = {
             "aggregate": agg,
@@ -337,42 +360,66 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
     return figures
 
 
-def held_out_figures(folder: Path) -> dict:
-    """The shipped calibration on logs it was not fitted on (``container_logs.py --threads 2``)."""
-    results, _, _ = replay_logs([folder], StopRule())
-    fig = summarize(results)
-    print(f"held out, {folder.relative_to(ROOT)} ({fig['logs_scored']} logs scored, shipped calibration): "
-          f"median |error| {100 * fig['median_abs_error']:.1f} %, 90 % interval covers "
-          f"{sum(bool(r.covered) for r in results if r.covered)} of {fig['logs_scored']}")  # fmt: skip
-    return fig
+def held_out_figures(folder: Path, calibration_logs: list[Path]) -> dict:
+    """Logs of ``folder`` scored with the calibration fitted on ``calibration_logs`` without them, per
+    family and class, beside the same with the fallback before (fitted in the same run); printed."""
+    from unittest import mock
+
+    fit_on = [d for d in calibration_logs if d.resolve() != folder.resolve()]
+    prior, _, experiment = replay_logs(fit_on, StopRule(epoch_jitter=OLD_PRIOR))
+    held, _, _ = replay_logs([folder], StopRule(epoch_jitter=OLD_PRIOR))
+    now, _ = calibrate(prior, experiment)
+    with mock.patch("trainsweep.class_calibration.unseen_factor", bound_before):
+        before, _ = calibrate(prior, experiment)
+    scored = {k: summarize([calibrated(r, c) for r in held]) for k, c in (("now", now), ("before", before))}
+    used = sorted({f"{r.family}: {c.calibration} x {c.class_calibration}" for r in held
+                   if (c := calibrated(r, now)).epoch_jitter is not None})  # fmt: skip
+    print(f"held out, {folder.relative_to(ROOT)}: {scored['now']['logs_scored']} logs scored with the "
+          f"calibration fitted on {len(prior)} logs without them ({'; '.join(used)}); coverage with the "
+          "fallback before -> now, median half-width now:")  # fmt: skip
+    for part in ("families", "classes"):
+        for name, f in scored["now"][part].items():
+            if not f["logs_scored"] or (part == "classes" and name == "pooled"):
+                continue
+            was = scored["before"][part][name]
+            print(f"  {name:15s} {f['logs_scored']:4d} logs  median |error| "
+                  f"{100 * f['median_abs_error']:5.2f} %"
+                  f"  coverage {pct1(was['interval_coverage'])} -> {pct1(f['interval_coverage'])}"
+                  f"  ±{pct1(f['median_interval_half_width'])} (before ±"
+                  f"{pct1(was['median_interval_half_width'])})")  # fmt: skip
+    return scored
 
 
-def widest_of_kind(held: dict[str, float], of_kind: str, interval: float) -> float | None:
-    """The unseen-class fallback before the prediction bound: the widest held-out factor of the kind's
-    classes, at least 1 (None: the kind has none; a class of it then takes the widest kind's)."""
+def bound_before(held: dict[str, list[float]], of_kind: str, interval: float) -> float | None:
+    """The unseen-class fallback before the interval-level one: each held-out class's split-conformal
+    factor, then the Student-t prediction bound for one more class over the kind's (the widest with
+    fewer than three; a kind with none: every kind's, its offset counted)."""
+    from trainsweep.class_calibration import prediction_bound
     from trainsweep.instance_class import kind
 
-    own = [f for c, f in held.items() if kind(c) == of_kind]
-    return max(1.0, *own) if own else None
+    factors = {c: f for c, s in held.items() if (f := conformal_quantile(s, interval)) is not None}
+    own = [f for c, f in factors.items() if kind(c) == of_kind]
+    return prediction_bound(own, interval) if own else prediction_bound(list(factors.values()), interval, 1.0)
 
 
 def class_figures(prior: list[ReplayResult], experiment: dict[str, str], cal, *, show: bool) -> dict:
     """Coverage per family and per instance class, leaving out one experiment, one family, one class;
-    beside the same with the fallback before (the widest held-out factor), measured in the same run."""
+    beside the same with the fallback before (a prediction bound over the held-out class factors),
+    measured in the same run."""
     from unittest import mock
 
     cv = cross_validations(prior, experiment)
-    with mock.patch("trainsweep.class_calibration.unseen_factor", widest_of_kind):
+    with mock.patch("trainsweep.class_calibration.unseen_factor", bound_before):
         before = cross_validations(prior, experiment)
-    cv["before_widest_fallback"] = before
+    cv["before_bound_fallback"] = before
     if not show:
         return cv
     folds = ("leave_one_experiment_out", "leave_one_family_out", "leave_one_class_out")
     lo, hi = (round(100 * g) for g in COVERAGE_GOAL)
     print(f"interval per family and instance class, three cross-validations (goal: {lo}-{hi} % coverage "
           "in every row; the held-out family or class is calibrated without any log of it): coverage "
-          "with the fallback before (the widest held-out factor of the kind) -> now, and now the median "
-          "half-width of the 90 % interval:")  # fmt: skip
+          "with the fallback before (a prediction bound over the kind's held-out class factors) -> now, "
+          "and now the median half-width of the 90 % interval:")  # fmt: skip
     print(f"  {'group':15s} {'logs':>5s} {'median|err|':>11s} "
           + " ".join(f"{k.split('_')[-2]:>24s}" for k in folds) + "   shipped factor")  # fmt: skip
     for part in ("families", "classes"):

@@ -11,6 +11,7 @@ instance carries how many of which; this module knows chips only.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -180,3 +181,32 @@ ACCELERATORS: dict[str, Accelerator] = {
         ),
     ]
 }
+
+# A GPU's name as CUDA gives it -> its row. Names that match none (H100 PCIe or NVL,
+# whose peaks differ from the SXM part's, a laptop GPU) get no peak rather than a wrong one.
+_GPU_NAMES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.I), key)
+    for p, key in (
+        (r"\b(pcie|nvl)\b", ""),
+        (r"\bB200\b", "B200"),
+        (r"\bH200\b", "H200"),
+        (r"\bH100\b", "H100"),
+        (r"\bA100\b.*\b80\s?GB\b", "A100-80GB"),
+        (r"\bA100\b", "A100"),
+        (r"\bL40S\b", "L40S"),
+        (r"\bL4\b", "L4"),
+        (r"\bA10G\b", "A10G"),
+        (r"\bT4\b", "T4"),
+        (r"\bV100\b.*\b32\s?GB\b", "V100-32GB"),
+        (r"\bV100\b", "V100"),
+    )
+)
+
+
+def accelerator_named(device: str) -> Accelerator | None:
+    """The accelerator a device name stands for, as CUDA gives it (``NVIDIA H200``); None when the
+    name matches no row of :data:`ACCELERATORS` (a CPU, an H100 PCIe, a laptop GPU)."""
+    for pattern, key in _GPU_NAMES:
+        if pattern.search(device):
+            return ACCELERATORS.get(key)
+    return None

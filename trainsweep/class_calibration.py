@@ -2,10 +2,11 @@
 for a class the calibration has no factor for (:class:`trainsweep.predict.Calibration` applies them).
 
 A class's factor is split-conformal over its logs' needed jitter divided by their family's fitted
-jitter. The unseen-class fallback of a kind (``cpu``, ``gpu``) is an upper prediction bound for the
-factor of a class the calibration has not seen, from the spread of the seen classes' held-out factors:
-each seen class held out in turn, the family jitters refitted without it, its logs' factor fitted
-against those (:func:`held_out_factors`); then :func:`unseen_factor` over their logarithms.
+jitter. The unseen-class fallback of a kind (``cpu``, ``gpu``) is set at the interval's level: each
+seen class held out in turn, the family jitters refitted without it, its logs scored against those
+(:func:`held_out_scores`); the fallback is the factor that covers ``interval`` of those held-out logs,
+each class weighing the same (:func:`unseen_factor`). A kind with no class of its own takes a
+prediction bound over every kind's held-out class factors (:func:`prediction_bound`).
 """
 
 from __future__ import annotations
@@ -96,45 +97,70 @@ def fit_classes(
         for c, rs in sorted(by_class.items())
     }
     seen = [c for c, cc in classes.items() if cc.factor is not None]
-    held = held_out_factors(scored, experiment, seen, interval)
+    held = held_out_scores(scored, experiment, seen, interval)
     unseen = {k: f for k in KINDS if (f := unseen_factor(held, k, interval)) is not None}
     return classes, unseen
 
 
-def held_out_factors(
+def held_out_scores(
     scored: Sequence[ReplayResult], experiment: dict[str, str], seen: Sequence[str], interval: float
-) -> dict[str, float]:
-    """Per class of ``seen``: the factor its logs needed on the family jitters fitted without them (the
-    pooled one where their family goes with them), split-conformal; only the logs of ``scored`` enter."""
-    out: dict[str, float] = {}
+) -> dict[str, list[float]]:
+    """Per class of ``seen``: its logs' needed jitter over the family jitters fitted without them (the
+    pooled one where their family goes with them); only the logs of ``scored`` enter."""
+    out: dict[str, list[float]] = {}
     for c in seen:
         rest = [r for r in scored if r.instance_class != c]
         pooled_without, families_without = family_jitters(rest, experiment, interval)
         if pooled_without.epoch_jitter is None:
             continue
         logs = [r for r in scored if r.instance_class == c]
-        factor = conformal_quantile(class_scores(logs, pooled_without, families_without, interval), interval)
-        if factor is not None:
-            out[c] = factor
+        if scores := class_scores(logs, pooled_without, families_without, interval):
+            out[c] = scores
     return out
 
 
-def unseen_factor(held: dict[str, float], of_kind: str, interval: float) -> float | None:
+def unseen_factor(held: dict[str, list[float]], of_kind: str, interval: float) -> float | None:
     """The factor for a class of ``of_kind`` the calibration has not seen (at least 1; None: no classes).
 
-    The held-out factors' logarithms are a sample of classes, the kind's own first: with K of them
-    (at least :data:`MIN_CLASSES`), the one-sided ``interval`` Student-t prediction bound for one more
-    class, mean + t(K - 1) s sqrt(1 + 1/K). With fewer, too few for a spread: the widest of them. A kind
-    with no class at all takes every kind's classes and adds the unknown offset of its kind as one more
-    between-class deviation, sqrt(1 + 1/K + 1) (the widest, with fewer than :data:`MIN_CLASSES`).
+    With held-out classes of the kind (:func:`held_out_scores`): the smallest factor that covers
+    ``interval`` of their logs, each class weighing the same however many logs it has, so that a log
+    of a new class is covered ``interval`` of the time if the new class is like a seen one drawn at
+    random. A kind with none has no log that shows how its classes sit against the others':
+    :func:`prediction_bound` over every kind's held-out class factors, its kind's offset counted.
     """
-    own = [f for c, f in held.items() if kind(c) == of_kind]
-    sample, offset = (own, 0.0) if own else (list(held.values()), 1.0)
-    if not sample:
+    own = {c: s for c, s in held.items() if kind(c) == of_kind and s}
+    if own:
+        return max(1.0, class_weighted_quantile(own, interval))
+    factors = [f for s in held.values() if (f := conformal_quantile(s, interval)) is not None]
+    return prediction_bound(factors, interval, offset=1.0)
+
+
+def class_weighted_quantile(scores: dict[str, list[float]], q: float) -> float:
+    """The smallest score at which the classes' share of scores at or below it reaches ``q``, each
+    class's scores weighing 1 / (its number of scores) and the classes alike."""
+    weighted = sorted((x, 1 / len(s)) for s in scores.values() for x in s)
+    need, reached = q * len(scores), 0.0
+    for x, w in weighted:
+        reached += w
+        if reached >= need - 1e-9:
+            return x
+    return weighted[-1][0]
+
+
+def prediction_bound(factors: Sequence[float], interval: float, offset: float = 0.0) -> float | None:
+    """An upper ``interval`` prediction bound for one more class's factor over ``factors`` (at least 1;
+    None: none).
+
+    Their logarithms are a sample of classes: with K of them (at least :data:`MIN_CLASSES`), the
+    one-sided Student-t bound mean + t(K - 1) s sqrt(1 + 1/K + ``offset``), where ``offset`` counts an
+    unknown shift of the new class's kind as one more between-class deviation; with fewer, too few for
+    a spread, the widest of them.
+    """
+    if not factors:
         return None
-    if len(sample) < MIN_CLASSES:
-        return max(1.0, *sample)
-    logs = [math.log(max(FACTOR_FLOOR, f)) for f in sample]
+    if len(factors) < MIN_CLASSES:
+        return max(1.0, *factors)
+    logs = [math.log(max(FACTOR_FLOOR, f)) for f in factors]
     k = len(logs)
     mean = sum(logs) / k
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (k - 1))

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 CPU = "cpu"
 GPU_UNKNOWN = "gpu"
-"""The generation part of a GPU run whose accelerator is not known (a local GPU, a header with a count)."""
+"""The generation part of a GPU run whose accelerator is not known (a header with a count and no GPU name
+the catalogue knows)."""
 GENERATIONS: dict[tuple[int, int], str] = {
     (3, 7): "kepler",
     (7, 0): "volta",
@@ -54,16 +55,28 @@ def _instance(name: str | None) -> tuple[InstanceType, int] | None:
     return spelling.instance, spelling.gpus * max(1, spelling.nodes)
 
 
+def device_capability(run: RunTimings) -> tuple[int, int] | None:
+    """The compute capability of the GPU a log names (an MLLOG ``submission_platform`` such as
+    ``NVIDIA H200``, as trainsweep's worker writes on a local GPU); None when it names none the
+    catalogue knows."""
+    from trainsweep.accelerators import accelerator_named
+    from trainsweep.logs.mllog import SUBMISSION_PLATFORM
+
+    device = run.extra.get(SUBMISSION_PLATFORM)
+    chip = accelerator_named(device) if isinstance(device, str) else None
+    return chip.compute_capability if chip is not None else None
+
+
 def instance_class(run: RunTimings) -> str | None:
     """The class of ``run``: from its instance type (the log's computing system or header), else from
-    the GPU count its header states; None when neither tells."""
+    the GPU count its header states and the GPU its log names; None when neither tells."""
     for name in (run.computing_system, run.header.instance_type):
         found = _instance(name)
         if found is not None:
             itype, gpus = found
             return class_of(gpus, itype.compute_capability)
     if run.header.gpus is not None:
-        return class_of(run.header.gpus)
+        return class_of(run.header.gpus, device_capability(run) if run.header.gpus > 0 else None)
     return None
 
 

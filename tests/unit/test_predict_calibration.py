@@ -26,6 +26,8 @@ from trainsweep.predict import (
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
+SEED_FAMILIES = ("fcn", "mnist", "resnet", "mo833")
+H200_LOGS = ROOT / "benchmarks" / "data" / "container-logs-gpu-h200"
 
 
 def write_log(path: Path, *, slowdown: float, seed: int, epochs: int = 5, steps: int = 50) -> None:
@@ -115,41 +117,45 @@ def test_predict_eval_json_has_a_summary_per_family(real_data):
 
 def test_cross_validated_coverage_is_honest_in_every_family(real_data):
     result = CliRunner().invoke(
-        app, ["predict-eval", str(real_data), str(CONTAINER_LOGS), "--json", "--cross-validate"]
+        app,
+        ["predict-eval", str(real_data), str(CONTAINER_LOGS), str(H200_LOGS), "--json", "--cross-validate"],
     )
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
-    fam = out["summary"]["families"]
-    assert out["summary"]["calibration"] == "leave-one-experiment-out"
-    assert {"fcn", "mnist", "resnet", "container-cpu"} <= fam.keys()
+    summary = out["summary"]
+    assert summary["calibration"] == "leave-one-experiment-out"
+    fam = {n: f for n, f in summary["families"].items() if f["logs_scored"]}
+    assert fam.keys() == {"fcn", "mnist", "resnet", "container-cpu", "container-gpu", "pooled"}
     for name, f in fam.items():
-        if f["logs_scored"]:
-            assert f["interval_coverage"] >= 0.85, (name, f)  # never too narrow
-    # too wide in two families: ResNet's 14 logs are all covered (its 12-log experiment held out leaves
-    # two ResNet logs, too few for a jitter of its own: the pooled one, wider, takes over) and MNIST's 40
-    # but one (its g4dn log is of a class no fold has seen: the unseen-class fallback covers it)
-    assert {n for n, f in fam.items() if f["logs_scored"] and f["interval_coverage"] > 0.95} <= {
-        "resnet",
-        "mnist",
-        "pooled",
-    }
-    assert fam["fcn"]["interval_coverage"] <= 0.95 and fam["container-cpu"]["interval_coverage"] <= 0.95
-    # the seeds' logs (shared real data) reach the median goal; the container's CPU logs do not
-    seeds = [
-        abs(o["error"]) for o in out["logs"] if o["error"] is not None and o["family"] != "container-cpu"
-    ]
+        assert 0.85 <= f["interval_coverage"] <= 0.95, (name, f)
+    # per class, three are wider than the goal: each class's factor never narrows its family's jitter,
+    # and their logs are quieter than their families' (the FCN on K80s and on one V100); the two classes
+    # of one log each (a g4dn log, one of unknown class) are missed
+    classes = {n: f for n, f in summary["classes"].items() if f["logs_scored"]}
+    outside = {n for n, f in classes.items() if not 0.85 <= f["interval_coverage"] <= 0.95}
+    assert outside == {"kepler-single", "kepler-multi", "volta-single", "turing-single", "unknown"}
+    assert all(
+        classes[n]["interval_coverage"] > 0.95 for n in ("kepler-single", "kepler-multi", "volta-single")
+    )
+    assert classes["turing-single"]["logs_scored"] == classes["unknown"]["logs_scored"] == 1
+    # the seeds' logs (shared real data) reach the median goal; the container's own logs, with epochs of
+    # 0.1-6 s, do not, and pooled with them neither
+    seeds = [abs(o["error"]) for o in out["logs"] if o["error"] is not None and o["family"] in SEED_FAMILIES]
     assert sorted(seeds)[len(seeds) // 2] <= 0.005
-    # ... and so do all of them pooled (0.52 % when replay took the steady epoch's own steps alone)
-    assert fam["pooled"]["median_abs_error"] <= 0.005
-    assert fam["container-cpu"]["median_abs_error"] > 0.005
-    _, _, notes = load_calibration().jitter_for("container-cpu")
-    assert any("off by a median" in n for n in notes)  # ... and its predictions say so
+    assert (
+        fam["container-cpu"]["median_abs_error"] > 0.005 and fam["container-gpu"]["median_abs_error"] > 0.005
+    )
+    assert fam["pooled"]["median_abs_error"] > 0.005
+    for family in ("container-cpu", "container-gpu"):
+        _, _, notes = load_calibration().jitter_for(family)
+        assert any("off by a median" in n for n in notes), family  # ... and their predictions say so
 
 
 def test_the_shipped_table_is_the_one_the_benchmark_fits(real_data):
     from trainsweep.predict import calibrate
 
-    results, _, experiment = replay_logs([real_data, CONTAINER_LOGS], StopRule(epoch_jitter=0.01))
+    logs = [real_data, CONTAINER_LOGS, H200_LOGS]
+    results, _, experiment = replay_logs(logs, StopRule(epoch_jitter=0.01))
     fitted, _ = calibrate(results, experiment)
     shipped = json.loads((ROOT / "trainsweep" / "data" / CALIBRATION_FILE).read_text())
     assert shipped["created"] and shipped["source"].startswith("benchmarks/bench_predict.py")

@@ -17,13 +17,12 @@ cost per million tokens, and model FLOPs utilisation (MFU).
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trainsweep import instances
-from trainsweep.accelerators import ACCELERATORS, PRECISIONS, Accelerator
+from trainsweep.accelerators import PRECISIONS, Accelerator, accelerator_named
 from trainsweep.logs import mllog
 
 if TYPE_CHECKING:
@@ -37,26 +36,6 @@ TOKEN_COLUMNS = ("tokens_per_sample", "tokens_per_s", "tokens_per_usd", "usd_per
 MFU_COLUMNS = ("flops_per_sample", "mfu", "mfu_note")
 OPTIONAL_COLUMNS = TOKEN_COLUMNS + MFU_COLUMNS
 """``sweep.csv`` columns written when a row has them (tokens) or a run counted its FLOPs (MFU)."""
-
-# A GPU's name as CUDA gives it -> the catalogue's accelerator. Names that match none (H100 PCIe or NVL,
-# whose peaks differ from the SXM part's, a laptop GPU) get no peak rather than a wrong one.
-_GPU_NAMES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, re.I), key)
-    for p, key in (
-        (r"\b(pcie|nvl)\b", ""),
-        (r"\bB200\b", "B200"),
-        (r"\bH200\b", "H200"),
-        (r"\bH100\b", "H100"),
-        (r"\bA100\b.*\b80\s?GB\b", "A100-80GB"),
-        (r"\bA100\b", "A100"),
-        (r"\bL40S\b", "L40S"),
-        (r"\bL4\b", "L4"),
-        (r"\bA10G\b", "A10G"),
-        (r"\bT4\b", "T4"),
-        (r"\bV100\b.*\b32\s?GB\b", "V100-32GB"),
-        (r"\bV100\b", "V100"),
-    )
-)
 
 
 def _number(value: Any) -> float | None:
@@ -97,10 +76,7 @@ def accelerator_of(instance_type: str | None, device: str | None) -> Accelerator
         return known.chip
     if not device or device == "cpu":
         return None
-    for pattern, key in _GPU_NAMES:
-        if pattern.search(device):
-            return ACCELERATORS.get(key)
-    return None
+    return accelerator_named(device)
 
 
 def _mfu(m: RunMetrics, event: Mapping[str, Any]) -> tuple[float | None, str]:

@@ -43,6 +43,7 @@ from trainsweep.predict.calibration import (
 )
 from trainsweep.predict.fitting import (
     calibrate,
+    calibrated,
     conformal_quantile,
     cross_validate,
     cross_validations,
@@ -95,6 +96,7 @@ __all__ = [
     "StopRule",
     "baseline_step_s",
     "calibrate",
+    "calibrated",
     "class_summary",
     "conformal_quantile",
     "container_family",

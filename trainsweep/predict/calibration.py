@@ -95,8 +95,9 @@ class Calibration:
     classes: dict[str, ClassCalibration] = field(default_factory=dict)
     unseen_class_factor: dict[str, float] = field(default_factory=dict)
     """Per kind (``cpu``, ``gpu``): the factor for a class without one of its own. Each seen class of
-    the kind is held out in turn, the family jitters refitted without it and its logs' factor fitted
-    against those: the widest of these (at least 1) is what an unseen class of that kind has needed."""
+    the kind is held out in turn and its logs scored against the family jitters refitted without it:
+    the factor covers the interval of those held-out logs, classes weighing alike (at least 1; see
+    :func:`trainsweep.class_calibration.unseen_factor`)."""
 
     def class_factor(self, instance_class: str | None) -> tuple[float, str | None, list[str]]:
         """(factor on the family's jitter, ``class`` / ``unseen-class`` / ``unknown-class`` / None, notes).

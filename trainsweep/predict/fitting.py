@@ -85,32 +85,36 @@ def cross_validate(
     jitter was set by the rule are calibrated too. The held-out logs never enter their own calibration:
     where the others are too few to fit one (fewer than 9 scored), the copy has no interval.
     """
-    import copy
-
     scored: dict[int, ReplayResult] = {}
     for held in sorted({experiment.get(r.log, r.log) for r in results}):
         rest = [r for r in results if experiment.get(r.log, r.log) != held]
         cal = fit_calibration(rest, experiment, interval)
         for r in results:
-            if experiment.get(r.log, r.log) != held:
-                continue
-            scored[id(r)] = c = copy.deepcopy(r)
-            if c.predicted_epoch_s is None:
-                continue
-            c.interval_notes = []
-            if cal.pooled.epoch_jitter is None:  # no interval rather than one fitted on its own logs
-                c.epoch_jitter = c.calibration = c.interval_validated = c.class_calibration = None
-                c.predicted_epoch_low_s = c.predicted_epoch_high_s = None
-                n = cal.pooled.logs
-                c.interval_notes.append(
-                    f"too few scored logs outside its experiment ({n}) to calibrate its interval"
-                )
-                continue
-            c.epoch_jitter, c.calibration, c.interval_validated, c.class_calibration = epoch_jitter_for(
-                c.family, StopRule(interval=interval), cal, c.interval_notes, c.instance_class
-            )
-            set_interval(c, interval)
+            if experiment.get(r.log, r.log) == held:
+                scored[id(r)] = calibrated(r, cal, interval)
     return [scored[id(r)] for r in results]
+
+
+def calibrated(res: ReplayResult, cal: Calibration, interval: float = 0.90) -> ReplayResult:
+    """A copy of ``res`` with the interval (and ``interval_notes``) ``cal`` gives it; no interval, and a
+    note, where ``cal`` was fitted on too few logs for a pooled jitter."""
+    import copy
+
+    c = copy.deepcopy(res)
+    if c.predicted_epoch_s is None:
+        return c
+    c.interval_notes = []
+    if cal.pooled.epoch_jitter is None:  # no interval rather than one fitted on its own logs
+        c.epoch_jitter = c.calibration = c.interval_validated = c.class_calibration = None
+        c.predicted_epoch_low_s = c.predicted_epoch_high_s = None
+        n = cal.pooled.logs
+        c.interval_notes.append(f"too few scored logs outside its experiment ({n}) to calibrate its interval")
+        return c
+    c.epoch_jitter, c.calibration, c.interval_validated, c.class_calibration = epoch_jitter_for(
+        c.family, StopRule(interval=interval), cal, c.interval_notes, c.instance_class
+    )
+    set_interval(c, interval)
+    return c
 
 
 def calibrate(
