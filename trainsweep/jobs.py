@@ -19,10 +19,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from trainsweep.errors import TrainsweepError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """``schema_version`` of ``jobs.json``: the version of the :class:`PlannedJob` records it lists. Version 2
-adds ``axes`` (a sweep with axes); a plan without axes is written as version 1, byte for byte as before."""
-SCHEMA_VERSIONS = (1, 2)
+adds ``axes`` (a sweep with axes), version 3 ``mlflow_config`` (a sweep tracked by a SageMaker MLflow
+server); a plan is written at the lowest version that holds it (without either: version 1, byte for byte
+as before), so an older trainsweep refuses by its version, not by an unknown field, a plan it cannot read."""
+SCHEMA_VERSIONS = (1, 2, 3)
 """The versions this trainsweep reads."""
 
 AxisValue = str | int | float | bool
@@ -162,8 +164,11 @@ def jobs_of_document(doc: Any) -> list[PlannedJob]:
 
 
 def schema_version(jobs: list[PlannedJob]) -> int:
-    """The ``schema_version`` of a ``jobs.json`` listing ``jobs``: 2 when a job has axes, else 1."""
-    return SCHEMA_VERSION if any(j.axes for j in jobs) else 1
+    """The ``schema_version`` of a ``jobs.json`` listing ``jobs``: 3 when a job has ``mlflow_config``, 2
+    when one has axes, else 1."""
+    if any(j.mlflow_config for j in jobs):
+        return 3
+    return 2 if any(j.axes for j in jobs) else 1
 
 
 def job_for_run(jobs: list[PlannedJob], run_name: str) -> PlannedJob | None:

@@ -62,6 +62,17 @@ def test_a_sagemaker_mlflow_arn_gives_every_job_its_mlflow_config() -> None:
     assert _job(tracking={"mlflow": app}).mlflow_config["MlflowExperimentName"] == "demo"  # the spec's name
 
 
+def test_a_plan_is_written_at_the_lowest_schema_version_that_holds_it() -> None:
+    def version(**more: object) -> int:
+        plan = plan_sweep({**SPEC, **more}, sweep_id="demo-1", bucket="b")
+        return int(json.loads(plan.jobs_json())["schema_version"])
+
+    assert version() == 1
+    assert version(axes={"compile": [False, True]}) == 2
+    assert version(tracking={"mlflow": ARN}) == 3  # an older trainsweep refuses it by its version
+    assert version(tracking={"mlflow": "http://mlflow.internal:5000"}) == 1  # no field of its own
+
+
 def test_a_tracking_uri_that_is_not_sagemaker_gives_the_jobs_no_mlflow_config() -> None:
     job = _job(tracking={"mlflow": "http://mlflow.internal:5000"})
     assert job.mlflow_config is None and "mlflow_config" not in job.to_json()
@@ -102,7 +113,7 @@ def test_jobs_json_reads_as_planned_jobs_and_finds_the_job_of_a_log() -> None:
 def test_a_jobs_json_of_another_schema_version_is_refused(version: Any) -> None:
     doc = json.loads(plan_sweep(SPEC, sweep_id="demo-1").jobs_json())
     doc["schema_version"] = version
-    expected = f"schema_version {version!r}; this trainsweep reads versions 1, 2$"
+    expected = f"schema_version {version!r}; this trainsweep reads versions 1, 2, 3$"
     with pytest.raises(JobRecordError, match=expected):
         jobs_of_document(doc)
 
