@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainsweep import layout
+from trainsweep import axes, layout
 from trainsweep.errors import TrainsweepError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ INSTALL = "pip install 'trainsweep[mlflow]'"
 SWEEP_TAG = "trainsweep.sweep"
 CELL_TAG = "trainsweep.cell"
 PARAM_COLUMNS = ("instance_type", "instance_count", "batch_size", "platform", "runs", "gpus")
-TAG_COLUMNS = ("status", "quality", "notes", "not_judged", "billable_source")
+TAG_COLUMNS = ("status", "quality", "notes", "not_judged", "billable_source", "mfu_note")
 FIXED_TIME_MS = 0  # metrics carry a fixed timestamp: the same export logs the same values
 
 
@@ -61,8 +62,29 @@ def mlflow_client(tracking_uri: str) -> MlflowClient:
     return MlflowClient(tracking_uri=tracking_uri)
 
 
-def _cell_key(row: dict[str, Any]) -> str:
-    return "/".join(str(row.get(c)) for c in ("instance_type", "instance_count", "batch_size", "platform"))
+def _setting(row: dict[str, Any], axis_columns: Sequence[str]) -> dict[str, Any]:
+    """A configuration's setting of the sweep's axes: a table row's axis columns, or a recommendation
+    choice's ``axes`` (``{}`` without axes)."""
+    said = row.get("axes")
+    if isinstance(said, dict):
+        return said
+    return {c: row[c] for c in axis_columns if row.get(c) is not None}
+
+
+def _cell_key(row: dict[str, Any], axis_columns: Sequence[str] = ()) -> str:
+    """``instance type/instance count/batch size/platform``, then the setting (``dtype=bfloat16``) in a
+    sweep with axes: one child run per configuration."""
+    key = "/".join(str(row.get(c)) for c in ("instance_type", "instance_count", "batch_size", "platform"))
+    setting = _setting(row, axis_columns)
+    return f"{key}/{axes.label(setting)}" if setting else key
+
+
+def _axis_columns(table: pd.DataFrame) -> list[str]:
+    """The table's axis columns (``sweep.csv`` has one per axis after its own columns)."""
+    from trainsweep.cost.metrics import CSV_COLUMNS
+    from trainsweep.cost.throughput import OPTIONAL_COLUMNS
+
+    return [c for c in table.columns if c not in CSV_COLUMNS and c not in OPTIONAL_COLUMNS]
 
 
 def _find_run(client: MlflowClient, experiment_id: str, tags: dict[str, str]) -> Any:
@@ -101,22 +123,30 @@ def _log_series(client: MlflowClient, run_id: str, key: str, values: list[tuple[
         client.log_batch(run_id, metrics=new)
 
 
-def _runs_of(row: dict[str, Any], runs: list[RunTimings]) -> list[RunTimings]:
-    from trainsweep.cost.runs import resolve_instance_type
+def _runs_of(row: dict[str, Any], runs: list[RunTimings], axis_columns: Sequence[str]) -> list[RunTimings]:
+    from trainsweep.cost.runs import resolve_instance_type, run_setting
 
+    setting = axes.label(_setting(row, axis_columns))
     return [
         r
         for r in runs
-        if resolve_instance_type(r) == row.get("instance_type") and r.batch_size == row.get("batch_size")
+        if resolve_instance_type(r) == row.get("instance_type")
+        and r.batch_size == row.get("batch_size")
+        and (not axis_columns or axes.label(run_setting(r)) == setting)
     ]
 
 
 def _export_cell(
-    client: MlflowClient, parent: Any, row: dict[str, Any], runs: list[RunTimings], root: Path
+    client: MlflowClient,
+    parent: Any,
+    row: dict[str, Any],
+    runs: list[RunTimings],
+    root: Path,
+    axis_columns: Sequence[str] = (),
 ) -> tuple[str, bool]:
     """The child run of one configuration; returns its id and whether it was created."""
     experiment_id, sweep_id = parent.info.experiment_id, parent.data.tags[SWEEP_TAG]
-    key = _cell_key(row)
+    key = _cell_key(row, axis_columns)
     tags = {SWEEP_TAG: sweep_id, CELL_TAG: key}
     run = _find_run(client, experiment_id, tags)
     created = run is None
@@ -124,12 +154,12 @@ def _export_cell(
         all_tags = {**tags, "mlflow.parentRunId": parent.info.run_id, "mlflow.runName": key}
         run = client.create_run(experiment_id, tags=all_tags)
     run_id = run.info.run_id
-    params = {c: str(row[c]) for c in PARAM_COLUMNS if row.get(c) is not None}
+    params = {c: str(row[c]) for c in (*PARAM_COLUMNS, *axis_columns) if row.get(c) is not None}
     _log_missing(client, client.get_run(run_id), _metrics(row), params)
     for column in TAG_COLUMNS:
         if row.get(column):
             client.set_tag(run_id, f"trainsweep.{column}", str(row[column]))
-    for rep, timings in enumerate(sorted(_runs_of(row, runs), key=lambda r: r.name)):
+    for rep, timings in enumerate(sorted(_runs_of(row, runs, axis_columns), key=lambda r: r.name)):
         epochs = [(e.index, float(e.epoch_s)) for e in timings.epochs if e.epoch_s is not None]
         if epochs:
             _log_series(client, run_id, f"epoch_time_s.rep{rep}", epochs)
@@ -149,7 +179,7 @@ def _recommendation_tags(root: Path) -> dict[str, str]:
     for which in ("pick", "fastest", "cheapest"):
         choice = rec.get(which)
         if isinstance(choice, dict):
-            tags[f"trainsweep.recommendation.{which}"] = _cell_key(choice)
+            tags[f"trainsweep.recommendation.{which}"] = _cell_key(choice, ())
     if rec.get("text"):
         tags["trainsweep.recommendation"] = " ".join(str(s) for s in rec["text"])[:4000]
     return tags
@@ -200,9 +230,10 @@ def export_mlflow(folder: Path, tracking_uri: str, *, experiment: str | None = N
     parent = _parent(client, experiment_id, sweep_id, root)
     out = ExportResult(experiment_id, parent.info.run_id)
     runs = load_results(root)[0]
+    axis_columns = _axis_columns(results.table)
     for row in _rows(results.table):
-        run_id, created = _export_cell(client, parent, row, runs, root)
-        out.child_run_ids[_cell_key(row)] = run_id
+        run_id, created = _export_cell(client, parent, row, runs, root, axis_columns)
+        out.child_run_ids[_cell_key(row, axis_columns)] = run_id
         out.created += created
         out.found += not created
     client.set_terminated(parent.info.run_id, "FINISHED")

@@ -115,3 +115,32 @@ def test_without_mlflow_the_export_says_how_to_install_it(
     result = runner.invoke(app, ["export", "mlflow", str(imported), "--tracking-uri", "http://127.0.0.1:1"])
     assert result.exit_code == 1
     assert "pip install 'trainsweep[mlflow]'" in result.output
+
+
+H200_DTYPE = ROOT / "benchmarks" / "data" / "gpu-h200" / "resnet50-dtype"
+
+
+def test_a_sweep_with_an_axis_lands_one_child_run_per_setting_with_its_own_runs(
+    tmp_path: Path, tracking_uri: str
+) -> None:
+    # the built-in ResNet-50 over dtype x 3 batch sizes on an H200: the same (instance, batch size) twice
+    out = tmp_path / "resnet50-dtype"
+    result = runner.invoke(app, ["import", str(H200_DTYPE), "--out", str(out), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    _export(out, tracking_uri)
+    client = mlflow.MlflowClient(tracking_uri=tracking_uri)
+    runs = client.search_runs([client.get_experiment_by_name("resnet50-dtype").experiment_id])
+    children = [r for r in runs if r.data.tags.get("trainsweep.kind") != "sweep"]
+    by_key = {r.data.tags["trainsweep.cell"]: r for r in children}
+    assert len(children) == 6 == len(by_key)
+    bf16 = by_key["local_gpu/1/512/local/dtype=bfloat16"]
+    assert bf16.data.params["dtype"] == "bfloat16"
+    assert bf16.data.tags["trainsweep.mfu_note"] == "against 1 x H200 bf16 peak 989.5 TFLOPS"
+    assert bf16.data.metrics["samples_per_s"] == pytest.approx(8436.01, rel=1e-4)
+    fp32 = by_key["local_gpu/1/512/local/dtype=float32"]
+    assert fp32.data.metrics["samples_per_s"] == pytest.approx(7248.61, rel=1e-4)
+    for run in (bf16, fp32):  # each child holds its own setting's run record, not the other's
+        (record,) = client.list_artifacts(run.info.run_id, layout.RUNS_DIR)
+        assert run.data.params["dtype"] in Path(record.path).name
+    parent = next(r for r in runs if r.data.tags.get("trainsweep.kind") == "sweep")
+    assert parent.data.tags["trainsweep.recommendation.pick"] in by_key
