@@ -79,14 +79,6 @@ def _cell_key(row: dict[str, Any], axis_columns: Sequence[str] = ()) -> str:
     return f"{key}/{axes.label(setting)}" if setting else key
 
 
-def _axis_columns(table: pd.DataFrame) -> list[str]:
-    """The table's axis columns (``sweep.csv`` has one per axis after its own columns)."""
-    from trainsweep.cost.metrics import CSV_COLUMNS
-    from trainsweep.cost.throughput import OPTIONAL_COLUMNS
-
-    return [c for c in table.columns if c not in CSV_COLUMNS and c not in OPTIONAL_COLUMNS]
-
-
 def _find_run(client: MlflowClient, experiment_id: str, tags: dict[str, str]) -> Any:
     query = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
     found = client.search_runs([experiment_id], filter_string=query, max_results=2)
@@ -218,6 +210,7 @@ def export_mlflow(folder: Path, tracking_uri: str, *, experiment: str | None = N
         TrainsweepError: no ``sweep.csv`` in ``folder``, or MLflow is not installed.
     """
     from trainsweep.report import load_results
+    from trainsweep.sweeps.results import axis_columns as axis_columns_of
     from trainsweep.sweeps.results import load
 
     client = mlflow_client(tracking_uri)
@@ -230,7 +223,7 @@ def export_mlflow(folder: Path, tracking_uri: str, *, experiment: str | None = N
     parent = _parent(client, experiment_id, sweep_id, root)
     out = ExportResult(experiment_id, parent.info.run_id)
     runs = load_results(root)[0]
-    axis_columns = _axis_columns(results.table)
+    axis_columns = axis_columns_of(results.table)
     for row in _rows(results.table):
         run_id, created = _export_cell(client, parent, row, runs, root, axis_columns)
         out.child_run_ids[_cell_key(row, axis_columns)] = run_id

@@ -150,12 +150,19 @@ def _list(lines: list[str]) -> str:
     return "<ul>" + "".join(f"<li>{escape(line)}</li>" for line in lines) + "</ul>" if lines else ""
 
 
+def axis_columns(table: pd.DataFrame) -> list[str]:
+    """The columns of a sweep's axes in its table (``sweep.csv`` has one per axis beside its own columns
+    and the optional token and MFU ones; none without axes)."""
+    from trainsweep.cost.metrics import CSV_COLUMNS
+    from trainsweep.cost.throughput import OPTIONAL_COLUMNS
+
+    return [c for c in table.columns if c not in CSV_COLUMNS and c not in OPTIONAL_COLUMNS]
+
+
 def results_html(results: SweepResults) -> str:
     """The recommendation's sentences, then the table's main columns (every figure is in ``table``)."""
     table = results.table
-    from trainsweep.cost.metrics import CSV_COLUMNS
-
-    axes = [c for c in table.columns if c not in CSV_COLUMNS]  # a sweep with axes: its settings
+    axes = axis_columns(table)
     at = SHOWN_COLUMNS.index("batch_size") + 1
     wanted = [*SHOWN_COLUMNS[:at], *axes, *SHOWN_COLUMNS[at:]]
     shown = [c for c in wanted if c in table.columns and table[c].notna().any()]
