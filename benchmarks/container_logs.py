@@ -8,7 +8,7 @@ seed differs. The logs are kept as the worker
 wrote them. Then ``python benchmarks/bench_predict.py --write-calibration`` refits the shipped table.
 
 Usage: ``python benchmarks/container_logs.py [--out DIR] [--sessions a,b,c,d,e] [--workload W] [--gpu]
-[--threads N] [--samples N] [--seed-offset K]``.
+[--threads N] [--samples N] [--dtype D] [--seed-offset K]``.
 """
 
 from __future__ import annotations
@@ -39,9 +39,11 @@ def session(
     gpu: bool = False,
     threads: int = 1,
     samples: int = 1920,
+    dtype: str | None = None,
 ) -> None:
-    """One packed job; its logs copied to ``out/<workload>-<cpu|gpu>[-<threads>t]-<name>/logs``."""
-    exp = f"{workload}-{'gpu' if gpu else 'cpu'}{f'-{threads}t' if threads != 1 else ''}-{name}"
+    """One packed job; its logs copied to ``out/<workload>-<cpu|gpu>[-<threads>t][-<dtype>]-<name>/logs``."""
+    exp = f"{workload}-{'gpu' if gpu else 'cpu'}{f'-{threads}t' if threads != 1 else ''}"
+    exp += f"-{dtype}-{name}" if dtype else f"-{name}"
     with tempfile.TemporaryDirectory(prefix="trainsweep-logs-") as tmp:
         base = Path(tmp)
         cfg = base / "input" / "config"
@@ -57,6 +59,8 @@ def session(
             "max-eval-batches": "4",
             "seed": str(seed),
         }
+        if dtype:  # the setting of a `dtype` axis, which each cell's log records
+            hyper["trainsweep-axes"] = json.dumps([{"dtype": dtype}] * len(BATCH_SIZES))
         (cfg / "hyperparameters.json").write_text(json.dumps(hyper))
         env = dict(
             os.environ, SAGEMAKER_BASE_DIR=str(base), TRAINING_JOB_NAME=exp, OMP_NUM_THREADS=str(threads)
@@ -81,10 +85,12 @@ def main() -> None:
     ap.add_argument("--gpu", action="store_true", help="train on this machine's GPUs")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads of the worker (OMP_NUM_THREADS)")
     ap.add_argument("--samples", type=int, default=1920, help="synthetic training samples an epoch")
+    ap.add_argument("--dtype", default=None, help="train every cell in this precision, logged as an axis")
     ap.add_argument("--seed-offset", type=int, default=0, help="the first session's seed")
     a = ap.parse_args()
     for i, name in enumerate(a.sessions.split(",")):
-        session(name, a.seed_offset + i, a.out, workload=a.workload, gpu=a.gpu, threads=a.threads, samples=a.samples)
+        options = {"workload": a.workload, "gpu": a.gpu, "threads": a.threads, "samples": a.samples}
+        session(name, a.seed_offset + i, a.out, **options, dtype=a.dtype)
 
 
 if __name__ == "__main__":
