@@ -132,7 +132,7 @@ def unwrap(module: nn.Module) -> nn.Module:
         name = type(module).__name__
         if any(c.__name__ in _SHARDED for c in type(module).__mro__):
             raise NotCountableError(
-                f"the model is sharded by FSDP ({name}): its sharded parameters are not counted"
+                f"the model is sharded by FSDP ({name}): sharded parameters are not counted"
             )
         held = _WRAPPERS.get(name)
         inner = module.__dict__.get("_modules", {}).get(held) if held else None
