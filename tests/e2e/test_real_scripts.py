@@ -8,7 +8,8 @@ command they already type:
 * nanoGPT: a positional config file, ``--key=value`` arguments, iterations instead of epochs, batches
   sliced from a memmap (no DataLoader), evaluation under ``torch.no_grad()`` inside the loop, its
   ``val loss`` read from its output by a metric definition; its ``dtype`` swept as an axis, which it
-  ignores on a CPU (no autocast there): the report flags bfloat16 as not honoured;
+  ignores on a CPU (no autocast there): the report flags bfloat16 as not honoured; its FLOPs per sample
+  are counted (a CPU has no peak: no MFU);
 * word_language_model: ``store_true`` flags (``--use-optimizer``), no DataLoader, and by default weights
   updated by hand (no optimizer at all: a step ends at each backward pass);
 * ddp-tutorial-series: a GPU-only script (``torchrun`` and NCCL on CUDA), which must fail on a CPU with
@@ -20,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import pickle
 import shutil
 import subprocess
 import sys
@@ -108,6 +110,19 @@ def _spec(name: str, source: Path, workload: dict[str, Any], mode: str) -> dict[
     }
 
 
+def _nanogpt_flops_per_sample(root: Path) -> int:
+    """A hand count of nanoGPT's matrix-product FLOPs per sample (a block of tokens) of a training step
+    for ``NANOGPT_TINY``: 6 x the weights of its products (attention in and out, the MLP, the head tied to
+    the token embedding) per token, forward and backward, plus attention's two T x T products per layer
+    (2 x 2 x T x C per token forward, 3 x that with the backward)."""
+    cfg = {k.lstrip("-"): v for k, v in (a.split("=") for a in NANOGPT_TINY.split())}
+    layers, c, t = int(cfg["n_layer"]), int(cfg["n_embd"]), int(cfg["block_size"])
+    vocab = pickle.loads((root / "data" / "shakespeare_char" / "meta.pkl").read_bytes())["vocab_size"]
+    weights = layers * (c * 3 * c + c * c + 2 * c * 4 * c) + c * vocab
+    attention = layers * 3 * (2 * 2 * t * c)
+    return (6 * weights + attention) * t
+
+
 def _all_steps(record: dict[str, Any]) -> int:
     return sum(len(e["step_s"]) for e in record["epochs"])
 
@@ -148,7 +163,15 @@ def test_nanogpt_sweeps_its_dtype_from_its_command_and_the_report_flags_what_the
     rows = {t["dtype"]: t for t in csv.DictReader(io.StringIO((results / layout.SWEEP_CSV).read_text()))}
     assert rows["bfloat16"]["status"] == rows["float32"]["status"] == "ok"
     assert ignored in rows["bfloat16"]["notes"] and "not honoured" not in rows["float32"]["notes"]
+    # its FLOPs, counted once per run from its forward pass on the meta device; no MFU: a CPU has no peak
+    hand = _nanogpt_flops_per_sample(nanogpt)
+    for row in rows.values():
+        assert abs(float(row["flops_per_sample"]) / hand - 1) < 0.1, (row["flops_per_sample"], hand)
+        assert row["mfu"] == ""
+        assert row["mfu_note"] == "no peak: the catalogue has no accelerator peak for local"
     doc = json.loads((results / layout.SWEEP_JSON).read_text())
+    configurations = doc["configurations"]
+    assert all(r["flops_per_sample"] > 0 and r["mfu_note"].startswith("no peak") for r in configurations)
     (best,) = doc["best_settings"]
     assert (best["instance_type"], best["batch_size"], best["by"]) == ("local", 8, "time")
     assert best["not_honoured"] == ([ignored] if best["axes"] == {"dtype": "bfloat16"} else [])

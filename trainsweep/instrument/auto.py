@@ -145,7 +145,7 @@ def _install_usage_hooks(installed: Installed) -> None:
     pre, post = usage.hooks(watch)
     handles = [
         nn_module.register_module_forward_pre_hook(pre),
-        nn_module.register_module_forward_hook(post),
+        nn_module.register_module_forward_hook(post, with_kwargs=True, always_call=True),
     ]
     installed.handles.extend(handles)
 

@@ -97,6 +97,12 @@ def event_value(step: StepCount, *, precision: str, world_size: int, device: str
     }
 
 
+def failure(exc: BaseException) -> str:
+    """Why a count failed, in the counter's (or the model's) own words: the error's first line."""
+    words = str(exc).splitlines()[0][:300] if str(exc) else ""
+    return f"{type(exc).__name__}: {words}"
+
+
 def builtin_event(
     build: Callable[[], nn.Module],
     sample_shape: tuple[int, ...],
@@ -111,7 +117,7 @@ def builtin_event(
     try:
         step = count_on_meta(build, sample_shape, batch)
     except (RuntimeError, NotImplementedError, TypeError, ValueError) as exc:
-        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}"}
+        return {"error": failure(exc)}
     conv, matmul = tf32_allowed(device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     return event_value(

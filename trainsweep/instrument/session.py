@@ -53,7 +53,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from trainsweep.instrument import earlystop, probe, usage
+from trainsweep.instrument import earlystop, probe, script_flops, usage
 from trainsweep.instrument.loops import BACKWARD, EXPLICIT, OPTIMIZER, ForwardWatch, GradOffBlock
 from trainsweep.instrument.outcome import NO_TRAINING, EarlyStop, cell_status
 from trainsweep.instrument.outcome import failure_reason as failure_reason  # the bootstrap's, from here
@@ -339,6 +339,18 @@ class Session(PassInference):
         for key, value in self.usage.events():
             self.writer.header(key, value)
 
+    def _write_flops(self) -> None:
+        """The FLOPs of a training step, counted once from the recorded forward pass on the meta device
+        (:mod:`trainsweep.instrument.script_flops`): after training, so no timed step pays for it."""
+        if not self.primary or self.handed_over or not self.steps:
+            return
+        with self.internal():  # its module calls and backward pass are not the script's
+            watch = self.usage
+            value = script_flops.event(
+                watch.forward.call, dtype=watch.precision, world_size=world_size(), compiled=watch.compiled
+            )
+        self.writer.header(mllog.FLOPS, value)
+
     def _step_seen_by_finder(self) -> None:
         self.finder.step_done()
         if self.finder.done and self.release_capture is not None:
@@ -541,6 +553,7 @@ class Session(PassInference):
         if not tl.started:
             return
         self._write_usage()  # a run of fewer steps than the sample
+        self._write_flops()
         if self.monitor is not None and not stopped and self.steps:
             self.prediction = self.predict(None, "epochs")
         tl.run_end(stopped=stopped)

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from trainsweep.axes import COMPILED_KEY, PRECISION_KEY
+from trainsweep.instrument.script_flops import ForwardRecorder
 
 SAMPLE_STEPS = 3
 """Training steps whose module calls are looked at; the hooks are removed after them."""
@@ -72,19 +73,33 @@ class UsageWatch:
         """Parameter elements of the module calls that ran without autocast, by the dtype they computed in."""
         self.release: Callable[[], None] | None = None
         """Removes the hooks (set by whoever installed them)."""
+        self.forward = ForwardRecorder()
+        """The outermost training call, to count the step's FLOPs with at the end of the run."""
 
     def compile_called(self) -> None:
         self.compiled = True
 
-    def module_called(self, module: nn.Module) -> None:
+    def module_called(self, module: nn.Module, args: tuple[Any, ...] = ()) -> None:
         """The pre-hook's work: a compiled model is recorded and the hooks go, before it is traced."""
         if _compiled_module(module) and module.training and torch.is_grad_enabled():
             self.compiled = True
+            if self.forward.depth == 0:  # its keyword arguments are not seen before the call
+                self.forward.offer(module, args, {})
             self._count(list(module.parameters()), None)
             self.stop()
+            return
+        self.forward.entered()
 
-    def module_returned(self, module: nn.Module, output: Any) -> None:
-        """The post-hook's work: a training-mode call with gradients on of a module with parameters."""
+    def module_returned(
+        self,
+        module: nn.Module,
+        output: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The post-hook's work: a training-mode call with gradients on of a module with parameters (and
+        the call, when it is an outermost one, offered to :attr:`forward`)."""
+        self.forward.left(module, args, kwargs or {})
         if not module.training or not torch.is_grad_enabled():
             return
         own = list(module.parameters(recurse=False))
@@ -131,16 +146,20 @@ class UsageWatch:
 
 def hooks(
     watch: UsageWatch,
-) -> tuple[Callable[[nn.Module, Any], None], Callable[[nn.Module, Any, Any], None]]:
-    """The global forward pre-hook and hook feeding ``watch``; they do nothing while the compiler traces."""
+) -> tuple[Callable[[nn.Module, Any], None], Callable[..., None]]:
+    """The global forward pre-hook and hook feeding ``watch``; they do nothing while the compiler traces.
+    The hook takes the keyword arguments (``with_kwargs=True``) and runs also when the call raises
+    (``always_call=True``: the nesting of module calls stays right); PyTorch then calls it with
+    ``(module, args, None)``."""
 
     def pre(module: nn.Module, args: Any) -> None:
         if not torch.compiler.is_compiling():
-            watch.module_called(module)
+            watch.module_called(module, args)
 
-    def post(module: nn.Module, args: Any, output: Any) -> None:
+    def post(module: nn.Module, args: Any, *rest: Any) -> None:
+        kwargs, output = rest if len(rest) == 2 else ({}, None)
         if not torch.compiler.is_compiling():
-            watch.module_returned(module, output)
+            watch.module_returned(module, output, args, kwargs)
 
     return pre, post
 

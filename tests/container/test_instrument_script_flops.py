@@ -1,0 +1,169 @@
+"""The FLOPs of an instrumented script's training step, counted once at the end of the run from the
+forward pass the usage hooks recorded (:mod:`trainsweep.instrument.script_flops`), and read back from the
+run log it wrote against hand counts."""
+
+from __future__ import annotations
+
+import math
+import socket
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainsweep.cost import throughput
+from trainsweep.cost.runs import RunMetrics
+from trainsweep.instrument import script_flops
+from trainsweep.logs import mllog
+
+from .conftest import finish
+
+BATCH = 4
+
+
+def _train(net: nn.Module, *, steps: int = 4) -> None:
+    data = DataLoader(
+        TensorDataset(torch.randn(BATCH * steps, 8), torch.randint(0, 2, (BATCH * steps,))), BATCH
+    )
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for x, y in data:
+        nn.functional.cross_entropy(net(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+
+
+def _mlp_hand_count(batch: int) -> int:
+    """2 FLOPs per multiply-add: the forward products, then the backward's gradients of both weights and of
+    the second layer's input (the batch needs no gradient, so the first layer's input gets none)."""
+    forward = 2 * batch * (8 * 16 + 16 * 2)
+    backward = 2 * batch * (16 * 2) + 2 * batch * (16 * 2 + 8 * 16)
+    return forward + backward
+
+
+def _flops(session) -> dict:
+    return finish(session).extra[mllog.FLOPS]
+
+
+def test_a_scripts_mlp_is_counted_once_at_the_end_as_a_hand_count_says(recorder):
+    session = recorder(epochs=1)
+    _train(_mlp())
+    call = session.usage.forward.call
+    assert all(isinstance(a, script_flops.TensorSpec) for a in call.args)  # shapes kept, not the tensors
+    event = _flops(session)
+    assert event["per_step"] == _mlp_hand_count(BATCH)
+    assert event["per_sample"] == _mlp_hand_count(BATCH) / BATCH
+    assert (event["precision"], event["device"], event["accelerators"]) == ("fp32", "cpu", 0)
+
+
+class TinyGPT(nn.Module):
+    """nanoGPT's shape: token and position embeddings, one causal attention block, a head; it returns
+    ``(logits, loss)`` and takes its targets as a keyword."""
+
+    def __init__(self, vocab: int = 16, block: int = 8, embd: int = 8) -> None:
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, embd), nn.Embedding(block, embd)
+        self.qkv = nn.Linear(embd, 3 * embd, bias=False)
+        self.proj = nn.Linear(embd, embd)
+        self.head = nn.Linear(embd, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor, *, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
+        q, k, v = self.qkv(x).split(x.shape[-1], dim=2)
+        att = (q @ k.transpose(1, 2)) / math.sqrt(x.shape[-1])
+        att = att.masked_fill(torch.ones(t, t, device=idx.device).tril() == 0, float("-inf")).softmax(-1)
+        x = x + self.proj(att @ v)
+        logits = self.head(x)
+        return logits, nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+def test_a_nanogpt_shaped_model_returning_logits_and_loss_is_counted_from_its_loss(recorder):
+    b, t, c, vocab = 2, 8, 8, 16
+    session = recorder(epochs=1)
+    torch.manual_seed(0)
+    model = TinyGPT(vocab, t, c)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for _ in range(4):  # nanoGPT's loop: batches sliced by hand, no loader
+        idx = torch.randint(0, vocab, (b, t))
+        _, loss = model(idx, targets=torch.roll(idx, -1, 1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    # every product's operands need gradients (the embeddings train): backward = 2 x forward
+    forward = 2 * b * t * (c * 3 * c + c * c + c * vocab) + 2 * (2 * b * t * t * c)
+    event = _flops(session)
+    assert event["per_step"] == 3 * forward
+    assert event["per_sample"] == 3 * forward / b
+
+
+def test_a_compiled_model_is_counted_as_the_model_it_wraps(recorder):
+    session = recorder(epochs=1)
+    _train(torch.compile(_mlp(), backend="eager"), steps=2)  # no C++ toolchain needed
+    assert _flops(session)["per_step"] == _mlp_hand_count(BATCH)
+
+
+@pytest.fixture
+def process_group() -> Iterator[None]:
+    """A one-rank gloo process group, as torchrun would start for DDP on a CPU."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_a_ddp_model_is_counted_as_the_model_it_wraps(recorder, process_group):
+    session = recorder(epochs=1)
+    _train(nn.parallel.DistributedDataParallel(_mlp()))
+    assert _flops(session)["per_step"] == _mlp_hand_count(BATCH)
+
+
+def test_an_fsdp_model_is_not_counted_and_the_report_says_why(recorder, process_group):
+    from torch.distributed.fsdp import fully_shard
+
+    session = recorder(epochs=1)
+    _train(fully_shard(_mlp()))
+    why = "the model is sharded by FSDP (FSDPSequential): sharded parameters are not counted"
+    assert _flops(session) == {"error": why}
+
+
+class ReadsItsInput(nn.Module):
+    """A model whose forward pass reads a value of its input: nothing to read on the meta device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = _mlp()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x) * (2.0 if x.sum().item() > 0 else 1.0)
+
+
+def test_a_model_the_counter_cannot_run_gives_the_counters_words_and_the_run_goes_on(recorder):
+    session = recorder(epochs=1)
+    _train(ReadsItsInput())
+    run = finish(session)
+    error = run.extra[mllog.FLOPS]["error"]
+    assert error.startswith("RuntimeError: ") and "meta" in error
+    assert run.epochs and run.epochs[0].step_s  # the run's timings are all there
+    metrics = RunMetrics("cell", "local", BATCH, 0, "ok", step_s=0.1)
+    throughput.run_figures(metrics, run)
+    assert metrics.mfu is None and metrics.mfu_note == f"FLOPs not counted: {error}"
+
+
+def test_a_model_that_raises_inside_a_submodule_call_leaves_the_nesting_right(recorder):
+    session = recorder(epochs=1)
+    net = _mlp()
+    with pytest.raises(RuntimeError):
+        net(torch.randn(BATCH, 3))  # a wrong shape: the first layer raises, its hook still runs
+    assert session.usage.forward.depth == 0
+    _train(net)
+    assert _flops(session)["per_step"] == _mlp_hand_count(BATCH)
