@@ -19,7 +19,7 @@ that fails gives the event's failure form, ``{"error": why}``: the report says `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -154,16 +154,23 @@ def _meta(value: Any) -> Any:
     return value
 
 
-def _first_tensor(value: Any) -> Any:
-    """The first tensor (or tensor spec) in ``value``, depth first; None when there is none."""
-    if isinstance(value, torch.Tensor | TensorSpec):
-        return value
+def _first(value: Any, pick: Callable[[Any], Any]) -> Any:
+    """The first leaf of ``value`` (tuples, lists and mappings walked depth first) that ``pick`` returns
+    something for; None when there is none."""
+    found = pick(value)
+    if found is not None:
+        return found
     items = value.values() if isinstance(value, Mapping) else value if isinstance(value, tuple | list) else ()
     for v in items:
-        found = _first_tensor(v)
+        found = _first(v, pick)
         if found is not None:
             return found
     return None
+
+
+def _first_tensor(value: Any) -> Any:
+    """The first tensor (or tensor spec) in ``value``, depth first; None when there is none."""
+    return _first(value, lambda v: v if isinstance(v, torch.Tensor | TensorSpec) else None)
 
 
 def _floating(value: Any) -> torch.Tensor | None:
@@ -188,14 +195,9 @@ def loss_of(output: Any) -> torch.Tensor:
 
 
 def _first_floating(value: Any) -> torch.Tensor | None:
-    if isinstance(value, torch.Tensor):
-        return _floating(value)
-    items = value.values() if isinstance(value, Mapping) else value if isinstance(value, tuple | list) else ()
-    for v in items:
-        found = _first_floating(v)
-        if found is not None:
-            return found
-    return None
+    """The first floating tensor in ``value``, depth first; None when there is none."""
+    found: torch.Tensor | None = _first(value, _floating)
+    return found
 
 
 def _meta_copy(p: torch.Tensor) -> torch.Tensor:
