@@ -2,7 +2,11 @@
 passes, optimizer steps and explicit marks where epochs, steps and evaluations are, and hands them to the
 run's timeline (:mod:`trainsweep.instrument.timeline`, written as the built-in worker writes its own), the
 loaders it found to :mod:`trainsweep.instrument.passes`, and the steps to early stop
-(:mod:`trainsweep.instrument.earlystop`).
+(:mod:`trainsweep.instrument.earlystop`). Its parts: the inference from loader passes
+(:mod:`trainsweep.instrument.passes`), where epochs open and close (:mod:`trainsweep.instrument.epochs`),
+the explicit marks (:mod:`trainsweep.instrument.marks`), and the run's header facts
+(:mod:`trainsweep.instrument.facts`); this module holds the automatic hooks, the steps, early stop's
+trigger and the end of the run.
 
 One :class:`Session` per process. Its inputs come from two sides:
 
@@ -40,9 +44,7 @@ gradients off records a CUDA event and synchronises only when it turns out to be
 
 from __future__ import annotations
 
-import math
 import os
-import sys
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -53,57 +55,26 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from trainsweep.instrument import earlystop, probe, script_flops, usage
-from trainsweep.instrument.loops import BACKWARD, EXPLICIT, OPTIMIZER, ForwardWatch, GradOffBlock
+from trainsweep.instrument import earlystop, facts, probe, script_flops, usage
+from trainsweep.instrument.loops import BACKWARD, OPTIMIZER, ForwardWatch, GradOffBlock
+from trainsweep.instrument.marks import ACCURACY_NAMES as ACCURACY_NAMES  # the callbacks', from here
+from trainsweep.instrument.marks import ExplicitMarks
 from trainsweep.instrument.outcome import NO_TRAINING, EarlyStop, cell_status
 from trainsweep.instrument.outcome import failure_reason as failure_reason  # the bootstrap's, from here
-from trainsweep.instrument.passes import LoaderPass, Loaders, PassInference, world_size
+from trainsweep.instrument.passes import LoaderPass, Loaders, world_size
 from trainsweep.instrument.settings import Settings
 from trainsweep.instrument.timeline import Epoch, Timeline, device
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState
-from trainsweep.training.contract import InstrumentConfig, job_gpus_said
+from trainsweep.training.contract import InstrumentConfig
 from trainsweep.training.runlog import RunLog, StdoutLog
 from trainsweep.training.timeline import RunFacts, RunWriter
 
-KINDS = frozenset({"data", "step", "epoch", "eval"})
-"""What an explicit mark can take over from the automatic hooks."""
-ACCURACY_NAMES = frozenset({"accuracy", "acc", "eval_accuracy", "eval_acc", "val_accuracy", "val_acc"})
-METRIC_PREFIX = mllog.NS + "metric."
 CAPTURE_STEPS = 3
 """Training steps over which the model is looked for; the module hooks are removed after them."""
 
 
-def _refuse_cpu_steps_on_a_gpu_job() -> None:
-    """Before the first optimizer step is counted: a job with GPUs whose script has not touched CUDA trains
-    on the CPU, and its timings would be filed under a GPU instance type (the built-in workloads refuse
-    the same way). Ends the run with the reason."""
-    try:
-        gpus = job_gpus_said() or 0
-    except ValueError:
-        return  # unreadable: the launcher's own checks say so; nothing to compare with here
-    if gpus > 0 and not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-        why = "" if torch.cuda.is_available() else " (and this torch cannot see a GPU)"
-        raise EarlyStop(
-            None,
-            f"the job has {gpus} GPU(s) (SM_NUM_GPUS={gpus}) but the script's first optimizer step ran on "
-            f"the CPU{why}: its timings would be filed under a GPU instance type; move the model and its "
-            "batches to the GPU (torch.device('cuda'))",
-        )
-
-
-def _metric_value(value: Any) -> Any:
-    """A JSON value for a metric: tensors and numpy scalars become floats; None when not finite."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().float().mean().item()
-    elif hasattr(value, "item") and not isinstance(value, int | float | str):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-class Session(PassInference):
+class Session(ExplicitMarks):
     """Records one process's training run; see the module docstring for the rules."""
 
     def __init__(self, settings: Settings, log: RunLog, *, rank: int = 0) -> None:
@@ -147,11 +118,6 @@ class Session(PassInference):
             self.monitor.steps_per_epoch = settings.steps  # the run is one stretch of that many steps
 
     @property
-    def step_run(self) -> bool:
-        """A step-based run (``steps`` set): one stretch of steps, no epochs to find."""
-        return self.settings.steps is not None
-
-    @property
     def epoch(self) -> Epoch | None:
         """The open epoch."""
         return self.timeline.epoch
@@ -170,34 +136,10 @@ class Session(PassInference):
         self.timeline.start(continued=continued)
 
     def _facts(self) -> RunFacts:
-        """The header; flags a script that ignored the batch size (the log then says what it trained with)."""
-        s = self.settings
-        world = world_size()
-        observed = self.loaders.batch_size
-        if observed is not None and s.batch_size is not None and observed != s.batch_size // world:
-            self.flags.append(
-                f"the script ignored --{s.batch_size_arg} {s.batch_size}: "
-                f"its training loader batches {observed} per rank"
-            )
-        per_rank = observed or (s.batch_size // world if s.batch_size else None)
-        train_n, eval_n = self.loaders.samples(per_rank)
+        """The header (:func:`trainsweep.instrument.facts.run_facts`) on the device the steps are timed on."""
         clock = self.timeline.clock
         where = clock.device if clock is not None else device()
-        gpus = torch.cuda.device_count() if where.type == "cuda" else 0
-        return RunFacts(
-            workload=s.workload,
-            global_batch_size=observed * world if observed is not None else s.batch_size,
-            train_samples=train_n,
-            eval_samples=eval_n,
-            epochs=s.epochs,
-            gpus=gpus,
-            world_size=world,
-            platform=torch.cuda.get_device_name(where) if gpus else "cpu",
-            command_line=" ".join(sys.argv),
-            instance_type=s.instance_type,
-            mode=s.mode,
-            steps=s.steps,
-        )
+        return facts.run_facts(self.settings, self.loaders, where, self.flags)
 
     # ---- automatic hooks -------------------------------------------------------------------------
 
@@ -219,7 +161,7 @@ class Session(PassInference):
             self.timeline.mark_steps(OPTIMIZER)
             return
         if self.steps == 0:
-            _refuse_cpu_steps_on_a_gpu_job()
+            facts.refuse_cpu_steps_on_a_gpu_job()
         self.timeline.mark_steps(OPTIMIZER)
         self._count_step()
         self._auto_step_pending = True
@@ -237,7 +179,7 @@ class Session(PassInference):
         if "step" in self.manual or self._optimizers_built or self._optimizer is not None:
             return
         if self.steps == 0:
-            _refuse_cpu_steps_on_a_gpu_job()
+            facts.refuse_cpu_steps_on_a_gpu_job()
         self.timeline.mark_steps(BACKWARD)
         self._count_step()
 
@@ -357,143 +299,9 @@ class Session(PassInference):
             self.release_capture()  # a Python call per module call: off once the model is known
             self.release_capture = None
 
-    def _epoch_for_step(self, p: LoaderPass | None, now: float, wall: float) -> Epoch:
-        """The epoch of a step, opened (and the last one closed) as the step says. Marked epochs and a
-        step-based run's one stretch only open at a step when none is open."""
-        tl = self.timeline
-        ep = tl.epoch
-        if ep is not None and p is not None and ep.train_pass is p:
-            return ep  # the open epoch's training pass goes on: every mode keeps its epoch
-        if "epoch" in self.manual:
-            if ep is None:
-                tl.open_epoch(now, wall, None)
-        elif self.step_run:
-            if ep is None:  # the one stretch of a step-based run opens at its first step
-                start = (p.t0, p.wall0) if p is not None else self._loop_start(now, wall)
-                tl.open_epoch(*start, p)
-        else:
-            self._epoch_by_passes(p, now, wall)
-        assert tl.epoch is not None
-        return tl.epoch
-
-    def _epoch_by_passes(self, p: LoaderPass | None, now: float, wall: float) -> None:
-        """A new training pass opens an epoch, back-dated to the pass's start; a step after the epoch's
-        training is over opens one where the loop went on."""
-        tl = self.timeline
-        ep = tl.epoch
-        new_pass = p is not None and (ep is None or ep.train_pass is not p)
-        if ep is not None and not new_pass and not (p is None and ep.training_done):
-            return
-        t0, wall0 = (p.t0, p.wall0) if new_pass and p is not None else self._loop_start(now, wall)
-        if ep is not None:
-            tl.close_epoch(ep, t0, wall0)
-        tl.open_epoch(t0, wall0, p if new_pass else None)
-
-    def _loop_start(self, now: float, wall: float) -> tuple[float, float]:
-        """Where a training loop without a loader pass began: after the evaluation that closed the last
-        epoch, else at the model's first training call, else now."""
-        start, self._resume_at = self._resume_at or self._first_forward or (now, wall), None
-        return start
-
     def _raise_if_stopped(self) -> None:
         if self.prediction is not None:
             raise EarlyStop(self.prediction)  # the script caught the first one and went on
-
-    # ---- explicit marks --------------------------------------------------------------------------
-
-    def claim(self, *kinds: str) -> None:
-        """Switch the automatic detection of ``kinds`` off before the first mark (framework callbacks)."""
-        unknown = set(kinds) - KINDS
-        if unknown:
-            raise ValueError(f"unknown kinds {sorted(unknown)}; known: {sorted(KINDS)}")
-        self.manual.update(kinds)
-
-    def data_ready(self) -> None:
-        self.manual.add("data")
-        tl = self.timeline
-        if tl.clock is None:
-            tl.restart_clock()
-        assert tl.clock is not None
-        tl.clock.data_ready()
-        tl.ready_marked = True
-
-    def step_end(self) -> None:
-        if "step" not in self.manual:
-            self.manual.add("step")
-            self.timeline.mark_steps(EXPLICIT)
-            if self._auto_step_pending:
-                # the optimizer hook has just counted this very step: the mark takes over from here on
-                self._auto_step_pending = False
-                self._raise_if_stopped()
-                return
-        self._count_step()
-
-    def epoch_start(self, epoch: int | None = None) -> None:
-        self.manual.add("epoch")
-        self._settle()
-        probe.sync()
-        now, wall = probe.now()
-        tl = self.timeline
-        if tl.epoch is not None:
-            tl.close_epoch(tl.epoch, now, wall)
-        tl.restart_clock()
-        tl.open_epoch(now, wall, None, epoch)
-
-    def epoch_end(self) -> None:
-        self.manual.add("epoch")
-        self._settle()
-        tl = self.timeline
-        if tl.epoch is not None:
-            probe.sync()
-            tl.close_epoch(tl.epoch, *probe.now())
-
-    def eval_start(self) -> None:
-        self.manual.add("eval")
-        self._settle_training_pass()
-        probe.sync()
-        self._eval_at = probe.now()
-
-    def eval_end(self) -> None:
-        self.manual.add("eval")
-        self._settle()
-        if self._eval_at is None:
-            return
-        probe.sync()
-        (t0, wall0), self._eval_at = self._eval_at, None
-        nested = self.train_pass is not None and not self.train_pass.ended
-        self._evaluated(t0, wall0, *probe.now(), nested=nested)
-
-    def _evaluated(
-        self, t0: float, wall0: float, t1: float, wall1: float, *, nested: bool, block: bool = False
-    ) -> None:
-        tl = self.timeline
-        if tl.epoch is None and self.step_run and tl.last_epoch is None and "epoch" not in self.manual:
-            tl.open_epoch(t0, wall0, None)  # a step-based run's evaluation before its first step counts
-        ep = tl.epoch
-        if ep is None:
-            return  # before training (a sanity check) or after the last epoch closed (a test set)
-        tl.evaluated(ep, t0, wall0, t1, wall1, steps=self.steps)
-        if self._evaluation_closes(ep, nested=nested, block=block):
-            tl.close_epoch(ep, t1, wall1)
-            self._resume_at = (t1, wall1)
-        if tl.clock is not None:
-            tl.restart_clock()  # the next training step should not include the evaluation
-
-    def _evaluation_closes(self, ep: Epoch, *, nested: bool, block: bool) -> bool:
-        """An evaluation after the epoch's training ends the epoch; without a loader, one after steps does."""
-        if "epoch" in self.manual or self.step_run or nested:
-            return False
-        return ep.training_done or (block and ep.train_pass is None and ep.steps > 0)
-
-    def metric(self, name: str, value: Any) -> None:
-        """A metric of the current (or the last closed) epoch; accuracies become EVAL_ACCURACY."""
-        v = _metric_value(value)
-        if v is None:
-            return
-        tl = self.timeline
-        index = tl.epoch.index if tl.epoch is not None else tl.closed_index
-        accuracy = index is not None and name.lower() in ACCURACY_NAMES  # no epoch: no epoch's accuracy
-        self.writer.metric(mllog.EVAL_ACCURACY if accuracy else METRIC_PREFIX + name, v, index)
 
     # ---- early stop ------------------------------------------------------------------------------
 
