@@ -152,3 +152,31 @@ def test_an_axis_named_like_a_token_figure_keeps_its_own_column(
     a = _analyse({"s": _line("trainsweep.axes", {"tokens_per_sample": 128}) + mllog_log()})
     (line,) = _csv(a)
     assert line["axis.tokens_per_sample"] == "128" and line["tokens_per_s"] == str(128 * 128)
+
+
+def _last_step_slow(log: bytes, steps: int, slow_s: float) -> bytes:
+    """Every epoch's last step takes ``slow_s``: a GPU tuning a new shape, or real periodic work."""
+    return log.replace(
+        f'"step": {steps}, "step_s": {STEP_S}'.encode(), f'"step": {steps}, "step_s": {slow_s}'.encode()
+    )
+
+
+@pytest.mark.parametrize(
+    ("samples", "steps", "step_s"),
+    [
+        (150, 3, STEP_S),  # 64 + 64 + 22: the last step trains the rest, once in a new shape
+        (192, 3, (STEP_S + 6.0) / 2),  # every batch full: a slow last step is the run's own time
+        (150, 2, 6.0),  # an epoch cut short of its partial batch: its last step trains a full one
+    ],
+)
+def test_the_steady_step_leaves_out_an_epochs_partial_last_batch_only(
+    mllog_log: Callable[..., bytes], samples: int, steps: int, step_s: float
+) -> None:
+    """On an H200 the last, partial batch of ResNet-50 at batch size 1024 took 6.4 s against 0.14 s a step
+    (a new shape): counted as a steady step it halved the run's samples/s and MFU."""
+    log = _last_step_slow(mllog_log(samples=samples, steps=steps, legacy=False), steps, 6.0)
+    a = _analyse({"r0": log})
+    (run,), (row,) = a.run_metrics, a.rows
+    assert run.step_s == pytest.approx(step_s)
+    assert row.samples_per_s == pytest.approx(64 / step_s)
+    assert float(_csv(a)[0]["samples_per_s"]) == pytest.approx(64 / step_s, rel=1e-3)

@@ -29,12 +29,24 @@ OK, FAILED, INFEASIBLE, SKIPPED = "ok", "failed", "infeasible", "skipped"
 """A run's or a configuration's status; SKIPPED: the batch-size search did not run it (throughput plateau)."""
 
 
-def steady_steps(epochs: Sequence[Epoch]) -> list[float]:
-    """Step times without the first step of each epoch."""
+def steady_steps(epochs: Sequence[Epoch], *, partial_at: int | None = None) -> list[float]:
+    """Step times without the first step of each epoch, nor, in an epoch of ``partial_at`` steps, its last
+    (:func:`partial_batch_steps`: a partial batch, whose new shape a GPU may tune for seconds)."""
     out: list[float] = []
     for e in epochs:
-        out.extend(list(e.step_s)[1:])
+        steps = list(e.step_s)
+        out.extend(steps[1:-1] if partial_at is not None and len(steps) == partial_at else steps[1:])
     return out
+
+
+def partial_batch_steps(run: RunTimings, batch_size: int | None) -> int | None:
+    """The steps of an epoch that ends with a partial batch (the run's training set does not divide by
+    its batch size; the last step trains the rest); None when every batch is full or either is unknown.
+    An epoch cut short, or a loader that drops the last batch, has another number of steps."""
+    samples = run.header.train_samples
+    if not samples or not batch_size or batch_size <= 0 or samples % batch_size == 0:
+        return None
+    return -(-samples // batch_size)
 
 
 def gpu_memory_share(run: RunTimings) -> float | None:
@@ -269,7 +281,7 @@ def _identify(run: RunTimings, job: Mapping[str, Any] | None) -> RunMetrics:
 def _measure_epochs(m: RunMetrics, run: RunTimings, eps: Sequence[Epoch]) -> None:
     """The steady step time, the first and the later epochs' times and the training measured."""
     m.epochs_measured = len(eps)
-    steps = steady_steps(eps)
+    steps = steady_steps(eps, partial_at=partial_batch_steps(run, m.batch_size_trained or m.batch_size))
     if steps:
         m.step_s = statistics.fmean(steps)
         m.steps_per_epoch = max(e.steps for e in eps)

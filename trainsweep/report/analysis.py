@@ -18,6 +18,7 @@ from trainsweep.cost.metrics import (
     RunMetrics,
     aggregate,
     job_status,
+    partial_batch_steps,
     run_metrics,
     steady_steps,
     unmatched_metrics,
@@ -77,7 +78,8 @@ class SweepAnalysis:
         out: list[float] = []
         for run, m in self.runs_of(row):
             if m.status == "ok":
-                out.extend(steady_steps(run.epochs))
+                bs = m.batch_size_trained or m.batch_size
+                out.extend(steady_steps(run.epochs, partial_at=partial_batch_steps(run, bs)))
         return out
 
 
