@@ -5,8 +5,8 @@ the child ends, or its whole process dies, however it dies (SIGKILL included): s
 thread that lives as long as the child (one that waits for it).
 
 The child arms the signal itself: :func:`dying_with_parent` turns a command into one that starts as a
-small launcher (a second interpreter, isolated and without ``site``, ~5 ms more than a bare one) which
-arms the signal, leaves if its parent is already gone, and ``execvp``\\ s the command. The signal
+small launcher (an interpreter, isolated and without ``site``: about 15 ms per start) which arms
+the signal, leaves if its parent is already gone, and becomes the command with ``execvp``. The signal
 survives ``execve`` (Linux clears it only for set-user-ID, set-group-ID and file-capability binaries).
 No Python code runs in a forked copy of the caller, so :class:`subprocess.Popen` keeps its
 ``vfork``/exec path and runs no at-fork handlers: the caller may be full of native threads (torch,
@@ -66,7 +66,9 @@ def dying_with_parent(
 
     Raises:
         FileNotFoundError, PermissionError: the program cannot be found or run, as ``Popen`` would
-            raise it (the launcher would only report it once started).
+            raise it. An exec that fails for a reason its file does not tell (a ``noexec`` mount, a
+            bad format) is reported by the launcher instead: ``cannot start 'X': <reason>`` on
+            stderr, exit status 127.
     """
     command = [os.fspath(a) for a in argv]
     if not command or not sys.executable or not _has_prctl():

@@ -119,6 +119,16 @@ def test_a_program_that_cannot_be_found_fails_as_popen_says(tmp_path: Path) -> N
         dying_with_parent(["./train"], cwd=tmp_path)
 
 
+def test_an_exec_that_fails_in_the_launcher_says_why_with_status_127(tmp_path: Path) -> None:
+    """What the check before the start cannot see (here: a program gone after it) is said by the
+    launcher in exec's words."""
+    command = dying_with_parent(["sh", "-c", "true"])
+    command[command.index("sh")] = str(tmp_path / "gone")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert done.returncode == 127
+    assert done.stderr == f"cannot start {str(tmp_path / 'gone')!r}: No such file or directory\n"
+
+
 def _wait_for_exec(pid: int, word: str) -> None:
     """Until the launcher has armed the signal and become the program (its command line has ``word``
     and no longer the launcher's)."""
