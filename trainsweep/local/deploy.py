@@ -27,7 +27,7 @@ from typing import Any
 from trainsweep.errors import LocalModeError, TrainsweepError
 from trainsweep.local.patching import Patches
 from trainsweep.local.workroot import Workroot
-from trainsweep.parentdeath import die_with_parent
+from trainsweep.parentdeath import dying_with_parent
 
 SYNTH_PREFIX = "trainsweep-synth-"
 
@@ -119,9 +119,9 @@ def synthesize(root: Path = PROJECT_ROOT, *, region: str = "us-east-1", use_cach
     # resolves the account and region pseudo parameters at deploy time.
     for k in ("AWS_ENDPOINT_URL", "CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
         env.pop(k, None)
-    proc = subprocess.run(
-        [sys.executable, str(app)], cwd=root, env=env, capture_output=True, text=True, check=False,
-        preexec_fn=die_with_parent(),  # this thread waits for it: it dies with a killed run
+    proc = subprocess.run(  # this thread waits for it: it dies with a killed run
+        dying_with_parent([sys.executable, str(app)], env=env),
+        cwd=root, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if proc.returncode != 0 or not (outdir / "manifest.json").is_file():
         held.remove()

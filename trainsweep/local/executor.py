@@ -34,7 +34,7 @@ from pathlib import Path
 from trainsweep import atomicio
 from trainsweep import sagemaker_contract as sm
 from trainsweep.instances import LOCAL_CPU, LOCAL_GPU, MAX_LOCAL_HOSTS
-from trainsweep.parentdeath import die_with_parent
+from trainsweep.parentdeath import dying_with_parent
 
 # SageMaker truncates FailureReason to 1024 characters.
 FAILURE_REASON_MAX = 1024
@@ -308,15 +308,17 @@ class LocalTrainingJob:
         for host in self.hosts:
             host_env = {**env, sm.BASE_ENV: str(self.host_base(host)), sm.CURRENT_HOST_ENV: host}
             with self.host_log_path(host).open("wb") as out:
+                # Killed with the sweep (this thread waits for it); no preexec_fn: the sweep's
+                # process may be a notebook's, full of native threads.
+                command = dying_with_parent([sys.executable, str(self.entry_point)], env=host_env)
                 self._procs[host] = subprocess.Popen(
-                    [sys.executable, str(self.entry_point)],
+                    command,
                     cwd=self.host_base(host),
                     env=host_env,
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # its own process group: stopping reaches its children too
-                    preexec_fn=die_with_parent(),  # killed with the sweep; this thread waits for it
                 )
 
     def _supervise(self) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 from trainsweep import axes
 from trainsweep import hyperparameters as hp
 from trainsweep.logs import mllog
-from trainsweep.parentdeath import die_with_parent
+from trainsweep.parentdeath import dying_with_parent
 from trainsweep.sagemaker_contract import Paths, hosts
 from trainsweep.training import contract, launch
 from trainsweep.training.config import (
@@ -245,11 +245,11 @@ class Supervisor:
             listener=watcher.line if watcher is not None else None,
         )
         env = {**os.environ, **process.env} if process.env else None
-        try:
+        try:  # a killed job leaves no worker behind
+            command = dying_with_parent(process.command, env=env, cwd=process.cwd)
             self.child = subprocess.Popen(
-                process.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 env=env, cwd=process.cwd, process_group=0,
-                preexec_fn=die_with_parent(),  # a killed job leaves no worker behind
             )  # fmt: skip
         except OSError as e:
             capture.join(0)
