@@ -45,6 +45,7 @@ from trainsweep.cost.runs import (
     partial_batch_steps,
     resolve_instance_type,
     run_metrics,
+    samples_per_step,
     steady_steps,
     unmatched_metrics,
     without_empty_axes,
@@ -70,6 +71,7 @@ __all__ = [
     "partial_batch_steps",
     "resolve_instance_type",
     "run_metrics",
+    "samples_per_step",
     "set_scaling_efficiency",
     "steady_steps",
     "unmatched_metrics",
@@ -436,7 +438,7 @@ def _timing_means(row: ConfigMetrics, ok: Sequence[RunMetrics]) -> None:
     # that the table's columns agree; the spread is that of the per-run throughputs.
     # (a run that trained with another batch size than asked counts with the one it used)
     bs = row.batch_size
-    trained = _mean([float(r.batch_size_trained or bs or 0) for r in ok]) if bs else None
+    trained = _mean([float(samples_per_step(r) or bs or 0) for r in ok]) if bs else None
     if trained and row.step_time_s:
         row.samples_per_s = trained / row.step_time_s
     row.samples_per_s_std = _std([r.samples_per_s for r in ok])
@@ -494,6 +496,13 @@ def _run_notes(row: ConfigMetrics, ok: Sequence[RunMetrics], members: Sequence[R
             notes.append(
                 f"{r.name} trained with batch size {r.batch_size_trained}, not {row.batch_size}: the script "
                 f"ignored its batch-size argument (samples/s use {r.batch_size_trained})"
+            )
+    for r in ok:
+        if r.backwards_per_step:
+            b = r.batch_size_trained or row.batch_size
+            notes.append(
+                f"{r.name}: a step is {r.backwards_per_step:g} backward passes of batch size {b} (gradient "
+                f"accumulation): samples/s count {r.backwards_per_step * (b or 0):g} samples a step"
             )
     notes.extend(_not_honoured(row, ok))
     early = sum(1 for r in ok if r.reason)

@@ -39,14 +39,14 @@ def steady_steps(epochs: Sequence[Epoch], *, partial_at: int | None = None) -> l
     return out
 
 
-def partial_batch_steps(run: RunTimings, batch_size: int | None) -> int | None:
+def partial_batch_steps(run: RunTimings, batch_size: float | None) -> int | None:
     """The steps of an epoch that ends with a partial batch (the run's training set does not divide by
     its batch size; the last step trains the rest); None when every batch is full or either is unknown.
     An epoch cut short, or a loader that drops the last batch, has another number of steps."""
     samples = run.header.train_samples
     if not samples or not batch_size or batch_size <= 0 or samples % batch_size == 0:
         return None
-    return -(-samples // batch_size)
+    return math.ceil(samples / batch_size)
 
 
 def gpu_memory_share(run: RunTimings) -> float | None:
@@ -138,6 +138,9 @@ class RunMetrics:
     batch_size_trained: int | None = None
     """Set when the run trained with another batch size than its name asks for (a script that ignored its
     batch-size argument): throughput uses this one."""
+    backwards_per_step: float | None = None
+    """Set when a step of the script ran several backward passes (gradient accumulation): a step trains
+    that many batches, and throughput counts them."""
     instance_count: int | None = None
     """Instances of the run's job (None: not said; :func:`aggregate` then uses its default)."""
     eval_accuracy: float | None = None
@@ -237,8 +240,8 @@ def run_metrics(
     eps = [e for e in run.epochs if e.steps or e.epoch_s]
     _measure_epochs(m, run, eps)
     target = _time_to_train(m, run, eps, _target_epochs(run, epochs, m.epochs_measured))
-    if (m.batch_size_trained or m.batch_size) and m.step_s:
-        m.samples_per_s = (m.batch_size_trained or m.batch_size or 0) / m.step_s
+    if samples_per_step(m) and m.step_s:
+        m.samples_per_s = (samples_per_step(m) or 0) / m.step_s
     billed_s = _bill(m, job, target, overhead_s)
     _measured_figures(m, run, tokens_per_sample)
     goal = None if target_value is None else TargetRule.of(target_metric, target_value, minimize=minimize)
@@ -275,13 +278,23 @@ def _identify(run: RunTimings, job: Mapping[str, Any] | None) -> RunMetrics:
     # really trained with; a seed log's header is not trusted over its name.
     if run.dialect == "mllog" and trained and m.batch_size and trained != m.batch_size:
         m.batch_size_trained = int(trained)
+    k = run.extra.get(mllog.BACKWARDS_PER_STEP)
+    if isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k) and k > 1:
+        m.backwards_per_step = float(k)
     return m
+
+
+def samples_per_step(m: RunMetrics) -> float | None:
+    """The samples one step of the run trains: its batch size (the one it trained with) times the batches
+    a step accumulates; None without a batch size."""
+    batch = m.batch_size_trained or m.batch_size
+    return batch * (m.backwards_per_step or 1.0) if batch else None
 
 
 def _measure_epochs(m: RunMetrics, run: RunTimings, eps: Sequence[Epoch]) -> None:
     """The steady step time, the first and the later epochs' times and the training measured."""
     m.epochs_measured = len(eps)
-    steps = steady_steps(eps, partial_at=partial_batch_steps(run, m.batch_size_trained or m.batch_size))
+    steps = steady_steps(eps, partial_at=partial_batch_steps(run, samples_per_step(m)))
     if steps:
         m.step_s = statistics.fmean(steps)
         m.steps_per_epoch = max(e.steps for e in eps)

@@ -280,6 +280,9 @@ class Session(ExplicitMarks):
         self.usage.stop()
         for key, value in self.usage.events():
             self.writer.header(key, value)
+        if self.timeline.step_marker != BACKWARD and self.steps and self.backwards:
+            # gradient accumulation: several backward passes (batches) to one optimizer (or marked) step
+            self.writer.header(mllog.BACKWARDS_PER_STEP, round(self.backwards / self.steps, 3))
 
     def _write_flops(self) -> None:
         """The FLOPs of a training step, counted once from the recorded forward pass on the meta device

@@ -71,6 +71,9 @@ TRAIN_STEPS = NS + "train_steps"
 STEP_MARKER = NS + "step_marker"
 """How an instrumented script's steps were marked: ``optimizer`` (each ``optimizer.step()``), ``backward``
 (each backward pass: no optimizer was built), ``explicit`` (the script or a framework callback)."""
+BACKWARDS_PER_STEP = NS + "backwards_per_step"
+"""value: backward passes per ``optimizer.step()`` over an instrumented script's first steps (a number;
+above 1 the script accumulates gradients: a step trains that many batches of its batch size)."""
 GPU_MEMORY = NS + "gpu_memory"
 PLATFORM = NS + "platform"
 """Where the run ran (``sagemaker``, ``ec2``, ``local``) when its name or folder says (``extra`` key)."""

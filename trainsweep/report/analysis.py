@@ -20,6 +20,7 @@ from trainsweep.cost.metrics import (
     job_status,
     partial_batch_steps,
     run_metrics,
+    samples_per_step,
     steady_steps,
     unmatched_metrics,
 )
@@ -78,8 +79,7 @@ class SweepAnalysis:
         out: list[float] = []
         for run, m in self.runs_of(row):
             if m.status == "ok":
-                bs = m.batch_size_trained or m.batch_size
-                out.extend(steady_steps(run.epochs, partial_at=partial_batch_steps(run, bs)))
+                out.extend(steady_steps(run.epochs, partial_at=partial_batch_steps(run, samples_per_step(m))))
         return out
 
 

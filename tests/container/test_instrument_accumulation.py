@@ -1,0 +1,44 @@
+"""Gradient accumulation seen by the hooks: several backward passes (batches) to one ``optimizer.step()``.
+The log records how many, and the run's throughput counts every batch a step trained."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from trainsweep.cost.runs import run_metrics
+from trainsweep.logs import mllog
+
+from .conftest import finish
+
+BATCH = 4
+
+
+def _train(accumulate: int, *, batches: int = 24) -> None:
+    """A loop as gradient-accumulation scripts write it: the loss divided, a step every ``accumulate``."""
+    torch.manual_seed(0)
+    data = DataLoader(
+        TensorDataset(torch.randn(batches * BATCH, 8), torch.randint(0, 2, (batches * BATCH,))),
+        batch_size=BATCH,
+    )
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(data):
+        (nn.functional.cross_entropy(net(x), y) / accumulate).backward()
+        if (i + 1) % accumulate == 0:
+            opt.step()
+            opt.zero_grad()
+
+
+@pytest.mark.parametrize("accumulate", [1, 4])
+def test_the_batches_a_step_accumulates_are_recorded_and_counted_in_samples_per_s(recorder, accumulate):
+    session = recorder(epochs=1, batch_size=BATCH)
+    _train(accumulate)
+    run = finish(session)
+    assert run.extra[mllog.BACKWARDS_PER_STEP] == accumulate
+    assert len(run.epochs[0].step_s) == 24 // accumulate
+    m = run_metrics(run)
+    assert m.backwards_per_step == (accumulate if accumulate > 1 else None)
+    assert m.samples_per_s == pytest.approx(accumulate * BATCH / m.step_s)
