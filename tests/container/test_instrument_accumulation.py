@@ -38,6 +38,7 @@ def test_the_batches_a_step_accumulates_are_recorded_and_counted_in_samples_per_
     _train(accumulate)
     run = finish(session)
     assert run.extra[mllog.BACKWARDS_PER_STEP] == accumulate
+    assert 0 <= run.extra[mllog.CPU_WAIT]["wait_share"] < 1  # read from this process's threads
     assert len(run.epochs[0].step_s) == 24 // accumulate
     m = run_metrics(run)
     assert m.backwards_per_step == (accumulate if accumulate > 1 else None)

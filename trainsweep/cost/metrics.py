@@ -51,6 +51,7 @@ from trainsweep.cost.runs import (
     without_empty_axes,
 )
 from trainsweep.logs import mllog
+from trainsweep.training import cpu_wait
 from trainsweep.training.metric_lines import TargetRule
 
 __all__ = [
@@ -498,6 +499,11 @@ def _run_notes(row: ConfigMetrics, ok: Sequence[RunMetrics], members: Sequence[R
                 f"ignored its batch-size argument (samples/s use {r.batch_size_trained})"
             )
     for r in ok:
+        if r.cpu_wait_share is not None and r.cpu_wait_share >= cpu_wait.BUSY_SHARE:
+            notes.append(
+                f"{r.name} waited for a CPU {r.cpu_wait_share:.0%} of the time it could run: the machine was "
+                "busy with other work, and its times are slower than the instance's"
+            )
         if r.backwards_per_step:
             b = r.batch_size_trained or row.batch_size
             notes.append(

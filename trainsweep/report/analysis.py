@@ -29,6 +29,7 @@ from trainsweep.cost.recommend import Recommendation, recommend
 from trainsweep.cost.throughput import spec_tokens_per_sample
 from trainsweep.logs import mllog
 from trainsweep.logs.model import RunTimings
+from trainsweep.training import cpu_wait
 from trainsweep.training.metric_lines import TargetRule, default_direction
 
 DEFAULT_QUALITY_MARGIN = 0.02
@@ -423,6 +424,16 @@ def _warnings(
     warnings.extend(_unknown_types(metrics))
     warnings.extend(
         _analysis_warning(m.name, "setting-not-honoured", text) for m in metrics for text in m.not_honoured
+    )
+    warnings.extend(
+        _analysis_warning(
+            m.name,
+            "busy-machine",
+            f"the training process waited for a CPU {m.cpu_wait_share:.0%} of the time it could run: the "
+            "machine was busy with other work, and the run's times are slower than the instance's",
+        )
+        for m in metrics
+        if m.cpu_wait_share is not None and m.cpu_wait_share >= cpu_wait.BUSY_SHARE
     )
     return warnings
 

@@ -27,6 +27,7 @@ import torch
 from trainsweep.axes import PRECISION_KEY
 from trainsweep.logs import mllog
 from trainsweep.predict import Prediction
+from trainsweep.training import cpu_wait
 from trainsweep.training.runlog import RunLog
 
 
@@ -92,6 +93,7 @@ class RunWriter:
     def __init__(self, log: RunLog, *, rank: int = 0) -> None:
         self.log = log
         self.primary = rank == 0
+        self._sched: cpu_wait.SchedTimes | None = None
 
     @property
     def path(self) -> Path:
@@ -129,6 +131,8 @@ class RunWriter:
             f"Batch size: {facts.global_batch_size}; epochs: {facts.epochs}{steps}; mode: {facts.mode}"
         )
         self.header(mllog.RUN_START, None, time_ms=_ms(wall))
+        if self.primary:
+            self._sched = cpu_wait.snapshot()
 
     def step_marker(self, marker: str) -> None:
         """How the run's training steps are marked (``optimizer``, ``backward``, ``explicit``)."""
@@ -210,6 +214,8 @@ class RunWriter:
             self.header(mllog.FIT_TIME, fit_s)
         if gpu_memory is not None:
             self.header(mllog.GPU_MEMORY, gpu_memory)
+        if self.primary and (sched := cpu_wait.waited(self._sched, cpu_wait.snapshot())) is not None:
+            self.header(mllog.CPU_WAIT, sched)
         self.header(mllog.TOTAL_TIME, total_s)
         self.header(mllog.RUN_STOP, None, status="success")
 

@@ -1,0 +1,83 @@
+"""The training process's wait for a CPU (:mod:`trainsweep.training.cpu_wait`): read from Linux's
+scheduler statistics, and a busy machine named beside the figures it slowed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from trainsweep.logs import mllog, parse
+from trainsweep.report import analyse
+from trainsweep.training import cpu_wait
+
+SHARING = """
+import hashlib, json, os, threading
+from trainsweep.training import cpu_wait
+
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # this thread and those it starts: one CPU
+data, done, hold = b"x" * (16 << 20), threading.Barrier(3), threading.Event()
+
+def work():
+    for _ in range(4):
+        hashlib.sha256(data).digest()  # releases the GIL: both threads want the CPU at once
+    done.wait()
+    hold.wait()  # alive until the snapshot: an ended thread's times are gone with it
+
+threads = [threading.Thread(target=work) for _ in range(2)]
+start = cpu_wait.snapshot()
+for t in threads:
+    t.start()
+done.wait()
+print(json.dumps(cpu_wait.waited(start, cpu_wait.snapshot())))
+hold.set()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's scheduler statistics")
+def test_two_threads_sharing_one_cpu_each_wait_while_the_other_runs() -> None:
+    out = subprocess.run([sys.executable, "-c", SHARING], capture_output=True, text=True, check=True)
+    waited = json.loads(out.stdout)
+    assert waited["run_s"] > 0.05
+    assert waited["wait_share"] >= 0.3  # about half; more when other work shares that CPU too
+
+
+def test_a_snapshot_sums_the_threads_and_skips_what_it_cannot_read(tmp_path: Path) -> None:
+    for tid, text in {"1": "300 20 5\n", "2": "700 80 9\n", "3": "garbage\n"}.items():
+        (tmp_path / tid).mkdir()
+        (tmp_path / tid / "schedstat").write_text(text)
+    (tmp_path / "4").mkdir()  # a thread that ended between the listing and the read
+    assert cpu_wait.snapshot(tmp_path) == cpu_wait.SchedTimes(1000, 100)
+    assert cpu_wait.snapshot(tmp_path / "none") is None
+    later = cpu_wait.SchedTimes(4000, 1100)
+    assert cpu_wait.waited(cpu_wait.SchedTimes(1000, 100), later) == {
+        "run_s": 3e-6,
+        "wait_s": 1e-6,
+        "wait_share": 0.25,
+    }
+    assert cpu_wait.waited(None, later) is None and cpu_wait.waited(later, later) is None
+
+
+def _line(key: str, value: object) -> bytes:
+    return (mllog.format_line(key, value, metadata={"rank": 0}) + "\n").encode()
+
+
+@pytest.mark.parametrize(("share", "noted"), [(0.45, True), (0.02, False)])
+def test_a_run_that_waited_for_the_cpu_is_noted_as_run_on_a_busy_machine(
+    mllog_log: Callable[..., bytes], share: float, noted: bool
+) -> None:
+    log = _line(mllog.CPU_WAIT, {"run_s": 10.0, "wait_s": 10 * share / (1 - share), "wait_share": share})
+    a = analyse(
+        [parse(log + mllog_log(), name="r0")],
+        jobs=[{"run_name": "r0", "instance_type": "local", "status": "completed", "batch_size": 64}],
+    )
+    (run,), (row,) = a.run_metrics, a.rows
+    assert run.cpu_wait_share == pytest.approx(share)
+    said = "r0 waited for a CPU 45% of the time it could run: the machine was busy with other work"
+    assert (said in row.notes) is noted
+    busy = [w for w in a.warnings if w["code"] == "busy-machine"]
+    assert [w["run"] for w in busy] == (["r0"] if noted else [])

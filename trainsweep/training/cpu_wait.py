@@ -1,0 +1,57 @@
+"""How long the training process waited for a CPU while it could run: the sign of a busy machine.
+
+Linux's scheduler statistics (``/proc/<pid>/task/<tid>/schedstat``: nanoseconds on a CPU, nanoseconds
+waiting on a run queue, time slices) are read for every thread of this process at the start and at the end
+of the training. A process that had the CPUs it asked for waits a few per cent of its running time at
+most; one that shares the machine with other work waits much longer, and its steps, epochs and
+predictions measure that sharing, not the instance (on a 2-core machine under another process's load, a
+script's 4 ms steps took 0.6 s). Threads that ended during the run and other processes (loader workers)
+are not counted. Elsewhere than Linux, nothing is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+TASKS = Path("/proc/self/task")
+BUSY_SHARE = 0.10
+"""A run whose training process waited for a CPU this share of its runnable time or more ran on a busy
+machine: its figures carry a note."""
+
+
+@dataclass(frozen=True)
+class SchedTimes:
+    """Nanoseconds this process's threads ran on a CPU, and waited for one."""
+
+    run_ns: int
+    wait_ns: int
+
+
+def snapshot(tasks: Path = TASKS) -> SchedTimes | None:
+    """The sums over the process's threads now; None where the statistics cannot be read."""
+    run = wait = 0
+    try:
+        threads = list(tasks.iterdir())
+    except OSError:
+        return None
+    seen = False
+    for thread in threads:
+        try:
+            fields = (thread / "schedstat").read_text().split()
+            run, wait = run + int(fields[0]), wait + int(fields[1])
+            seen = True
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended since the listing
+    return SchedTimes(run, wait) if seen else None
+
+
+def waited(start: SchedTimes | None, end: SchedTimes | None) -> dict[str, float] | None:
+    """``{"run_s", "wait_s", "wait_share"}`` between two snapshots (share of the runnable time spent
+    waiting); None when either is missing or nothing ran."""
+    if start is None or end is None:
+        return None
+    run, wait = max(0, end.run_ns - start.run_ns), max(0, end.wait_ns - start.wait_ns)
+    if run + wait <= 0:
+        return None
+    return {"run_s": run / 1e9, "wait_s": wait / 1e9, "wait_share": wait / (run + wait)}
