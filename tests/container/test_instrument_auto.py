@@ -457,3 +457,26 @@ def test_removing_the_hooks_restores_pytorch(tmp_path):
     for x, y in loader(8):
         m.step(x, y)
     assert session.steps == 0
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """Samples made on the fly, as a streaming dataset yields them: no ``__len__``."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(0)
+        for _ in range(self.n):
+            x = torch.randn(3, generator=g)
+            yield x, int(x.sum() > 0)
+
+
+def test_early_stop_on_a_loader_without_a_length_predicts_from_its_first_whole_pass(recorder):
+    """The steps of an epoch are known when the first pass over the loader ends: early stop watches it
+    whole, then predicts (before, it failed: "steps per epoch are unknown")."""
+    session = recorder(mode="early-stop", rule=EARLY, epochs=3)
+    steps = train_until_stopped(nn.Linear(3, 2), DataLoader(Stream(100), batch_size=4))
+    pred = session.prediction
+    assert pred is not None and pred["steps_per_epoch"] == 25 and pred["epochs"] == 3
+    assert 25 <= steps < 75

@@ -71,13 +71,13 @@ def epoch_shape(
     """Steps per epoch from ``len(loader)`` (at most ``cap`` batches), ``batches_per_step`` with accumulation.
 
     Raises:
-        CannotPredictError: no training loader, or one without a length.
+        CannotPredictError: no training loader, or one without a length (before its first pass ended).
     """
     batches = probe.loader_batches(loader) if loader is not None else None
     if loader is None or batches is None:
         raise CannotPredictError(
             "early stop cannot predict: steps per epoch are unknown "
-            "(no training DataLoader with a length was seen)"
+            "(no training DataLoader with a length was seen, and no epoch ended)"
         )
     if cap is not None:
         batches = min(batches, cap)
@@ -270,9 +270,15 @@ class Forecast:
         tp = ep.train_pass or loaders.last_train_pass
         # gradient accumulation: several batches per optimizer step (a prefetching consumer reads one ahead)
         per_step = max(1, round(tp.batches / tp.steps)) if tp is not None and tp.steps else 1
-        shape = epoch_shape(
-            loaders.train, batch_size=loaders.batch_size, cap=s.max_steps_per_epoch, batches_per_step=per_step
-        )
+        if known is not None and self.monitor.epochs_done and probe.loader_batches(loaders.train) is None:
+            shape = EpochShape(known, float(known))  # a loader without a length: its first whole pass
+        else:
+            shape = epoch_shape(
+                loaders.train,
+                batch_size=loaders.batch_size,
+                cap=s.max_steps_per_epoch,
+                batches_per_step=per_step,
+            )
         with internal():
             validation = time_validation(
                 loaders.eval_loader(),
