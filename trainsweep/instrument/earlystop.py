@@ -270,7 +270,8 @@ class Forecast:
         tp = ep.train_pass or loaders.last_train_pass
         # gradient accumulation: several batches per optimizer step (a prefetching consumer reads one ahead)
         per_step = max(1, round(tp.batches / tp.steps)) if tp is not None and tp.steps else 1
-        if known is not None and self.monitor.epochs_done and probe.loader_batches(loaders.train) is None:
+        lengthless = loaders.train is not None and probe.loader_batches(loaders.train) is None
+        if known is not None and self.monitor.epochs_done and lengthless:
             shape = EpochShape(known, float(known))  # a loader without a length: its first whole pass
         else:
             shape = epoch_shape(
