@@ -1,5 +1,5 @@
 """The training process's wait for a CPU (:mod:`trainsweep.training.cpu_wait`): read from Linux's
-scheduler statistics, and a busy machine named beside the figures it slowed."""
+scheduler statistics, and CPU contention named beside the figures it slowed."""
 
 from __future__ import annotations
 
@@ -66,18 +66,22 @@ def _line(key: str, value: object) -> bytes:
     return (mllog.format_line(key, value, metadata={"rank": 0}) + "\n").encode()
 
 
-@pytest.mark.parametrize(("share", "noted"), [(0.45, True), (0.02, False)])
-def test_a_run_that_waited_for_the_cpu_is_noted_as_run_on_a_busy_machine(
-    mllog_log: Callable[..., bytes], share: float, noted: bool
+@pytest.mark.parametrize(
+    ("run_s", "share", "noted"),
+    [(10.0, 0.45, True), (10.0, 0.02, False), (0.2, 0.45, False)],  # the last waited 0.16 s in all
+)
+def test_a_run_that_waited_for_the_cpu_is_noted_beside_its_figures(
+    mllog_log: Callable[..., bytes], run_s: float, share: float, noted: bool
 ) -> None:
-    log = _line(mllog.CPU_WAIT, {"run_s": 10.0, "wait_s": 10 * share / (1 - share), "wait_share": share})
+    wait_s = run_s * share / (1 - share)
+    log = _line(mllog.CPU_WAIT, {"run_s": run_s, "wait_s": wait_s, "wait_share": share})
     a = analyse(
         [parse(log + mllog_log(), name="r0")],
         jobs=[{"run_name": "r0", "instance_type": "local", "status": "completed", "batch_size": 64}],
     )
     (run,), (row,) = a.run_metrics, a.rows
     assert run.cpu_wait_share == pytest.approx(share)
-    said = "r0 waited for a CPU 45% of the time it could run: the machine was busy with other work"
+    said = "r0 waited for a CPU 45% of the time it could run (other programs, or its own loader workers"
     assert (said in row.notes) is noted
-    busy = [w for w in a.warnings if w["code"] == "busy-machine"]
+    busy = [w for w in a.warnings if w["code"] == "cpu-contention"]
     assert [w["run"] for w in busy] == (["r0"] if noted else [])

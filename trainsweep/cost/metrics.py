@@ -499,10 +499,10 @@ def _run_notes(row: ConfigMetrics, ok: Sequence[RunMetrics], members: Sequence[R
                 f"ignored its batch-size argument (samples/s use {r.batch_size_trained})"
             )
     for r in ok:
-        if r.cpu_wait_share is not None and r.cpu_wait_share >= cpu_wait.BUSY_SHARE:
+        if cpu_wait.contended(r.cpu_wait_share, r.cpu_wait_s):
             notes.append(
-                f"{r.name} waited for a CPU {r.cpu_wait_share:.0%} of the time it could run: the machine was "
-                "busy with other work, and its times are slower than the instance's"
+                f"{r.name} waited for a CPU {r.cpu_wait_share:.0%} of the time it could run (other programs, "
+                "or its own loader workers and threads, wanted the CPUs too): its times include that wait"
             )
         if r.backwards_per_step:
             b = r.batch_size_trained or row.batch_size

@@ -139,8 +139,10 @@ class RunMetrics:
     """Set when the run trained with another batch size than its name asks for (a script that ignored its
     batch-size argument): throughput uses this one."""
     cpu_wait_share: float | None = None
-    """Share of its runnable time the training process waited for a CPU (:mod:`trainsweep.training.cpu_wait`):
-    from :data:`~trainsweep.training.cpu_wait.BUSY_SHARE` up, the machine was busy with other work."""
+    """Share of its runnable time the training process waited for a CPU (:mod:`trainsweep.training.cpu_wait`;
+    :func:`~trainsweep.training.cpu_wait.contended` says when that is contention)."""
+    cpu_wait_s: float | None = None
+    """Seconds the training process waited for a CPU (with :attr:`cpu_wait_share`)."""
     backwards_per_step: float | None = None
     """Set when a step of the script ran several backward passes (gradient accumulation): a step trains
     that many batches, and throughput counts them."""
@@ -283,8 +285,11 @@ def _identify(run: RunTimings, job: Mapping[str, Any] | None) -> RunMetrics:
         m.batch_size_trained = int(trained)
     waited = run.extra.get(mllog.CPU_WAIT)
     share = waited.get("wait_share") if isinstance(waited, Mapping) else None
+    wait_s = waited.get("wait_s") if isinstance(waited, Mapping) else None
     if isinstance(share, (int, float)) and not isinstance(share, bool) and 0 <= share <= 1:
         m.cpu_wait_share = float(share)
+        if isinstance(wait_s, (int, float)) and not isinstance(wait_s, bool) and wait_s >= 0:
+            m.cpu_wait_s = float(wait_s)
     k = run.extra.get(mllog.BACKWARDS_PER_STEP)
     if isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k) and k > 1:
         m.backwards_per_step = float(k)

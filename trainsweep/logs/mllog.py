@@ -76,7 +76,7 @@ BACKWARDS_PER_STEP = NS + "backwards_per_step"
 above 1 the script accumulates gradients: a step trains that many batches of its batch size)."""
 CPU_WAIT = NS + "cpu_wait"
 """value: {"run_s", "wait_s", "wait_share"}: rank 0's training process, on a CPU and waiting for one, from
-the run's start to its end (:mod:`trainsweep.training.cpu_wait`); a high share: a busy machine."""
+the run's start to its end (:mod:`trainsweep.training.cpu_wait`); a high share: contended CPUs."""
 GPU_MEMORY = NS + "gpu_memory"
 PLATFORM = NS + "platform"
 """Where the run ran (``sagemaker``, ``ec2``, ``local``) when its name or folder says (``extra`` key)."""

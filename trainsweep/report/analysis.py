@@ -428,12 +428,13 @@ def _warnings(
     warnings.extend(
         _analysis_warning(
             m.name,
-            "busy-machine",
-            f"the training process waited for a CPU {m.cpu_wait_share:.0%} of the time it could run: the "
-            "machine was busy with other work, and the run's times are slower than the instance's",
+            "cpu-contention",
+            f"the training process waited for a CPU {m.cpu_wait_share:.0%} of the time it could run: more "
+            "threads and processes wanted the CPUs than there are (other programs, or the run's own loader "
+            "workers and threads), and the run's times include that wait",
         )
         for m in metrics
-        if m.cpu_wait_share is not None and m.cpu_wait_share >= cpu_wait.BUSY_SHARE
+        if cpu_wait.contended(m.cpu_wait_share, m.cpu_wait_s)
     )
     return warnings
 

@@ -1,12 +1,12 @@
-"""How long the training process waited for a CPU while it could run: the sign of a busy machine.
+"""How long the training process waited for a CPU while it could run: the sign of CPU contention.
 
 Linux's scheduler statistics (``/proc/<pid>/task/<tid>/schedstat``: nanoseconds on a CPU, nanoseconds
 waiting on a run queue, time slices) are read for every thread of this process at the start and at the end
 of the training. A process that had the CPUs it asked for waits a few per cent of its running time at
-most; one that shares the machine with other work waits much longer, and its steps, epochs and
-predictions measure that sharing, not the instance (on a 2-core machine under another process's load, a
-script's 4 ms steps took 0.6 s). Threads that ended during the run and other processes (loader workers)
-are not counted. Elsewhere than Linux, nothing is read.
+most. One that shares the CPUs with other programs, or with more of its own threads and loader workers
+than there are cores, waits much longer, and its steps, epochs and predictions measure that sharing (on a
+2-core machine under another process's load, a script's 4 ms steps took 0.6 s). Threads that ended during
+the run and other processes (loader workers) are not counted. Elsewhere than Linux, nothing is read.
 """
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ from pathlib import Path
 
 TASKS = Path("/proc/self/task")
 BUSY_SHARE = 0.10
-"""A run whose training process waited for a CPU this share of its runnable time or more ran on a busy
-machine: its figures carry a note."""
+BUSY_MIN_WAIT_S = 0.5
+"""A run whose training process waited for a CPU this share of its runnable time or more, and at least
+BUSY_MIN_WAIT_S seconds in all (a short run's share is a few scheduler ticks), ran with its CPUs contended:
+its figures carry a note."""
 
 
 @dataclass(frozen=True)
@@ -55,3 +57,10 @@ def waited(start: SchedTimes | None, end: SchedTimes | None) -> dict[str, float]
     if run + wait <= 0:
         return None
     return {"run_s": run / 1e9, "wait_s": wait / 1e9, "wait_share": wait / (run + wait)}
+
+
+def contended(wait_share: float | None, wait_s: float | None) -> bool:
+    """Whether a run's wait for a CPU is contention (:data:`BUSY_SHARE`, :data:`BUSY_MIN_WAIT_S`)."""
+    if wait_share is None or wait_s is None:
+        return False
+    return wait_share >= BUSY_SHARE and wait_s >= BUSY_MIN_WAIT_S
