@@ -54,6 +54,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -61,12 +63,13 @@ from trainsweep.instrument.inject import SITE_DIR  # noqa: E402
 from trainsweep.logs import parse  # noqa: E402
 from trainsweep.sagemaker_contract import BASE_ENV, Paths  # noqa: E402
 from trainsweep.spec import plan_sweep  # noqa: E402
-from trainsweep.training import contract  # noqa: E402
+from trainsweep.training import contract, cpu_wait  # noqa: E402
 from trainsweep.training.launch import Launch, ScriptLauncher, parse_script_config  # noqa: E402
 
 RESULT_VERSION = 1
 OVERHEAD_TARGET = 0.01
 POLL_S = 0.002
+SCHED_POLL_S = 0.05
 OWN_CLOCK_WARMUP = 2
 DEFAULT_CORPUS = ROOT.parent / "shared" / "fixtures" / "real-scripts"
 ENTRY_POINT = ROOT / "container" / "train.py"
@@ -176,6 +179,9 @@ class Timed:
     marks: list[float] = field(default_factory=list)
     own_ms: list[float] = field(default_factory=list)  # the script's own step times, where it prints them
     tail: str = ""
+    cpu_wait: dict[str, float] | None = None
+    """The busiest process of the run's tree (the training process): seconds on a CPU and waiting for one
+    over its life (:mod:`trainsweep.training.cpu_wait`), its last reading before it ended."""
 
     @property
     def span_s(self) -> float:
@@ -209,12 +215,14 @@ def run_timed(
         fd = proc.stdout.fileno()
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
         pending = b""
+        sched = SchedWatch(proc.pid)
         while True:
             try:
                 chunk: bytes | None = os.read(fd, 1 << 16)
             except BlockingIOError:
                 chunk = None
             now = time.perf_counter() - t0
+            sched.poll(now)
             if chunk == b"":
                 break
             if not chunk:
@@ -228,7 +236,37 @@ def run_timed(
         out.returncode = proc.wait()
         out.wall_s = time.perf_counter() - t0
     out.tail = log.read_text(errors="replace")[-3000:]
+    out.cpu_wait = sched.busiest()
     return out
+
+
+class SchedWatch:
+    """Every SCHED_POLL_S, the scheduler times of each process of a tree (its threads summed), the latest
+    kept per process: a process's times are gone when it ends."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.last: dict[int, cpu_wait.SchedTimes] = {}
+        self._at = -SCHED_POLL_S
+
+    def poll(self, now: float) -> None:
+        if now - self._at < SCHED_POLL_S:
+            return
+        self._at = now
+        try:
+            tree = [self.pid, *(c.pid for c in psutil.Process(self.pid).children(recursive=True))]
+        except psutil.Error:
+            return
+        for pid in tree:
+            times = cpu_wait.snapshot(Path(f"/proc/{pid}/task"))
+            if times is not None:
+                self.last[pid] = times
+
+    def busiest(self) -> dict[str, float] | None:
+        if not self.last:
+            return None
+        top = max(self.last.values(), key=lambda t: t.run_ns)
+        return cpu_wait.waited(cpu_wait.SchedTimes(0, 0), top)
 
 
 def plain_env(launch: Launch) -> dict[str, str]:
@@ -333,6 +371,8 @@ def _pair(plain: Timed, inst: Timed) -> dict[str, Any]:
         "instrumented_wall_s": inst.wall_s,
         "wall_ratio": inst.wall_s / plain.wall_s - 1,
         "progress_lines": len(plain.marks),
+        "plain_cpu_wait": plain.cpu_wait,
+        "instrumented_cpu_wait": inst.cpu_wait,
     }
     if len(plain.own_ms) > OWN_CLOCK_WARMUP and len(inst.own_ms) > OWN_CLOCK_WARMUP:
         row.update(
@@ -350,6 +390,9 @@ def _pair_line(i: int, r: dict[str, Any]) -> str:
         f"({100 * r['ratio']:+.2f} %); "
         f"whole process {r['plain_wall_s']:.2f} / {r['instrumented_wall_s']:.2f} s"
     )
+    waits = [r.get(f"{k}_cpu_wait") for k in ("plain", "instrumented")]
+    if all(waits):
+        line += "; waited for a CPU " + " / ".join(f"{100 * w['wait_share']:.1f} %" for w in waits if w)
     if "own_ratio" in r:
         line += (
             f"; the script's own step time (median of {r['own_steps']}) {r['plain_step_ms']:.3f} / "
