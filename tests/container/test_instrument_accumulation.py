@@ -1,5 +1,5 @@
-"""Gradient accumulation seen by the hooks: several backward passes (batches) to one ``optimizer.step()``.
-The log records how many, and the run's throughput counts every batch a step trained."""
+"""Gradient accumulation seen by the hooks: several batches to one ``optimizer.step()``. The log records
+how many batches a step trains, and the run's throughput counts every one of them."""
 
 from __future__ import annotations
 
@@ -16,30 +16,30 @@ from .conftest import finish
 BATCH = 4
 
 
-def _train(accumulate: int, *, batches: int = 24) -> None:
-    """A loop as gradient-accumulation scripts write it: the loss divided, a step every ``accumulate``."""
+def _train(accumulate: int, *, backwards: int = 1, batches: int = 24) -> None:
+    """A loop as gradient-accumulation scripts write it: the loss divided, a step every ``accumulate``
+    batches; ``backwards`` backward passes on each batch (two losses, as a GAN's or SAM's step has)."""
     torch.manual_seed(0)
-    data = DataLoader(
-        TensorDataset(torch.randn(batches * BATCH, 8), torch.randint(0, 2, (batches * BATCH,))),
-        batch_size=BATCH,
-    )
+    n = batches * BATCH
+    data = DataLoader(TensorDataset(torch.randn(n, 8), torch.randint(0, 2, (n,))), batch_size=BATCH)
     net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     for i, (x, y) in enumerate(data):
-        (nn.functional.cross_entropy(net(x), y) / accumulate).backward()
+        for _ in range(backwards):
+            (nn.functional.cross_entropy(net(x), y) / accumulate).backward()
         if (i + 1) % accumulate == 0:
             opt.step()
             opt.zero_grad()
 
 
-@pytest.mark.parametrize("accumulate", [1, 4])
-def test_the_batches_a_step_accumulates_are_recorded_and_counted_in_samples_per_s(recorder, accumulate):
+@pytest.mark.parametrize(("accumulate", "backwards"), [(1, 1), (4, 1), (1, 2)])
+def test_the_batches_a_step_trains_are_recorded_and_counted_in_samples_per_s(recorder, accumulate, backwards):
     session = recorder(epochs=1, batch_size=BATCH)
-    _train(accumulate)
+    _train(accumulate, backwards=backwards)
     run = finish(session)
-    assert run.extra[mllog.BACKWARDS_PER_STEP] == accumulate
+    assert run.extra[mllog.BATCHES_PER_STEP] == accumulate  # two backward passes on one batch train one
     assert 0 <= run.extra[mllog.CPU_WAIT]["wait_share"] < 1  # read from this process's threads
     assert len(run.epochs[0].step_s) == 24 // accumulate
     m = run_metrics(run)
-    assert m.backwards_per_step == (accumulate if accumulate > 1 else None)
+    assert m.batches_per_step == (accumulate if accumulate > 1 else None)
     assert m.samples_per_s == pytest.approx(accumulate * BATCH / m.step_s)

@@ -81,5 +81,5 @@ def test_a_command_sweeps_its_batch_sizes_in_full(tmp_path):
     }
     for bs, row in rows.items():  # a step trains two batches
         assert float(row["samples_per_s"]) == pytest.approx(2 * bs / float(row["step_time_s"]), rel=1e-4)
-        assert f"a step is 2 backward passes of batch size {bs} (gradient accumulation)" in row["notes"]
+        assert f"a step trains 2 batches of batch size {bs} (gradient accumulation)" in row["notes"]
     assert list((folder / layout.CODE_DIR).glob("sourcedir-*.tar.gz"))  # the spec's folder, packed

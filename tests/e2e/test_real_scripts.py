@@ -196,12 +196,12 @@ def test_nanogpt_early_stop_predicts_its_steps_and_stops_before_them(nanogpt, tm
         record = _record(folder, bs)
         assert _all_steps(record) <= 41  # stopped long before its 2,000 iterations
         assert record["prediction"]["total_s"] > 0
-        assert record["extra"]["trainsweep.backwards_per_step"] == 2  # two micro-steps an iteration
+        assert record["extra"]["trainsweep.batches_per_step"] == 2  # two micro-steps an iteration
     rows = csv.DictReader(io.StringIO((folder / layout.RESULTS_DIR / layout.SWEEP_CSV).read_text()))
     for row in rows:  # an iteration trains two batches of the batch size
         bs = int(row["batch_size"])
         assert float(row["samples_per_s"]) == pytest.approx(2 * bs / float(row["step_time_s"]), rel=1e-4)
-        assert f"a step is 2 backward passes of batch size {bs} (gradient accumulation)" in row["notes"]
+        assert f"a step trains 2 batches of batch size {bs} (gradient accumulation)" in row["notes"]
 
 
 def test_word_language_model_with_its_store_true_flag_and_epochs(word_lm, tmp_path):

@@ -188,15 +188,15 @@ def test_a_step_that_accumulates_four_batches_counts_their_samples_and_flops(
     """A script that calls backward() four times per optimizer.step() trains four batches a step: its
     samples/s and MFU count all four (the FLOP count is one batch's forward and backward pass)."""
     per_batch = 0.1 * 65e12 * STEP_S  # 10 % of a T4's fp16 peak a batch
-    a = _analyse({"r0": _line(mllog.BACKWARDS_PER_STEP, 4.0) + _flops(per_batch) + mllog_log()})
+    a = _analyse({"r0": _line(mllog.BATCHES_PER_STEP, 4.0) + _flops(per_batch) + mllog_log()})
     (run,), (row,) = a.run_metrics, a.rows
-    assert run.backwards_per_step == 4.0
+    assert run.batches_per_step == 4.0
     assert run.samples_per_s == pytest.approx(4 * 64 / STEP_S) and row.samples_per_s == pytest.approx(
         4 * 64 / STEP_S
     )
     assert row.mfu == pytest.approx(0.4)
-    assert "r0: a step is 4 backward passes of batch size 64 (gradient accumulation)" in row.notes
-    one = _analyse({"r0": _line(mllog.BACKWARDS_PER_STEP, 1.0) + _flops(per_batch) + mllog_log()})
-    assert one.run_metrics[0].backwards_per_step is None and one.rows[0].samples_per_s == pytest.approx(
+    assert "r0: a step trains 4 batches of batch size 64 (gradient accumulation)" in row.notes
+    one = _analyse({"r0": _line(mllog.BATCHES_PER_STEP, 1.0) + _flops(per_batch) + mllog_log()})
+    assert one.run_metrics[0].batches_per_step is None and one.rows[0].samples_per_s == pytest.approx(
         64 / STEP_S
     )

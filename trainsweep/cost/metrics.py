@@ -33,7 +33,7 @@ from typing import Any
 
 from trainsweep import axes as axis
 from trainsweep import instances
-from trainsweep.cost import accuracy, billing, throughput
+from trainsweep.cost import accuracy, billing, run_notes, throughput
 from trainsweep.cost.prices import EC2, LOCAL, SAGEMAKER, hourly_usd
 from trainsweep.cost.runs import (
     FAILED,
@@ -51,7 +51,6 @@ from trainsweep.cost.runs import (
     without_empty_axes,
 )
 from trainsweep.logs import mllog
-from trainsweep.training import cpu_wait
 from trainsweep.training.metric_lines import TargetRule
 
 __all__ = [
@@ -492,24 +491,7 @@ def _run_notes(row: ConfigMetrics, ok: Sequence[RunMetrics], members: Sequence[R
     predicted = sum(1 for r in ok if r.prediction_used)
     if predicted:
         notes.append(f"{predicted} run(s) early-stopped: epoch and training times are their predictions")
-    for r in ok:
-        if r.batch_size_trained:
-            notes.append(
-                f"{r.name} trained with batch size {r.batch_size_trained}, not {row.batch_size}: the script "
-                f"ignored its batch-size argument (samples/s use {r.batch_size_trained})"
-            )
-    for r in ok:
-        if cpu_wait.contended(r.cpu_wait_share, r.cpu_wait_s):
-            notes.append(
-                f"{r.name} waited for a CPU {r.cpu_wait_share:.0%} of the time it could run (other programs, "
-                "or its own loader workers and threads, wanted the CPUs too): its times include that wait"
-            )
-        if r.backwards_per_step:
-            b = r.batch_size_trained or row.batch_size
-            notes.append(
-                f"{r.name}: a step is {r.backwards_per_step:g} backward passes of batch size {b} (gradient "
-                f"accumulation): samples/s count {r.backwards_per_step * (b or 0):g} samples a step"
-            )
+    notes.extend(run_notes.how_runs_trained(ok, row.batch_size))
     notes.extend(_not_honoured(row, ok))
     early = sum(1 for r in ok if r.reason)
     if early:

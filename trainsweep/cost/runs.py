@@ -143,7 +143,7 @@ class RunMetrics:
     :func:`~trainsweep.training.cpu_wait.contended` says when that is contention)."""
     cpu_wait_s: float | None = None
     """Seconds the training process waited for a CPU (with :attr:`cpu_wait_share`)."""
-    backwards_per_step: float | None = None
+    batches_per_step: float | None = None
     """Set when a step of the script ran several backward passes (gradient accumulation): a step trains
     that many batches, and throughput counts them."""
     instance_count: int | None = None
@@ -283,24 +283,35 @@ def _identify(run: RunTimings, job: Mapping[str, Any] | None) -> RunMetrics:
     # really trained with; a seed log's header is not trusted over its name.
     if run.dialect == "mllog" and trained and m.batch_size and trained != m.batch_size:
         m.batch_size_trained = int(trained)
-    waited = run.extra.get(mllog.CPU_WAIT)
-    share = waited.get("wait_share") if isinstance(waited, Mapping) else None
-    wait_s = waited.get("wait_s") if isinstance(waited, Mapping) else None
-    if isinstance(share, (int, float)) and not isinstance(share, bool) and 0 <= share <= 1:
-        m.cpu_wait_share = float(share)
-        if isinstance(wait_s, (int, float)) and not isinstance(wait_s, bool) and wait_s >= 0:
-            m.cpu_wait_s = float(wait_s)
-    k = run.extra.get(mllog.BACKWARDS_PER_STEP)
-    if isinstance(k, (int, float)) and not isinstance(k, bool) and math.isfinite(k) and k > 1:
-        m.backwards_per_step = float(k)
+    _how_it_ran(m, run)
     return m
+
+
+def _how_it_ran(m: RunMetrics, run: RunTimings) -> None:
+    """What the log says of how the run trained: its wait for a CPU, the batches a step trains."""
+    waited = run.extra.get(mllog.CPU_WAIT)
+    waited = waited if isinstance(waited, Mapping) else {}
+    share, wait_s = _number_or_none(waited.get("wait_share")), _number_or_none(waited.get("wait_s"))
+    if share is not None and 0 <= share <= 1:
+        m.cpu_wait_share = share
+        m.cpu_wait_s = wait_s if wait_s is not None and wait_s >= 0 else None
+    k = _number_or_none(run.extra.get(mllog.BATCHES_PER_STEP))
+    if k is not None and k > 1:
+        m.batches_per_step = k
+
+
+def _number_or_none(value: Any) -> float | None:
+    """A finite number of a log's value (not a boolean), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def samples_per_step(m: RunMetrics) -> float | None:
     """The samples one step of the run trains: its batch size (the one it trained with) times the batches
     a step accumulates; None without a batch size."""
     batch = m.batch_size_trained or m.batch_size
-    return batch * (m.backwards_per_step or 1.0) if batch else None
+    return batch * (m.batches_per_step or 1.0) if batch else None
 
 
 def _measure_epochs(m: RunMetrics, run: RunTimings, eps: Sequence[Epoch]) -> None:

@@ -99,7 +99,7 @@ def _mfu(m: RunMetrics, event: Mapping[str, Any]) -> tuple[float | None, str]:
     count = int(said) if said else (known.accelerators if known and known.accelerators else 1)
     if not m.step_s:
         return None, "no steady step time"
-    mfu = per_step * (m.backwards_per_step or 1.0) / m.step_s / (peak * 1e12 * count)  # a counted batch
+    mfu = per_step * (m.batches_per_step or 1.0) / m.step_s / (peak * 1e12 * count)  # a counted batch
     return mfu, f"against {count} x {chip.key} {precision} peak {peak:g} TFLOPS"
 
 

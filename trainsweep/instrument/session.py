@@ -280,9 +280,20 @@ class Session(ExplicitMarks):
         self.usage.stop()
         for key, value in self.usage.events():
             self.writer.header(key, value)
+        per_step = self._batches_per_step()
+        if per_step is not None:
+            self.writer.header(mllog.BATCHES_PER_STEP, per_step)
+
+    def _batches_per_step(self) -> float | None:
+        """The batches a step trains (above 1: gradient accumulation): the training loader's batches per
+        step (a loop that calls backward twice on one batch, a GAN or SAM, still trains one), or without a
+        loader the backward passes per step; None when neither says."""
+        p = self.train_pass or self.loaders.last_train_pass
+        if p is not None and p.steps and p.batches:
+            return float(max(1, round(p.batches / p.steps)))  # a prefetching consumer reads one ahead
         if self.timeline.step_marker != BACKWARD and self.steps and self.backwards:
-            # gradient accumulation: several backward passes (batches) to one optimizer (or marked) step
-            self.writer.header(mllog.BACKWARDS_PER_STEP, round(self.backwards / self.steps, 3))
+            return round(self.backwards / self.steps, 3)
+        return None
 
     def _write_flops(self) -> None:
         """The FLOPs of a training step, counted once from the recorded forward pass on the meta device

@@ -71,9 +71,9 @@ TRAIN_STEPS = NS + "train_steps"
 STEP_MARKER = NS + "step_marker"
 """How an instrumented script's steps were marked: ``optimizer`` (each ``optimizer.step()``), ``backward``
 (each backward pass: no optimizer was built), ``explicit`` (the script or a framework callback)."""
-BACKWARDS_PER_STEP = NS + "backwards_per_step"
-"""value: backward passes per ``optimizer.step()`` over an instrumented script's first steps (a number;
-above 1 the script accumulates gradients: a step trains that many batches of its batch size)."""
+BATCHES_PER_STEP = NS + "batches_per_step"
+"""value: the batches one step of an instrumented script trains, over its first steps: its training loader's
+batches per step, or without a loader its backward passes per step (above 1: gradient accumulation)."""
 CPU_WAIT = NS + "cpu_wait"
 """value: {"run_s", "wait_s", "wait_share"}: rank 0's training process, on a CPU and waiting for one, from
 the run's start to its end (:mod:`trainsweep.training.cpu_wait`); a high share: contended CPUs."""
