@@ -85,3 +85,30 @@ def test_a_run_that_waited_for_the_cpu_is_noted_beside_its_figures(
     assert (said in row.notes) is noted
     busy = [w for w in a.warnings if w["code"] == "cpu-contention"]
     assert [w["run"] for w in busy] == (["r0"] if noted else [])
+
+
+def test_the_end_of_a_sweep_says_how_many_runs_waited_for_a_cpu(
+    mllog_log: Callable[..., bytes], tmp_path: Path
+) -> None:
+    from rich.console import Console
+
+    from trainsweep import layout
+    from trainsweep.cli.sweep import _render_end
+    from trainsweep.report import sweep_artefacts
+    from trainsweep.sweeps.result import SweepRun
+
+    waits = {"r0": (8.2, 0.45), "r1": (0.2, 0.02), "r2": (9.0, 0.47)}
+    runs = [
+        parse(_line(mllog.CPU_WAIT, {"run_s": 10.0, "wait_s": w, "wait_share": s}) + mllog_log(), name=n)
+        for n, (w, s) in waits.items()
+    ]
+    jobs = [{"run_name": n, "instance_type": "local", "status": "completed", "batch_size": 64} for n in waits]
+    for rel, data in sweep_artefacts(runs, jobs=jobs).items():
+        path = tmp_path / layout.RESULTS_DIR / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    console = Console(record=True, width=300)
+    _render_end(console, SweepRun("s", tmp_path, "SUCCEEDED", None))
+    said = console.export_text()
+    assert "warning: 2 run(s) waited for a CPU 10 % or more of the time they could run" in said
+    assert said.index("warning:") < said.index("Results:")

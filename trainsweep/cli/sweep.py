@@ -225,9 +225,31 @@ def _render_end(console: Console, run: Any) -> None:
             f"no cell of the sweep succeeded ({counts or 'no cells'}): nothing to recommend; "
             "each cell's reason is in the table above and in the report",
         )
+    contended = _contended_runs(Path(run.dest))
+    if contended:
+        said = (
+            f"{contended} run(s) waited for a CPU 10 % or more of the time they could run (other programs, "
+            "or their own loader workers and threads, wanted the CPUs too): their times include that wait; "
+            "the report's findings name them"
+        )
+        console.print(styled(("warning:", "bold yellow"), " ", said))
     console.print(f"Results: {run.dest}/")
     if run.report is not None:
         console.print(f"Report:  {run.report}")
+
+
+def _contended_runs(dest: Path) -> int:
+    """The runs of the results in ``dest`` whose CPUs were contended (the report's findings say which)."""
+    from trainsweep import layout
+    from trainsweep.training import cpu_wait
+
+    try:
+        doc = json.loads((dest / layout.RESULTS_DIR / layout.SWEEP_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return 0
+    found = doc.get("warnings") if isinstance(doc, dict) else None
+    runs = {w.get("run") for w in found or [] if isinstance(w, dict) and w.get("code") == cpu_wait.FINDING}
+    return len(runs)
 
 
 # ---- run --------------------------------------------------------------------------------------------

@@ -428,7 +428,7 @@ def _warnings(
     warnings.extend(
         _analysis_warning(
             m.name,
-            "cpu-contention",
+            cpu_wait.FINDING,
             f"the training process waited for a CPU {m.cpu_wait_share:.0%} of the time it could run: more "
             "threads and processes wanted the CPUs than there are (other programs, or the run's own loader "
             "workers and threads), and the run's times include that wait",

@@ -16,6 +16,8 @@ from pathlib import Path
 
 TASKS = Path("/proc/self/task")
 BUSY_SHARE = 0.10
+FINDING = "cpu-contention"
+"""The code of the report's data-quality finding for a run whose CPUs were contended."""
 BUSY_MIN_WAIT_S = 0.5
 """A run whose training process waited for a CPU this share of its runnable time or more, and at least
 BUSY_MIN_WAIT_S seconds in all (a short run's share is a few scheduler ticks), ran with its CPUs contended:
