@@ -227,10 +227,12 @@ def _render_end(console: Console, run: Any) -> None:
         )
     contended = _contended_runs(Path(run.dest))
     if contended:
+        from trainsweep.training import cpu_wait
+
         said = (
-            f"{contended} run(s) waited for a CPU 10 % or more of the time they could run (other programs, "
-            "or their own loader workers and threads, wanted the CPUs too): their times include that wait; "
-            "the report's findings name them"
+            f"{contended} run(s) waited for a CPU {100 * cpu_wait.BUSY_SHARE:g} % or more of the time they "
+            "could run (other programs, or their own loader workers and threads, wanted the CPUs too): their "
+            "times include that wait; the report's findings name them"
         )
         console.print(styled(("warning:", "bold yellow"), " ", said))
     console.print(f"Results: {run.dest}/")

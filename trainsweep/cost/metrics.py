@@ -42,9 +42,9 @@ from trainsweep.cost.runs import (
     SKIPPED,
     RunMetrics,
     job_status,
-    partial_batch_steps,
     resolve_instance_type,
     run_metrics,
+    run_steady_steps,
     samples_per_step,
     steady_steps,
     unmatched_metrics,
@@ -68,9 +68,9 @@ __all__ = [
     "iterations_per_usd",
     "job_status",
     "not_judged_reason",
-    "partial_batch_steps",
     "resolve_instance_type",
     "run_metrics",
+    "run_steady_steps",
     "samples_per_step",
     "set_scaling_efficiency",
     "steady_steps",
@@ -436,7 +436,8 @@ def _timing_means(row: ConfigMetrics, ok: Sequence[RunMetrics]) -> None:
     row.step_time_s, row.step_time_std_s = _mean([r.step_s for r in ok]), _std([r.step_s for r in ok])
     # Throughput of the configuration = batch / mean step (not the mean of per-run ratios), so
     # that the table's columns agree; the spread is that of the per-run throughputs.
-    # (a run that trained with another batch size than asked counts with the one it used)
+    # (a run that trained with another batch size than asked counts with the one it used, times the
+    # batches a step of it trains)
     bs = row.batch_size
     trained = _mean([float(samples_per_step(r) or bs or 0) for r in ok]) if bs else None
     if trained and row.step_time_s:

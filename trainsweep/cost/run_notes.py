@@ -18,11 +18,8 @@ def how_runs_trained(ok: Sequence[RunMetrics], batch_size: int | None) -> list[s
         if r.batch_size_trained
     ]
     for r in ok:
-        if cpu_wait.contended(r.cpu_wait_share, r.cpu_wait_s):
-            notes.append(
-                f"{r.name} waited for a CPU {r.cpu_wait_share:.0%} of the time it could run (other programs, "
-                "or its own loader workers and threads, wanted the CPUs too): its times include that wait"
-            )
+        if r.cpu_wait_share is not None and cpu_wait.contended(r.cpu_wait_share, r.cpu_wait_s):
+            notes.append(f"{r.name} {cpu_wait.said(r.cpu_wait_share)}")
         if r.batches_per_step:
             b = r.batch_size_trained or batch_size
             notes.append(

@@ -39,6 +39,13 @@ def steady_steps(epochs: Sequence[Epoch], *, partial_at: int | None = None) -> l
     return out
 
 
+def run_steady_steps(run: RunTimings, m: RunMetrics, epochs: Sequence[Epoch] | None = None) -> list[float]:
+    """The steady steps of ``run`` (:func:`steady_steps` of ``epochs``, by default its own), each epoch's
+    partial last batch left out for the samples a step of it trains (``m``: its figures)."""
+    eps = run.epochs if epochs is None else epochs
+    return steady_steps(eps, partial_at=partial_batch_steps(run, samples_per_step(m)))
+
+
 def partial_batch_steps(run: RunTimings, batch_size: float | None) -> int | None:
     """The steps of an epoch that ends with a partial batch (the run's training set does not divide by
     its batch size; the last step trains the rest); None when every batch is full or either is unknown.
@@ -144,8 +151,8 @@ class RunMetrics:
     cpu_wait_s: float | None = None
     """Seconds the training process waited for a CPU (with :attr:`cpu_wait_share`)."""
     batches_per_step: float | None = None
-    """Set when a step of the script ran several backward passes (gradient accumulation): a step trains
-    that many batches, and throughput counts them."""
+    """Set when a step of the script trained several batches (gradient accumulation: its log's
+    ``trainsweep.batches_per_step``): throughput, MFU and the partial-batch rule count them."""
     instance_count: int | None = None
     """Instances of the run's job (None: not said; :func:`aggregate` then uses its default)."""
     eval_accuracy: float | None = None
@@ -245,8 +252,9 @@ def run_metrics(
     eps = [e for e in run.epochs if e.steps or e.epoch_s]
     _measure_epochs(m, run, eps)
     target = _time_to_train(m, run, eps, _target_epochs(run, epochs, m.epochs_measured))
-    if samples_per_step(m) and m.step_s:
-        m.samples_per_s = (samples_per_step(m) or 0) / m.step_s
+    per_step = samples_per_step(m)
+    if per_step and m.step_s:
+        m.samples_per_s = per_step / m.step_s
     billed_s = _bill(m, job, target, overhead_s)
     _measured_figures(m, run, tokens_per_sample)
     goal = None if target_value is None else TargetRule.of(target_metric, target_value, minimize=minimize)
@@ -317,7 +325,7 @@ def samples_per_step(m: RunMetrics) -> float | None:
 def _measure_epochs(m: RunMetrics, run: RunTimings, eps: Sequence[Epoch]) -> None:
     """The steady step time, the first and the later epochs' times and the training measured."""
     m.epochs_measured = len(eps)
-    steps = steady_steps(eps, partial_at=partial_batch_steps(run, samples_per_step(m)))
+    steps = run_steady_steps(run, m, eps)
     if steps:
         m.step_s = statistics.fmean(steps)
         m.steps_per_epoch = max(e.steps for e in eps)

@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader
 
 from trainsweep.instrument import probe
 from trainsweep.instrument.outcome import EarlyStop
-from trainsweep.instrument.passes import Loaders
+from trainsweep.instrument.passes import Loaders, batches_per_step
 from trainsweep.instrument.settings import Settings
 from trainsweep.instrument.timeline import Epoch, Timeline
 from trainsweep.predict import (
@@ -66,14 +66,22 @@ class EpochShape:
 
 
 def epoch_shape(
-    loader: DataLoader | None, *, batch_size: int | None, cap: int | None, batches_per_step: int
+    loader: DataLoader | None,
+    *,
+    batch_size: int | None,
+    cap: int | None,
+    batches_per_step: int,
+    whole_pass: int | None = None,
 ) -> EpochShape:
-    """Steps per epoch from ``len(loader)`` (at most ``cap`` batches), ``batches_per_step`` with accumulation.
+    """Steps per epoch from ``len(loader)`` (at most ``cap`` batches), ``batches_per_step`` with accumulation;
+    for a loader without a length, the steps of its first whole pass (``whole_pass``, once it ended).
 
     Raises:
-        CannotPredictError: no training loader, or one without a length (before its first pass ended).
+        CannotPredictError: no training loader, or one without a length before its first pass ended.
     """
     batches = probe.loader_batches(loader) if loader is not None else None
+    if loader is not None and batches is None and whole_pass is not None:
+        return EpochShape(whole_pass, float(whole_pass))
     if loader is None or batches is None:
         raise CannotPredictError(
             "early stop cannot predict: steps per epoch are unknown "
@@ -268,18 +276,13 @@ class Forecast:
             measured = ValidationTiming(per_epoch, list(tl.eval_s), measured=True)
             return EpochShape(known, float(known)), measured
         tp = ep.train_pass or loaders.last_train_pass
-        # gradient accumulation: several batches per optimizer step (a prefetching consumer reads one ahead)
-        per_step = max(1, round(tp.batches / tp.steps)) if tp is not None and tp.steps else 1
-        lengthless = loaders.train is not None and probe.loader_batches(loaders.train) is None
-        if known is not None and self.monitor.epochs_done and lengthless:
-            shape = EpochShape(known, float(known))  # a loader without a length: its first whole pass
-        else:
-            shape = epoch_shape(
-                loaders.train,
-                batch_size=loaders.batch_size,
-                cap=s.max_steps_per_epoch,
-                batches_per_step=per_step,
-            )
+        shape = epoch_shape(
+            loaders.train,
+            batch_size=loaders.batch_size,
+            cap=s.max_steps_per_epoch,
+            batches_per_step=batches_per_step(tp) or 1,  # gradient accumulation
+            whole_pass=known if self.monitor.epochs_done else None,
+        )
         with internal():
             validation = time_validation(
                 loaders.eval_loader(),

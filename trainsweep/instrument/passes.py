@@ -35,6 +35,12 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def batches_per_step(p: LoaderPass | None) -> int | None:
+    """The batches a step of the pass ``p`` trained (several with gradient accumulation; rounded: a
+    prefetching consumer reads one ahead); None before its first step or batch."""
+    return max(1, round(p.batches / p.steps)) if p is not None and p.steps and p.batches else None
+
+
 @dataclass(eq=False)
 class LoaderPass:
     """One iteration of a DataLoader, from ``iter()`` until it is over."""

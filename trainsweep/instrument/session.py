@@ -61,7 +61,7 @@ from trainsweep.instrument.marks import ACCURACY_NAMES as ACCURACY_NAMES  # the 
 from trainsweep.instrument.marks import ExplicitMarks
 from trainsweep.instrument.outcome import NO_TRAINING, EarlyStop, cell_status
 from trainsweep.instrument.outcome import failure_reason as failure_reason  # the bootstrap's, from here
-from trainsweep.instrument.passes import LoaderPass, Loaders, world_size
+from trainsweep.instrument.passes import LoaderPass, Loaders, batches_per_step, world_size
 from trainsweep.instrument.settings import Settings
 from trainsweep.instrument.timeline import Epoch, Timeline, device
 from trainsweep.logs import mllog
@@ -288,9 +288,9 @@ class Session(ExplicitMarks):
         """The batches a step trains (above 1: gradient accumulation): the training loader's batches per
         step (a loop that calls backward twice on one batch, a GAN or SAM, still trains one), or without a
         loader the backward passes per step; None when neither says."""
-        p = self.train_pass or self.loaders.last_train_pass
-        if p is not None and p.steps and p.batches:
-            return float(max(1, round(p.batches / p.steps)))  # a prefetching consumer reads one ahead
+        per_pass = batches_per_step(self.train_pass or self.loaders.last_train_pass)
+        if per_pass is not None:
+            return float(per_pass)
         if self.timeline.step_marker != BACKWARD and self.steps and self.backwards:
             return round(self.backwards / self.steps, 3)
         return None

@@ -18,10 +18,8 @@ from trainsweep.cost.metrics import (
     RunMetrics,
     aggregate,
     job_status,
-    partial_batch_steps,
     run_metrics,
-    samples_per_step,
-    steady_steps,
+    run_steady_steps,
     unmatched_metrics,
 )
 from trainsweep.cost.prices import price_source
@@ -80,7 +78,7 @@ class SweepAnalysis:
         out: list[float] = []
         for run, m in self.runs_of(row):
             if m.status == "ok":
-                out.extend(steady_steps(run.epochs, partial_at=partial_batch_steps(run, samples_per_step(m))))
+                out.extend(run_steady_steps(run, m))
         return out
 
 
@@ -426,15 +424,9 @@ def _warnings(
         _analysis_warning(m.name, "setting-not-honoured", text) for m in metrics for text in m.not_honoured
     )
     warnings.extend(
-        _analysis_warning(
-            m.name,
-            cpu_wait.FINDING,
-            f"the training process waited for a CPU {m.cpu_wait_share:.0%} of the time it could run: more "
-            "threads and processes wanted the CPUs than there are (other programs, or the run's own loader "
-            "workers and threads), and the run's times include that wait",
-        )
+        _analysis_warning(m.name, cpu_wait.FINDING, f"the training process {cpu_wait.said(m.cpu_wait_share)}")
         for m in metrics
-        if cpu_wait.contended(m.cpu_wait_share, m.cpu_wait_s)
+        if m.cpu_wait_share is not None and cpu_wait.contended(m.cpu_wait_share, m.cpu_wait_s)
     )
     return warnings
 

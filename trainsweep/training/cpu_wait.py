@@ -16,12 +16,14 @@ from pathlib import Path
 
 TASKS = Path("/proc/self/task")
 BUSY_SHARE = 0.10
-FINDING = "cpu-contention"
-"""The code of the report's data-quality finding for a run whose CPUs were contended."""
 BUSY_MIN_WAIT_S = 0.5
-"""A run whose training process waited for a CPU this share of its runnable time or more, and at least
+"""A run whose training process waited for a CPU BUSY_SHARE of its runnable time or more, and at least
 BUSY_MIN_WAIT_S seconds in all (a short run's share is a few scheduler ticks), ran with its CPUs contended:
 its figures carry a note."""
+FINDING = "cpu-contention"
+"""The code of the report's data-quality finding for a run whose CPUs were contended."""
+CAUSES = "other programs, or its own loader workers and threads, wanted the CPUs too"
+"""What contends for a run's CPUs, as the notes, findings and the CLI say it."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,11 @@ def waited(start: SchedTimes | None, end: SchedTimes | None) -> dict[str, float]
     if run + wait <= 0:
         return None
     return {"run_s": run / 1e9, "wait_s": wait / 1e9, "wait_share": wait / (run + wait)}
+
+
+def said(share: float) -> str:
+    """A contended run's wait in words: ``waited for a CPU 45% of the time it could run (...)...``."""
+    return f"waited for a CPU {share:.0%} of the time it could run ({CAUSES}): its times include that wait"
 
 
 def contended(wait_share: float | None, wait_s: float | None) -> bool:
