@@ -16,7 +16,7 @@ from .conftest import finish
 BATCH = 4
 
 
-def _train(accumulate: int, *, backwards: int = 1, batches: int = 24) -> None:
+def _train(accumulate: int, *, backwards: int = 1, batches: int = 24, epochs: int = 1) -> None:
     """A loop as gradient-accumulation scripts write it: the loss divided, a step every ``accumulate``
     batches; ``backwards`` backward passes on each batch (two losses, as a GAN's or SAM's step has)."""
     torch.manual_seed(0)
@@ -24,12 +24,13 @@ def _train(accumulate: int, *, backwards: int = 1, batches: int = 24) -> None:
     data = DataLoader(TensorDataset(torch.randn(n, 8), torch.randint(0, 2, (n,))), batch_size=BATCH)
     net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
-    for i, (x, y) in enumerate(data):
-        for _ in range(backwards):
-            (nn.functional.cross_entropy(net(x), y) / accumulate).backward()
-        if (i + 1) % accumulate == 0:
-            opt.step()
-            opt.zero_grad()
+    for _ in range(epochs):
+        for i, (x, y) in enumerate(data):
+            for _ in range(backwards):
+                (nn.functional.cross_entropy(net(x), y) / accumulate).backward()
+            if (i + 1) % accumulate == 0:
+                opt.step()
+                opt.zero_grad()
 
 
 @pytest.mark.parametrize(("accumulate", "backwards"), [(1, 1), (4, 1), (1, 2)])
@@ -43,3 +44,20 @@ def test_the_batches_a_step_trains_are_recorded_and_counted_in_samples_per_s(rec
     m = run_metrics(run)
     assert m.batches_per_step == (accumulate if accumulate > 1 else None)
     assert m.samples_per_s == pytest.approx(accumulate * BATCH / m.step_s)
+
+
+def test_early_stops_prediction_says_how_many_batches_a_step_trains_and_the_search_counts_them(recorder):
+    from trainsweep.instrument.session import EarlyStop
+    from trainsweep.training.supervisor import BatchSizeSearch, CellResult
+
+    rule = {"min_steady_steps": 5, "min_seconds": 0, "precision": 0.9, "max_steps": 30}
+    session = recorder(mode="early-stop", rule=rule, epochs=3, batch_size=BATCH)
+    with pytest.raises(EarlyStop):
+        _train(4, batches=40, epochs=3)
+    pred = session.prediction
+    assert pred is not None and pred["batches_per_step"] == 4 and pred["steps_per_epoch"] == 10
+    search = BatchSizeSearch(0.03)
+    search.add(CellResult("cell", BATCH, "ok", None, 0, pred))
+    assert search.record()["curve"] == [
+        {"batch_size": BATCH, "samples_per_s": pytest.approx(4 * BATCH / pred["step_s"])}
+    ]

@@ -61,6 +61,13 @@ def test_the_search_stops_after_two_doublings_that_each_gain_less_than_the_state
     assert record["out_of_memory_at"] is None
 
 
+def test_a_scripts_accumulated_batches_count_in_the_curve():
+    search = BatchSizeSearch(0.03)
+    step = {"step_s": 0.5, "batches_per_step": 4.0}  # a step every 4 batches of 16: 64 samples a step
+    search.add(CellResult("r-16", 16, "ok", None, 0, step))
+    assert search.record()["curve"] == [{"batch_size": 16, "samples_per_s": pytest.approx(128.0)}]
+
+
 def test_a_gain_resets_the_plateau_count():
     search = BatchSizeSearch(0.03)
     for bs, rate in ((8, 100.0), (16, 101.0), (32, 150.0), (64, 151.0)):

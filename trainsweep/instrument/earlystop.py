@@ -225,10 +225,18 @@ class Forecast:
         self.loaders = loaders
 
     def predict(
-        self, ep: Epoch | None, reason: str, *, model: nn.Module | None, internal: Callable[[], Any]
+        self,
+        ep: Epoch | None,
+        reason: str,
+        *,
+        model: nn.Module | None,
+        internal: Callable[[], Any],
+        per_step: float | None = None,
     ) -> dict[str, Any]:
         """The prediction of the full run (``internal``: a context in which the session's hooks record
-        nothing, for the validation batches timed here).
+        nothing, for the validation batches timed here; ``per_step``: the batches a step trains, when
+        known, kept in the prediction as ``batches_per_step`` for whoever turns its step time into
+        samples/s, such as the batch-size search).
 
         Raises:
             EarlyStop: with ``error`` set, when no prediction can be made.
@@ -253,6 +261,8 @@ class Forecast:
         value = prediction_value(s.run_name, s.batch_size, pred, validation)
         if s.steps is not None:
             value["steps"] = s.steps
+        if per_step is not None:
+            value["batches_per_step"] = per_step
         tl.writer.prediction(value, pred, file=s.prediction_file)
         return value
 

@@ -350,7 +350,9 @@ class Session(ExplicitMarks):
             EarlyStop: with ``error`` set, when no prediction can be made.
         """
         assert self.forecast is not None
-        return self.forecast.predict(ep, reason, model=self.finder.model, internal=self.internal)
+        return self.forecast.predict(
+            ep, reason, model=self.finder.model, internal=self.internal, per_step=self._batches_per_step()
+        )
 
     # ---- the end ---------------------------------------------------------------------------------
 

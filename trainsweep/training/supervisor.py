@@ -116,10 +116,13 @@ class BatchSizeSearch:
             why = "ran out of memory, so larger ones do not fit" if oom else "is one the script cannot train"
             self.stop = (res.status, f"not run: batch size {res.batch_size} {why} (batch-size search)")
             return
-        step_s = (res.prediction or {}).get("step_s") if res.status == "ok" else None
+        pred = (res.prediction or {}) if res.status == "ok" else {}
+        step_s = pred.get("step_s")
         if not isinstance(step_s, int | float) or step_s <= 0:
             return  # no throughput to compare (a failed cell): the search goes on
-        rate = res.batch_size / float(step_s)
+        per_step = pred.get("batches_per_step")  # a script that accumulates gradients trains several
+        batches = float(per_step) if isinstance(per_step, int | float) and per_step > 0 else 1.0
+        rate = res.batch_size * batches / float(step_s)
         best = max((r for _, r in self.curve), default=None)
         self.curve.append((res.batch_size, rate))
         if best is not None and rate < best * (1 + self.min_gain):
