@@ -46,6 +46,37 @@ def test_the_batches_a_step_trains_are_recorded_and_counted_in_samples_per_s(rec
     assert m.samples_per_s == pytest.approx(accumulate * BATCH / m.step_s)
 
 
+@pytest.mark.parametrize("with_loader", [False, True])
+def test_backward_passes_inside_a_closure_step_are_that_steps_batch_not_accumulation(recorder, with_loader):
+    """LBFGS evaluates its closure (forward and backward on the step's batch) up to ``max_iter`` times in
+    one ``optimizer.step(closure)``: each step trains one batch, not five."""
+    session = recorder(epochs=1, batch_size=BATCH)
+    torch.manual_seed(0)
+    x, y = torch.randn(12 * BATCH, 8), torch.randint(0, 2, (12 * BATCH,))
+    batches = (
+        DataLoader(TensorDataset(x, y), batch_size=BATCH)
+        if with_loader
+        else zip(x.split(BATCH), y.split(BATCH), strict=True)
+    )
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    opt = torch.optim.LBFGS(net.parameters(), lr=0.5, max_iter=5)
+    for xb, yb in batches:
+
+        def closure(xb: torch.Tensor = xb, yb: torch.Tensor = yb) -> torch.Tensor:
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(net(xb), yb)
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+    run = finish(session)
+    assert len(run.epochs[0].step_s) == 12
+    assert run.extra.get(mllog.BATCHES_PER_STEP, 1.0) == 1.0
+    m = run_metrics(run)
+    assert m.batches_per_step is None
+    assert m.samples_per_s == pytest.approx(BATCH / m.step_s)
+
+
 def test_early_stops_prediction_says_how_many_batches_a_step_trains_and_the_search_counts_them(recorder):
     from trainsweep.instrument.session import EarlyStop
     from trainsweep.training.supervisor import BatchSizeSearch, CellResult

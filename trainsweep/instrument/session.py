@@ -105,6 +105,8 @@ class Session(ExplicitMarks):
         self._optimizer: weakref.ref[Any] | None = None
         # loops without a loader or an optimizer (loops.py)
         self.backwards = 0
+        self._backwards_in_steps = 0  # those run inside ``optimizer.step(closure)`` (LBFGS, SAM closures)
+        self._stepping = 0  # optimizer steps under way (their pre-hook ran, their post-hook not yet)
         self._optimizers_built = 0
         self._passes_started = 0
         self._training_forwards = 0  # training-mode forwards with gradients on, before the first step
@@ -143,8 +145,13 @@ class Session(ExplicitMarks):
 
     # ---- automatic hooks -------------------------------------------------------------------------
 
+    def optimizer_stepping(self) -> None:
+        """``optimizer.step()`` was called: backward passes until it returns are its closure's."""
+        self._stepping += 1
+
     def optimizer_stepped(self, optimizer: Any) -> None:
         """``optimizer.step()`` returned: a training step ends (unless steps are marked explicitly)."""
+        self._stepping = max(0, self._stepping - 1)
         if self._internal:
             return
         first = self._optimizer() if self._optimizer is not None else None
@@ -176,6 +183,8 @@ class Session(ExplicitMarks):
         if self._internal:
             return
         self.backwards += 1
+        if self._stepping:
+            self._backwards_in_steps += 1
         if "step" in self.manual or self._optimizers_built or self._optimizer is not None:
             return
         if self.steps == 0:
@@ -287,12 +296,14 @@ class Session(ExplicitMarks):
     def _batches_per_step(self) -> float | None:
         """The batches a step trains (above 1: gradient accumulation): the training loader's batches per
         step (a loop that calls backward twice on one batch, a GAN or SAM, still trains one), or without a
-        loader the backward passes per step; None when neither says."""
+        loader the backward passes per step outside ``optimizer.step`` (a closure's passes, as LBFGS runs
+        several, evaluate the step's own batch again); None when neither says."""
         per_pass = batches_per_step(self.train_pass or self.loaders.last_train_pass)
         if per_pass is not None:
             return float(per_pass)
-        if self.timeline.step_marker != BACKWARD and self.steps and self.backwards:
-            return round(self.backwards / self.steps, 3)
+        outside = self.backwards - self._backwards_in_steps
+        if self.timeline.step_marker != BACKWARD and self.steps and outside:
+            return round(outside / self.steps, 3)
         return None
 
     def _write_flops(self) -> None:
