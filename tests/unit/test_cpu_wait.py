@@ -62,6 +62,21 @@ def test_a_snapshot_sums_the_threads_and_skips_what_it_cannot_read(tmp_path: Pat
     assert cpu_wait.waited(None, later) is None and cpu_wait.waited(later, later) is None
 
 
+def test_a_thread_that_ended_takes_nothing_from_the_others_and_a_new_one_counts_from_its_start(
+    tmp_path: Path,
+) -> None:
+    def snap(threads: dict[str, str]) -> cpu_wait.SchedTimes | None:
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        for tid, text in threads.items():
+            (folder / tid).mkdir(parents=True)
+            (folder / tid / "schedstat").write_text(text)
+        return cpu_wait.snapshot(folder)
+
+    start = snap({"1": "1000 100 1\n", "2": "5000 900 1\n"})  # thread 2 ends during the run
+    end = snap({"1": "3000 600 1\n", "3": "400 100 1\n"})  # thread 3 started during it
+    assert cpu_wait.waited(start, end) == {"run_s": 2.4e-6, "wait_s": 6e-7, "wait_share": 0.2}
+
+
 def _line(key: str, value: object) -> bytes:
     return (mllog.format_line(key, value, metadata={"rank": 0}) + "\n").encode()
 

@@ -2,16 +2,18 @@
 
 Linux's scheduler statistics (``/proc/<pid>/task/<tid>/schedstat``: nanoseconds on a CPU, nanoseconds
 waiting on a run queue, time slices) are read for every thread of this process at the start and at the end
-of the training. A process that had the CPUs it asked for waits a few per cent of its running time at
-most. One that shares the CPUs with other programs, or with more of its own threads and loader workers
-than there are cores, waits much longer, and its steps, epochs and predictions measure that sharing (on a
-2-core machine under another process's load, a script's 4 ms steps took 0.6 s). Threads that ended during
-the run and other processes (loader workers) are not counted. Elsewhere than Linux, nothing is read.
+of the training, and compared thread by thread. A process that had the CPUs it asked for waits a few per
+cent of its running time at most. One that shares the CPUs with other programs, or with more of its own
+threads and loader workers than there are cores, waits much longer, and its steps, epochs and predictions
+measure that sharing (on a 2-core machine under another process's load, a script's 4 ms steps took 0.6 s). A
+thread started during the run counts from its start; one that ended before the end of the run, and other
+processes (loader workers), are not counted. Elsewhere than Linux, nothing is read.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 TASKS = Path("/proc/self/task")
@@ -28,28 +30,30 @@ CAUSES = "other programs, or its own loader workers and threads, wanted the CPUs
 
 @dataclass(frozen=True)
 class SchedTimes:
-    """Nanoseconds this process's threads ran on a CPU, and waited for one."""
+    """Nanoseconds this process's threads ran on a CPU, and waited for one (summed; ``threads``: each
+    thread's, by its id, where a snapshot read them)."""
 
     run_ns: int
     wait_ns: int
+    threads: Mapping[int, tuple[int, int]] = field(default_factory=dict, compare=False)
 
 
 def snapshot(tasks: Path = TASKS) -> SchedTimes | None:
     """The sums over the process's threads now; None where the statistics cannot be read."""
-    run = wait = 0
     try:
-        threads = list(tasks.iterdir())
+        listed = list(tasks.iterdir())
     except OSError:
         return None
-    seen = False
-    for thread in threads:
+    threads: dict[int, tuple[int, int]] = {}
+    for thread in listed:
         try:
             fields = (thread / "schedstat").read_text().split()
-            run, wait = run + int(fields[0]), wait + int(fields[1])
-            seen = True
+            threads[int(thread.name)] = (int(fields[0]), int(fields[1]))
         except (OSError, ValueError, IndexError):
             continue  # a thread that ended since the listing
-    return SchedTimes(run, wait) if seen else None
+    if not threads:
+        return None
+    return SchedTimes(sum(r for r, _ in threads.values()), sum(w for _, w in threads.values()), threads)
 
 
 def waited(start: SchedTimes | None, end: SchedTimes | None) -> dict[str, float] | None:
@@ -57,7 +61,13 @@ def waited(start: SchedTimes | None, end: SchedTimes | None) -> dict[str, float]
     waiting); None when either is missing or nothing ran."""
     if start is None or end is None:
         return None
-    run, wait = max(0, end.run_ns - start.run_ns), max(0, end.wait_ns - start.wait_ns)
+    if end.threads:  # thread by thread: one that ended since the start takes nothing from the others
+        run = wait = 0
+        for tid, (r, w) in end.threads.items():
+            r0, w0 = start.threads.get(tid, (0, 0))  # one started since counts from its start
+            run, wait = run + max(0, r - r0), wait + max(0, w - w0)
+    else:
+        run, wait = max(0, end.run_ns - start.run_ns), max(0, end.wait_ns - start.wait_ns)
     if run + wait <= 0:
         return None
     return {"run_s": run / 1e9, "wait_s": wait / 1e9, "wait_share": wait / (run + wait)}
