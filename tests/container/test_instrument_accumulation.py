@@ -77,6 +77,49 @@ def test_backward_passes_inside_a_closure_step_are_that_steps_batch_not_accumula
     assert m.samples_per_s == pytest.approx(BATCH / m.step_s)
 
 
+def test_a_gan_without_a_loader_trains_one_batch_a_step_though_it_runs_two_backward_passes(recorder):
+    """The discriminator and the generator each step after their own backward pass: no accumulation."""
+    session = recorder(epochs=1, batch_size=16)
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+    disc = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt_g, opt_d = torch.optim.Adam(gen.parameters()), torch.optim.Adam(disc.parameters())
+    bce = nn.BCEWithLogitsLoss()
+    for _ in range(12):
+        real, fake = torch.randn(16, 2) + 1, gen(torch.randn(16, 4))
+        opt_d.zero_grad()
+        (bce(disc(real), torch.ones(16, 1)) + bce(disc(fake.detach()), torch.zeros(16, 1))).backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        bce(disc(fake), torch.ones(16, 1)).backward()
+        opt_g.step()
+    run = finish(session)
+    assert len(run.epochs[0].step_s) == 12  # the first optimizer's steps
+    assert run.extra.get(mllog.BATCHES_PER_STEP, 1.0) == 1.0
+
+
+def test_an_optimizer_wrapping_another_is_one_step_with_the_batches_accumulated_before_it(recorder):
+    class Wrapper(torch.optim.Optimizer):  # Lookahead-style: its step runs the inner optimizer's
+        def __init__(self, inner: torch.optim.Optimizer) -> None:
+            self.inner = inner
+            super().__init__(inner.param_groups[0]["params"], {})
+
+        def step(self, closure=None):
+            return self.inner.step(closure)
+
+    session = recorder(epochs=1, batch_size=BATCH)
+    torch.manual_seed(0)
+    net = nn.Linear(8, 2)
+    opt = Wrapper(torch.optim.SGD(net.parameters(), lr=0.1))
+    for i in range(24):
+        nn.functional.cross_entropy(net(torch.randn(BATCH, 8)), torch.randint(0, 2, (BATCH,))).backward()
+        if i % 2:
+            opt.step()
+            opt.zero_grad()
+    run = finish(session)
+    assert run.extra[mllog.BATCHES_PER_STEP] == 2
+
+
 def test_early_stops_prediction_says_how_many_batches_a_step_trains_and_the_search_counts_them(recorder):
     from trainsweep.instrument.session import EarlyStop
     from trainsweep.training.supervisor import BatchSizeSearch, CellResult

@@ -107,6 +107,7 @@ class Session(ExplicitMarks):
         self.backwards = 0
         self._backwards_in_steps = 0  # those run inside ``optimizer.step(closure)`` (LBFGS, SAM closures)
         self._stepping = 0  # optimizer steps under way (their pre-hook ran, their post-hook not yet)
+        self._outer_steps = 0  # steps of every optimizer (a GAN's two), but not those inside another's
         self._optimizers_built = 0
         self._passes_started = 0
         self._training_forwards = 0  # training-mode forwards with gradients on, before the first step
@@ -147,6 +148,8 @@ class Session(ExplicitMarks):
 
     def optimizer_stepping(self) -> None:
         """``optimizer.step()`` was called: backward passes until it returns are its closure's."""
+        if not self._stepping and not self._internal:  # not a wrapped optimizer's step inside its wrapper's
+            self._outer_steps += 1
         self._stepping += 1
 
     def optimizer_stepped(self, optimizer: Any) -> None:
@@ -296,14 +299,15 @@ class Session(ExplicitMarks):
     def _batches_per_step(self) -> float | None:
         """The batches a step trains (above 1: gradient accumulation): the training loader's batches per
         step (a loop that calls backward twice on one batch, a GAN or SAM, still trains one), or without a
-        loader the backward passes per step outside ``optimizer.step`` (a closure's passes, as LBFGS runs
-        several, evaluate the step's own batch again); None when neither says."""
+        loader the backward passes outside ``optimizer.step`` (a closure's passes, as LBFGS runs several,
+        evaluate the step's own batch again) per step of any optimizer (a GAN's discriminator and
+        generator each step after their own pass); None when neither says."""
         per_pass = batches_per_step(self.train_pass or self.loaders.last_train_pass)
         if per_pass is not None:
             return float(per_pass)
         outside = self.backwards - self._backwards_in_steps
-        if self.timeline.step_marker != BACKWARD and self.steps and outside:
-            return round(outside / self.steps, 3)
+        if self.timeline.step_marker != BACKWARD and self._outer_steps and outside:
+            return round(outside / self._outer_steps, 3)
         return None
 
     def _write_flops(self) -> None:
