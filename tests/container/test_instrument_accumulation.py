@@ -120,6 +120,26 @@ def test_an_optimizer_wrapping_another_is_one_step_with_the_batches_accumulated_
     assert run.extra[mllog.BATCHES_PER_STEP] == 2
 
 
+def test_a_step_that_raised_and_was_caught_leaves_no_step_under_way(recorder):
+    session = recorder(epochs=1, batch_size=BATCH)
+    torch.manual_seed(0)
+    net = nn.Linear(8, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def refused() -> torch.Tensor:
+        raise FloatingPointError("a closure that gives up")
+
+    with pytest.raises(FloatingPointError):
+        opt.step(refused)  # its post-hook never runs
+    for i in range(24):
+        nn.functional.cross_entropy(net(torch.randn(BATCH, 8)), torch.randint(0, 2, (BATCH,))).backward()
+        if i % 2:
+            opt.step()
+            opt.zero_grad()
+    run = finish(session)
+    assert run.extra[mllog.BATCHES_PER_STEP] == 2
+
+
 def test_early_stops_prediction_says_how_many_batches_a_step_trains_and_the_search_counts_them(recorder):
     from trainsweep.instrument.session import EarlyStop
     from trainsweep.training.supervisor import BatchSizeSearch, CellResult

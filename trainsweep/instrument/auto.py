@@ -125,7 +125,7 @@ def install(session: Session) -> Installed:
     DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
     installed = Installed(session, original_init, original_iter)
     installed.handles.append(
-        optim.register_optimizer_step_pre_hook(lambda opt, args, kwargs: session.optimizer_stepping())
+        optim.register_optimizer_step_pre_hook(lambda opt, args, kwargs: session.optimizer_stepping(opt))
     )
     installed.handles.append(
         optim.register_optimizer_step_post_hook(lambda opt, args, kwargs: session.optimizer_stepped(opt))

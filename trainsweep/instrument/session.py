@@ -63,6 +63,7 @@ from trainsweep.instrument.outcome import NO_TRAINING, EarlyStop, cell_status
 from trainsweep.instrument.outcome import failure_reason as failure_reason  # the bootstrap's, from here
 from trainsweep.instrument.passes import LoaderPass, Loaders, batches_per_step, world_size
 from trainsweep.instrument.settings import Settings
+from trainsweep.instrument.stepping import OptimizerSteps
 from trainsweep.instrument.timeline import Epoch, Timeline, device
 from trainsweep.logs import mllog
 from trainsweep.predict import SteadyState
@@ -106,8 +107,7 @@ class Session(ExplicitMarks):
         # loops without a loader or an optimizer (loops.py)
         self.backwards = 0
         self._backwards_in_steps = 0  # those run inside ``optimizer.step(closure)`` (LBFGS, SAM closures)
-        self._stepping = 0  # optimizer steps under way (their pre-hook ran, their post-hook not yet)
-        self._outer_steps = 0  # steps of every optimizer (a GAN's two), but not those inside another's
+        self.stepping = OptimizerSteps()
         self._optimizers_built = 0
         self._passes_started = 0
         self._training_forwards = 0  # training-mode forwards with gradients on, before the first step
@@ -146,15 +146,13 @@ class Session(ExplicitMarks):
 
     # ---- automatic hooks -------------------------------------------------------------------------
 
-    def optimizer_stepping(self) -> None:
+    def optimizer_stepping(self, optimizer: Any) -> None:
         """``optimizer.step()`` was called: backward passes until it returns are its closure's."""
-        if not self._stepping and not self._internal:  # not a wrapped optimizer's step inside its wrapper's
-            self._outer_steps += 1
-        self._stepping += 1
+        self.stepping.started(optimizer, counted=not self._internal)
 
     def optimizer_stepped(self, optimizer: Any) -> None:
         """``optimizer.step()`` returned: a training step ends (unless steps are marked explicitly)."""
-        self._stepping = max(0, self._stepping - 1)
+        self.stepping.ended(optimizer)
         if self._internal:
             return
         first = self._optimizer() if self._optimizer is not None else None
@@ -186,7 +184,7 @@ class Session(ExplicitMarks):
         if self._internal:
             return
         self.backwards += 1
-        if self._stepping:
+        if self.stepping.inside():
             self._backwards_in_steps += 1
         if "step" in self.manual or self._optimizers_built or self._optimizer is not None:
             return
@@ -306,8 +304,9 @@ class Session(ExplicitMarks):
         if per_pass is not None:
             return float(per_pass)
         outside = self.backwards - self._backwards_in_steps
-        if self.timeline.step_marker != BACKWARD and self._outer_steps and outside:
-            return round(outside / self._outer_steps, 3)
+        steps = self.stepping.outer
+        if self.timeline.step_marker != BACKWARD and steps and outside:
+            return round(outside / steps, 3)
         return None
 
     def _write_flops(self) -> None:
