@@ -140,6 +140,34 @@ def test_a_step_that_raised_and_was_caught_leaves_no_step_under_way(recorder):
     assert run.extra[mllog.BATCHES_PER_STEP] == 2
 
 
+@pytest.mark.parametrize("with_loader", [True, False])
+def test_steps_amps_grad_scaler_skipped_at_the_start_are_not_gradient_accumulation(recorder, with_loader):
+    """``GradScaler.step`` skips ``optimizer.step()`` while the scaled float16 gradients overflow, as
+    they do for the first few steps of many runs: the batches of a skipped step go to the next one."""
+    session = recorder(epochs=1, batch_size=BATCH)
+    torch.manual_seed(0)
+    x, y = torch.randn(30 * BATCH, 8), torch.randint(0, 2, (30 * BATCH,))
+    batches = (
+        DataLoader(TensorDataset(x, y), batch_size=BATCH)
+        if with_loader
+        else zip(x.split(BATCH), y.split(BATCH), strict=True)
+    )
+    net = nn.Linear(8, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    for i, (xb, yb) in enumerate(batches):
+        loss = nn.functional.cross_entropy(net(xb), yb)
+        scaler.scale(loss * float("inf") if i < 3 else loss).backward()  # the first three overflow
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+    assert scaler.get_scale() == 65536.0 / 8  # three skips, each halving the scale
+    run = finish(session)
+    assert len(run.epochs[0].step_s) == 27
+    assert run.extra.get(mllog.BATCHES_PER_STEP, 1.0) == 1.0
+    assert run_metrics(run).batches_per_step is None
+
+
 def test_early_stops_prediction_says_how_many_batches_a_step_trains_and_the_search_counts_them(recorder):
     from trainsweep.instrument.session import EarlyStop
     from trainsweep.training.supervisor import BatchSizeSearch, CellResult

@@ -9,8 +9,9 @@ keeps what it found.
 from __future__ import annotations
 
 import os
+import statistics
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -20,6 +21,7 @@ from torch.utils.data import DataLoader
 from trainsweep.instrument import probe
 from trainsweep.instrument.outcome import NO_TRAINING, BeyondEdge, EarlyStop
 from trainsweep.instrument.settings import Settings
+from trainsweep.instrument.stepping import KEPT_STEPS
 
 if TYPE_CHECKING:
     from trainsweep.instrument.timeline import Timeline
@@ -36,9 +38,13 @@ def world_size() -> int:
 
 
 def batches_per_step(p: LoaderPass | None) -> int | None:
-    """The batches a step of the pass ``p`` trained (several with gradient accumulation; rounded: a
-    prefetching consumer reads one ahead); None before its first step or batch."""
-    return max(1, round(p.batches / p.steps)) if p is not None and p.steps and p.batches else None
+    """The batches a step of the pass ``p`` trained (several with gradient accumulation): the median of
+    the batches each step took (a prefetching consumer's first step reads one ahead; AMP's
+    ``GradScaler`` skips the first few ``optimizer.step()`` calls while its scale overflows, leaving
+    their batches to the next step); None before its first step or batch."""
+    if p is None or not p.step_batches:
+        return None
+    return max(1, statistics.median_low(p.step_batches))
 
 
 @dataclass(eq=False)
@@ -53,6 +59,17 @@ class LoaderPass:
     length: int | None  # len(loader)
     batches: int = 0
     steps: int = 0
+    step_batches: list[int] = field(default_factory=list)
+    """The batches each of the pass's first steps took (:func:`batches_per_step`)."""
+    batches_at_step: int = 0
+
+    def stepped(self) -> None:
+        """A training step this pass fed ended."""
+        self.steps += 1
+        if len(self.step_batches) < KEPT_STEPS:
+            self.step_batches.append(self.batches - self.batches_at_step)
+        self.batches_at_step = self.batches
+
     role: str = "unknown"  # unknown | train
     exhausted: bool = False  # yielded len(loader) batches, or abandoned: over once anything else happens
     ended: bool = False

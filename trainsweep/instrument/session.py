@@ -106,8 +106,7 @@ class Session(ExplicitMarks):
         self._optimizer: weakref.ref[Any] | None = None
         # loops without a loader or an optimizer (loops.py)
         self.backwards = 0
-        self._backwards_in_steps = 0  # those run inside ``optimizer.step(closure)`` (LBFGS, SAM closures)
-        self.stepping = OptimizerSteps()
+        self.stepping = OptimizerSteps()  # steps under way, backward passes inside and outside them
         self._optimizers_built = 0
         self._passes_started = 0
         self._training_forwards = 0  # training-mode forwards with gradients on, before the first step
@@ -184,8 +183,7 @@ class Session(ExplicitMarks):
         if self._internal:
             return
         self.backwards += 1
-        if self.stepping.inside():
-            self._backwards_in_steps += 1
+        self.stepping.backward()
         if "step" in self.manual or self._optimizers_built or self._optimizer is not None:
             return
         if self.steps == 0:
@@ -258,7 +256,7 @@ class Session(ExplicitMarks):
         ep = self._epoch_for_step(p, now, wall)
         self.steps += 1
         if p is not None:
-            p.steps += 1
+            p.stepped()
         if self.steps == 1:
             self._first_step()
         clock = self.timeline.step(ep, now, wall)
@@ -297,16 +295,14 @@ class Session(ExplicitMarks):
     def _batches_per_step(self) -> float | None:
         """The batches a step trains (above 1: gradient accumulation): the training loader's batches per
         step (a loop that calls backward twice on one batch, a GAN or SAM, still trains one), or without a
-        loader the backward passes outside ``optimizer.step`` (a closure's passes, as LBFGS runs several,
-        evaluate the step's own batch again) per step of any optimizer (a GAN's discriminator and
-        generator each step after their own pass); None when neither says."""
+        loader the backward passes per step of any optimizer (:mod:`trainsweep.instrument.stepping`:
+        a closure's passes inside ``optimizer.step`` evaluate the step's own batch again, a GAN's
+        discriminator and generator each step after their own pass); None when neither says."""
         per_pass = batches_per_step(self.train_pass or self.loaders.last_train_pass)
         if per_pass is not None:
             return float(per_pass)
-        outside = self.backwards - self._backwards_in_steps
-        steps = self.stepping.outer
-        if self.timeline.step_marker != BACKWARD and steps and outside:
-            return round(outside / steps, 3)
+        if self.timeline.step_marker != BACKWARD and (per := self.stepping.backwards_per_step()):
+            return float(per)
         return None
 
     def _write_flops(self) -> None:

@@ -9,13 +9,22 @@ optimizer took: what tells a closure's backward passes from accumulated batches.
   backward pass).
 * A step that raised never reaches its post-hook: it is dropped as soon as it shows (the same optimizer
   steps again, or a backward pass runs with no frame of it on the stack), and it is not counted.
+
+The batches a step trains, without a loader, are the median of the backward passes outside the steps
+before each step: a step skipped at the start (AMP's ``GradScaler`` skips ``optimizer.step()`` while its
+scale overflows the float16 gradients, a few steps in most runs) leaves one large count, not a mean that
+reads as gradient accumulation.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 from types import FrameType
 from typing import Any
+
+KEPT_STEPS = 256
+"""The steps whose backward passes are kept (the first ones: the batches a step trains do not change)."""
 
 
 class OptimizerSteps:
@@ -25,6 +34,9 @@ class OptimizerSteps:
         self._open: list[tuple[int, bool]] = []
         """(id of the optimizer, whether its step counts in :attr:`outer`) of each step under way."""
         self.outer = 0
+        self._outside = 0  # backward passes outside any step
+        self._at_step = 0  # ... when the last counted step started
+        self._before_step: list[int] = []  # backward passes outside the steps before each counted step
 
     def started(self, optimizer: Any, *, counted: bool = True) -> None:
         """``optimizer.step()`` was called (its pre-hook); ``counted``: False for the instrumentation's
@@ -34,6 +46,9 @@ class OptimizerSteps:
         count = counted and not self._open  # a wrapped optimizer's step inside its wrapper's: no count
         if count:
             self.outer += 1
+            if len(self._before_step) < KEPT_STEPS:
+                self._before_step.append(self._outside - self._at_step)
+            self._at_step = self._outside
         self._open.append((id(optimizer), count))
 
     def ended(self, optimizer: Any) -> None:
@@ -42,6 +57,20 @@ class OptimizerSteps:
             if i == id(optimizer):
                 del self._open[n:]
                 return
+
+    def backward(self) -> bool:
+        """A backward pass returned (one of the script's); returns whether it ran inside a step."""
+        if self.inside():
+            return True
+        self._outside += 1
+        return False
+
+    def backwards_per_step(self) -> int | None:
+        """The median of the backward passes outside the steps before each step; None before the first
+        step or when the steps have none (a closure runs them all)."""
+        if not self._before_step:
+            return None
+        return statistics.median_low(self._before_step) or None
 
     def inside(self) -> bool:
         """Whether the caller runs inside a step under way (a closure): a frame of that step's optimizer
