@@ -480,7 +480,9 @@ static PyObject *json_layout(PyObject *self, PyObject *args) {
             p++;
         } else if (c == '"') {
             const unsigned char *q = p + 1;
-            while (q < end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x80) q++;
+            /* printable ASCII without escapes; DEL (0x7f), which json.dumps writes as \u007f and orjson
+             * as is, goes back to Python as the other characters json.dumps escapes do */
+            while (q < end && *q != '"' && *q != '\\' && *q >= 0x20 && *q < 0x7f) q++;
             if (q == end || *q != '"') {
                 ok = 0;
                 break;
