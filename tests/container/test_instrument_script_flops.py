@@ -4,6 +4,7 @@ run log it wrote against hand counts."""
 
 from __future__ import annotations
 
+import functools
 import math
 import socket
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainsweep.cost import throughput
@@ -61,6 +63,34 @@ def test_a_scripts_mlp_is_counted_once_at_the_end_as_a_hand_count_says(recorder)
     assert event["per_step"] == _mlp_hand_count(BATCH)
     assert event["per_sample"] == _mlp_hand_count(BATCH) / BATCH
     assert (event["precision"], event["device"], event["accelerators"]) == ("fp32", "cpu", 0)
+
+
+class Checkpointed(nn.Module):
+    """The MLP above with activation checkpointing, as memory-bound scripts use it: its forward passes are
+    run again in the backward pass, which MFU does not count."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.first, self.second = nn.Sequential(nn.Linear(8, 16), nn.ReLU()), nn.Linear(16, 2)
+        self.how = how
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "reentrant":  # the input of the segment needs a gradient, as reentrant requires
+            return checkpoint(self.second, self.first(x), use_reentrant=True)
+        if self.how == "partial":  # Hugging Face's gradient_checkpointing_enable() binds a partial
+            return self.second(functools.partial(checkpoint, use_reentrant=False)(self.first, x))
+        return self.second(checkpoint(self.first, x, use_reentrant=False))
+
+
+@pytest.mark.parametrize("how", ["non-reentrant", "reentrant", "partial"])
+def test_an_activation_checkpointed_model_counts_its_model_flops_without_the_recomputation(recorder, how):
+    session = recorder(epochs=1)
+    _train(Checkpointed(how))
+    event = _flops(session)
+    assert "error" not in event, event
+    assert event["per_step"] == _mlp_hand_count(BATCH)
+    assert torch.utils.checkpoint.CheckpointFunction.__name__ == "CheckpointFunction"  # put back
 
 
 class TinyGPT(nn.Module):

@@ -19,8 +19,8 @@ that fails gives the event's failure form, ``{"error": why}``: the report says `
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,7 +229,41 @@ def count_call(call: Call) -> tuple[flops.StepCount, nn.Module]:
             raise NotCountableError("the model's output does not depend on a parameter that trains")
         loss.backward()
 
-    return flops.count(step, first.shape[0]), model
+    with activations_kept():
+        return flops.count(step, first.shape[0]), model
+
+
+@contextmanager
+def activations_kept() -> Iterator[None]:
+    """Activation checkpointing (``torch.utils.checkpoint``) off while a step is counted: MFU counts a
+    model's FLOPs, not the forward passes checkpointing runs again in the backward pass (which would run
+    the module on its real parameters, outside the meta copies: the count failed). ``checkpoint()`` looks
+    up its two mechanisms in its module at each call, also through a ``functools.partial`` of it (Hugging
+    Face's ``gradient_checkpointing_enable``): both are replaced by plain calls until the count ends.
+    Where they are not there (another PyTorch), nothing is replaced."""
+    from torch.utils import checkpoint as ckpt
+
+    names = ("_checkpoint_without_reentrant_generator", "CheckpointFunction")
+    if not all(hasattr(ckpt, n) for n in names):
+        yield
+        return
+    saved = {n: getattr(ckpt, n) for n in names}
+
+    def no_recompute(*_args: Any, **_kwargs: Any) -> Iterator[None]:
+        yield  # checkpoint() runs the function between its two next() calls: one yield, then done
+
+    class Plain:
+        @staticmethod
+        def apply(function: Callable[..., Any], _preserve_rng_state: bool, *args: Any) -> Any:
+            return function(*args)
+
+    ckpt._checkpoint_without_reentrant_generator = no_recompute  # type: ignore[assignment]
+    ckpt.CheckpointFunction = Plain  # type: ignore[assignment,misc]
+    try:
+        yield
+    finally:
+        for n, v in saved.items():
+            setattr(ckpt, n, v)
 
 
 def event(call: Call | None, *, dtype: str | None, world_size: int, compiled: bool = False) -> dict[str, Any]:
