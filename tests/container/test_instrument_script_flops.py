@@ -93,6 +93,54 @@ def test_an_activation_checkpointed_model_counts_its_model_flops_without_the_rec
     assert torch.utils.checkpoint.CheckpointFunction.__name__ == "CheckpointFunction"  # put back
 
 
+def _train_views(net: nn.Module, views: int, *, steps: int = 4, dry_run: bool = False) -> None:
+    """A contrastive-style loop: the model called once per view of each batch (views of one shape), the
+    views' outputs in one loss."""
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    if dry_run:  # a summary before training, in training mode with gradients on
+        net(torch.zeros(BATCH, 8))
+    for _ in range(steps):
+        x = torch.randn(BATCH, 8)
+        outs = [net(x + 0.1 * torch.randn_like(x)) for _ in range(views)]
+        sum(o.pow(2).mean() for o in outs).backward()
+        opt.step()
+        opt.zero_grad()
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_model_called_once_per_view_of_a_batch_is_counted_for_every_call(recorder, dry_run):
+    session = recorder(epochs=1)
+    _train_views(_mlp(), 2, dry_run=dry_run)
+    event = _flops(session)
+    assert event["per_step"] == 2 * _mlp_hand_count(BATCH)
+    assert event["per_sample"] == 2 * _mlp_hand_count(BATCH) / BATCH
+    assert event["calls_per_batch"] == 2
+
+
+def test_a_model_called_once_a_batch_after_a_dry_run_is_counted_once(recorder):
+    session = recorder(epochs=1)
+    _train_views(_mlp(), 1, dry_run=True)
+    event = _flops(session)
+    assert event["per_step"] == _mlp_hand_count(BATCH) and "calls_per_batch" not in event
+
+
+def test_calls_of_different_shapes_in_a_step_are_not_counted_from_one_of_them(recorder):
+    session = recorder(epochs=1)
+    net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(4):  # a global view of the batch and two smaller local crops (a DINO's)
+        x = torch.randn(BATCH, 8)
+        loss = net(x).pow(2).mean() + sum(net(torch.randn(n, 8)).pow(2).mean() for n in (2, 2))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    event = _flops(session)
+    assert event == {
+        "error": "the model was called 3 times a batch with inputs of different shapes: one call's count "
+        "would not be the step's"
+    }
+
+
 class TinyGPT(nn.Module):
     """nanoGPT's shape: token and position embeddings, one causal attention block, a head; it returns
     ``(logits, loss)`` and takes its targets as a keyword."""

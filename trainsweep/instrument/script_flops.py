@@ -19,6 +19,7 @@ that fails gives the event's failure form, ``{"error": why}``: the report says `
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
@@ -97,11 +98,17 @@ def _autocast_of(module: nn.Module) -> tuple[str, torch.dtype] | None:
 
 
 class ForwardRecorder:
-    """Fed by the usage hooks: keeps the outermost training call (see the module docstring)."""
+    """Fed by the usage hooks: keeps the outermost training call (see the module docstring), and how
+    many times a step called its module."""
 
     def __init__(self) -> None:
         self.depth = 0
         self.call: Call | None = None
+        self.step_calls: list[int] = []
+        """The kept module's outermost training calls in each sampled step (:meth:`step_ended`)."""
+        self._calls = 0
+        self.shapes_differ = False
+        """Whether the kept module's calls had inputs of different shapes (a DINO's crops)."""
 
     def entered(self) -> None:
         self.depth += 1
@@ -119,7 +126,25 @@ class ForwardRecorder:
         weight = sum(p.numel() for p in module.parameters())
         if self.call is not None and weight < self.call.weight:
             return
-        self.call = Call(module, spec_of(tuple(args)), spec_of(dict(kwargs)), weight, _autocast_of(module))
+        call = Call(module, spec_of(tuple(args)), spec_of(dict(kwargs)), weight, _autocast_of(module))
+        if self.call is not None and module is self.call.module:
+            self._calls += 1
+            self.shapes_differ |= (call.args, call.kwargs) != (self.call.args, self.call.kwargs)
+        else:  # a new (bigger) module: its calls count from here
+            self.step_calls.clear()
+            self._calls, self.shapes_differ = 1, False
+        self.call = call
+
+    def step_ended(self) -> None:
+        """A sampled training step ended."""
+        self.step_calls.append(self._calls)
+        self._calls = 0
+
+    def calls_per_step(self) -> int | None:
+        """The median of the kept module's calls a step, the first step left out where later ones were
+        seen (a script may call its model once before training: a summary, a dry run)."""
+        steps = self.step_calls[1:] or self.step_calls
+        return statistics.median_low(steps) if steps else None
 
 
 def unwrap(module: nn.Module) -> nn.Module:
@@ -266,15 +291,37 @@ def activations_kept() -> Iterator[None]:
             setattr(ckpt, n, v)
 
 
-def event(call: Call | None, *, dtype: str | None, world_size: int, compiled: bool = False) -> dict[str, Any]:
+def event(
+    call: Call | None,
+    *,
+    dtype: str | None,
+    world_size: int,
+    compiled: bool = False,
+    calls_per_batch: int = 1,
+    shapes_differ: bool = False,
+) -> dict[str, Any]:
     """The run's FLOPS event (:func:`flops.event_value`) for the recorded call, trained in ``dtype`` (the
     usage watch's precision); ``{"error": why}`` when it could not be counted. Never raises.
-    ``compiled``: the script called ``torch.compile`` (a model compiled in place runs its calls unseen)."""
+    ``compiled``: the script called ``torch.compile`` (a model compiled in place runs its calls unseen).
+    ``calls_per_batch``: the model's calls for each batch a step trains (two views of a contrastive loss
+    call it twice): the count is that many of the recorded call's, when every call had its shapes
+    (``shapes_differ`` False); with calls of other shapes, nothing is counted."""
     if call is None:
         hint = " (a model compiled in place, model.compile(), runs its calls unseen)" if compiled else ""
         return {"error": f"no training forward pass of a module was seen{hint}"}
+    if calls_per_batch > 1 and shapes_differ:
+        return {
+            "error": f"the model was called {calls_per_batch} times a batch with inputs of different "
+            "shapes: one call's count would not be the step's"
+        }
     try:
         step, model = count_call(call)
+        if calls_per_batch > 1:
+            step = flops.StepCount(
+                step.flops * calls_per_batch,
+                step.samples,
+                {op: n * calls_per_batch for op, n in step.by_op.items()},
+            )
     except NotCountableError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # the user's model on the meta device: any error is the note
@@ -285,4 +332,7 @@ def event(call: Call | None, *, dtype: str | None, world_size: int, compiled: bo
     trained = dtype or (str(param.dtype).removeprefix("torch.") if param is not None else "float32")
     name = torch.cuda.get_device_name(where) if where.type == "cuda" else "cpu"
     precision = flops.peak_precision(trained, step, tf32_conv=conv, tf32_matmul=matmul)
-    return flops.event_value(step, precision=precision, world_size=world_size, device=name)
+    value = flops.event_value(step, precision=precision, world_size=world_size, device=name)
+    if calls_per_batch > 1:
+        value["calls_per_batch"] = calls_per_batch
+    return value

@@ -260,6 +260,8 @@ class Session(ExplicitMarks):
         if self.steps == 1:
             self._first_step()
         clock = self.timeline.step(ep, now, wall)
+        if self.steps <= usage.SAMPLE_STEPS:
+            self.usage.forward.step_ended()
         if self.steps == usage.SAMPLE_STEPS:
             self._write_usage()
         if not self.finder.done:
@@ -310,11 +312,15 @@ class Session(ExplicitMarks):
         (:mod:`trainsweep.instrument.script_flops`): after training, so no timed step pays for it."""
         if not self.primary or self.handed_over or not self.steps:
             return
+        forward = self.usage.forward
+        calls, batches = forward.calls_per_step(), self._batches_per_step() or 1.0
+        per_batch = max(1, round(calls / batches)) if calls else 1  # two views of a batch: two calls
         with self.internal():  # its module calls and backward pass are not the script's
             watch = self.usage
             value = script_flops.event(
-                watch.forward.call, dtype=watch.precision, world_size=world_size(), compiled=watch.compiled
-            )
+                forward.call, dtype=watch.precision, world_size=world_size(), compiled=watch.compiled,
+                calls_per_batch=per_batch, shapes_differ=forward.shapes_differ,
+            )  # fmt: skip
         self.writer.header(mllog.FLOPS, value)
 
     def _step_seen_by_finder(self) -> None:
