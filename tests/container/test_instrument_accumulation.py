@@ -3,6 +3,8 @@ how many batches a step trains, and the run's throughput counts every one of the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 import torch
 from torch import nn
@@ -33,6 +35,23 @@ def _train(accumulate: int, *, backwards: int = 1, batches: int = 24, epochs: in
                 opt.zero_grad()
 
 
+def _batches(count: int, with_loader: bool) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    """``count`` batches of BATCH samples: from a DataLoader, or (a loop without one) sliced by hand."""
+    x, y = torch.randn(count * BATCH, 8), torch.randint(0, 2, (count * BATCH,))
+    if with_loader:
+        return DataLoader(TensorDataset(x, y), batch_size=BATCH)
+    return zip(x.split(BATCH), y.split(BATCH), strict=True)
+
+
+def _step_every_second_batch(net: nn.Module, opt: torch.optim.Optimizer, batches: int = 24) -> None:
+    """Two batches accumulated a step, without a loader."""
+    for i in range(batches):
+        nn.functional.cross_entropy(net(torch.randn(BATCH, 8)), torch.randint(0, 2, (BATCH,))).backward()
+        if i % 2:
+            opt.step()
+            opt.zero_grad()
+
+
 @pytest.mark.parametrize(("accumulate", "backwards"), [(1, 1), (4, 1), (1, 2)])
 def test_the_batches_a_step_trains_are_recorded_and_counted_in_samples_per_s(recorder, accumulate, backwards):
     session = recorder(epochs=1, batch_size=BATCH)
@@ -52,12 +71,7 @@ def test_backward_passes_inside_a_closure_step_are_that_steps_batch_not_accumula
     one ``optimizer.step(closure)``: each step trains one batch, not five."""
     session = recorder(epochs=1, batch_size=BATCH)
     torch.manual_seed(0)
-    x, y = torch.randn(12 * BATCH, 8), torch.randint(0, 2, (12 * BATCH,))
-    batches = (
-        DataLoader(TensorDataset(x, y), batch_size=BATCH)
-        if with_loader
-        else zip(x.split(BATCH), y.split(BATCH), strict=True)
-    )
+    batches = _batches(12, with_loader)
     net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     opt = torch.optim.LBFGS(net.parameters(), lr=0.5, max_iter=5)
     for xb, yb in batches:
@@ -111,11 +125,7 @@ def test_an_optimizer_wrapping_another_is_one_step_with_the_batches_accumulated_
     torch.manual_seed(0)
     net = nn.Linear(8, 2)
     opt = Wrapper(torch.optim.SGD(net.parameters(), lr=0.1))
-    for i in range(24):
-        nn.functional.cross_entropy(net(torch.randn(BATCH, 8)), torch.randint(0, 2, (BATCH,))).backward()
-        if i % 2:
-            opt.step()
-            opt.zero_grad()
+    _step_every_second_batch(net, opt)
     run = finish(session)
     assert run.extra[mllog.BATCHES_PER_STEP] == 2
 
@@ -131,11 +141,7 @@ def test_a_step_that_raised_and_was_caught_leaves_no_step_under_way(recorder):
 
     with pytest.raises(FloatingPointError):
         opt.step(refused)  # its post-hook never runs
-    for i in range(24):
-        nn.functional.cross_entropy(net(torch.randn(BATCH, 8)), torch.randint(0, 2, (BATCH,))).backward()
-        if i % 2:
-            opt.step()
-            opt.zero_grad()
+    _step_every_second_batch(net, opt)
     run = finish(session)
     assert run.extra[mllog.BATCHES_PER_STEP] == 2
 
@@ -146,12 +152,7 @@ def test_steps_amps_grad_scaler_skipped_at_the_start_are_not_gradient_accumulati
     they do for the first few steps of many runs: the batches of a skipped step go to the next one."""
     session = recorder(epochs=1, batch_size=BATCH)
     torch.manual_seed(0)
-    x, y = torch.randn(30 * BATCH, 8), torch.randint(0, 2, (30 * BATCH,))
-    batches = (
-        DataLoader(TensorDataset(x, y), batch_size=BATCH)
-        if with_loader
-        else zip(x.split(BATCH), y.split(BATCH), strict=True)
-    )
+    batches = _batches(30, with_loader)
     net = nn.Linear(8, 2)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu")

@@ -9,7 +9,6 @@ keeps what it found.
 from __future__ import annotations
 
 import os
-import statistics
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,7 +20,7 @@ from torch.utils.data import DataLoader
 from trainsweep.instrument import probe
 from trainsweep.instrument.outcome import NO_TRAINING, BeyondEdge, EarlyStop
 from trainsweep.instrument.settings import Settings
-from trainsweep.instrument.stepping import KEPT_STEPS
+from trainsweep.instrument.stepping import PerStep
 
 if TYPE_CHECKING:
     from trainsweep.instrument.timeline import Timeline
@@ -42,9 +41,8 @@ def batches_per_step(p: LoaderPass | None) -> int | None:
     the batches each step took (a prefetching consumer's first step reads one ahead; AMP's
     ``GradScaler`` skips the first few ``optimizer.step()`` calls while its scale overflows, leaving
     their batches to the next step); None before its first step or batch."""
-    if p is None or not p.step_batches:
-        return None
-    return max(1, statistics.median_low(p.step_batches))
+    median = p.step_batches.median() if p is not None else None
+    return None if median is None else max(1, median)
 
 
 @dataclass(eq=False)
@@ -59,17 +57,8 @@ class LoaderPass:
     length: int | None  # len(loader)
     batches: int = 0
     steps: int = 0
-    step_batches: list[int] = field(default_factory=list)
+    step_batches: PerStep = field(default_factory=PerStep)
     """The batches each of the pass's first steps took (:func:`batches_per_step`)."""
-    batches_at_step: int = 0
-
-    def stepped(self) -> None:
-        """A training step this pass fed ended."""
-        self.steps += 1
-        if len(self.step_batches) < KEPT_STEPS:
-            self.step_batches.append(self.batches - self.batches_at_step)
-        self.batches_at_step = self.batches
-
     role: str = "unknown"  # unknown | train
     exhausted: bool = False  # yielded len(loader) batches, or abandoned: over once anything else happens
     ended: bool = False
@@ -77,6 +66,11 @@ class LoaderPass:
     wall_end: float = 0.0
     first_batch_len: int | None = None
     training_forwards_at_start: int = 0  # the session's count of training-mode forwards before any step
+
+    def stepped(self) -> None:
+        """A training step this pass fed ended."""
+        self.steps += 1
+        self.step_batches.step(self.batches)
 
 
 class Loaders:

@@ -140,11 +140,15 @@ class ForwardRecorder:
         self.step_calls.append(self._calls)
         self._calls = 0
 
-    def calls_per_step(self) -> int | None:
-        """The median of the kept module's calls a step, the first step left out where later ones were
-        seen (a script may call its model once before training: a summary, a dry run)."""
+    def calls_per_batch(self, batches_per_step: float) -> int:
+        """The kept module's calls for each batch a step trains (at least 1): the median of its calls a
+        step, the first step left out where later ones were seen (a script may call its model once before
+        training: a summary, a dry run), over the batches a step trains (gradient accumulation calls it
+        once per batch)."""
         steps = self.step_calls[1:] or self.step_calls
-        return statistics.median_low(steps) if steps else None
+        if not steps:
+            return 1
+        return max(1, round(statistics.median_low(steps) / batches_per_step))
 
 
 def unwrap(module: nn.Module) -> nn.Module:
@@ -316,12 +320,7 @@ def event(
         }
     try:
         step, model = count_call(call)
-        if calls_per_batch > 1:
-            step = flops.StepCount(
-                step.flops * calls_per_batch,
-                step.samples,
-                {op: n * calls_per_batch for op, n in step.by_op.items()},
-            )
+        step = step.scaled(calls_per_batch) if calls_per_batch > 1 else step
     except NotCountableError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # the user's model on the meta device: any error is the note

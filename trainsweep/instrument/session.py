@@ -312,14 +312,12 @@ class Session(ExplicitMarks):
         (:mod:`trainsweep.instrument.script_flops`): after training, so no timed step pays for it."""
         if not self.primary or self.handed_over or not self.steps:
             return
-        forward = self.usage.forward
-        calls, batches = forward.calls_per_step(), self._batches_per_step() or 1.0
-        per_batch = max(1, round(calls / batches)) if calls else 1  # two views of a batch: two calls
+        watch = self.usage
+        per_batch = watch.forward.calls_per_batch(self._batches_per_step() or 1.0)  # two views: two calls
         with self.internal():  # its module calls and backward pass are not the script's
-            watch = self.usage
             value = script_flops.event(
-                forward.call, dtype=watch.precision, world_size=world_size(), compiled=watch.compiled,
-                calls_per_batch=per_batch, shapes_differ=forward.shapes_differ,
+                watch.forward.call, dtype=watch.precision, world_size=world_size(), compiled=watch.compiled,
+                calls_per_batch=per_batch, shapes_differ=watch.forward.shapes_differ,
             )  # fmt: skip
         self.writer.header(mllog.FLOPS, value)
 

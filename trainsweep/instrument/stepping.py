@@ -24,7 +24,26 @@ from types import FrameType
 from typing import Any
 
 KEPT_STEPS = 256
-"""The steps whose backward passes are kept (the first ones: the batches a step trains do not change)."""
+"""The steps whose counts are kept (the first ones: the batches a step trains do not change)."""
+
+
+class PerStep:
+    """How many of something (batches, backward passes) came before each of the first KEPT_STEPS steps,
+    and their median: a few steps that hold more (AMP's skipped steps, a prefetch) do not move it."""
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+        self._at_last = 0
+
+    def step(self, total: int) -> None:
+        """A step, with ``total`` counted since the start."""
+        if len(self.counts) < KEPT_STEPS:
+            self.counts.append(total - self._at_last)
+        self._at_last = total
+
+    def median(self) -> int | None:
+        """None before the first step."""
+        return statistics.median_low(self.counts) if self.counts else None
 
 
 class OptimizerSteps:
@@ -35,8 +54,7 @@ class OptimizerSteps:
         """(id of the optimizer, whether its step counts in :attr:`outer`) of each step under way."""
         self.outer = 0
         self._outside = 0  # backward passes outside any step
-        self._at_step = 0  # ... when the last counted step started
-        self._before_step: list[int] = []  # backward passes outside the steps before each counted step
+        self._before_step = PerStep()  # ... before each counted step
 
     def started(self, optimizer: Any, *, counted: bool = True) -> None:
         """``optimizer.step()`` was called (its pre-hook); ``counted``: False for the instrumentation's
@@ -46,9 +64,7 @@ class OptimizerSteps:
         count = counted and not self._open  # a wrapped optimizer's step inside its wrapper's: no count
         if count:
             self.outer += 1
-            if len(self._before_step) < KEPT_STEPS:
-                self._before_step.append(self._outside - self._at_step)
-            self._at_step = self._outside
+            self._before_step.step(self._outside)
         self._open.append((id(optimizer), count))
 
     def ended(self, optimizer: Any) -> None:
@@ -68,9 +84,7 @@ class OptimizerSteps:
     def backwards_per_step(self) -> int | None:
         """The median of the backward passes outside the steps before each step; None before the first
         step or when the steps have none (a closure runs them all)."""
-        if not self._before_step:
-            return None
-        return statistics.median_low(self._before_step) or None
+        return self._before_step.median() or None
 
     def inside(self) -> bool:
         """Whether the caller runs inside a step under way (a closure): a frame of that step's optimizer
