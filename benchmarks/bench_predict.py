@@ -18,10 +18,11 @@ pooled, beside the old fixed 1 % jitter and the replay before (steady epoch alon
 run, and the stricter leave-one-folder-out figures. The container's own logs are
 ``benchmarks/data/container-logs`` (the settings of ``benchmarks/container_logs.py``) and
 ``benchmarks/data/container-logs-gpu-h200`` (``--gpu``); ``--container-logs DIR...`` for others. Then the
-same per instance class, leaving one experiment, one family and one class out, beside the unseen-class
-fallback before (a prediction bound over the kind's held-out class factors, measured in the same run),
-with the interval's median half-width. Then logs held out of every fit (``--held-out DIR...``), scored
-with the calibration fitted on the calibration logs without them (the fallback before beside it):
+same per instance class, leaving one experiment, one family and one class out, beside the jitter
+before (a relative sd per family and class, not a multiple of the run's own noise; measured in the same
+run), with the interval's median half-width; and the three at noise floors around the shipped one.
+Then logs held out of every fit (``--held-out DIR...``), scored with the calibration fitted on the
+calibration logs without them (the jitter before beside it):
 ``benchmarks/data/container-logs-2t`` (``container_logs.py --threads 2 --out
 benchmarks/data/container-logs-2t``, on a loaded machine) and ``benchmarks/data/container-logs-gpu-h200``
 (``container_logs.py --gpu`` on one NVIDIA H200).
@@ -35,6 +36,7 @@ cross-validated figures.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime
 import json
@@ -51,11 +53,11 @@ from trainsweep.logs import parse  # noqa: E402
 from trainsweep.predict import (  # noqa: E402
     CALIBRATION_FILE,
     COVERAGE_GOAL,
+    NOISE_FLOOR,
     ReplayResult,
     StopRule,
     calibrate,
     calibrated,
-    conformal_quantile,
     cross_validate,
     cross_validations,
     family_summary,
@@ -320,7 +322,7 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
               f"{lo}-{hi} % in every family, median |error| <= 0.5 % pooled")  # fmt: skip
         print(f"  {'family':13s} {'logs':>5s} {'exps':>5s} {'median|err|':>11s}  "
               f"{'coverage: 1 % prior':>19s}  {'cross-val.':>10s}  {'by folder':>9s}   "
-              "shipped jitter")  # fmt: skip
+              "shipped jitter (x the run's noise)")  # fmt: skip
         for f in FAMILIES:
             old, new, fo = (
                 figures[k].get(f) for k in ("old_prior", "cross_validated", "leave_one_folder_out")
@@ -328,9 +330,9 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
             if old is None:
                 continue
             own = cal.pooled if f == "pooled" else None if f == "seeds" else cal.families.get(f)
-            jit = "-" if own is None or own.epoch_jitter is None else f"{100 * own.epoch_jitter:.2f} %"
-            flag = "" if own is None or own.epoch_jitter is None else (" ok" if own.validated else " FLAGGED")
-            if f not in ("pooled", "seeds") and (own is None or own.epoch_jitter is None):
+            jit = "-" if own is None or own.noise_multiple is None else f"x{own.noise_multiple:.2f}"
+            flag = "" if own is None or own.noise_multiple is None else " ok" if own.validated else " FLAGGED"
+            if f not in ("pooled", "seeds") and (own is None or own.noise_multiple is None):
                 jit = "pooled"
             print(f"  {f:13s} {new['logs_scored']:5d} {n_exp[f]:5d} {pct2(new['median_abs_error'], 9)}  "
                   f"{pct(old['interval_coverage'], 17)}  {pct(new['interval_coverage'], 8)}  "
@@ -353,6 +355,7 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
                     f"  {f}: none of its {fig['logs']} logs has an epoch beyond the ones watched: not scored"
                 )
     figures["by_class"] = class_figures(prior, experiment, cal, show=show)
+    figures["noise_floor"] = floor_figures(prior, experiment, show=show)
     if write:
         out = ROOT / "trainsweep" / "data" / CALIBRATION_FILE
         out.write_text(json.dumps(cal.to_dict(), indent=2) + "\n")
@@ -363,20 +366,19 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
 def held_out_figures(folder: Path, calibration_logs: list[Path]) -> dict:
     """Logs of ``folder`` scored with the calibration fitted on ``calibration_logs`` without them, per
     family and class, beside the same with the fallback before (fitted in the same run); printed."""
-    from unittest import mock
-
     fit_on = [d for d in calibration_logs if d.resolve() != folder.resolve()]
     prior, _, experiment = replay_logs(fit_on, StopRule(epoch_jitter=OLD_PRIOR))
     held, _, _ = replay_logs([folder], StopRule(epoch_jitter=OLD_PRIOR))
     now, _ = calibrate(prior, experiment)
-    with mock.patch("trainsweep.class_calibration.unseen_factor", bound_before):
+    scored = {"now": summarize([calibrated(r, now) for r in held])}
+    with jitter_unscaled():
         before, _ = calibrate(prior, experiment)
-    scored = {k: summarize([calibrated(r, c) for r in held]) for k, c in (("now", now), ("before", before))}
+        scored["before"] = summarize([calibrated(r, before) for r in held])
     used = sorted({f"{r.family}: {c.calibration} x {c.class_calibration}" for r in held
                    if (c := calibrated(r, now)).epoch_jitter is not None})  # fmt: skip
     print(f"held out, {folder.relative_to(ROOT)}: {scored['now']['logs_scored']} logs scored with the "
           f"calibration fitted on {len(prior)} logs without them ({'; '.join(used)}); coverage with the "
-          "fallback before -> now, median half-width now:")  # fmt: skip
+          "jitter before (not scaled by the run's noise) -> now, median half-width now:")  # fmt: skip
     for part in ("families", "classes"):
         for name, f in scored["now"][part].items():
             if not f["logs_scored"] or (part == "classes" and name == "pooled"):
@@ -390,38 +392,75 @@ def held_out_figures(folder: Path, calibration_logs: list[Path]) -> dict:
     return scored
 
 
-def bound_before(held: dict[str, list[float]], of_kind: str, interval: float) -> float | None:
-    """The unseen-class fallback before the interval-level one: each held-out class's split-conformal
-    factor, then the Student-t prediction bound for one more class over the kind's (the widest with
-    fewer than three; a kind with none: every kind's, its offset counted)."""
-    from trainsweep.class_calibration import prediction_bound
-    from trainsweep.instance_class import kind
+@contextlib.contextmanager
+def jitter_unscaled():
+    """The interval before: a family's (and class's) jitter fitted as a relative sd, the same for every
+    run, not a multiple of the run's own noise (``run_noise`` held at 1 where it is fitted and used)."""
+    from unittest import mock
 
-    factors = {c: f for c, s in held.items() if (f := conformal_quantile(s, interval)) is not None}
-    own = [f for c, f in factors.items() if kind(c) == of_kind]
-    return prediction_bound(own, interval) if own else prediction_bound(list(factors.values()), interval, 1.0)
+    with contextlib.ExitStack() as stack:
+        for where in ("trainsweep.predict.calibration", "trainsweep.predict.fitting"):
+            stack.enter_context(mock.patch(f"{where}.run_noise", lambda stat_rel: 1.0))
+        yield
+
+
+FLOORS = (0.0, 0.001, 0.0015, 0.002, 0.0025, 0.003, 0.005)
+
+
+def floor_figures(prior: list[ReplayResult], experiment: dict[str, str], *, show: bool) -> dict:
+    """The three cross-validations at noise floors around the shipped one: pooled coverage, median
+    half-width, and the families and classes (of 5 logs or more) outside the coverage goal."""
+    from unittest import mock
+
+    out = {}
+    for floor in FLOORS:
+        with mock.patch("trainsweep.predict.calibration.NOISE_FLOOR", floor):
+            cv = cross_validations(prior, experiment)
+        out[str(floor)] = {k: {"pooled": v["families"]["pooled"], "outside_goal": outside_goal(v)}
+                           for k, v in cv.items()}  # fmt: skip
+    if show:
+        print(f"noise floor (shipped {100 * NOISE_FLOOR:.2f} %): per cross-validation, pooled coverage, "
+              "median half-width, families and classes of 5 logs or more outside 85-95 %")  # fmt: skip
+        for floor, folds in out.items():
+            cells = [
+                f"{pct1(f['pooled']['interval_coverage'])} "
+                f"±{pct1(f['pooled']['median_interval_half_width'])} {len(f['outside_goal'])} out"
+                for f in folds.values()
+            ]
+            total = sum(len(f["outside_goal"]) for f in folds.values())
+            print(f"  {100 * float(floor):5.2f} %  " + "  |  ".join(cells) + f"  | {total} outside in all")
+    return out
+
+
+def outside_goal(fold: dict) -> list[str]:
+    """Families and classes of at least 5 scored logs whose coverage is outside the goal in ``fold``."""
+    lo, hi = COVERAGE_GOAL
+    return [
+        f"{name} {pct1(f['interval_coverage'])}"
+        for part in ("families", "classes")
+        for name, f in fold[part].items()
+        if name != "pooled" and f["logs_scored"] >= 5 and not lo <= f["interval_coverage"] <= hi
+    ]
 
 
 def class_figures(prior: list[ReplayResult], experiment: dict[str, str], cal, *, show: bool) -> dict:
     """Coverage per family and per instance class, leaving out one experiment, one family, one class;
-    beside the same with the fallback before (a prediction bound over the held-out class factors),
-    measured in the same run."""
-    from unittest import mock
-
+    beside the same with the jitter before (a relative sd per family and class, not scaled by the run's
+    own noise), measured in the same run."""
     cv = cross_validations(prior, experiment)
-    with mock.patch("trainsweep.class_calibration.unseen_factor", bound_before):
+    with jitter_unscaled():
         before = cross_validations(prior, experiment)
-    cv["before_bound_fallback"] = before
+    cv["before_unscaled_jitter"] = before
     if not show:
         return cv
     folds = ("leave_one_experiment_out", "leave_one_family_out", "leave_one_class_out")
     lo, hi = (round(100 * g) for g in COVERAGE_GOAL)
     print(f"interval per family and instance class, three cross-validations (goal: {lo}-{hi} % coverage "
           "in every row; the held-out family or class is calibrated without any log of it): coverage "
-          "with the fallback before (a prediction bound over the kind's held-out class factors) -> now, "
-          "and now the median half-width of the 90 % interval:")  # fmt: skip
+          "with the jitter before (not scaled by the run's noise) -> now, and the median half-width of "
+          "the 90 % interval before -> now:")  # fmt: skip
     print(f"  {'group':15s} {'logs':>5s} {'median|err|':>11s} "
-          + " ".join(f"{k.split('_')[-2]:>24s}" for k in folds) + "   shipped factor")  # fmt: skip
+          + " ".join(f"{k.split('_')[-2]:>34s}" for k in folds) + "   shipped factor")  # fmt: skip
     for part in ("families", "classes"):
         rows = cv["leave_one_experiment_out"][part]
         for name, f in rows.items():
@@ -431,12 +470,13 @@ def class_figures(prior: list[ReplayResult], experiment: dict[str, str], cal, *,
             for k in folds:
                 was, now = before[k][part][name], cv[k][part][name]
                 cells.append(f"{pct1(was['interval_coverage'])}->{pct1(now['interval_coverage'])} "
-                             f"±{pct1(now['median_interval_half_width'])}")  # fmt: skip
+                             f"±{pct1(was['median_interval_half_width'])}->"
+                             f"{pct1(now['median_interval_half_width'])}")  # fmt: skip
             own = cal.classes.get(name) if part == "classes" else None
             factor = "-" if own is None else (
                 f"x{max(1.0, own.factor):.2f}" if own.factor is not None else "unseen fallback")  # fmt: skip
             print(f"  {name:15s} {f['logs_scored']:5d} {100 * f['median_abs_error']:10.2f} % "
-                  + " ".join(f"{c:>24s}" for c in cells) + f"   {factor}")  # fmt: skip
+                  + " ".join(f"{c:>34s}" for c in cells) + f"   {factor}")  # fmt: skip
     print("  unseen-class fallback per kind: " + ", ".join(
         f"{k} x{v:.2f}" for k, v in sorted(cal.unseen_class_factor.items())))  # fmt: skip
     return cv

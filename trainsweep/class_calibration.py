@@ -2,8 +2,9 @@
 for a class the calibration has no factor for (:class:`trainsweep.predict.Calibration` applies them).
 
 A class's factor is split-conformal over its logs' needed jitter divided by their family's fitted
-jitter. The unseen-class fallback of a kind (``cpu``, ``gpu``) is set at the interval's level: each
-seen class held out in turn, the family jitters refitted without it, its logs scored against those
+jitter (both multiples of each log's own noise, :func:`trainsweep.predict.run_noise`). The
+unseen-class fallback of a kind (``cpu``, ``gpu``) is set at the interval's level: each seen class
+held out in turn, the family jitters refitted without it, its logs scored against those
 (:func:`held_out_scores`); the fallback is the factor that covers ``interval`` of those held-out logs,
 each class weighing the same (:func:`unseen_factor`). A kind with no class of its own takes a
 prediction bound over every kind's held-out class factors (:func:`prediction_bound`).
@@ -22,8 +23,8 @@ from trainsweep.predict import (
     JitterCalibration,
     ReplayResult,
     conformal_quantile,
-    family_jitters,
-    needed_jitter,
+    family_multiples,
+    needed_multiple,
     t_quantile,
 )
 
@@ -61,8 +62,8 @@ def class_scores(
     out = []
     for r in logs:
         own = families.get(r.family or "")
-        base = own.epoch_jitter if own is not None and own.epoch_jitter is not None else pooled.epoch_jitter
-        need = needed_jitter(r, interval)
+        base = pooled.noise_multiple if own is None or own.noise_multiple is None else own.noise_multiple
+        need = needed_multiple(r, interval)
         if base and need is not None:
             out.append(need / base)
     return out
@@ -110,8 +111,8 @@ def held_out_scores(
     out: dict[str, list[float]] = {}
     for c in seen:
         rest = [r for r in scored if r.instance_class != c]
-        pooled_without, families_without = family_jitters(rest, experiment, interval)
-        if pooled_without.epoch_jitter is None:
+        pooled_without, families_without = family_multiples(rest, experiment, interval)
+        if pooled_without.noise_multiple is None:
             continue
         logs = [r for r in scored if r.instance_class == c]
         if scores := class_scores(logs, pooled_without, families_without, interval):

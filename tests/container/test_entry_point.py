@@ -14,7 +14,7 @@ import pytest
 from tests.container.conftest import QUICK
 from trainsweep.logs import parse
 from trainsweep.logs.mllog import TOKEN
-from trainsweep.predict import load_calibration
+from trainsweep.predict import NOISE_FLOOR, load_calibration
 
 pytestmark = pytest.mark.slow
 
@@ -83,9 +83,13 @@ def test_early_stop_writes_the_prediction_into_the_log_and_the_output(run_job):
     assert pred["epoch_low_s"] < pred["epoch_s"] < pred["epoch_high_s"]
     assert pred["total_s"] == pytest.approx(pred["warmup_excess_s"] + 30 * pred["epoch_s"])
     assert pred["validation_s"] > 0 and len(pred["validation_batch_times_s"]) == 3
-    # the interval's epoch jitter is the shipped calibration's for the container's own runs on the CPU
-    jitter, source, _ = load_calibration().jitter_for("container-cpu")
-    assert (pred["family"], pred["calibration"], pred["epoch_jitter"]) == ("container-cpu", source, jitter)
+    # the interval's epoch jitter is the shipped calibration's for the container's own runs on the CPU,
+    # a multiple of the run's own noise
+    multiple, source, _ = load_calibration().jitter_for("container-cpu")
+    factor, _, _ = load_calibration().class_factor("cpu")
+    assert (pred["family"], pred["calibration"], pred["instance_class"]) == ("container-cpu", source, "cpu")
+    assert pred["epoch_jitter"] == pytest.approx(multiple * factor * pred["run_noise"])
+    assert pred["run_noise"] >= NOISE_FLOOR
     out = json.loads((res.base / "output" / "data" / "predictions" / "t3-local-cpu-8-e1.json").read_text())
     assert out == pred
     assert "Predicted epoch time:" in res.log("t3-local-cpu-8-e1")

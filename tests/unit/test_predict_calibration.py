@@ -14,13 +14,15 @@ from trainsweep.cli.predict import replay_logs
 from trainsweep.logs import parse
 from trainsweep.predict import (
     CALIBRATION_FILE,
+    NOISE_FLOOR,
     Calibration,
     JitterCalibration,
     StopRule,
-    fit_jitter,
+    fit_multiple,
     load_calibration,
     predict_run,
     run_family,
+    run_noise,
     steady_estimate,
 )
 
@@ -65,10 +67,15 @@ def test_cross_validation_never_calibrates_an_experiment_on_its_own_logs(tmp_pat
     held = {Path(o["log"]).parent.parent.name: [] for o in out["logs"]}
     for o in out["logs"]:
         held[Path(o["log"]).parent.parent.name].append(o)
-    # the slow experiment is scored with the jitter fitted on the quiet one alone: too narrow to cover it
-    quiet_fit = fit_jitter(replay_logs([quiet], StopRule(epoch_jitter=0.01))[0])
-    assert quiet_fit is not None and quiet_fit < 0.01
-    assert {o["epoch_jitter"] for o in held["2021-slow"]} == {quiet_fit}
+    # the slow experiment is scored with the jitter fitted on the quiet one alone (a multiple of each
+    # log's own noise): too narrow to cover it
+    quiet_fit = fit_multiple(replay_logs([quiet], StopRule(epoch_jitter=0.01))[0])
+    assert quiet_fit is not None
+    for o in held["2021-slow"]:
+        assert (
+            o["epoch_jitter"] == pytest.approx(quiet_fit * run_noise(o["stat_rel"]))
+            and o["epoch_jitter"] < 0.01
+        )
     assert {o["calibration"] for o in out["logs"]} == {"family"}  # ten logs of the family are enough
     assert not any(o["covered"] for o in held["2021-slow"])
     # ... while the quiet one is scored with the slow one's wide jitter
@@ -77,8 +84,8 @@ def test_cross_validation_never_calibrates_an_experiment_on_its_own_logs(tmp_pat
     assert fam["logs_scored"] == 20 and fam["interval_coverage"] == 0.5
     # calibrated on all twenty (in-sample), every log would have been covered: the held-out scoring differs
     both = replay_logs([tmp_path], StopRule(epoch_jitter=0.01))[0]
-    everything = fit_jitter(both)
-    assert everything is not None and everything > 0.02
+    everything = fit_multiple(both)
+    assert everything is not None and everything > 5 * quiet_fit
 
 
 def test_cross_validation_of_one_experiment_is_a_clear_error_not_the_shipped_figures(tmp_path):
@@ -128,15 +135,13 @@ def test_cross_validated_coverage_is_honest_in_every_family(real_data):
     assert fam.keys() == {"fcn", "mnist", "resnet", "container-cpu", "container-gpu", "pooled"}
     for name, f in fam.items():
         assert 0.85 <= f["interval_coverage"] <= 0.95, (name, f)
-    # per class, three are wider than the goal: each class's factor never narrows its family's jitter,
-    # and their logs are quieter than their families' (the FCN on K80s and on one V100); the two classes
-    # of one log each (a g4dn log, one of unknown class) are missed
+    # per class, two are wider than the goal: a class's factor never narrows its family's jitter, and
+    # theirs are quieter than their families' (one V100: MNIST, ResNet, FCN; FCN on p3.8x/16x); the two
+    # classes of one log each (a g4dn log, one of unknown class) are missed
     classes = {n: f for n, f in summary["classes"].items() if f["logs_scored"]}
     outside = {n for n, f in classes.items() if not 0.85 <= f["interval_coverage"] <= 0.95}
-    assert outside == {"kepler-single", "kepler-multi", "volta-single", "turing-single", "unknown"}
-    assert all(
-        classes[n]["interval_coverage"] > 0.95 for n in ("kepler-single", "kepler-multi", "volta-single")
-    )
+    assert outside == {"volta-single", "volta-multi", "turing-single", "unknown"}
+    assert all(classes[n]["interval_coverage"] > 0.95 for n in ("volta-single", "volta-multi"))
     assert classes["turing-single"]["logs_scored"] == classes["unknown"]["logs_scored"] == 1
     # the seeds' logs (shared real data) reach the median goal; the container's own logs, with epochs of
     # 0.1-6 s, do not, and pooled with them neither
@@ -187,34 +192,59 @@ def _step():
 
 
 TABLE = Calibration(
-    pooled=JitterCalibration(0.02, 100, 10, 100, 0.90, 0.004),
+    pooled=JitterCalibration(8.0, 100, 10, 100, 0.90, 0.004),
     families={
-        "good": JitterCalibration(0.005, 40, 4, 40, 0.91, 0.003),
-        "short": JitterCalibration(0.004, 30, 3, 30, 0.70, 0.008),
+        "good": JitterCalibration(2.0, 40, 4, 40, 0.91, 0.003),
+        "short": JitterCalibration(1.5, 30, 3, 30, 0.70, 0.008),
         "few": JitterCalibration(None, 3, 1),
     },
 )
 
 
 @pytest.mark.parametrize(
-    ("family", "jitter", "source", "validated", "note"),
+    ("family", "multiple", "source", "validated", "note"),
     [
-        ("good", 0.005, "family", True, None),
-        ("short", 0.02, "family", False, "covered 70% of held-out logs"),
-        ("few", 0.02, "pooled", True, "too few calibration logs (3)"),
-        ("nobody", 0.02, "pooled", True, "no calibration logs of family 'nobody'"),
-        (None, 0.02, "pooled", True, "family unknown"),
+        ("good", 2.0, "family", True, None),
+        ("short", 8.0, "family", False, "covered 70% of held-out logs"),
+        ("few", 8.0, "pooled", True, "too few calibration logs (3)"),
+        ("nobody", 8.0, "pooled", True, "no calibration logs of family 'nobody'"),
+        (None, 8.0, "pooled", True, "family unknown"),
     ],
 )
-def test_the_prediction_says_which_calibration_its_interval_rests_on(family, jitter, source, validated, note):
-    pred = predict_run(_step(), steps_per_epoch=100, epochs=10, family=family, calibration=TABLE)
-    assert (pred.epoch_jitter, pred.calibration, pred.interval_validated) == (jitter, source, validated)
+def test_the_prediction_says_which_calibration_its_interval_rests_on(
+    family, multiple, source, validated, note
+):
+    step = _step()
+    pred = predict_run(step, steps_per_epoch=100, epochs=10, family=family, calibration=TABLE)
+    # the table's multiple of the run's own noise: its steps' standard error, here under the floor
+    jitter = multiple * run_noise(step.se_s / step.mean_s)
+    assert step.se_s / step.mean_s < NOISE_FLOOR and jitter == pytest.approx(multiple * NOISE_FLOOR, rel=0.01)
+    assert (pred.epoch_jitter, pred.calibration, pred.interval_validated) == (
+        pytest.approx(jitter),
+        source,
+        validated,
+    )
     half = (pred.epoch_high_s / pred.epoch_s - 1) / 1.6448536269514722
     assert half == pytest.approx(jitter, rel=0.05)
     if note is None:
         assert not any("calibration" in n or "cross-validation" in n for n in pred.notes)
     else:
         assert any(note in n for n in pred.notes), pred.notes
+
+
+def test_a_run_whose_steps_scatter_more_gets_a_wider_interval_from_the_same_table():
+    quiet = _step()
+    noisy = steady_estimate([0.1, 0.13, 0.08, 0.1, 0.12, 0.07] * 5)
+    assert noisy is not None
+    preds = [
+        predict_run(s, steps_per_epoch=100, epochs=10, family="good", calibration=TABLE)
+        for s in (quiet, noisy)
+    ]
+    noise = [run_noise(s.se_s / s.mean_s) for s in (quiet, noisy)]
+    assert noise[1] > 5 * noise[0]
+    assert [p.epoch_jitter for p in preds] == [pytest.approx(2.0 * n) for n in noise]
+    widths = [p.epoch_high_s / p.epoch_s - 1 for p in preds]
+    assert widths[1] > 5 * widths[0]
 
 
 def test_a_jitter_set_in_the_rule_wins_over_the_table():
@@ -227,5 +257,5 @@ def test_a_jitter_set_in_the_rule_wins_over_the_table():
 def test_too_few_logs_give_no_conformal_jitter(tmp_path):
     quiet, _ = two_experiments(tmp_path)
     results = replay_logs([quiet], StopRule(epoch_jitter=0.01))[0]
-    assert fit_jitter(results[:8]) is None  # ceil(0.9 * 9) = 9 > 8
-    assert fit_jitter(results[:9]) is not None
+    assert fit_multiple(results[:8]) is None  # ceil(0.9 * 9) = 9 > 8
+    assert fit_multiple(results[:9]) is not None

@@ -1,10 +1,12 @@
-"""The interval's calibration: the epoch jitter per family of runs (and pooled), scaled per instance
-class, as shipped in ``trainsweep/data/predict-calibration.json``; :func:`epoch_jitter_for` is the jitter
-it gives a run. Fitting it on replays is :mod:`trainsweep.predict.fitting`."""
+"""The interval's calibration: the epoch jitter as a multiple of a run's own noise (:func:`run_noise`),
+per family of runs (and pooled), scaled per instance class, as shipped in
+``trainsweep/data/predict-calibration.json``; :func:`epoch_jitter_for` is the jitter it gives a run.
+Fitting it on replays is :mod:`trainsweep.predict.fitting`."""
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +27,25 @@ work and a dedicated GPU do not jitter alike."""
 def container_family(gpus: int) -> str:
     """The family of a run of trainsweep's own worker on ``gpus`` GPUs (0: the CPU)."""
     return CONTAINER_FAMILIES[1] if gpus > 0 else CONTAINER_FAMILIES[0]
+
+
+NOISE_FLOOR = 0.002
+"""The least noise (relative sd of an epoch) a run is taken to have, however quiet its steps: epochs
+move by more than their steps' own standard error shows (hand-offs, validation, the machine), and a
+run of many quiet steps would otherwise get an interval of nothing. Chosen on the calibration logs
+(``bench_predict.py`` prints the cross-validated coverage at the floors around it)."""
+
+
+def run_noise(stat_rel: float) -> float:
+    """The unit a run's epoch jitter is calibrated in: the relative standard error of its predicted
+    epoch time from its steps' own noise (batch means), floored at :data:`NOISE_FLOOR` in quadrature.
+
+    A run whose steps scatter more (a shared CPU, a loaded host, a short epoch) gets a wider interval
+    from its own steps, whatever class or family it is: what the calibration fits is how many times
+    that noise the epochs move, which transfers to instances it has not seen better than a jitter
+    fitted on other instances' runs.
+    """
+    return math.hypot(stat_rel, NOISE_FLOOR)
 
 
 COVERAGE_GOAL = (0.85, 0.95)
@@ -63,11 +84,12 @@ def run_family(run: RunTimings, path: str | Path | None = None) -> str | None:
 
 @dataclass(frozen=True)
 class JitterCalibration:
-    """The epoch jitter fitted on one family's logs (or on all of them), with its cross-validated figures."""
+    """The epoch jitter fitted on one family's logs (or on all of them), as a multiple of a run's own
+    noise (:func:`run_noise`), with its cross-validated figures."""
 
-    epoch_jitter: float | None
-    """Split-conformal: the smallest jitter whose interval covers ``interval`` of the logs, finite-sample
-    corrected; None when too few logs for that."""
+    noise_multiple: float | None
+    """Split-conformal: the smallest multiple of each log's own noise whose interval covers
+    ``interval`` of the logs, finite-sample corrected; None when too few logs for that."""
     logs: int
     experiments: int
     cv_logs: int = 0
@@ -84,8 +106,8 @@ class JitterCalibration:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Epoch jitter per family and pooled (all families), scaled per instance class; see
-    :func:`fit_calibration`."""
+    """Epoch jitter per family and pooled (all families), as multiples of a run's own noise, scaled per
+    instance class; see :func:`fit_calibration`."""
 
     pooled: JitterCalibration
     families: dict[str, JitterCalibration] = field(default_factory=dict)
@@ -133,24 +155,26 @@ class Calibration:
         )
 
     def jitter_for(self, family: str | None) -> tuple[float, str, list[str]]:
-        """(epoch jitter, ``family`` or ``pooled``, notes) for a run of ``family``.
+        """(epoch jitter as a multiple of the run's own noise, ``family`` or ``pooled``, notes) for a run
+        of ``family``.
 
         A family with its own fitted jitter uses it; an unknown family, or one with too few logs, the
         pooled one. A family whose interval fell short of the coverage goal in cross-validation gets the
         wider of its own and the pooled jitter, and a note that says so.
         """
-        pooled = self.pooled.epoch_jitter
+        pooled = self.pooled.noise_multiple
         if pooled is None:
             raise ValueError("the calibration has no pooled epoch jitter")
         own = self.families.get(family) if family else None
-        if own is None or own.epoch_jitter is None:
+        if own is None or own.noise_multiple is None:
             if family is None:
                 why = "family unknown"
             elif own is None:
                 why = f"no calibration logs of family {family!r}"
             else:
                 why = f"family {family!r} has too few calibration logs ({own.logs})"
-            note = f"{why}: the interval uses the pooled calibration (epoch jitter {pooled:.2%})"
+            note = f"{why}: the interval uses the pooled calibration (epoch jitter {pooled:.2f}x the run's "
+            note += "noise)"
             if self.pooled.cv_interval_coverage is not None:
                 note += f", which covered {self.pooled.cv_interval_coverage:.0%} of held-out logs"
             return pooled, "pooled", [note]
@@ -158,13 +182,13 @@ class Calibration:
         if own.cv_median_abs_error is not None and own.cv_median_abs_error > MEDIAN_ERROR_GOAL:
             notes.append(
                 f"predictions of family {family!r} were off by a median {own.cv_median_abs_error:.1%} "
-                f"in cross-validation (epoch jitter {own.epoch_jitter:.1%}): two epochs do not pin its "
-                "epoch time down"
+                f"in cross-validation (epoch jitter {own.noise_multiple:.2f}x the run's noise): two epochs "
+                "do not pin its epoch time down"
             )
         if own.validated or own.cv_interval_coverage is None:
-            return own.epoch_jitter, "family", notes
+            return own.noise_multiple, "family", notes
         low = own.cv_interval_coverage < COVERAGE_GOAL[0]
-        jitter = max(own.epoch_jitter, pooled) if low else own.epoch_jitter
+        jitter = max(own.noise_multiple, pooled) if low else own.noise_multiple
         note = (
             f"the 90 % interval of family {family!r} covered {own.cv_interval_coverage:.0%} of held-out "
             f"logs in cross-validation (goal {COVERAGE_GOAL[0]:.0%}-{COVERAGE_GOAL[1]:.0%}): "
@@ -216,9 +240,13 @@ def epoch_jitter_for(
     calibration: Calibration | None,
     notes: list[str],
     instance_class: str | None = None,
+    stat_rel: float = 0.0,
 ) -> tuple[float, str, bool | None, str | None]:
-    """(jitter, where the family's part came from, whether cross-validation found it honest, how the
-    instance class scaled it: :meth:`Calibration.class_factor`); appends notes."""
+    """(epoch jitter, a relative sd; where the family's part came from, whether cross-validation found it
+    honest, how the instance class scaled it: :meth:`Calibration.class_factor`); appends notes. The
+    calibration's jitter is the family's multiple x the class's factor x the run's own noise
+    (:func:`run_noise` of ``stat_rel``, the predicted epoch's relative standard error); the rule's is
+    taken as it is."""
     if rule.epoch_jitter is not None:
         return rule.epoch_jitter, "rule", None, None
     cal = calibration or load_calibration()
@@ -228,4 +256,4 @@ def epoch_jitter_for(
     factor, by_class, class_notes = cal.class_factor(instance_class)
     notes.extend(class_notes)
     validated = chosen.validated if chosen.cv_interval_coverage is not None else None
-    return jitter * factor, source, validated, by_class
+    return jitter * factor * run_noise(stat_rel), source, validated, by_class

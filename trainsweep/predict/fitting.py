@@ -8,27 +8,30 @@ from dataclasses import replace
 from statistics import NormalDist
 from typing import Any
 
-from trainsweep.predict.calibration import Calibration, JitterCalibration, epoch_jitter_for
+from trainsweep.predict.calibration import Calibration, JitterCalibration, epoch_jitter_for, run_noise
 from trainsweep.predict.replays import ReplayResult, set_interval
 from trainsweep.predict.scores import class_summary, family_summary
 from trainsweep.predict.steady import StopRule
 
 
-def needed_jitter(res: ReplayResult, interval: float = 0.90) -> float | None:
-    """The smallest epoch jitter whose interval contains the actual epoch time of a scored replay."""
+def needed_multiple(res: ReplayResult, interval: float = 0.90) -> float | None:
+    """The smallest epoch jitter whose interval contains the actual epoch time of a scored replay, as a
+    multiple of the replay's own noise (:func:`run_noise`)."""
     if res.error is None or res.stat_rel is None:
         return None
     z = NormalDist().inv_cdf(0.5 + interval / 2)
-    return math.sqrt(max(0.0, (abs(res.error) / z) ** 2 - res.stat_rel**2))
+    return math.sqrt(max(0.0, (abs(res.error) / z) ** 2 - res.stat_rel**2)) / run_noise(res.stat_rel)
 
 
-def fit_jitter(results: Sequence[ReplayResult], interval: float = 0.90) -> float | None:
-    """Split-conformal epoch jitter: the ceil(interval (n + 1))-th smallest needed jitter of n logs.
+def fit_multiple(results: Sequence[ReplayResult], interval: float = 0.90) -> float | None:
+    """Split-conformal epoch jitter, as a multiple of each log's own noise: the ceil(interval (n + 1))-th
+    smallest needed multiple of n logs.
 
     A new log exchangeable with these is covered with probability at least ``interval`` (and less than
     ``interval + 1/(n+1)``); None when n is too small for that (n < interval / (1 - interval)).
     """
-    return conformal_quantile([j for r in results if (j := needed_jitter(r, interval)) is not None], interval)
+    scores = [j for r in results if (j := needed_multiple(r, interval)) is not None]
+    return conformal_quantile(scores, interval)
 
 
 def conformal_quantile(scores: Sequence[float], interval: float = 0.90) -> float | None:
@@ -40,7 +43,7 @@ def conformal_quantile(scores: Sequence[float], interval: float = 0.90) -> float
     return ranked[k - 1] * (1 + 1e-9)  # the k-th log itself on the boundary, covered
 
 
-def family_jitters(
+def family_multiples(
     scored: Sequence[ReplayResult], experiment: dict[str, str], interval: float
 ) -> tuple[JitterCalibration, dict[str, JitterCalibration]]:
     by_family: dict[str, list[ReplayResult]] = {}
@@ -50,7 +53,7 @@ def family_jitters(
 
     def one(rs: Sequence[ReplayResult]) -> JitterCalibration:
         return JitterCalibration(
-            fit_jitter(rs, interval), len(rs), len({experiment.get(r.log, r.log) for r in rs})
+            fit_multiple(rs, interval), len(rs), len({experiment.get(r.log, r.log) for r in rs})
         )
 
     return one(scored), {f: one(rs) for f, rs in sorted(by_family.items())}
@@ -66,8 +69,8 @@ def fit_calibration(
     ``experiment`` maps each log to its experiment (only counted here; see :func:`cross_validate`).
     """
     scored = [r for r in results if r.error is not None and r.stat_rel is not None]
-    pooled, families = family_jitters(scored, experiment, interval)
-    if pooled.epoch_jitter is None:
+    pooled, families = family_multiples(scored, experiment, interval)
+    if pooled.noise_multiple is None:
         return Calibration(pooled, families, interval)
     from trainsweep.class_calibration import fit_classes
 
@@ -104,14 +107,14 @@ def calibrated(res: ReplayResult, cal: Calibration, interval: float = 0.90) -> R
     if c.predicted_epoch_s is None:
         return c
     c.interval_notes = []
-    if cal.pooled.epoch_jitter is None:  # no interval rather than one fitted on its own logs
+    if cal.pooled.noise_multiple is None:  # no interval rather than one fitted on its own logs
         c.epoch_jitter = c.calibration = c.interval_validated = c.class_calibration = None
         c.predicted_epoch_low_s = c.predicted_epoch_high_s = None
         n = cal.pooled.logs
         c.interval_notes.append(f"too few scored logs outside its experiment ({n}) to calibrate its interval")
         return c
     c.epoch_jitter, c.calibration, c.interval_validated, c.class_calibration = epoch_jitter_for(
-        c.family, StopRule(interval=interval), cal, c.interval_notes, c.instance_class
+        c.family, StopRule(interval=interval), cal, c.interval_notes, c.instance_class, c.stat_rel or 0.0
     )
     set_interval(c, interval)
     return c

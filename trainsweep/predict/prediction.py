@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from statistics import NormalDist
 from typing import Any
 
-from trainsweep.predict.calibration import CONTAINER_FAMILIES, Calibration, epoch_jitter_for
+from trainsweep.predict.calibration import CONTAINER_FAMILIES, Calibration, epoch_jitter_for, run_noise
 from trainsweep.predict.steady import SteadyEstimate, StopRule
 
 PREDICTION_VERSION = 1
@@ -42,7 +42,8 @@ class Prediction:
     family: str | None = None
     """The run's family, which picked the interval's calibration (None: unknown)."""
     epoch_jitter: float | None = None
-    """Epoch-to-epoch jitter (relative sd) in the interval."""
+    """Epoch-to-epoch jitter (relative sd) in the interval: the calibration's multiple of this run's own
+    noise (:func:`trainsweep.predict.run_noise`), or the rule's."""
     calibration: str | None = None
     """Where ``epoch_jitter`` came from: ``family``, ``pooled`` or ``rule``."""
     interval_validated: bool | None = None
@@ -52,6 +53,9 @@ class Prediction:
     class_calibration: str | None = None
     """How the class widened the jitter: ``class`` (its own factor), ``unseen-class`` (a class the
     calibration has no factor for: the wider fallback), ``unknown-class``, or None (no class table)."""
+    run_noise: float | None = None
+    """This run's own noise (relative sd of the predicted epoch from its steps' standard error,
+    floored: :func:`trainsweep.predict.run_noise`), which the calibrated jitter is a multiple of."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -103,7 +107,9 @@ def predict_run(
     )
     epoch = train + val + epoch_overhead_s
     stat_rel = math.sqrt(var_rel_num) / epoch if epoch > 0 else 0.0
-    jitter, source, validated, by_class = epoch_jitter_for(family, rule, calibration, notes, instance_class)
+    jitter, source, validated, by_class = epoch_jitter_for(
+        family, rule, calibration, notes, instance_class, stat_rel
+    )
     z = NormalDist().inv_cdf(0.5 + rule.interval / 2)
     half = z * math.hypot(stat_rel, jitter)
     total = excess + epochs * epoch
@@ -134,6 +140,7 @@ def predict_run(
         interval_validated=validated,
         instance_class=instance_class,
         class_calibration=by_class,
+        run_noise=run_noise(stat_rel),
     )
 
 

@@ -234,7 +234,7 @@ def _predict_epoch(
     res.predicted_epoch_s = pred_epoch
     res.stat_rel = len(inner) * est.se_s / pred_epoch if pred_epoch > 0 else 0.0
     res.epoch_jitter, res.calibration, res.interval_validated, res.class_calibration = epoch_jitter_for(
-        res.family, rule, calibration, res.interval_notes, res.instance_class
+        res.family, rule, calibration, res.interval_notes, res.instance_class, res.stat_rel
     )
     set_interval(res, rule.interval)
 
