@@ -4,7 +4,7 @@ for a class the calibration has no factor for (:class:`trainsweep.predict.Calibr
 A class's factor is split-conformal over its logs' needed jitter divided by their family's fitted
 jitter (both multiples of each log's own noise, :func:`trainsweep.predict.run_noise`). The
 unseen-class fallback of a kind (``cpu``, ``gpu``) is set at the interval's level: each seen class
-held out in turn, the family jitters refitted without it, its logs scored against those
+held out in turn, the family multiples refitted without it, its logs scored against those
 (:func:`held_out_scores`); the fallback is the factor that covers ``interval`` of those held-out logs,
 each class weighing the same (:func:`unseen_factor`). A kind with no class of its own takes a
 prediction bound over every kind's held-out class factors (:func:`prediction_bound`).
@@ -34,7 +34,7 @@ class ClassCalibration:
     """How much one instance class widens its family's epoch jitter (applied at least 1)."""
 
     factor: float | None
-    """Split-conformal over the class's logs of (needed jitter / their family's jitter); None when too
+    """Split-conformal over the class's logs of (needed multiple / their family's multiple); None when too
     few logs for that."""
     logs: int
     families: int
@@ -58,7 +58,7 @@ def class_scores(
     families: dict[str, JitterCalibration],
     interval: float,
 ) -> list[float]:
-    """Each log's needed jitter over its family's fitted one (the pooled one where it has none)."""
+    """Each log's needed multiple over its family's fitted one (the pooled one where it has none)."""
     out = []
     for r in logs:
         own = families.get(r.family or "")
@@ -106,7 +106,7 @@ def fit_classes(
 def held_out_scores(
     scored: Sequence[ReplayResult], experiment: dict[str, str], seen: Sequence[str], interval: float
 ) -> dict[str, list[float]]:
-    """Per class of ``seen``: its logs' needed jitter over the family jitters fitted without them (the
+    """Per class of ``seen``: its logs' needed multiple over the family multiples fitted without them (the
     pooled one where their family goes with them); only the logs of ``scored`` enter."""
     out: dict[str, list[float]] = {}
     for c in seen:
