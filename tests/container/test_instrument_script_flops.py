@@ -124,7 +124,7 @@ def test_a_model_called_once_a_batch_after_a_dry_run_is_counted_once(recorder):
     assert event["per_step"] == _mlp_hand_count(BATCH) and "calls_per_batch" not in event
 
 
-def test_calls_of_different_shapes_in_a_step_are_not_counted_from_one_of_them(recorder):
+def test_calls_of_different_shapes_in_a_step_are_each_counted_for_their_calls(recorder):
     session = recorder(epochs=1)
     net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
@@ -135,10 +135,60 @@ def test_calls_of_different_shapes_in_a_step_are_not_counted_from_one_of_them(re
         opt.step()
         opt.zero_grad()
     event = _flops(session)
-    assert event == {
-        "error": "the model was called 3 times a batch with inputs of different shapes: one call's count "
-        "would not be the step's"
-    }
+    assert event["per_step"] == _mlp_hand_count(BATCH) + 2 * _mlp_hand_count(2)
+    assert event["per_sample"] == event["per_step"] / BATCH  # the samples of the biggest batch
+    assert event["calls_per_batch"] == 3
+    assert [(c["samples"], c["calls_per_batch"]) for c in event["calls"]] == [(BATCH, 1), (2, 2)]
+    assert [c["flops"] for c in event["calls"]] == [_mlp_hand_count(BATCH), _mlp_hand_count(2)]
+
+
+def _gan_step(g: nn.Module, d: nn.Module, opt_g, opt_d) -> None:
+    """DCGAN's iteration: the discriminator on a real batch and on the generator's batch detached, stepped;
+    then the generator through the discriminator's call on its batch, stepped."""
+    real, noise = torch.randn(BATCH, 8), torch.randn(BATCH, 4)
+    fake = g(noise)
+    loss_d = d(real).pow(2).mean() + d(fake.detach()).pow(2).mean()
+    loss_d.backward()
+    opt_d.step()
+    opt_d.zero_grad()
+    d(fake).pow(2).mean().backward()
+    opt_g.step()
+    opt_g.zero_grad()
+    opt_d.zero_grad()
+
+
+def test_a_gans_generator_and_discriminator_calls_are_all_counted(recorder):
+    session = recorder(epochs=1)
+    torch.manual_seed(0)
+    g, d = nn.Linear(4, 8, bias=False), _mlp()
+    opt_g, opt_d = torch.optim.SGD(g.parameters(), lr=0.1), torch.optim.SGD(d.parameters(), lr=0.1)
+    for _ in range(4):
+        _gan_step(g, d, opt_g, opt_d)
+    event = _flops(session)
+    generator = 2 * BATCH * 4 * 8 * 2  # its product, then its weight's gradient (the noise needs none)
+    # the discriminator on its generator's batch also passes a gradient back to that batch's input
+    through = _mlp_hand_count(BATCH) + 2 * BATCH * 8 * 16
+    assert event["per_step"] == 2 * _mlp_hand_count(BATCH) + through + generator
+    assert event["per_sample"] == event["per_step"] / BATCH
+    assert sorted((c["module"], c["calls_per_batch"], c["flops"]) for c in event["calls"]) == sorted(
+        [("Sequential", 2, _mlp_hand_count(BATCH)), ("Sequential", 1, through), ("Linear", 1, generator)]
+    )
+
+
+def test_a_frozen_module_called_beside_the_model_is_counted_as_its_forward_pass(recorder):
+    session = recorder(epochs=1)
+    torch.manual_seed(0)
+    frozen = nn.Linear(8, 8, bias=False).requires_grad_(False)  # a fixed feature extractor, in train mode
+    net = _mlp()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(4):
+        nn.functional.cross_entropy(
+            net(frozen(torch.randn(BATCH, 8))), torch.randint(0, 2, (BATCH,))
+        ).backward()
+        opt.step()
+        opt.zero_grad()
+    event = _flops(session)
+    assert event["per_step"] == _mlp_hand_count(BATCH) + 2 * BATCH * 8 * 8
 
 
 class TinyGPT(nn.Module):

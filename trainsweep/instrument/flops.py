@@ -38,10 +38,6 @@ class StepCount:
     by_op: Mapping[str, int]
     """FLOPs per ATen operator (``aten.convolution``, ``aten.mm`` ...)."""
 
-    def scaled(self, k: int) -> StepCount:
-        """The count of ``k`` such calls on the same samples (a model called once per view of a batch)."""
-        return StepCount(self.flops * k, self.samples, {op: n * k for op, n in self.by_op.items()})
-
     @property
     def conv_share(self) -> float:
         conv = sum(n for op, n in self.by_op.items() if "convolution" in op)

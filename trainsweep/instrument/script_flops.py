@@ -1,18 +1,22 @@
 """The FLOPs of an instrumented script's training step, counted once per run without running the model.
 
 While the usage hooks are in place (:mod:`trainsweep.instrument.usage`, the first sampled steps), a
-:class:`ForwardRecorder` remembers the outermost module call of the training forward pass (a call made
-while no other module call is active, in training mode with gradients on; of those, the one whose module
-has the most parameters, the latest on a tie): its module (held until the run ends: a script's ``main()``
-often returns, and drops its model, before the run ends), the shapes and dtypes of its tensor arguments
-(positional and keyword) with the small non-tensor values, and the autocast state; no tensor argument.
+:class:`ForwardRecorder` remembers each distinct outermost module call of the training forward pass (a
+call made while no other module call is active, in training mode with gradients on, of a module with
+parameters, outside a backward pass) and how many times each step made it: its module (held until the run
+ends: a script's ``main()`` often returns, and drops its model, before the run ends), the shapes, dtypes
+and gradient flags of its tensor arguments (positional and keyword) with the small non-tensor values, and
+the autocast state; no tensor argument. A GAN's generator and discriminator (the latter on a real batch, on
+a generated one detached and on one that passes its gradient back), a model called on each view or crop of
+a batch, an encoder and a decoder called in turn: each distinct call is one.
 
-When the run's training ends, :func:`event` counts that call once with PyTorch's FLOP counter
+When the run's training ends, :func:`event` counts each call once with PyTorch's FLOP counter
 (:mod:`trainsweep.instrument.flops`): ``torch.func.functional_call`` of the module with ``meta`` copies of
 its parameters and buffers and ``meta`` inputs of the recorded shapes, under the recorded autocast, then
 a backward pass of the output's loss (a floating scalar output, a ``loss`` key or attribute, or the second
-item of a tuple such as nanoGPT's ``(logits, loss)``), else of the sum of its first floating output. No
-real compute and no device memory. ``DistributedDataParallel`` / ``DataParallel`` and ``torch.compile``'s
+item of a tuple such as nanoGPT's ``(logits, loss)``), else of the sum of its first floating output (a
+frozen module beside the model: its forward pass alone), times its calls for each batch, summed. No real
+compute and no device memory. ``DistributedDataParallel`` / ``DataParallel`` and ``torch.compile``'s
 wrapper are unwrapped to the model they hold; FSDP, whose parameters are sharded, is not counted. A count
 that fails gives the event's failure form, ``{"error": why}``: the report says ``FLOPs not counted: why``.
 """
@@ -20,7 +24,8 @@ that fails gives the event's failure form, ``{"error": why}``: the report says `
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -97,18 +102,39 @@ def _autocast_of(module: nn.Module) -> tuple[str, torch.dtype] | None:
     return (kind, torch.get_autocast_dtype(kind)) if on else None
 
 
+def _in_backward() -> bool:
+    """Whether autograd is running a backward pass in this thread."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
+
+
+MAX_CALLS = 16
+"""Distinct outermost training calls kept (a module with one set of input shapes is one); a step that
+makes more is not counted."""
+
+
+@dataclass
+class Kept:
+    """One module's outermost training calls with one set of input shapes."""
+
+    call: Call
+    per_step: list[int]
+    """Its calls in each sampled step (:meth:`ForwardRecorder.step_ended`)."""
+    now: int = 0
+    """Its calls in the step under way."""
+
+
 class ForwardRecorder:
-    """Fed by the usage hooks: keeps the outermost training call (see the module docstring), and how
-    many times a step called its module."""
+    """Fed by the usage hooks: keeps every distinct outermost training call (see the module docstring) and
+    how many times each sampled step made it."""
 
     def __init__(self) -> None:
         self.depth = 0
-        self.call: Call | None = None
-        self.step_calls: list[int] = []
-        """The kept module's outermost training calls in each sampled step (:meth:`step_ended`)."""
-        self._calls = 0
-        self.shapes_differ = False
-        """Whether the kept module's calls had inputs of different shapes (a DINO's crops)."""
+        self.kept: dict[tuple[int, str, Any], Kept] = {}
+        self.steps = 0
+        """Sampled steps ended."""
+        self.overflow = False
+        """Whether a step made more than :data:`MAX_CALLS` distinct calls (then none is counted)."""
 
     def entered(self) -> None:
         self.depth += 1
@@ -120,35 +146,51 @@ class ForwardRecorder:
             self.offer(module, args, kwargs)
 
     def offer(self, module: nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        """Keep this outermost call when it trains and its module is at least as big as the kept one's."""
-        if not module.training or not torch.is_grad_enabled():
+        """Count this outermost call when it trains a module with parameters (a loss module has none),
+        outside a backward pass (where activation checkpointing runs its segments' forward again)."""
+        if not module.training or not torch.is_grad_enabled() or _in_backward():
             return
         weight = sum(p.numel() for p in module.parameters())
-        if self.call is not None and weight < self.call.weight:
+        if not weight:
             return
         call = Call(module, spec_of(tuple(args)), spec_of(dict(kwargs)), weight, _autocast_of(module))
-        if self.call is not None and module is self.call.module:
-            self._calls += 1
-            self.shapes_differ |= (call.args, call.kwargs) != (self.call.args, self.call.kwargs)
-        else:  # a new (bigger) module: its calls count from here
-            self.step_calls.clear()
-            self._calls, self.shapes_differ = 1, False
-        self.call = call
+        key = (id(module), repr((call.args, call.kwargs)), call.autocast)  # the module is kept: its id too
+        kept = self.kept.get(key)
+        if kept is None:
+            if len(self.kept) >= MAX_CALLS:
+                self.overflow = True
+                return
+            kept = self.kept[key] = Kept(call, [0] * self.steps)
+        kept.now += 1
 
     def step_ended(self) -> None:
         """A sampled training step ended."""
-        self.step_calls.append(self._calls)
-        self._calls = 0
+        for kept in self.kept.values():
+            kept.per_step.append(kept.now)
+            kept.now = 0
+        self.steps += 1
 
-    def calls_per_batch(self, batches_per_step: float) -> int:
-        """The kept module's calls for each batch a step trains (at least 1): the median of its calls a
-        step, the first step left out where later ones were seen (a script may call its model once before
-        training: a summary, a dry run), over the batches a step trains (gradient accumulation calls it
-        once per batch)."""
-        steps = self.step_calls[1:] or self.step_calls
-        if not steps:
-            return 1
-        return max(1, round(statistics.median_low(steps) / batches_per_step))
+    @property
+    def call(self) -> Call | None:
+        """The call of the module with the most parameters (its first kept; None: no training call seen)."""
+        return max((k.call for k in self.kept.values()), key=lambda c: c.weight, default=None)
+
+    def counted(self, batches_per_step: float) -> list[tuple[Call, float]]:
+        """Each kept call with its calls for each batch a step trains, the biggest module's first: its
+        calls a step, the first step left out where later ones were seen (a script may call its model
+        once before training: a summary, a dry run), over the batches a step trains (gradient accumulation
+        calls it once per batch). Its calls a step are their median (a step the AMP scaler skipped holds
+        two iterations' calls), or their mean for a call made in fewer than half the steps (two optimizers
+        stepping in turn, each its own step). Calls made in none of those steps are left out; when none is
+        left, the biggest module's call, once."""
+        out = []
+        for kept in sorted(self.kept.values(), key=lambda k: -k.call.weight):  # stable: first kept first
+            steps = kept.per_step[1:] or kept.per_step or [kept.now]
+            per_step = statistics.median_low(steps) or statistics.fmean(steps)
+            if n := round(per_step / batches_per_step, 4):
+                out.append((kept.call, n))
+        primary = self.call
+        return out if out or primary is None else [(primary, 1.0)]
 
 
 def unwrap(module: nn.Module) -> nn.Module:
@@ -233,8 +275,10 @@ def _meta_copy(p: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(p, device="meta").requires_grad_(p.requires_grad)
 
 
-def count_call(call: Call) -> tuple[flops.StepCount, nn.Module]:
-    """The FLOPs of one training step of the recorded call, and the model counted.
+def count_call(call: Call, *, trains: bool = True) -> tuple[flops.StepCount, nn.Module]:
+    """The FLOPs of one training step of the recorded call, and the model counted. A call whose output
+    depends on no parameter that trains is counted as its forward pass when ``trains`` is False (a frozen
+    module's call beside the model), and cannot be counted otherwise.
 
     Raises:
         NotCountableError: when the call cannot be counted; anything the model raises on the meta device.
@@ -254,12 +298,41 @@ def count_call(call: Call) -> tuple[flops.StepCount, nn.Module]:
         with autocast:
             out = functional_call(model, state, args, kwargs)
         loss = loss_of(out)
-        if not loss.requires_grad:
+        if loss.requires_grad:
+            loss.backward()
+        elif trains:
             raise NotCountableError("the model's output does not depend on a parameter that trains")
-        loss.backward()
 
     with activations_kept():
         return flops.count(step, first.shape[0]), model
+
+
+def count_calls(calls: Sequence[tuple[Call, float]]) -> tuple[flops.StepCount, nn.Module, list[int]]:
+    """A training step's FLOPs over its calls (each ``(call, calls for each batch)``, the biggest module's
+    first): each call counted once, times its calls, summed; the samples a step trains are the biggest
+    batch the biggest module was called with. Returns that, the biggest module, and each call's FLOPs.
+
+    Raises:
+        NotCountableError: when a call cannot be counted (a call beside the biggest module's names its
+            module); anything a model raises on the meta device.
+    """
+    main = calls[0][0].module
+    total, samples, by_op, each = 0.0, 0, Counter[str](), []
+    model: nn.Module | None = None
+    for call, n in calls:
+        try:
+            step, counted = count_call(call, trains=call.module is main)
+        except NotCountableError as exc:
+            if call.module is main:
+                raise
+            raise NotCountableError(f"{type(call.module).__name__}, called beside the model: {exc}") from None
+        total += step.flops * n
+        by_op.update({op: round(f * n) for op, f in step.by_op.items()})
+        each.append(step.flops)
+        if call.module is main:
+            model, samples = counted, max(samples, step.samples)
+    assert model is not None
+    return flops.StepCount(round(total), samples, dict(by_op)), model, each
 
 
 @contextmanager
@@ -296,31 +369,27 @@ def activations_kept() -> Iterator[None]:
 
 
 def event(
-    call: Call | None,
+    calls: Sequence[tuple[Call, float]],
     *,
     dtype: str | None,
     world_size: int,
     compiled: bool = False,
-    calls_per_batch: int = 1,
-    shapes_differ: bool = False,
+    overflow: bool = False,
 ) -> dict[str, Any]:
-    """The run's FLOPS event (:func:`flops.event_value`) for the recorded call, trained in ``dtype`` (the
-    usage watch's precision); ``{"error": why}`` when it could not be counted. Never raises.
-    ``compiled``: the script called ``torch.compile`` (a model compiled in place runs its calls unseen).
-    ``calls_per_batch``: the model's calls for each batch a step trains (two views of a contrastive loss
-    call it twice): the count is that many of the recorded call's, when every call had its shapes
-    (``shapes_differ`` False); with calls of other shapes, nothing is counted."""
-    if call is None:
+    """The run's FLOPS event (:func:`flops.event_value`) for the recorded calls (:meth:`ForwardRecorder.
+    counted`), trained in ``dtype`` (the usage watch's precision); ``{"error": why}`` when they could not be
+    counted. Never raises. ``compiled``: the script called ``torch.compile`` (a model compiled in place runs
+    its calls unseen). ``overflow``: a step made more distinct calls than are kept. A step that calls its
+    modules more than once a batch (the views of a contrastive loss, a GAN's discriminator) carries
+    ``calls_per_batch``; one that calls more than one module, or one with inputs of different shapes (the
+    crops of a multi-crop loss), ``calls``: each one's module, samples, calls a batch and FLOPs."""
+    if overflow:
+        return {"error": f"a training step called its modules in more than {MAX_CALLS} ways: not counted"}
+    if not calls:
         hint = " (a model compiled in place, model.compile(), runs its calls unseen)" if compiled else ""
         return {"error": f"no training forward pass of a module was seen{hint}"}
-    if calls_per_batch > 1 and shapes_differ:
-        return {
-            "error": f"the model was called {calls_per_batch} times a batch with inputs of different "
-            "shapes: one call's count would not be the step's"
-        }
     try:
-        step, model = count_call(call)
-        step = step.scaled(calls_per_batch) if calls_per_batch > 1 else step
+        step, model, each = count_calls(calls)
     except NotCountableError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # the user's model on the meta device: any error is the note
@@ -332,6 +401,25 @@ def event(
     name = torch.cuda.get_device_name(where) if where.type == "cuda" else "cpu"
     precision = flops.peak_precision(trained, step, tf32_conv=conv, tf32_matmul=matmul)
     value = flops.event_value(step, precision=precision, world_size=world_size, device=name)
-    if calls_per_batch > 1:
-        value["calls_per_batch"] = calls_per_batch
+    if (per_batch := sum(n for _, n in calls)) > 1:
+        value["calls_per_batch"] = _number(per_batch)
+    if len(calls) > 1:
+        value["calls"] = [
+            {
+                "module": type(c.module).__name__,
+                "samples": _samples(c),
+                "calls_per_batch": _number(n),
+                "flops": f,
+            }
+            for (c, n), f in zip(calls, each, strict=True)
+        ]
     return value
+
+
+def _samples(call: Call) -> int:
+    first = _first_tensor((call.args, call.kwargs))
+    return first.shape[0] if isinstance(first, TensorSpec) and first.shape else 0
+
+
+def _number(x: float) -> float | int:
+    return int(x) if x == int(x) else x

@@ -313,11 +313,11 @@ class Session(ExplicitMarks):
         if not self.primary or self.handed_over or not self.steps:
             return
         watch = self.usage
-        per_batch = watch.forward.calls_per_batch(self._batches_per_step() or 1.0)  # two views: two calls
+        calls = watch.forward.counted(self._batches_per_step() or 1.0)  # two views: two calls
         with self.internal():  # its module calls and backward pass are not the script's
             value = script_flops.event(
-                watch.forward.call, dtype=watch.precision, world_size=world_size(), compiled=watch.compiled,
-                calls_per_batch=per_batch, shapes_differ=watch.forward.shapes_differ,
+                calls, dtype=watch.precision, world_size=world_size(), compiled=watch.compiled,
+                overflow=watch.forward.overflow,
             )  # fmt: skip
         self.writer.header(mllog.FLOPS, value)
 
