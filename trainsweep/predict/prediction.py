@@ -110,8 +110,7 @@ def predict_run(
     jitter, source, validated, by_class = epoch_jitter_for(
         family, rule, calibration, notes, instance_class, stat_rel
     )
-    z = NormalDist().inv_cdf(0.5 + rule.interval / 2)
-    half = z * math.hypot(stat_rel, jitter)
+    half = NormalDist().inv_cdf(0.5 + rule.interval / 2) * math.hypot(stat_rel, jitter)
     total = excess + epochs * epoch
     return Prediction(
         epochs=epochs,
