@@ -295,3 +295,20 @@ def test_a_model_that_raises_inside_a_submodule_call_leaves_the_nesting_right(re
     assert session.usage.forward.depth == 0
     _train(net)
     assert _flops(session)["per_step"] == _mlp_hand_count(BATCH)
+
+
+def test_inputs_padded_to_each_batchs_longest_count_the_mean_of_the_sampled_steps(recorder):
+    session = recorder(epochs=1)
+    net = _mlp()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for length in (3, 4, 2, 5):  # a sequence batch padded to its longest: a new shape every step
+        net(torch.randn(BATCH, length, 8)).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad()
+    event = _flops(session)
+    # the first sampled step left out, the next two (lengths 4 and 2) made each call in half the steps
+    assert event["per_step"] == (_mlp_hand_count(BATCH * 4) + _mlp_hand_count(BATCH * 2)) // 2
+    assert [(c["calls_per_batch"], c["flops"]) for c in event["calls"]] == [
+        (0.5, _mlp_hand_count(BATCH * 4)),
+        (0.5, _mlp_hand_count(BATCH * 2)),
+    ]

@@ -172,7 +172,7 @@ class ForwardRecorder:
 
     @property
     def call(self) -> Call | None:
-        """The call of the module with the most parameters (its first kept; None: no training call seen)."""
+        """The first kept call of the module with the most parameters (None: no training call seen)."""
         return max((k.call for k in self.kept.values()), key=lambda c: c.weight, default=None)
 
     def counted(self, batches_per_step: float) -> list[tuple[Call, float]]:
@@ -180,9 +180,9 @@ class ForwardRecorder:
         calls a step, the first step left out where later ones were seen (a script may call its model
         once before training: a summary, a dry run), over the batches a step trains (gradient accumulation
         calls it once per batch). Its calls a step are their median (a step the AMP scaler skipped holds
-        two iterations' calls), or their mean for a call made in fewer than half the steps (two optimizers
-        stepping in turn, each its own step). Calls made in none of those steps are left out; when none is
-        left, the biggest module's call, once."""
+        two iterations' calls), or their mean for a call made in half the steps or fewer (two optimizers
+        stepping in turn, each its own step; inputs padded to each batch's longest). Calls made in none
+        of those steps are left out; when none is left, the biggest module's call, once."""
         out = []
         for kept in sorted(self.kept.values(), key=lambda k: -k.call.weight):  # stable: first kept first
             steps = kept.per_step[1:] or kept.per_step or [kept.now]
