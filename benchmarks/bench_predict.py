@@ -27,7 +27,8 @@ calibration logs without them (the jitter before beside it):
 benchmarks/data/container-logs-2t``, on a loaded machine), ``benchmarks/data/container-logs-gpu-h200``
 (``container_logs.py --gpu`` on one NVIDIA H200) and ``benchmarks/data/container-logs-cpu-heldout``
 (mnist-cnn with 6400 samples and resnet50-cifar10 on this CPU, written after the interval's method was
-fixed).
+fixed), ``benchmarks/data/script-logs-cpu-heldout`` (a corpus script's instrumented runs, written then
+too).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR...] [--held-out DIR...]
 [--json OUT] [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
@@ -80,6 +81,11 @@ NEW_CPU_LOGS = ROOT / "benchmarks" / "data" / "container-logs-cpu-heldout"
 """Written after the interval's method (noise multiples, the 0.2 % floor) was fixed and committed, and
 scored only then: ``container_logs.py --out DIR --sessions f,g,h --seed-offset 20 --samples 6400`` and
 ``--sessions f,g --seed-offset 30 --workload resnet50-cifar10 --samples 256``, one thread, idle machine."""
+SCRIPT_LOGS = ROOT / "benchmarks" / "data" / "script-logs-cpu-heldout"
+"""Instrumented runs of a user's own script (family unknown: the pooled calibration), written with the
+CPU logs above: ``trainsweep run --local`` of the corpus's word_language_model, full mode, 5 epochs,
+batch sizes 10/20/40, ``--emsize 64 --nhid 64`` over a training split copied from ``valid.txt``, once with
+``--use-optimizer`` (AdamW) and once updating the weights by hand."""
 """The container's runs at 2 CPU threads on a loaded machine: never in the calibration, scored apart."""
 GPU_LOGS = ROOT / "benchmarks" / "data" / "container-logs-gpu-h200"
 """The container's runs on one NVIDIA H200 (``container_logs.py --gpu``)."""
@@ -208,7 +214,7 @@ def main() -> None:
         "--held-out",
         type=Path,
         nargs="+",
-        default=[HELD_OUT_LOGS, GPU_LOGS, NEW_CPU_LOGS],
+        default=[HELD_OUT_LOGS, GPU_LOGS, NEW_CPU_LOGS, SCRIPT_LOGS],
         help="logs scored with the calibration fitted without them",
     )
     ap.add_argument("--json", type=Path, default=None)

@@ -41,6 +41,11 @@ class ClassCalibration:
     cv_logs: int = 0
     cv_interval_coverage: float | None = None
     cv_median_abs_error: float | None = None
+    pooled_factor: float | None = None
+    """The same over the pooled multiple: the factor for a run of the class whose family part is the
+    pooled multiple (its family unknown, or with too few logs). The class's logs needed more than the
+    pooled multiple where their own family's was higher (the CPU's, whose runs move more between epochs
+    for their noise than the GPU runs that make most of the pool)."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ClassCalibration:
@@ -94,6 +99,7 @@ def fit_classes(
             conformal_quantile(class_scores(rs, pooled, families, interval), interval),
             len(rs),
             len({r.family for r in rs}),
+            pooled_factor=conformal_quantile(class_scores(rs, pooled, {}, interval), interval),
         )
         for c, rs in sorted(by_class.items())
     }

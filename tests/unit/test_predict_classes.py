@@ -285,3 +285,31 @@ def test_predict_eval_widens_the_interval_of_a_class_the_shipped_table_has_not_s
     own_noise = run_noise(out["stat_rel"])
     assert out["epoch_jitter"] == pytest.approx(shipped.families["mnist"].noise_multiple * factor * own_noise)
     assert any(f"widened {factor:.2f}x" in n for n in out["interval_notes"]), out["interval_notes"]
+
+
+def test_a_run_on_the_pooled_multiple_takes_its_class_factor_fitted_over_the_pooled_multiple():
+    table = Calibration(
+        pooled=TABLE.pooled,
+        families=TABLE.families,
+        classes={"cpu": ClassCalibration(1.0, 30, 1, pooled_factor=2.5)},
+        unseen_class_factor=TABLE.unseen_class_factor,
+    )
+    step = _step()
+    noise = run_noise(step.se_s / step.mean_s)
+    kwargs = {"steps_per_epoch": 100, "epochs": 10, "calibration": table, "instance_class": "cpu"}
+    known = predict_run(step, family="fam", **kwargs)
+    unknown = predict_run(step, family=None, **kwargs)  # an instrumented script: the pooled multiple
+    assert (known.calibration, known.class_calibration) == ("family", "class")
+    assert known.epoch_jitter == pytest.approx(2.0 * 1.0 * noise)
+    assert (unknown.calibration, unknown.class_calibration) == ("pooled", "class")
+    assert unknown.epoch_jitter == pytest.approx(4.0 * 2.5 * noise)
+
+
+def test_the_cpu_class_needs_more_than_the_pooled_multiple(real_data):
+    results, _, experiment = replay_logs([real_data / FCN, CONTAINER_LOGS], StopRule(epoch_jitter=0.01))
+    cal = fit_calibration(results, experiment)
+    cpu = cal.classes["cpu"]
+    # over its own family's multiple the CPU class needs nothing more; over the pooled one, which the FCN's
+    # GPU runs set, it needs more: an instrumented script on a CPU (family unknown) is widened by that
+    assert cpu.factor is not None and cpu.pooled_factor is not None
+    assert cpu.factor <= 1.0 < 1.5 < cpu.pooled_factor

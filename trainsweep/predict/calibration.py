@@ -121,20 +121,24 @@ class Calibration:
     the factor covers the interval of those held-out logs, classes weighing alike (at least 1; see
     :func:`trainsweep.class_calibration.unseen_factor`)."""
 
-    def class_factor(self, instance_class: str | None) -> tuple[float, str | None, list[str]]:
+    def class_factor(
+        self, instance_class: str | None, *, pooled: bool = False
+    ) -> tuple[float, str | None, list[str]]:
         """(factor on the family's jitter, ``class`` / ``unseen-class`` / ``unknown-class`` / None, notes).
 
-        A table without classes scales nothing (None). A class with its own factor uses it; a class
-        without one (not in the calibration logs, or too few of them) and an unknown class get the
-        unseen-class fallback of their kind (an unknown class: the widest kind's), never below 1.
+        A table without classes scales nothing (None). A class with its own factor uses it (``pooled``:
+        the family part is the pooled multiple, and the factor the one fitted over it); a class without
+        one (not in the calibration logs, or too few of them) and an unknown class get the unseen-class
+        fallback of their kind (an unknown class: the widest kind's), never below 1.
         """
         if not self.classes:
             return 1.0, None, []
         own = self.classes.get(instance_class) if instance_class else None
-        if own is not None and own.factor is not None:
+        factor = None if own is None else own.pooled_factor if pooled else own.factor
+        if factor is not None:
             # the family's jitter already covers its logs: a class widens it where its own logs needed
             # more, and never narrows it (a quiet class of a noisy family would undercover the family)
-            return max(1.0, own.factor), "class", []
+            return max(1.0, factor), "class", []
         from trainsweep.instance_class import kind
 
         fallback = dict(self.unseen_class_factor)
@@ -253,7 +257,7 @@ def epoch_jitter_for(
     jitter, source, more = cal.jitter_for(family)
     notes.extend(more)
     chosen = cal.pooled if source == "pooled" else cal.families[family or ""]
-    factor, by_class, class_notes = cal.class_factor(instance_class)
+    factor, by_class, class_notes = cal.class_factor(instance_class, pooled=source == "pooled")
     notes.extend(class_notes)
     validated = chosen.validated if chosen.cv_interval_coverage is not None else None
     return jitter * factor * run_noise(stat_rel), source, validated, by_class
