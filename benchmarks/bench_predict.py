@@ -27,8 +27,8 @@ calibration logs without them (the jitter before beside it):
 benchmarks/data/container-logs-2t``, on a loaded machine), ``benchmarks/data/container-logs-gpu-h200``
 (``container_logs.py --gpu`` on one NVIDIA H200) and ``benchmarks/data/container-logs-cpu-heldout``
 (mnist-cnn with 6400 samples and resnet50-cifar10 on this CPU, written after the interval's method was
-fixed), ``benchmarks/data/script-logs-cpu-heldout`` (a corpus script's instrumented runs, written then
-too).
+fixed), ``benchmarks/data/script-logs-cpu-heldout`` and ``-2`` (a corpus script's instrumented runs,
+the second written after the change the first prompted).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR...] [--held-out DIR...]
 [--json OUT] [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
@@ -85,7 +85,11 @@ SCRIPT_LOGS = ROOT / "benchmarks" / "data" / "script-logs-cpu-heldout"
 """Instrumented runs of a user's own script (family unknown: the pooled calibration), written with the
 CPU logs above: ``trainsweep run --local`` of the corpus's word_language_model, full mode, 5 epochs,
 batch sizes 10/20/40, ``--emsize 64 --nhid 64`` over a training split copied from ``valid.txt``, once with
-``--use-optimizer`` (AdamW) and once updating the weights by hand."""
+``--use-optimizer`` (AdamW) and once updating the weights by hand. Scored, they prompted the class factor
+over the pooled multiple (``pooled_factor``)."""
+SCRIPT_LOGS_2 = ROOT / "benchmarks" / "data" / "script-logs-cpu-heldout-2"
+"""The same script's runs written after that change and scored only then: AdamW with ``--lr 0.001``,
+batch sizes 15/30/60."""
 """The container's runs at 2 CPU threads on a loaded machine: never in the calibration, scored apart."""
 GPU_LOGS = ROOT / "benchmarks" / "data" / "container-logs-gpu-h200"
 """The container's runs on one NVIDIA H200 (``container_logs.py --gpu``)."""
@@ -214,7 +218,7 @@ def main() -> None:
         "--held-out",
         type=Path,
         nargs="+",
-        default=[HELD_OUT_LOGS, GPU_LOGS, NEW_CPU_LOGS, SCRIPT_LOGS],
+        default=[HELD_OUT_LOGS, GPU_LOGS, NEW_CPU_LOGS, SCRIPT_LOGS, SCRIPT_LOGS_2],
         help="logs scored with the calibration fitted without them",
     )
     ap.add_argument("--json", type=Path, default=None)
