@@ -67,6 +67,7 @@ from trainsweep.predict import (  # noqa: E402
     load_calibration,
     replay,
     run_family,
+    run_noise,
     set_interval,
     steady_estimate,
     summarize,
@@ -338,7 +339,7 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
               f"{lo}-{hi} % in every family, median |error| <= 0.5 % pooled")  # fmt: skip
         print(f"  {'family':13s} {'logs':>5s} {'exps':>5s} {'median|err|':>11s}  "
               f"{'coverage: 1 % prior':>19s}  {'cross-val.':>10s}  {'by folder':>9s}   "
-              "shipped jitter (x the run's noise)")  # fmt: skip
+              f"{'run noise':>9s}   shipped jitter (x the run's noise)")  # fmt: skip
         for f in FAMILIES:
             old, new, fo = (
                 figures[k].get(f) for k in ("old_prior", "cross_validated", "leave_one_folder_out")
@@ -350,9 +351,11 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
             flag = "" if own is None or own.noise_multiple is None else " ok" if own.validated else " FLAGGED"
             if f not in ("pooled", "seeds") and (own is None or own.noise_multiple is None):
                 jit = "pooled"
+            here = [r.stat_rel for r in prior if in_row(r, f) and r.error is not None]
+            noise = _percentile([run_noise(s) for s in here if s is not None], 50)
             print(f"  {f:13s} {new['logs_scored']:5d} {n_exp[f]:5d} {pct2(new['median_abs_error'], 9)}  "
                   f"{pct(old['interval_coverage'], 17)}  {pct(new['interval_coverage'], 8)}  "
-                  f"{pct(fo['interval_coverage'], 7)}   {jit}{flag}")  # fmt: skip
+                  f"{pct(fo['interval_coverage'], 7)}  {pct2(noise, 6)}   {jit}{flag}")  # fmt: skip
         print("  the same, the replay before (the steady epoch's own steps alone) -> now, in the same run:")
         print(f"  {'family':13s} {'median|err|':>20s}  {'cross-val. coverage':>20s}  {'by folder':>20s}")
         for f in FAMILIES:
@@ -381,17 +384,19 @@ def calibration_figures(data: list[Path], *, write: bool, show: bool = True) -> 
 
 def held_out_figures(folder: Path, calibration_logs: list[Path]) -> dict:
     """Logs of ``folder`` scored with the calibration fitted on ``calibration_logs`` without them, per
-    family and class, beside the same with the fallback before (fitted in the same run); printed."""
+    family and class, beside the same with the jitter before (fitted in the same run); printed, with how
+    the logs' later epochs sat against the prediction and how far one run's epochs moved."""
     fit_on = [d for d in calibration_logs if d.resolve() != folder.resolve()]
     prior, _, experiment = replay_logs(fit_on, StopRule(epoch_jitter=OLD_PRIOR))
     held, _, _ = replay_logs([folder], StopRule(epoch_jitter=OLD_PRIOR))
     now, _ = calibrate(prior, experiment)
-    scored = {"now": summarize([calibrated(r, now) for r in held])}
+    held_now = [calibrated(r, now) for r in held]
+    scored = {"now": summarize(held_now)}
     with jitter_unscaled():
         before, _ = calibrate(prior, experiment)
         scored["before"] = summarize([calibrated(r, before) for r in held])
-    used = sorted({f"{r.family}: {c.calibration} x {c.class_calibration}" for r in held
-                   if (c := calibrated(r, now)).epoch_jitter is not None})  # fmt: skip
+    used = sorted({f"{c.family}: {c.calibration} x {c.class_calibration}" for c in held_now
+                   if c.epoch_jitter is not None})  # fmt: skip
     print(f"held out, {folder.relative_to(ROOT)}: {scored['now']['logs_scored']} logs scored with the "
           f"calibration fitted on {len(prior)} logs without them ({'; '.join(used)}); coverage with the "
           "jitter before (not scaled by the run's noise) -> now, median half-width now:")  # fmt: skip
@@ -405,6 +410,12 @@ def held_out_figures(folder: Path, calibration_logs: list[Path]) -> dict:
                   f"  coverage {pct1(was['interval_coverage'])} -> {pct1(f['interval_coverage'])}"
                   f"  ±{pct1(f['median_interval_half_width'])} (before ±"
                   f"{pct1(was['median_interval_half_width'])})")  # fmt: skip
+    errors = [r.error for r in held if r.error is not None]
+    ranges = [max(t) / min(t) - 1 for r in held  # epoch 1 left out: its warm-up
+              if len(t := [e.epoch_s for e in parse(Path(r.log)).epochs[1:] if e.epoch_s]) > 1]  # fmt: skip
+    widest = pct1(max(ranges, default=math.nan))
+    print(f"  predicted below the later epochs' mean in {sum(e < 0 for e in errors)} of {len(errors)} "
+          f"logs; one run's epochs after its first apart by up to {widest}")  # fmt: skip
     return scored
 
 

@@ -307,10 +307,12 @@ def count_call(call: Call, *, trains: bool = True) -> tuple[flops.StepCount, nn.
         return flops.count(step, first.shape[0]), model
 
 
-def count_calls(calls: Sequence[tuple[Call, float]]) -> tuple[flops.StepCount, nn.Module, list[int]]:
+def count_calls(
+    calls: Sequence[tuple[Call, float]],
+) -> tuple[flops.StepCount, nn.Module, list[flops.StepCount]]:
     """A training step's FLOPs over its calls (each ``(call, calls for each batch)``, the biggest module's
     first): each call counted once, times its calls, summed; the samples a step trains are the biggest
-    batch the biggest module was called with. Returns that, the biggest module, and each call's FLOPs.
+    batch the biggest module was called with. Returns that, the biggest module, and each call's count.
 
     Raises:
         NotCountableError: when a call cannot be counted (a call beside the biggest module's names its
@@ -328,7 +330,7 @@ def count_calls(calls: Sequence[tuple[Call, float]]) -> tuple[flops.StepCount, n
             raise NotCountableError(f"{type(call.module).__name__}, called beside the model: {exc}") from None
         total += step.flops * n
         by_op.update({op: round(f * n) for op, f in step.by_op.items()})
-        each.append(step.flops)
+        each.append(step)
         if call.module is main:
             model, samples = counted, max(samples, step.samples)
     assert model is not None
@@ -407,18 +409,13 @@ def event(
         value["calls"] = [
             {
                 "module": type(c.module).__name__,
-                "samples": _samples(c),
+                "samples": one.samples,
                 "calls_per_batch": _number(n),
-                "flops": f,
+                "flops": one.flops,
             }
-            for (c, n), f in zip(calls, each, strict=True)
+            for (c, n), one in zip(calls, each, strict=True)
         ]
     return value
-
-
-def _samples(call: Call) -> int:
-    first = _first_tensor((call.args, call.kwargs))
-    return first.shape[0] if isinstance(first, TensorSpec) and first.shape else 0
 
 
 def _number(x: float) -> float | int:

@@ -74,12 +74,10 @@ class OptimizerSteps:
                 del self._open[n:]
                 return
 
-    def backward(self) -> bool:
-        """A backward pass returned (one of the script's); returns whether it ran inside a step."""
-        if self.inside():
-            return True
-        self._outside += 1
-        return False
+    def backward(self) -> None:
+        """A backward pass returned (one of the script's): counted when it ran outside the steps."""
+        if not self.inside():
+            self._outside += 1
 
     def backwards_per_step(self) -> int | None:
         """The median of the backward passes outside the steps before each step; None before the first
