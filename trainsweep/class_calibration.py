@@ -1,8 +1,8 @@
 """The early-stop interval per instance class: a factor on the family's epoch jitter, and the fallback
 for a class the calibration has no factor for (:class:`trainsweep.predict.Calibration` applies them).
 
-A class's factor is split-conformal over its logs' needed jitter divided by their family's fitted
-jitter (both multiples of each log's own noise, :func:`trainsweep.predict.run_noise`). The
+A class's factor is split-conformal over its logs' needed multiple divided by their family's fitted
+multiple (both multiples of each log's own noise, :func:`trainsweep.predict.run_noise`). The
 unseen-class fallback of a kind (``cpu``, ``gpu``) is set at the interval's level: each seen class
 held out in turn, the family multiples refitted without it, its logs scored against those
 (:func:`held_out_scores`); the fallback is the factor that covers ``interval`` of those held-out logs,
