@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from trainsweep.cost import billing
-from trainsweep.cost.prices import hourly_usd
+from trainsweep.spec import hourly_prices
 
 if TYPE_CHECKING:
     from trainsweep.cost.runs import RunMetrics
@@ -201,7 +201,7 @@ def race(
     (:func:`excluded`). Nobody waits: the look that comes next is decided on what is known at that time.
     """
     state = _Race(spec, rule, race_rule or RaceRule())
-    prices = {t: hourly_usd(t, region) for t in spec.instance_types}
+    prices = hourly_prices(spec, region)
     entrants, jobs = _line_up(by_cell, prices)
     while waiting := [j for j in jobs.values() if j.queue]:
         state.take(min(waiting, key=lambda j: j.clock))

@@ -51,7 +51,7 @@ from trainsweep.errors import TrainsweepError
 from trainsweep.importer import FileOutcome, ImportResult
 from trainsweep.logs.model import Epoch, RunTimings
 from trainsweep.predict import Calibration, Prediction, SteadyState, StopRule, predict_run, replay
-from trainsweep.spec import SweepSpec, load_spec
+from trainsweep.spec import SweepSpec, hourly_prices, load_spec
 
 if TYPE_CHECKING:
     from trainsweep.race import RaceRule
@@ -545,8 +545,9 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
         durations.append(b.wall_s)
     cost = 0.0
     unpriced: list[str] = []
+    prices = hourly_prices(spec, region)
     for itype, seconds in billable.items():
-        price = hourly_usd(itype, region)
+        price = prices[itype] if itype in prices else hourly_usd(itype, region)
         if price is None:
             unpriced.append(itype)
         else:
@@ -650,6 +651,7 @@ def replay_sweep(
         [o.metrics for o in observed.values()],
         region=region,
         instance_count=spec.instance_count,
+        prices=spec.prices,
         quality_margin=spec.quality_margin,
         target=_target_value(spec),
         target_metric=_target_metric(spec),
@@ -686,7 +688,11 @@ def replay_race(
 
     strategy, runs = race(by_cell, spec, region, rule, race_rule)
     rows = aggregate(
-        runs, region=region, instance_count=spec.instance_count, quality_margin=spec.quality_margin
+        runs,
+        region=region,
+        instance_count=spec.instance_count,
+        prices=spec.prices,
+        quality_margin=spec.quality_margin,
     )
     return strategy, rows
 
@@ -947,6 +953,7 @@ def _exhaustive(
         [s.full for s in everything],
         region=region,
         instance_count=spec.instance_count,
+        prices=spec.prices,
         quality_margin=spec.quality_margin,
         target=_target_value(spec),
         target_metric=_target_metric(spec),

@@ -2055,7 +2055,7 @@ def plan_sweep(
     _check_per_device(spec)
     jobs = _expand(spec, sweep_id, region, bucket, attempt)
     _check_jobs(jobs)
-    prices = _hourly_prices(spec, region, price or _default_price)
+    prices = hourly_prices(spec, region, price or _default_price)
     unpriced = [t for t, p in prices.items() if p is None]
     cost: float | None = None
     if not unpriced:
@@ -2119,8 +2119,9 @@ def _check_one_sweep(spec: SweepSpec, *, cloud: bool, require_uploaded_source: b
         )
 
 
-def _hourly_prices(spec: SweepSpec, region: str, price: PriceFn) -> dict[str, float | None]:
-    """USD per hour of each instance type: nothing for local types, the spec's ``prices``, else ``price``."""
+def hourly_prices(spec: SweepSpec, region: str, price: PriceFn = _default_price) -> dict[str, float | None]:
+    """USD per hour of each of the spec's instance types: nothing for local types, the spec's ``prices``,
+    else ``price`` (the catalogue's, by default); None where nothing prices it."""
     return {
         t: 0.0 if t in LOCAL_TYPES else spec.prices.get(t) or price(t, region) for t in spec.instance_types
     }

@@ -82,6 +82,18 @@ def test_each_stage_says_what_it_cost_and_the_stages_add_up_to_the_bill(grid):
     assert out["cost_ratio"] < 1
 
 
+def test_the_race_prices_its_stages_with_the_specs_prices(grid):
+    spec, logs = grid
+    data = yaml.safe_load(spec.read_text())
+    prices = {G4: 0.25, P3: 9.0, P38: 20.0}
+    data["prices"] = prices
+    spec.write_text(yaml.safe_dump(data))
+    s = _race(spec, logs)["strategy"]
+    start_up = sum(cost_usd(FIXED_OVERHEAD_S, p) for p in prices.values())
+    assert s["start_up_usd"] == pytest.approx(start_up)
+    assert s["unpriced_instance_types"] == []
+
+
 def test_the_text_output_shows_the_stages(grid):
     spec, logs = grid
     result = CliRunner().invoke(app, ["simulate", str(spec), "--from", str(logs), "--race"])

@@ -116,6 +116,48 @@ def test_a_small_grid_agrees_with_the_hand_computed_figures(tmp_path, logs):
     assert out["picks"]["recommended"] == out["picks"]["cheapest"]
 
 
+def test_the_specs_prices_win_over_the_catalogue_in_the_bill_and_the_picks(tmp_path, logs):
+    # a negotiated rate that makes ml.p3.8xlarge cheaper per hour than ml.p3.2xlarge: the bill and the
+    # cheapest pick follow the spec's prices, as a planned sweep's do
+    prices = {P3: 4.0, P38: 1.0}
+    out = _simulate(_spec(tmp_path, packing="per-instance", prices=prices), logs)
+
+    def usd(seconds: float, itype: str) -> float:
+        return seconds * prices[itype] / 3600
+
+    strategy = usd(FIXED_OVERHEAD_S + 30 + 35, P3) + usd(FIXED_OVERHEAD_S + 20 + 70, P38)
+    exhaustive = sum(
+        usd(FIXED_OVERHEAD_S + t, P3 if vm == "p3-1" else P38) for (vm, _), ts in TTT.items() for t in ts
+    )
+    assert out["strategy_cost_usd"] == pytest.approx(strategy)
+    assert out["exhaustive_cost_usd"] == pytest.approx(exhaustive)
+    assert out["truth"]["cheapest"]["instance_type"] == P38 and out["truth"]["cheapest"]["batch_size"] == 256
+    assert out["truth"]["cheapest"]["cost_to_train_usd"] == pytest.approx(usd(FIXED_OVERHEAD_S + 21, P38))
+    assert out["exhaustive"]["unpriced_instance_types"] == []
+
+
+def test_a_type_the_catalogue_does_not_price_is_simulated_with_the_specs_price(tmp_path):
+    g6e = "ml.g6e.xlarge"
+    assert hourly_usd(g6e) is None
+    texts = {
+        f"result-g6e-1-256-e{i}.txt": seed_log(256, reps)
+        for i, reps in enumerate([(20.0, 10.0), (22.0, 10.0)])
+    }
+    texts |= {
+        f"result-p3-1-256-e{i}.txt": seed_log(256, reps)
+        for i, reps in enumerate([(30.0, 20.0), (30.0, 20.0)])
+    }
+    logs = _logs_dir(tmp_path, "g6e", texts)
+    fields = {"instance_types": [g6e, P3], "batch_sizes": [256]}
+    unpriced = _simulate(_spec(tmp_path, **fields), logs)
+    assert unpriced["exhaustive"]["unpriced_instance_types"] == [g6e]
+    priced = _simulate(_spec(tmp_path, **fields, prices={g6e: 2.0}), logs)
+    assert priced["exhaustive"]["unpriced_instance_types"] == []
+    runs = [FIXED_OVERHEAD_S + 30, FIXED_OVERHEAD_S + 32]
+    assert priced["truth"]["cheapest"]["cost_to_train_usd"] == pytest.approx(sum(runs) / 2 * 2.0 / 3600)
+    assert priced["truth"]["cheapest"]["instance_type"] == g6e
+
+
 def _steps_log(
     batch_size: int,
     epochs: list[tuple[list[float], float]],
