@@ -15,13 +15,14 @@ folder at run time (each replica's step, validation and epoch times scaled by 1 
 replica is a copy the import leaves out), timed end to end.
 
 Then the racing strategy (``simulate --race``) beside the recommended one on wide synthetic grids
-(:mod:`wide_grids`: 10 to 36 instance types, every priced type of the catalogue at most, x each seed
-family's four batch sizes, three repetitions resampled from the real logs): cost ratio and regret
-against grid width. The race's intervals are calibrated without the family a grid is built from
-(leave one family out: the race is scored on logs its calibration has not seen), and its settings are
-:class:`trainsweep.race.RaceRule`'s defaults, fixed before any grid was scored.
+(:mod:`wide_grids`: 10 to 50 instance types of the catalogue, those it does not price at a fitted rate
+given as the spec's ``prices``, x each seed family's four batch sizes, three repetitions resampled from
+the real logs): cost ratio and regret against grid width. The race's intervals are calibrated without
+the family a grid is built from (leave one family out: the race is scored on logs its calibration has
+not seen), and its settings are :class:`trainsweep.race.RaceRule`'s defaults, fixed before any grid was
+scored.
 
-Usage: ``python benchmarks/bench_simulate.py [DATA_DIR] [--replicas 7] [--widths 10,20,36]
+Usage: ``python benchmarks/bench_simulate.py [DATA_DIR] [--replicas 7] [--widths 10,20,36,50]
 [--grids 3] [--json OUT]``.
 """
 
@@ -302,7 +303,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("data", nargs="?", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--replicas", type=int, default=7, help="copies of the FCN grid's 72 logs to time")
-    ap.add_argument("--widths", default="10,20,36", help="instance types of the wide synthetic grids")
+    ap.add_argument("--widths", default="10,20,36,50", help="instance types of the wide synthetic grids")
     ap.add_argument("--grids", type=int, default=3, help="synthetic grids per width and family")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()

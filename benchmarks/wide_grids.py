@@ -1,13 +1,15 @@
 """Wide synthetic sweep grids resampled from the shared real logs, for ``bench_simulate.py``.
 
-A grid has N instance types (the price catalogue's names, so that each has its real price) and the
-batch sizes of one seed family (FCN, MNIST, ResNet). Each instance type gets a speed: its price's square
-root (dearer types are faster, less than in proportion), times a lognormal factor (sd 0.3 in log) drawn
-from the grid's seed. A configuration (type, batch size) gets ``repetitions`` runs, each a log of the
-family at that batch size drawn at random from the real logs (any instance type), its step, validation
-and epoch times scaled by ``reference / speed``, where ``reference`` is the family's median epoch time at
-that batch size over the log's own epoch time median: the batch size's real cost, the drawn log's own
-noise (step to step, epoch to epoch, warm-up), the type's speed. Logs are kept in memory as an import.
+A grid has N instance types drawn from the catalogue's 174 cloud types (the 36 the price catalogue prices
+in us-east-1 at their real price, the others at a price fitted on those 36 and given to the spec as its
+``prices``, as a user gives a rate the catalogue lacks) and the batch sizes of one seed family (FCN,
+MNIST, ResNet). Each instance type gets a speed: its price's square root (dearer types are faster, less
+than in proportion), times a lognormal factor (sd 0.3 in log) drawn from the grid's seed. A
+configuration (type, batch size) gets ``repetitions`` runs, each a log of the family at that batch size
+drawn at random from the real logs (any instance type), its step, validation and epoch times scaled by
+``reference / speed``, where ``reference`` is the family's median epoch time at that batch size over the
+log's own epoch time median: the batch size's real cost, the drawn log's own noise (step to step, epoch
+to epoch, warm-up), the type's speed. Logs are kept in memory as an import.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 from trainsweep.cost.prices import hourly_usd
 from trainsweep.importer import FileOutcome, ImportResult
-from trainsweep.instances import vmtype
+from trainsweep.instances import InstanceType, vmtype
 from trainsweep.logs.model import RunTimings
 from trainsweep.predict import run_family
 
@@ -70,11 +72,31 @@ def _scaled(run: RunTimings, k: float, name: str, system: str) -> RunTimings:
     return new
 
 
-def priced_types(region: str = "us-east-1") -> list[tuple[str, float]]:
-    """Every instance type the price catalogue prices in ``region``, cheapest first."""
+def _features(t: InstanceType) -> list[float]:
+    """What the fitted price reads of a type: log vCPUs, log memory, log(1 + accelerators)."""
+    return [1.0, math.log(t.vcpus), math.log(t.memory_gib), math.log1p(t.accelerators or t.gpus)]
+
+
+def cloud_types(region: str = "us-east-1") -> list[tuple[str, float, bool]]:
+    """Every cloud instance type of the catalogue with an hourly price, cheapest first: (type, USD per
+    hour, whether the price catalogue prices it). The unpriced ones are priced by a least-squares fit of
+    log price on :func:`_features` over the priced ones (a synthetic rate, in the range the real ones
+    span for such a machine)."""
+    import numpy as np
+
     from trainsweep.instances import CATALOGUE
 
-    out = [(t, p) for t in CATALOGUE if (p := hourly_usd(t, region))]
+    cloud = [t for t in CATALOGUE.values() if not t.is_local]
+    priced = {t.name: p for t in cloud if (p := hourly_usd(t.name, region))}
+    known = [t for t in cloud if t.name in priced]
+    coef, *_ = np.linalg.lstsq(
+        np.array([_features(t) for t in known]), np.log([priced[t.name] for t in known]), rcond=None
+    )
+
+    def fitted(t: InstanceType) -> float:
+        return round(math.exp(float(np.dot(coef, _features(t)))), 3)
+
+    out = [(t.name, priced[t.name], True) if t.name in priced else (t.name, fitted(t), False) for t in cloud]
     return sorted(out, key=lambda x: x[1])
 
 
@@ -82,11 +104,11 @@ def grid(pool: Pool, width: int, seed: int, repetitions: int = 3) -> tuple[Impor
     """A synthetic import of ``width`` instance types x the pool's batch sizes, and its spec (recommended
     strategy: early stop, packed, 1 repetition; ``epochs``: the family's usual count)."""
     rng = random.Random(seed)
-    types = sorted(rng.sample(priced_types(), width), key=lambda x: x[1])
+    types = sorted(rng.sample(cloud_types(), width), key=lambda x: x[1])
     sizes = sorted(b for b, logs in pool.by_batch.items() if logs)
     ref = {b: statistics.median(m for _, m in pool.by_batch[b]) for b in sizes}
     files, runs = [], {}
-    for itype, price in types:
+    for itype, price, _ in types:
         speed = math.sqrt(price) * math.exp(rng.gauss(0.0, 0.3))
         for b in sizes:
             for k in range(repetitions):
@@ -99,7 +121,8 @@ def grid(pool: Pool, width: int, seed: int, repetitions: int = 3) -> tuple[Impor
     spec = {
         "name": "wide",
         "workload": {"model": "resnet50-cifar10", "epochs": pool.epochs},
-        "instance_types": [t for t, _ in types],
+        "instance_types": [t for t, _, _ in types],
+        "prices": {t: p for t, p, real in types if not real},
         "batch_sizes": sizes,
         "max_concurrency": 4,
         "mode": "early-stop",

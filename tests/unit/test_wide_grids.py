@@ -35,3 +35,30 @@ def test_a_grid_resamples_each_configuration_from_real_logs_of_its_batch_size(re
         ), o.path
     again, _ = grid(pool, 12, seed=7)
     assert [o.path for o in again.files] == [o.path for o in result.files]  # the seed fixes the grid
+
+
+def test_types_the_catalogue_does_not_price_go_to_the_spec_at_a_fitted_rate(real_data):
+    from wide_grids import cloud_types, grid, pools
+
+    from trainsweep.cost.prices import hourly_usd
+    from trainsweep.importer import read_dir
+    from trainsweep.simulate import simulate
+    from trainsweep.spec import load_spec
+
+    types = cloud_types()
+    real = [(t, p) for t, p, is_real in types if is_real]
+    fitted = {t: p for t, p, is_real in types if not is_real}
+    assert len(types) > 50 and all(hourly_usd(t) == p for t, p in real)
+    assert all(hourly_usd(t) is None for t in fitted)
+    lo, hi = min(p for _, p in real), max(p for _, p in real)
+    assert all(lo / 2 < p < 2 * hi for p in fitted.values())
+    # a GPU machine is dearer than a CPU one of the same size, as in the priced types
+    assert fitted["ml.g6e.4xlarge"] > 2 * fitted["ml.c6i.4xlarge"]
+
+    pool = pools(read_dir(real_data / "cloud-ML" / "seismic-fcn"))["fcn"]
+    result, spec = grid(pool, 50, seed=3)
+    assert spec["prices"] and set(spec["prices"]) <= set(fitted)
+    assert all(spec["prices"][t] == fitted[t] for t in spec["prices"])
+    out = simulate(load_spec(spec, allow_retired=True), result).to_dict()
+    assert out["exhaustive"]["unpriced_instance_types"] == [] and out["strategy_cost_usd"] > 0
+    assert out["cost_ratio"] < 0.10
