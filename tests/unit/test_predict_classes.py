@@ -168,13 +168,18 @@ def test_a_log_of_a_class_the_calibration_lacks_gets_its_kinds_fallback(real_dat
     assert any("'volta-multi'" in n for n in unseen.interval_notes)
 
 
-def test_predict_eval_json_prints_three_cross_validations_per_family_and_class(real_data):
+def test_predict_eval_json_prints_four_cross_validations_per_family_and_class(real_data):
     result = CliRunner().invoke(app, ["predict-eval", str(real_data / FCN), str(CONTAINER_LOGS), "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)["summary"]
     assert {"volta-multi", "cpu", "pooled"} <= summary["classes"].keys()
     cv = summary["cross_validation"]
-    assert set(cv) == {"leave_one_experiment_out", "leave_one_family_out", "leave_one_class_out"}
+    assert set(cv) == {
+        "leave_one_experiment_out",
+        "leave_one_family_out",
+        "leave_one_class_out",
+        "leave_one_class_out_family_unknown",
+    }
     for name, held in cv.items():
         assert {"fcn", "container-cpu", "pooled"} <= held["families"].keys(), name
         assert {"volta-multi", "kepler-single", "cpu", "pooled"} <= held["classes"].keys(), name
@@ -252,6 +257,25 @@ def test_leaving_a_class_out_calibrates_its_logs_without_any_log_of_it(real_data
             family = rest.families.get(c.family or "")
             base = family.noise_multiple if family and family.noise_multiple else rest.pooled.noise_multiple
             assert c.epoch_jitter == pytest.approx(base * fallback * run_noise(c.stat_rel)), (cls, c.log)
+
+
+def test_a_class_held_out_as_a_scripts_runs_takes_the_pooled_multiple_and_keeps_its_family(real_data):
+    results, _, experiment = replay_logs([real_data / FCN, CONTAINER_LOGS], StopRule(epoch_jitter=0.01))
+    held = {r.log: r.instance_class or "unknown" for r in results}
+    as_script = cross_validate(results, held, family_unknown=True)
+    rest = fit_calibration([r for r in results if r.instance_class != "volta-multi"], experiment)
+    mine = [c for c in as_script if c.instance_class == "volta-multi" and c.predicted_epoch_s is not None]
+    assert mine and {c.family for c in mine} == {"fcn"}  # summarised under the family they are of
+    assert {c.calibration for c in mine} == {"pooled"} and {c.class_calibration for c in mine} == {
+        "unseen-class"
+    }
+    for c in mine:
+        expected = rest.pooled.noise_multiple * rest.unseen_class_factor["gpu"] * run_noise(c.stat_rel)
+        assert c.epoch_jitter == pytest.approx(expected)
+    # the same logs held out with their family known take the family's multiple instead
+    known = {c.log: c for c in cross_validate(results, held)}
+    assert any(known[c.log].epoch_jitter != pytest.approx(c.epoch_jitter) for c in mine)
+    assert all(r.family == "fcn" for r in results if r.instance_class == "volta-multi")  # inputs untouched
 
 
 def test_predict_eval_covers_held_out_classes_at_the_intervals_level(real_data):

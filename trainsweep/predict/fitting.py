@@ -79,7 +79,11 @@ def fit_calibration(
 
 
 def cross_validate(
-    results: Sequence[ReplayResult], experiment: dict[str, str], interval: float = 0.90
+    results: Sequence[ReplayResult],
+    experiment: dict[str, str],
+    interval: float = 0.90,
+    *,
+    family_unknown: bool = False,
 ) -> list[ReplayResult]:
     """Leave-one-experiment-out: each experiment's logs get the interval of a calibration fitted on all
     the other experiments' logs (its family's jitter if they hold enough of that family, else pooled).
@@ -87,6 +91,8 @@ def cross_validate(
     Returns copies of ``results`` with their intervals (and ``interval_notes``) replaced; replays whose
     jitter was set by the rule are calibrated too. The held-out logs never enter their own calibration:
     where the others are too few to fit one (fewer than 9 scored), the copy has no interval.
+    ``family_unknown``: the held-out logs are calibrated as runs of an unknown family would be (an
+    instrumented script's: the pooled multiple), and keep their family for the summaries.
     """
     scored: dict[int, ReplayResult] = {}
     for held in sorted({experiment.get(r.log, r.log) for r in results}):
@@ -94,7 +100,8 @@ def cross_validate(
         cal = fit_calibration(rest, experiment, interval)
         for r in results:
             if experiment.get(r.log, r.log) == held:
-                scored[id(r)] = calibrated(r, cal, interval)
+                scored[id(r)] = calibrated(replace(r, family=None) if family_unknown else r, cal, interval)
+                scored[id(r)].family = r.family
     return [scored[id(r)] for r in results]
 
 
@@ -157,14 +164,18 @@ def cross_validations(
 ) -> dict[str, dict[str, Any]]:
     """Leave one experiment, one family and one instance class out (:func:`cross_validate` held out by
     each), each summarised per family and per class. A family or class held out is calibrated without
-    any log of it: its interval comes from the pooled jitter or the unseen-class fallback."""
+    any log of it: its interval comes from the pooled jitter or the unseen-class fallback. And
+    ``leave_one_class_out_family_unknown``: each class held out, its logs calibrated as an instrumented
+    script's runs on an instance class the calibration has not seen (family unknown: the pooled multiple
+    x the unseen-class fallback)."""
     out = {}
-    for name, key in (
-        ("leave_one_experiment_out", lambda r: experiment.get(r.log, r.log)),
-        ("leave_one_family_out", lambda r: r.family or "unknown"),
-        ("leave_one_class_out", lambda r: r.instance_class or "unknown"),
+    for name, key, unknown in (
+        ("leave_one_experiment_out", lambda r: experiment.get(r.log, r.log), False),
+        ("leave_one_family_out", lambda r: r.family or "unknown", False),
+        ("leave_one_class_out", lambda r: r.instance_class or "unknown", False),
+        ("leave_one_class_out_family_unknown", lambda r: r.instance_class or "unknown", True),
     ):
         held = {r.log: key(r) for r in results}
-        cv = cross_validate(results, held, interval)
+        cv = cross_validate(results, held, interval, family_unknown=unknown)
         out[name] = {"families": family_summary(cv), "classes": class_summary(cv)}
     return out
