@@ -6,8 +6,10 @@ multiple (both multiples of each log's own noise, :func:`trainsweep.predict.run_
 unseen-class fallback of a kind (``cpu``, ``gpu``) is set at the interval's level: each seen class
 held out in turn, the family multiples refitted without it, its logs scored against those
 (:func:`held_out_scores`); the fallback is the factor that covers ``interval`` of those held-out logs,
-each class weighing the same (:func:`unseen_factor`). A kind with no class of its own takes a
-prediction bound over every kind's held-out class factors (:func:`prediction_bound`).
+each class weighing the same (:func:`unseen_factor`). A second fallback, for runs whose family part is
+the pooled multiple (an instrumented script's), is fitted the same way over the pooled multiple. A kind
+with no class of its own takes a prediction bound over every kind's held-out class factors
+(:func:`prediction_bound`).
 """
 
 from __future__ import annotations
@@ -88,8 +90,9 @@ def fit_classes(
     pooled: JitterCalibration,
     families: dict[str, JitterCalibration],
     interval: float,
-) -> tuple[dict[str, ClassCalibration], dict[str, float]]:
-    """Each instance class's factor, and the unseen-class factor per kind (see :class:`Calibration`)."""
+) -> tuple[dict[str, ClassCalibration], dict[str, float], dict[str, float]]:
+    """Each instance class's factor, and the unseen-class factor per kind over the family multiples and
+    over the pooled one (see :class:`Calibration`)."""
     by_class: dict[str, list[ReplayResult]] = {}
     for r in scored:
         if r.instance_class:
@@ -104,16 +107,25 @@ def fit_classes(
         for c, rs in sorted(by_class.items())
     }
     seen = [c for c, cc in classes.items() if cc.factor is not None]
-    held = held_out_scores(scored, experiment, seen, interval)
-    unseen = {k: f for k in KINDS if (f := unseen_factor(held, k, interval)) is not None}
-    return classes, unseen
+    unseen: dict[str, float] = {}
+    over_pooled: dict[str, float] = {}
+    for base, out in ((False, unseen), (True, over_pooled)):
+        held = held_out_scores(scored, experiment, seen, interval, over_pooled=base)
+        out.update({k: f for k in KINDS if (f := unseen_factor(held, k, interval)) is not None})
+    return classes, unseen, over_pooled
 
 
 def held_out_scores(
-    scored: Sequence[ReplayResult], experiment: dict[str, str], seen: Sequence[str], interval: float
+    scored: Sequence[ReplayResult],
+    experiment: dict[str, str],
+    seen: Sequence[str],
+    interval: float,
+    *,
+    over_pooled: bool = False,
 ) -> dict[str, list[float]]:
     """Per class of ``seen``: its logs' needed multiple over the family multiples fitted without them (the
-    pooled one where their family goes with them); only the logs of ``scored`` enter."""
+    pooled one where their family goes with them; ``over_pooled``: the pooled one for every log, as for a
+    run whose family is unknown); only the logs of ``scored`` enter."""
     out: dict[str, list[float]] = {}
     for c in seen:
         rest = [r for r in scored if r.instance_class != c]
@@ -121,7 +133,8 @@ def held_out_scores(
         if pooled_without.noise_multiple is None:
             continue
         logs = [r for r in scored if r.instance_class == c]
-        if scores := class_scores(logs, pooled_without, families_without, interval):
+        bases = {} if over_pooled else families_without
+        if scores := class_scores(logs, pooled_without, bases, interval):
             out[c] = scores
     return out
 

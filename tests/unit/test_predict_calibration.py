@@ -172,6 +172,7 @@ def test_the_shipped_table_is_the_one_the_benchmark_fits(real_data):
     for name, cls in fitted.to_dict()["classes"].items():
         assert cls == pytest.approx(shipped["classes"][name]), name
     assert fitted.unseen_class_factor == pytest.approx(shipped["unseen_class_factor"])
+    assert fitted.unseen_pooled_factor == pytest.approx(shipped["unseen_pooled_factor"])
 
 
 def test_run_family_reads_the_header_the_dialect_or_the_path(real_data):

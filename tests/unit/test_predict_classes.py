@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from trainsweep.class_calibration import ClassCalibration, prediction_bound, unseen_factor
+from trainsweep.class_calibration import ClassCalibration, held_out_scores, prediction_bound, unseen_factor
 from trainsweep.cli import app
 from trainsweep.cli.predict import replay_logs
 from trainsweep.instance_class import class_of, instance_class, kind, known_classes
@@ -122,6 +123,33 @@ def test_the_prediction_says_how_its_class_scaled_the_interval(cls, multiple, so
     assert (note is None) == (not any("class" in n for n in pred.notes)), pred.notes
     if note is not None:
         assert any(note in n and "widened" in n for n in pred.notes), pred.notes
+
+
+def test_a_run_on_the_pooled_multiple_takes_the_fallback_fitted_over_it():
+    both = replace(TABLE, unseen_pooled_factor={"gpu": 2.5, "cpu": 3.5})
+    step = _step()
+    noise = run_noise(step.se_s / step.mean_s)
+    for table, multiple in ((both, 4.0 * 2.5), (TABLE, 4.0 * 2.0)):  # a table without it: the other one
+        script = predict_run(step, steps_per_epoch=100, epochs=10, family=None, calibration=table,
+                             instance_class="hopper-single")  # fmt: skip
+        assert (script.calibration, script.class_calibration) == ("pooled", "unseen-class")
+        assert script.epoch_jitter == pytest.approx(multiple * noise)
+    # a run of a known family keeps the fallback fitted over the family multiples
+    own = predict_run(step, steps_per_epoch=100, epochs=10, family="fam", calibration=both,
+                      instance_class="hopper-single")  # fmt: skip
+    assert own.epoch_jitter == pytest.approx(2.0 * 2.0 * noise)
+
+
+def test_the_fallback_over_the_pooled_multiple_is_fitted_on_held_out_classes_scored_against_it(real_data):
+    results, _, experiment = replay_logs([real_data / FCN, CONTAINER_LOGS], StopRule(epoch_jitter=0.01))
+    cal = fit_calibration(results, experiment)
+    scored = [r for r in results if r.error is not None and r.stat_rel is not None]
+    seen = [c for c, cc in cal.classes.items() if cc.factor is not None]
+    held = held_out_scores(scored, experiment, seen, 0.90, over_pooled=True)
+    assert cal.unseen_pooled_factor["gpu"] == pytest.approx(unseen_factor(held, "gpu", 0.90))
+    # against the family multiples instead, the FCN logs' scores differ (FCN's multiple is not the pool's)
+    by_family = held_out_scores(scored, experiment, seen, 0.90)
+    assert held["volta-multi"] != pytest.approx(by_family["volta-multi"])
 
 
 def test_a_table_without_classes_scales_nothing():
@@ -270,7 +298,7 @@ def test_a_class_held_out_as_a_scripts_runs_takes_the_pooled_multiple_and_keeps_
         "unseen-class"
     }
     for c in mine:
-        expected = rest.pooled.noise_multiple * rest.unseen_class_factor["gpu"] * run_noise(c.stat_rel)
+        expected = rest.pooled.noise_multiple * rest.unseen_pooled_factor["gpu"] * run_noise(c.stat_rel)
         assert c.epoch_jitter == pytest.approx(expected)
     # the same logs held out with their family known take the family's multiple instead
     known = {c.log: c for c in cross_validate(results, held)}

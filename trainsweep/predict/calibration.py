@@ -120,6 +120,10 @@ class Calibration:
     the kind is held out in turn and its logs scored against the family jitters refitted without it:
     the factor covers the interval of those held-out logs, classes weighing alike (at least 1; see
     :func:`trainsweep.class_calibration.unseen_factor`)."""
+    unseen_pooled_factor: dict[str, float] = field(default_factory=dict)
+    """The same fitted over the pooled multiple: the fallback for a run whose family part is the pooled
+    multiple (an instrumented script, a family with too few logs), so that the factor is fitted over
+    the base it multiplies. A table without it uses :attr:`unseen_class_factor`."""
 
     def class_factor(
         self, instance_class: str | None, *, pooled: bool = False
@@ -129,7 +133,8 @@ class Calibration:
         A table without classes scales nothing (None). A class with its own factor uses it (``pooled``:
         the family part is the pooled multiple, and the factor the one fitted over it); a class without
         one (not in the calibration logs, or too few of them) and an unknown class get the unseen-class
-        fallback of their kind (an unknown class: the widest kind's), never below 1.
+        fallback of their kind (an unknown class: the widest kind's; ``pooled``: the one fitted over the
+        pooled multiple), never below 1.
         """
         if not self.classes:
             return 1.0, None, []
@@ -141,7 +146,9 @@ class Calibration:
             return max(1.0, factor), "class", []
         from trainsweep.instance_class import kind
 
-        fallback = dict(self.unseen_class_factor)
+        fallback = dict(
+            self.unseen_pooled_factor if pooled and self.unseen_pooled_factor else self.unseen_class_factor
+        )
         if instance_class is None:
             factor = max(fallback.values(), default=1.0)
             why, source = "instance class unknown", "unknown-class"
@@ -225,6 +232,7 @@ class Calibration:
             source=d.get("source", ""),
             classes={k: ClassCalibration.from_dict(v) for k, v in d.get("classes", {}).items()},
             unseen_class_factor=dict(d.get("unseen_class_factor", {})),
+            unseen_pooled_factor=dict(d.get("unseen_pooled_factor", {})),
         )
 
 

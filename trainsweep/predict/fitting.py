@@ -74,8 +74,15 @@ def fit_calibration(
         return Calibration(pooled, families, interval)
     from trainsweep.class_calibration import fit_classes
 
-    classes, unseen = fit_classes(scored, experiment, pooled, families, interval)
-    return Calibration(pooled, families, interval, classes=classes, unseen_class_factor=unseen)
+    classes, unseen, over_pooled = fit_classes(scored, experiment, pooled, families, interval)
+    return Calibration(
+        pooled,
+        families,
+        interval,
+        classes=classes,
+        unseen_class_factor=unseen,
+        unseen_pooled_factor=over_pooled,
+    )
 
 
 def cross_validate(
@@ -155,7 +162,16 @@ def calibrate(
     families = {k: with_cv(k, v, figures) for k, v in full.families.items()}
     classes = {k: with_cv(k, v, by_class) for k, v in full.classes.items()}
     pooled = with_cv("pooled", full.pooled, figures)
-    cal = Calibration(pooled, families, interval, created, source, classes, full.unseen_class_factor)
+    cal = Calibration(
+        pooled,
+        families,
+        interval,
+        created,
+        source,
+        classes,
+        full.unseen_class_factor,
+        full.unseen_pooled_factor,
+    )
     return cal, cv
 
 
