@@ -27,8 +27,8 @@ calibration logs without them (the jitter before beside it):
 benchmarks/data/container-logs-2t``, on a loaded machine), ``benchmarks/data/container-logs-gpu-h200``
 (``container_logs.py --gpu`` on one NVIDIA H200) and ``benchmarks/data/container-logs-cpu-heldout``
 (mnist-cnn with 6400 samples and resnet50-cifar10 on this CPU, written after the interval's method was
-fixed), ``benchmarks/data/script-logs-cpu-heldout`` and ``-2`` (a corpus script's instrumented runs,
-the second written after the change the first prompted).
+fixed), ``benchmarks/data/script-logs-cpu-heldout``, ``-2`` and ``-3`` (a corpus script's instrumented
+runs, each folder written after the method changes made before it, and scored only then).
 
 Usage: ``python benchmarks/bench_predict.py [DATA_DIR] [--container-logs DIR...] [--held-out DIR...]
 [--json OUT] [--write-calibration]``; ``--write-calibration`` first rewrites the table the package ships
@@ -91,6 +91,13 @@ over the pooled multiple (``pooled_factor``)."""
 SCRIPT_LOGS_2 = ROOT / "benchmarks" / "data" / "script-logs-cpu-heldout-2"
 """The same script's runs written after that change and scored only then: AdamW with ``--lr 0.001``,
 batch sizes 15/30/60."""
+SCRIPT_LOGS_3 = ROOT / "benchmarks" / "data" / "script-logs-cpu-heldout-3"
+"""The same script's other models, written after the unseen-class fallback over the pooled multiple was
+committed and scored only then (``trainsweep run --local``, full mode, 5 epochs, updating the weights by
+hand): ``--model Transformer --nhead 2 --lr 1`` (its default sizes, 200) at batch sizes 16/32/64, and
+``--model GRU --emsize 128 --nhid 128 --lr 10`` at 12/24/48. One Transformer run waited for
+a CPU 10 % or more of its time (the unit tests ran beside it for a minute), as trainsweep's own report
+says."""
 """The container's runs at 2 CPU threads on a loaded machine: never in the calibration, scored apart."""
 GPU_LOGS = ROOT / "benchmarks" / "data" / "container-logs-gpu-h200"
 """The container's runs on one NVIDIA H200 (``container_logs.py --gpu``)."""
@@ -219,7 +226,7 @@ def main() -> None:
         "--held-out",
         type=Path,
         nargs="+",
-        default=[HELD_OUT_LOGS, GPU_LOGS, NEW_CPU_LOGS, SCRIPT_LOGS, SCRIPT_LOGS_2],
+        default=[HELD_OUT_LOGS, GPU_LOGS, NEW_CPU_LOGS, SCRIPT_LOGS, SCRIPT_LOGS_2, SCRIPT_LOGS_3],
         help="logs scored with the calibration fitted without them",
     )
     ap.add_argument("--json", type=Path, default=None)

@@ -365,3 +365,26 @@ def test_the_cpu_class_needs_more_than_the_pooled_multiple(real_data):
     # GPU runs set, it needs more: an instrumented script on a CPU (family unknown) is widened by that
     assert cpu.factor is not None and cpu.pooled_factor is not None
     assert cpu.factor <= 1.0 < 1.5 < cpu.pooled_factor
+
+
+def test_an_instrumented_scripts_logs_take_the_pooled_multiple_and_the_cpus_factor_over_it():
+    # the corpus's word_language_model swept through `trainsweep run --local` (benchmarks/data): its
+    # family is unknown to the calibration, its class is this CPU's
+    folders = [ROOT / "benchmarks" / "data" / f"script-logs-cpu-heldout{s}" for s in ("", "-2", "-3")]
+    result = CliRunner().invoke(app, ["predict-eval", *map(str, folders), "--json"])
+    assert result.exit_code == 0, result.output
+    logs = [r for r in json.loads(result.output)["logs"] if r["predicted_epoch_s"] is not None]
+    assert len(logs) >= 11
+    table = load_calibration()
+    factor = table.classes["cpu"].pooled_factor
+    assert factor is not None
+    for r in logs:
+        assert (r["family"], r["instance_class"], r["calibration"], r["class_calibration"]) == (
+            None,
+            "cpu",
+            "pooled",
+            "class",
+        )
+        noise = run_noise(r["stat_rel"])
+        assert r["epoch_jitter"] == pytest.approx(table.pooled.noise_multiple * max(1.0, factor) * noise)
+        assert any("family unknown" in n for n in r["interval_notes"])
