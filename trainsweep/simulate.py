@@ -133,6 +133,8 @@ class Simulation:
     """With a target: the configurations the exhaustive runs show not reaching it (never recommended)."""
     phases: dict[str, Any] | None = None
     """``phases: [scan, confirm]``: each phase's bill, the scan's ranking and the cells confirmed."""
+    prices: str = ""
+    """Where the prices come from: the spec's ``prices`` (named), otherwise the catalogue's source."""
 
     @property
     def cost_ratio(self) -> float | None:
@@ -165,6 +167,7 @@ class Simulation:
             "target": self.target,
             "missed_target": self.missed_target,
             "phases": self.phases,
+            "prices": self.prices,
             "notes": self.notes,
         }
 
@@ -851,7 +854,20 @@ def simulate(
         target=None if spec.target is None else spec.target.model_dump(mode="json"),
         missed_target=missed,
         phases=block,
+        prices=prices_said(spec, region),
     )
+
+
+def prices_said(spec: SweepSpec, region: str) -> str:
+    """Where the simulation's prices come from: the spec's ``prices`` first (each named), then the
+    catalogue (:func:`trainsweep.cost.prices.price_source`)."""
+    from trainsweep.cost.prices import price_source
+
+    source = f"{price_source(region)}, {region}"
+    if not spec.prices:
+        return source
+    given = ", ".join(f"{t} {p:.3f} USD/h" for t, p in sorted(spec.prices.items()))
+    return f"the spec's prices ({given}); otherwise {source}"
 
 
 def _fewer_logs(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[str]:

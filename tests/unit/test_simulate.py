@@ -89,6 +89,7 @@ def _usd(seconds: float, itype: str) -> float:
 
 def test_a_small_grid_agrees_with_the_hand_computed_figures(tmp_path, logs):
     out = _simulate(_spec(tmp_path, packing="per-instance"), logs)
+    assert out["prices"].endswith(", us-east-1") and "spec's" not in out["prices"]  # the catalogue's
     # one packed job per instance type, first repetition of each batch size, one overhead each
     strategy = _usd(FIXED_OVERHEAD_S + 30 + 35, P3) + _usd(FIXED_OVERHEAD_S + 20 + 70, P38)
     # every repetition of every configuration as a job of its own
@@ -134,6 +135,11 @@ def test_the_specs_prices_win_over_the_catalogue_in_the_bill_and_the_picks(tmp_p
     assert out["truth"]["cheapest"]["instance_type"] == P38 and out["truth"]["cheapest"]["batch_size"] == 256
     assert out["truth"]["cheapest"]["cost_to_train_usd"] == pytest.approx(usd(FIXED_OVERHEAD_S + 21, P38))
     assert out["exhaustive"]["unpriced_instance_types"] == []
+    assert out["prices"].startswith(
+        "the spec's prices (ml.p3.2xlarge 4.000 USD/h, ml.p3.8xlarge 1.000 USD/h)"
+    )
+    text = CliRunner().invoke(app, ["simulate", str(_spec(tmp_path, prices=prices)), "--from", str(logs)])
+    assert "Prices: the spec's prices (ml.p3.2xlarge 4.000 USD/h" in " ".join(text.output.split())
 
 
 def test_a_type_the_catalogue_does_not_price_is_simulated_with_the_specs_price(tmp_path):

@@ -167,6 +167,13 @@ def _print(d: dict[str, Any]) -> None:
         f"{_pct(sp['time_of_true_fastest'])}, cost of the true cheapest {_pct(sp['cost_of_true_cheapest'])}, "
         f"median time spread over configurations {_pct(sp['time_median'])}."
     )
+    console.print(f"Prices: {d['prices']}.")
+    _print_left_out(console, d)
+
+
+def _print_left_out(console: Any, d: dict[str, Any]) -> None:
+    """What the simulation skipped or could not use, and its notes."""
+    s = d["strategy"]
     if s["skipped_by_search"]:
         skipped = s["skipped_by_search"]
         console.print(
