@@ -78,6 +78,7 @@ from trainsweep.predict.scores import _percentile  # noqa: E402
 DEFAULT_DATA = ROOT.parent / "shared" / "fixtures" / "real-data"
 CONTAINER_LOGS = ROOT / "benchmarks" / "data" / "container-logs"
 HELD_OUT_LOGS = ROOT / "benchmarks" / "data" / "container-logs-2t"
+"""The container's runs at 2 CPU threads on a loaded machine: never in the calibration, scored apart."""
 NEW_CPU_LOGS = ROOT / "benchmarks" / "data" / "container-logs-cpu-heldout"
 """Written after the interval's method (noise multiples, the 0.2 % floor) was fixed and committed, and
 scored only then: ``container_logs.py --out DIR --sessions f,g,h --seed-offset 20 --samples 6400`` and
@@ -98,7 +99,6 @@ hand): ``--model Transformer --nhead 2 --lr 1`` (its default sizes, 200) at batc
 ``--model GRU --emsize 128 --nhid 128 --lr 10`` at 12/24/48. One Transformer run waited for
 a CPU 10 % or more of its time (the unit tests ran beside it for a minute), as trainsweep's own report
 says."""
-"""The container's runs at 2 CPU threads on a loaded machine: never in the calibration, scored apart."""
 GPU_LOGS = ROOT / "benchmarks" / "data" / "container-logs-gpu-h200"
 """The container's runs on one NVIDIA H200 (``container_logs.py --gpu``)."""
 SEED_FAMILIES = ("fcn", "mnist", "resnet", "mo833")
@@ -527,8 +527,10 @@ def class_figures(prior: list[ReplayResult], experiment: dict[str, str], cal, *,
         print(f"  outside the goal (5 logs or more), {name}: {counted} in the experiment, family and class "
               f"folds, {len(out[FOLDS[folds[-1]]])} in the script's; "
               + "; ".join(f"{k}: {', '.join(v) or '-'}" for k, v in out.items()))  # fmt: skip
-    print("  unseen-class fallback per kind: " + ", ".join(
-        f"{k} x{v:.2f}" for k, v in sorted(cal.unseen_class_factor.items())))  # fmt: skip
+    for name, fallback in (("the family multiples", cal.unseen_class_factor),
+                           ("the pooled multiple", cal.unseen_pooled_factor)):  # fmt: skip
+        print(f"  unseen-class fallback per kind, over {name}: " + ", ".join(
+            f"{k} x{v:.2f}" for k, v in sorted(fallback.items())))  # fmt: skip
     return cv
 
 

@@ -15,6 +15,7 @@ to epoch, warm-up), the type's speed. Logs are kept in memory as an import.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import random
 import statistics
@@ -77,6 +78,7 @@ def _features(t: InstanceType) -> list[float]:
     return [1.0, math.log(t.vcpus), math.log(t.memory_gib), math.log1p(t.accelerators or t.gpus)]
 
 
+@functools.cache
 def cloud_types(region: str = "us-east-1") -> list[tuple[str, float, bool]]:
     """Every cloud instance type of the catalogue with an hourly price, cheapest first: (type, USD per
     hour, whether the price catalogue prices it). The unpriced ones are priced by a least-squares fit of

@@ -44,7 +44,7 @@ from trainsweep import axes as axis
 from trainsweep import phases
 from trainsweep.cost import billing
 from trainsweep.cost.metrics import OK, SAGEMAKER, ConfigMetrics, RunMetrics, aggregate, run_metrics
-from trainsweep.cost.prices import hourly_usd
+from trainsweep.cost.prices import prices_said
 from trainsweep.cost.recommend import config_dict, recommend
 from trainsweep.cost.runs import run_setting
 from trainsweep.errors import TrainsweepError
@@ -550,7 +550,7 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
     unpriced: list[str] = []
     prices = hourly_prices(spec, region)
     for itype, seconds in billable.items():
-        price = prices[itype] if itype in prices else hourly_usd(itype, region)
+        price = prices.get(itype)  # every job is of a spec type: samples_from keeps no other
         if price is None:
             unpriced.append(itype)
         else:
@@ -854,20 +854,8 @@ def simulate(
         target=None if spec.target is None else spec.target.model_dump(mode="json"),
         missed_target=missed,
         phases=block,
-        prices=prices_said(spec, region),
+        prices=prices_said(spec.prices, "the spec's prices", region) + f", {region}",
     )
-
-
-def prices_said(spec: SweepSpec, region: str) -> str:
-    """Where the simulation's prices come from: the spec's ``prices`` first (each named), then the
-    catalogue (:func:`trainsweep.cost.prices.price_source`)."""
-    from trainsweep.cost.prices import price_source
-
-    source = f"{price_source(region)}, {region}"
-    if not spec.prices:
-        return source
-    given = ", ".join(f"{t} {p:.3f} USD/h" for t, p in sorted(spec.prices.items()))
-    return f"the spec's prices ({given}); otherwise {source}"
 
 
 def _fewer_logs(spec: SweepSpec, by_cell: dict[CellKey, list[Sample]]) -> list[str]:

@@ -14,7 +14,7 @@ import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
@@ -119,6 +119,15 @@ def hourly_usd(instance_type: str, region: str = "us-east-1", platform: str = SA
     key = instance_type.removeprefix("ml.") if platform == EC2 else instance_type
     price = catalogue(platform)["regions"].get(region, {}).get(key)
     return float(price) if price is not None else None
+
+
+def prices_said(given: Mapping[str, float] | None, whose: str, region: str = "us-east-1") -> str:
+    """Where a figure's prices come from: ``given`` (named, as ``whose``: the sweep's plan, the spec's
+    prices) first, then :func:`price_source`."""
+    if not given:
+        return price_source(region)
+    named = ", ".join(f"{t} {p:.3f} USD/h" for t, p in sorted(given.items()))
+    return f"{whose} ({named}); otherwise {price_source(region)}"
 
 
 def price_source(region: str = "us-east-1", platform: str = SAGEMAKER) -> str:

@@ -106,9 +106,13 @@ def cross_validate(
         rest = [r for r in results if experiment.get(r.log, r.log) != held]
         cal = fit_calibration(rest, experiment, interval)
         for r in results:
-            if experiment.get(r.log, r.log) == held:
-                scored[id(r)] = calibrated(replace(r, family=None) if family_unknown else r, cal, interval)
+            if experiment.get(r.log, r.log) != held:
+                continue
+            if family_unknown:
+                scored[id(r)] = calibrated(replace(r, family=None), cal, interval)
                 scored[id(r)].family = r.family
+            else:
+                scored[id(r)] = calibrated(r, cal, interval)
     return [scored[id(r)] for r in results]
 
 

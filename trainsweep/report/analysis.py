@@ -22,7 +22,7 @@ from trainsweep.cost.metrics import (
     run_steady_steps,
     unmatched_metrics,
 )
-from trainsweep.cost.prices import price_source
+from trainsweep.cost.prices import prices_said
 from trainsweep.cost.recommend import Recommendation, recommend
 from trainsweep.cost.throughput import spec_tokens_per_sample
 from trainsweep.logs import mllog
@@ -336,7 +336,7 @@ def analyse(
         epochs=epochs,
         instance_count=instance_count,
         overhead_s=overhead_s,
-        prices=_prices_said(prices, region),
+        prices=prices_said(prices, "the sweep's plan", region),
         spec=spec_d,
         quality=quality,
         warnings=warnings,
@@ -450,14 +450,6 @@ def _target_said(target: TargetRule | None) -> str | None:
     if target is None:
         return None
     return f"{target.metric} {'<=' if target.minimize else '>='} {target.value:g}"
-
-
-def _prices_said(prices: Mapping[str, float] | None, region: str) -> str:
-    """Where the prices come from: the sweep's plan (its types and prices), else the catalogue's source."""
-    if not prices:
-        return price_source(region)
-    planned = ", ".join(f"{t} {p:.3f} USD/h" for t, p in sorted(prices.items()))
-    return f"the sweep's plan ({planned}); otherwise {price_source(region)}"
 
 
 def _best_settings(rows: Sequence[ConfigMetrics]) -> list[dict[str, Any]]:
