@@ -20,10 +20,11 @@ given as the spec's ``prices``, x each seed family's four batch sizes, three rep
 the real logs): cost ratio and regret against grid width. The race's intervals are calibrated without
 the family a grid is built from (leave one family out: the race is scored on logs its calibration has
 not seen), and its settings are :class:`trainsweep.race.RaceRule`'s defaults, fixed before any grid was
-scored.
+scored. Then the same on grids widened the other way: ``--types`` instance types (10) x 1 to 4 batch
+sizes each (the same types and seeds at every count).
 
 Usage: ``python benchmarks/bench_simulate.py [DATA_DIR] [--replicas 7] [--widths 10,20,36,50]
-[--grids 3] [--json OUT]``.
+[--grids 3] [--types 10] [--json OUT]``.
 """
 
 from __future__ import annotations
@@ -251,51 +252,93 @@ def _within(sim: dict) -> bool:
     return time_ok and cost_ok
 
 
+HEADER = (
+    f"{'family':7} {'types':>5} {'configs':>7} {'seed':>4} {'recommended':>11} {'race':>6} "
+    f"{'race regret t/$':>15} {'spread t/$':>13} {'stages: looks (steps)':>22}"
+)
+
+
+def race_row(
+    pool, width: int, seed: int, held_out: dict[str, object], batch_sizes: int | None = None
+) -> dict:
+    """The recommended strategy and the race on one synthetic grid; its row, printed."""
+    from wide_grids import grid
+
+    result, spec = grid(pool, width, seed=seed, batch_sizes=batch_sizes)
+    loaded = load_spec(spec, allow_retired=True)
+    rec = simulate(loaded, result).to_dict()
+    raced = simulate(loaded, result, race=RaceRule(calibration=held_out[pool.family])).to_dict()
+    sp = raced["repetition_spread"]
+    row = {
+        "family": pool.family, "instance_types": width, "batch_sizes": len(loaded.batch_sizes),
+        "configurations": width * len(loaded.batch_sizes), "seed": seed,
+        "recommended": rec["cost_ratio"], "race": raced["cost_ratio"],
+        "recommended_within_spread": _within(rec), "race_within_spread": _within(raced),
+        "race_regret_time": raced["regret_time"], "race_regret_cost": raced["regret_cost"],
+        "spread_time": sp["time_of_true_fastest"], "spread_cost": sp["cost_of_true_cheapest"],
+        "stages": raced["strategy"]["stages"],
+        "race_start_up_share": raced["strategy"]["start_up_usd"] / raced["strategy_cost_usd"],
+    }  # fmt: skip
+    looks = " ".join(f"{st['configurations_watched']}({st['steps']})" for st in row["stages"])
+    regret = f"{_pct(row['race_regret_time'])}/{_pct(row['race_regret_cost'])}"
+    print(f"{pool.family:7} {width:5d} {row['configurations']:7d} {seed:4d} {rec['cost_ratio']:11.3f} "
+          f"{raced['cost_ratio']:6.3f} {regret} "
+          f"{_pct(row['spread_time'])}/{_pct(row['spread_cost'])} {looks:>22}")  # fmt: skip
+    return row
+
+
+def summary(rows: list[dict], label: str) -> None:
+    """The median (max) cost ratio of both strategies over ``rows``, and how often within the spread."""
+    for name in ("recommended", "race"):
+        ratios = [r[name] for r in rows]
+        within = sum(1 for r in rows if r[f"{name}_within_spread"])
+        met = sum(x <= 0.10 for x in ratios)
+        print(f"  {label}, {name:11}: median {statistics.median(ratios):.3f}, "
+              f"max {max(ratios):.3f}, <= 0.10 in {met} of {len(rows)}, "
+              f"within spread {within} of {len(rows)}")  # fmt: skip
+    share = statistics.median(r["race_start_up_share"] for r in rows)
+    print(f"       the jobs' start-up (133 s each, one job per instance type) is {100 * share:.0f} % "
+          "of the race's bill (median)")  # fmt: skip
+
+
 def wide(data: Path, widths: list[int], grids: int, held_out: dict[str, object]) -> list[dict]:
     """The recommended strategy and the race on synthetic grids of each width, per family and seed."""
-    from wide_grids import grid, pools
+    from wide_grids import pools
 
     families = pools(read_dir(data))
-    rows = []
-    print(f"{'family':7} {'types':>5} {'configs':>7} {'seed':>4} {'recommended':>11} {'race':>6} "
-          f"{'race regret t/$':>15} {'spread t/$':>13} {'stages: looks (steps)':>22}")  # fmt: skip
-    for width in widths:
-        for family, pool in sorted(families.items()):
-            for seed in range(grids):
-                result, spec = grid(pool, width, seed=1000 * width + seed)
-                loaded = load_spec(spec, allow_retired=True)
-                rec = simulate(loaded, result).to_dict()
-                raced = simulate(loaded, result, race=RaceRule(calibration=held_out[family])).to_dict()
-                sp = raced["repetition_spread"]
-                row = {
-                    "family": family, "instance_types": width,
-                    "configurations": width * len(loaded.batch_sizes), "seed": seed,
-                    "recommended": rec["cost_ratio"], "race": raced["cost_ratio"],
-                    "recommended_within_spread": _within(rec), "race_within_spread": _within(raced),
-                    "race_regret_time": raced["regret_time"], "race_regret_cost": raced["regret_cost"],
-                    "spread_time": sp["time_of_true_fastest"], "spread_cost": sp["cost_of_true_cheapest"],
-                    "stages": raced["strategy"]["stages"],
-                    "race_start_up_share": raced["strategy"]["start_up_usd"] / raced["strategy_cost_usd"],
-                }  # fmt: skip
-                rows.append(row)
-                looks = " ".join(f"{st['configurations_watched']}({st['steps']})" for st in row["stages"])
-                regret = f"{_pct(row['race_regret_time'])}/{_pct(row['race_regret_cost'])}"
-                print(f"{family:7} {width:5d} {row['configurations']:7d} {seed:4d} {rec['cost_ratio']:11.3f} "
-                      f"{raced['cost_ratio']:6.3f} {regret} "
-                      f"{_pct(row['spread_time'])}/{_pct(row['spread_cost'])} {looks:>22}")  # fmt: skip
+    print(HEADER)
+    rows = [
+        race_row(pool, width, 1000 * width + seed, held_out)
+        for width in widths
+        for _, pool in sorted(families.items())
+        for seed in range(grids)
+    ]
     print("by width (median cost ratio over families and seeds; regret within the repetition spread):")
     for width in widths:
-        mine = [r for r in rows if r["instance_types"] == width]
-        for name in ("recommended", "race"):
-            ratios = [r[name] for r in mine]
-            within = sum(1 for r in mine if r[f"{name}_within_spread"])
-            met = sum(x <= 0.10 for x in ratios)
-            print(f"  {width:3d} types, {name:11}: median {statistics.median(ratios):.3f}, "
-                  f"max {max(ratios):.3f}, <= 0.10 in {met} of {len(mine)}, "
-                  f"within spread {within} of {len(mine)}")  # fmt: skip
-        share = statistics.median(r["race_start_up_share"] for r in mine)
-        print(f"       the jobs' start-up (133 s each, one job per instance type) is {100 * share:.0f} % "
-              "of the race's bill (median)")  # fmt: skip
+        summary([r for r in rows if r["instance_types"] == width], f"{width:3d} types")
+    return rows
+
+
+def per_type(data: Path, types: int, grids: int, held_out: dict[str, object]) -> list[dict]:
+    """The same on grids of ``types`` instance types widened by batch sizes: 1 to all of the family's
+    (the same types and seeds at every count, the batch sizes drawn from the family's)."""
+    from wide_grids import pools
+
+    families = pools(read_dir(data))
+    most = min(len(p.by_batch) for p in families.values())
+    print(f"{types} instance types, 1 to {most} batch sizes each:")
+    print(HEADER)
+    rows = [
+        race_row(pool, types, 1000 * types + seed, held_out, batch_sizes=k)
+        for k in range(1, most + 1)
+        for _, pool in sorted(families.items())
+        for seed in range(grids)
+    ]
+    print(f"by batch sizes per instance type ({types} types; median cost ratio over families and seeds):")
+    for k in range(1, most + 1):
+        summary(
+            [r for r in rows if r["batch_sizes"] == k], f"{k} batch sizes ({types * k:3d} configurations)"
+        )
     return rows
 
 
@@ -305,6 +348,9 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=7, help="copies of the FCN grid's 72 logs to time")
     ap.add_argument("--widths", default="10,20,36,50", help="instance types of the wide synthetic grids")
     ap.add_argument("--grids", type=int, default=3, help="synthetic grids per width and family")
+    ap.add_argument(
+        "--types", type=int, default=10, help="instance types of the grids widened by batch sizes"
+    )
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
     held_out = calibrations_without(a.data)
@@ -337,9 +383,11 @@ def main() -> None:
             f"{sum(1 for r in rec if 'recommended' in r['learns_worse'])} of {len(rec)}"
         )
     wide_rows = wide(a.data, [int(w) for w in a.widths.split(",")], a.grids, held_out)
+    per_type_rows = per_type(a.data, a.types, a.grids, held_out)
     timing = time_cli(a.data, a.replicas)
     if a.json:
-        a.json.write_text(json.dumps({"folders": rows, "wide": wide_rows, "timing": timing}, indent=1))
+        out = {"folders": rows, "wide": wide_rows, "per_type": per_type_rows, "timing": timing}
+        a.json.write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

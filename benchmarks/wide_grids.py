@@ -102,12 +102,18 @@ def cloud_types(region: str = "us-east-1") -> list[tuple[str, float, bool]]:
     return sorted(out, key=lambda x: x[1])
 
 
-def grid(pool: Pool, width: int, seed: int, repetitions: int = 3) -> tuple[ImportResult, dict]:
-    """A synthetic import of ``width`` instance types x the pool's batch sizes, and its spec (recommended
-    strategy: early stop, packed, 1 repetition; ``epochs``: the family's usual count)."""
+def grid(
+    pool: Pool, width: int, seed: int, repetitions: int = 3, batch_sizes: int | None = None
+) -> tuple[ImportResult, dict]:
+    """A synthetic import of ``width`` instance types x the pool's batch sizes (``batch_sizes`` of them,
+    drawn with the seed: all by default), and its spec (recommended strategy: early stop, packed, 1
+    repetition; ``epochs``: the family's usual count). The seed draws the same types whatever
+    ``batch_sizes`` is."""
     rng = random.Random(seed)
     types = sorted(rng.sample(cloud_types(), width), key=lambda x: x[1])
     sizes = sorted(b for b, logs in pool.by_batch.items() if logs)
+    if batch_sizes is not None:
+        sizes = sorted(random.Random(f"{seed}-sizes").sample(sizes, batch_sizes))
     ref = {b: statistics.median(m for _, m in pool.by_batch[b]) for b in sizes}
     files, runs = [], {}
     for itype, price, _ in types:

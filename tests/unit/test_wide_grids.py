@@ -62,3 +62,21 @@ def test_types_the_catalogue_does_not_price_go_to_the_spec_at_a_fitted_rate(real
     out = simulate(load_spec(spec, allow_retired=True), result).to_dict()
     assert out["exhaustive"]["unpriced_instance_types"] == [] and out["strategy_cost_usd"] > 0
     assert out["cost_ratio"] < 0.10
+
+
+def test_a_grid_of_fewer_batch_sizes_keeps_its_seeds_instance_types(real_data):
+    from wide_grids import grid, pools
+
+    from trainsweep.importer import read_dir
+
+    pool = pools(read_dir(real_data / "cloud-ML" / "seismic-fcn"))["fcn"]
+    _, full = grid(pool, 10, seed=5)
+    result, narrow = grid(pool, 10, seed=5, batch_sizes=2)
+    assert narrow["instance_types"] == full["instance_types"]
+    assert len(narrow["batch_sizes"]) == 2 and set(narrow["batch_sizes"]) < set(full["batch_sizes"])
+    assert {o.batch_size for o in result.files} == set(narrow["batch_sizes"])
+    assert len(result.files) == 10 * 2 * 3
+    _, again = grid(pool, 10, seed=5, batch_sizes=2)
+    assert again["batch_sizes"] == narrow["batch_sizes"]  # the seed draws them
+    _, every = grid(pool, 10, seed=5, batch_sizes=4)
+    assert every == full
