@@ -1166,9 +1166,27 @@ def _check_bfloat16(spec: SweepSpec) -> None:
         )
 
 
+def _check_synthetic_workers(spec: SweepSpec) -> None:
+    """Loader workers for a built-in on synthetic data: refused here, in the words the job would use."""
+    w = spec.workload
+    if w.model is None or not w.synthetic:
+        return
+    for where, given in (
+        (f"workload.hyperparameters.{hp.NUM_WORKERS}", hp.NUM_WORKERS in w.hyperparameters),
+        (f"axes.{hp.NUM_WORKERS}", hp.NUM_WORKERS in (spec.axes or {})),
+    ):
+        if given:
+            raise _FieldError(
+                where,
+                f"{hp.NUM_WORKERS!r} feeds real data through loader worker processes; synthetic batches are "
+                "made on the device: set workload.synthetic: false and give the sweep data, or remove it",
+            )
+
+
 def _check_axes(spec: SweepSpec) -> None:
     """The axes: names free to sweep, lists of one type that names can carry, a grid of bounded size."""
     _check_bfloat16(spec)
+    _check_synthetic_workers(spec)
     if spec.axes is None:
         return
     if not spec.axes:

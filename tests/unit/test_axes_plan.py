@@ -93,6 +93,16 @@ def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
             "axes.seed",
             "also set in workload.hyperparameters",
         ),
+        (
+            _with(BUILTIN, workload={"synthetic": True}, axes={"num_workers": [0, 2]}),
+            "axes.num_workers",
+            "synthetic batches are made on the device",
+        ),
+        (
+            _with(BUILTIN, workload={"synthetic": True, "hyperparameters": {"num_workers": 2}}, axes=None),
+            "workload.hyperparameters.num_workers",
+            "set workload.synthetic: false and give the sweep data",
+        ),
         (_with(COMMAND, axes={"dtype": ["float32"], "lr": ["1e-3"]}), "axes.lr", "command has no {lr}"),
         (_with(COMMAND, axes={"dtype": ["float32"], "gpus": [1, 2]}), "axes.gpus", "trainsweep's own"),
         (_with(COMMAND, workload={"command": "python train.py --x {nope}"}), "workload.command", "nope"),
