@@ -299,3 +299,27 @@ def test_sigterm_stops_the_script_with_status_stopped(tmp_path):
     assert p.returncode == contract.EXIT_STOPPED
     status = json.loads(Path(cfg.status_file).read_text())
     assert (status["status"], status["reason"]) == ("stopped", "stopped by SIGTERM")
+
+
+SPAWNS_PER_GPU = """
+import torch
+import torch.multiprocessing as mp
+
+
+def main(rank, world_size):
+    raise AssertionError("no rank should start")
+
+
+if __name__ == "__main__":
+    world_size = torch.cuda.device_count()  # the DDP tutorial's multigpu.py: 0 without a GPU
+    mp.spawn(main, args=(world_size,), nprocs=world_size)
+"""
+
+
+def test_a_script_that_spawns_one_rank_per_gpu_on_a_cpu_says_it_started_none(run_cell):
+    cell = run_cell(SPAWNS_PER_GPU)
+    assert cell.returncode == contract.EXIT_ERROR
+    assert cell.status["reason"].startswith(
+        "the script started no rank: torch.multiprocessing.spawn(nprocs=0)"
+    ), cell.status
+    assert "never called optimizer.step() nor backward() itself" in cell.status["reason"]

@@ -131,8 +131,19 @@ def classify(exc: BaseException | None, session: Session) -> Outcome:
             return Outcome("oom", reason, "oom", contract.EXIT_OOM)
         return _error(failure_reason(exc))
     if session.steps == 0:
-        return _error(NO_STEPS)
+        return _error(_no_steps(session))
     return OK
+
+
+def _no_steps(session: Session) -> str:
+    """Why nothing was timed: no step in the script's process, or ranks it asked for and never got."""
+    if session.spawned_none is None:
+        return NO_STEPS
+    return (
+        f"the script started no rank: torch.multiprocessing.spawn(nprocs={session.spawned_none}) (a count "
+        "taken from torch.cuda.device_count() is 0 on a machine without a GPU), and it never called "
+        "optimizer.step() nor backward() itself: nothing to time"
+    )
 
 
 def _beyond_edge(exc: BaseException | None, session: Session) -> Outcome | None:

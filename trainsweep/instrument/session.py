@@ -116,6 +116,9 @@ class Session(ExplicitMarks):
         self.forwards = ForwardWatch(self.forward_called)
         self.handed_over = False
         """The script started its ranks itself (``torch.multiprocessing.spawn``): they time the run."""
+        self.spawned_none: int | None = None
+        """``nprocs`` of a ``spawn`` that started no rank (0: a count taken from the GPUs of a machine
+        without any), for the reason a run that trained nothing gives."""
         if self.monitor is not None and settings.steps is not None:
             self.monitor.steps_per_epoch = settings.steps  # the run is one stretch of that many steps
 

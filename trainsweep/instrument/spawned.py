@@ -82,6 +82,8 @@ def wrap_start_processes(session: Any, workload: str) -> Callable[[Any], Any]:
             if start_method in TIMED_METHODS and nprocs >= 1 and not isinstance(fn, RankEntry):
                 fn = RankEntry(fn, workload, nprocs, node_rank(), started)
                 session.handed_over = True
+            elif nprocs < 1:
+                session.spawned_none = nprocs
             return original(fn, args, nprocs, join, daemon, start_method)
 
         return start_processes
