@@ -459,10 +459,16 @@ def _runs(a: SweepAnalysis) -> str:
 
 
 def _method(a: SweepAnalysis) -> str:
+    items = _timing_and_cost_terms(a) + _judgement_terms()
+    return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
+
+
+def _timing_and_cost_terms(a: SweepAnalysis) -> list[tuple[str, str]]:
+    """How the table's times and costs are made, with this sweep's epochs, overhead, region and prices."""
     epochs = a.epochs if a.epochs is not None else "as many as each log shows"
     if a.epochs is not None and not (a.spec or {}).get("workload"):
         epochs = f"{a.epochs} (the most common epoch count of the runs; no spec says otherwise)"
-    items = [
+    return [
         (
             "Steady step time",
             "Mean step time of the primary rank, leaving out the first step of every epoch (warm-up and the "
@@ -497,6 +503,12 @@ def _method(a: SweepAnalysis) -> str:
             "seconds here (the per-job overhead is in USD to train). Dollar-seconds are not multiplied "
             "by the number of ranks: ranks share the instance they run on.",
         ),
+    ]
+
+
+def _judgement_terms() -> list[tuple[str, str]]:
+    """How waits, memory, quality, the recommendation and the status are judged."""
+    return [
         (
             "Data wait, utilisation, USD waiting",
             "From the per-step data-wait and compute times (first step left out): share = wait / "
@@ -540,7 +552,6 @@ def _method(a: SweepAnalysis) -> str:
             "named in its notes.",
         ),
     ]
-    return "<dl>" + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
 
 
 def _rows_are(a: SweepAnalysis) -> str:
