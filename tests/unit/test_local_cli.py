@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import py_compile
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +187,24 @@ def test_doctor_says_whether_the_c_log_scanner_is_built() -> None:
     assert doctor.check_log_scanner().level == "ok"  # this install has a compiler (test_native_scan)
     missing = doctor.check_log_scanner(built=False)
     assert missing.level == "warn" and "half the speed" in missing.detail and "gcc" in (missing.fix or "")
+
+
+def test_doctor_says_whether_torch_is_compiled_where_python_writes_no_bytecode(tmp_path: Path) -> None:
+    assert doctor.check_bytecode(writes=False).level == "ok"  # scripts/install compiles it
+    source = tmp_path / "torch" / "__init__.py"
+    source.parent.mkdir()
+    source.write_text("")
+
+    def find(name: str) -> Any:
+        return importlib.util.spec_from_file_location(name, source)
+
+    bare = doctor.check_bytecode(find, writes=False)
+    assert bare.level == "warn" and "every training process compiles it" in bare.detail
+    assert "scripts/install" in (bare.fix or "")
+    assert doctor.check_bytecode(find, writes=True).level == "ok"
+    py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)))
+    assert doctor.check_bytecode(find, writes=False).level == "ok"
+    assert doctor.check_bytecode(lambda name: None).level == "info"
 
 
 def test_doctor_flags_a_cdk_cli_other_than_the_pinned_one(tmp_path: Path) -> None:

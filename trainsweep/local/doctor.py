@@ -149,6 +149,31 @@ def check_log_scanner(built: bool | None = None) -> Check:
     )
 
 
+def check_bytecode(
+    find: Callable[[str], Any] = importlib.util.find_spec, writes: bool | None = None
+) -> Check:
+    """Whether torch's compiled bytecode is installed: each training cell is a fresh process that imports
+    it, and where Python may not write bytecode (``PYTHONDONTWRITEBYTECODE``) an install without it is
+    compiled again by every one (about 3 s, ``benchmarks/bench_startup.py``). ``writes``: None to ask
+    this interpreter."""
+    writes = not sys.dont_write_bytecode if writes is None else writes
+    spec = find("torch")
+    if spec is None or spec.origin is None:
+        return Check("bytecode", "info", "torch is not installed here (cloud sweeps only)")
+    if Path(importlib.util.cache_from_source(spec.origin)).is_file():
+        return Check("bytecode", "ok", "torch's bytecode is installed")
+    if writes:
+        return Check("bytecode", "ok", "torch's bytecode is written on its first import")
+    return Check(
+        "bytecode",
+        "warn",
+        "torch has no bytecode and PYTHONDONTWRITEBYTECODE is set: every training process compiles it "
+        "again (about 3 s each)",
+        "reinstall the environment with scripts/install (uv --compile-bytecode), or run "
+        "`python -m compileall -q` on its site-packages",
+    )
+
+
 def check_gpu(which: Callable[[str], str | None] = shutil.which, run: Runner = _run) -> Check:
     if which("nvidia-smi") is None:
         return Check("GPU", "info", "none (nvidia-smi not found): local sweeps use 'local' (CPU)")
@@ -389,6 +414,7 @@ def run_checks(
         check_cdk_cli(which, run),
         check_gpu(which, run),
         check_log_scanner(),
+        check_bytecode(),
     ]
     if session is None:
         try:
