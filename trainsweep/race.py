@@ -211,7 +211,8 @@ def race(
     wall = billing.FIXED_OVERHEAD_S + max((j.clock for j in jobs.values()), default=0.0)
     stages = [state.stages[k] for k in sorted(state.stages)]
     strategy = _strategy(stages, entrants, [e for e in entrants if e.dropped_in is None], prices, wall)
-    strategy["start_up_usd"] = start_up
+    strategy["start_up_usd"] = start_up if strategy["cost_usd"] is not None else None
+    strategy["start_up_s"] = billing.FIXED_OVERHEAD_S * len(jobs)
     return strategy, [_last_look(e) for e in entrants]
 
 

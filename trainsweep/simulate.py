@@ -532,6 +532,7 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
     placed = [replace(j, instance_count=spec.instance_count) for j in jobs]
     groups, group_concurrency = group_jobs(placed, spec.max_concurrency)
     billable: dict[str, float] = {}
+    start_up: dict[str, float] = {}
     retained = 0.0
     warm = 0
     durations: list[float] = []
@@ -543,10 +544,15 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
         )
         for itype, seconds in b.billable_s.items():
             billable[itype] = billable.get(itype, 0.0) + seconds
+        # a group is one instance type; its cold starts pay the per-job overhead, its warm ones none
+        itype = g["jobs"][0].instance_type
+        start_up[itype] = (
+            start_up.get(itype, 0.0) + (len(g["jobs"]) - b.warm_starts) * billing.FIXED_OVERHEAD_S
+        )
         retained += sum(b.retained_s.values())
         warm += b.warm_starts
         durations.append(b.wall_s)
-    cost = 0.0
+    cost = start_up_cost = 0.0
     unpriced: list[str] = []
     prices = hourly_prices(spec, region)
     for itype, seconds in billable.items():
@@ -555,13 +561,17 @@ def bill(jobs: list[Job], spec: SweepSpec, region: str) -> dict[str, Any]:
             unpriced.append(itype)
         else:
             cost += billing.cost_usd(seconds, price, spec.instance_count)
+            start_up_cost += billing.cost_usd(start_up.get(itype, 0.0), price, spec.instance_count)
+    priced = not (unpriced and len(unpriced) == len(billable))
     return {
         "jobs": len(jobs),
         "runs": sum(len(j.samples) for j in jobs),
         "billable_s": sum(billable.values()),
         "warm_pool_retained_s": retained,
         "warm_starts": warm,
-        "cost_usd": None if unpriced and len(unpriced) == len(billable) else cost,
+        "cost_usd": cost if priced else None,
+        "start_up_s": sum(start_up.values()),
+        "start_up_usd": start_up_cost if priced else None,
         "unpriced_instance_types": sorted(unpriced),
         "wall_s": _list_schedule(durations, group_concurrency) if durations else 0.0,
     }
@@ -736,6 +746,8 @@ def replay_phases(
         "warm_pool_retained_s": sum(b["warm_pool_retained_s"] for b in both),
         "warm_starts": sum(b["warm_starts"] for b in both),
         "cost_usd": None if None in costs else sum(c for c in costs if c is not None),
+        "start_up_s": sum(b["start_up_s"] for b in both),
+        "start_up_usd": None if None in costs else sum(b["start_up_usd"] or 0.0 for b in both),
         "unpriced_instance_types": sorted({t for b in both for t in b["unpriced_instance_types"]}),
         "wall_s": scan["wall_s"] + confirm["wall_s"],
         "mode": "phases",

@@ -100,6 +100,14 @@ def test_a_small_grid_agrees_with_the_hand_computed_figures(tmp_path, logs):
     assert out["exhaustive_cost_usd"] == pytest.approx(exhaustive)
     assert out["cost_ratio"] == pytest.approx(strategy / exhaustive)
     assert out["strategy"]["jobs"] == 2 and out["exhaustive"]["jobs"] == 8
+    # each bill's start-ups: one per job (every job starts cold without a warm pool)
+    assert out["strategy"]["start_up_s"] == pytest.approx(2 * FIXED_OVERHEAD_S)
+    assert out["strategy"]["start_up_usd"] == pytest.approx(
+        _usd(FIXED_OVERHEAD_S, P3) + _usd(FIXED_OVERHEAD_S, P38)
+    )
+    assert out["exhaustive"]["start_up_usd"] == pytest.approx(
+        4 * (_usd(FIXED_OVERHEAD_S, P3) + _usd(FIXED_OVERHEAD_S, P38))
+    )
     # the first repetitions make p3.8xlarge x 256 (20 s) the fastest, as the truth (mean 21 s) does
     assert out["picks"]["fastest"] == {**out["picks"]["fastest"], "instance_type": P38, "batch_size": 256}
     assert out["truth"]["fastest"]["time_to_train_s"] == pytest.approx(21.0)
@@ -282,6 +290,7 @@ def test_a_warm_pool_pays_the_start_up_once_per_instance_type_and_its_kept_time(
     seconds = FIXED_OVERHEAD_S + 30 + 3 * WARM_START_OVERHEAD_S + 35 + 50 + 35 + 60
     assert out["strategy"]["billable_s"] == pytest.approx(seconds)
     assert out["strategy"]["warm_starts"] == 3 and out["strategy"]["warm_pool_retained_s"] == 60
+    assert out["strategy"]["start_up_s"] == pytest.approx(FIXED_OVERHEAD_S)  # the warm starts pay none
     assert out["strategy_cost_usd"] == pytest.approx(_usd(seconds, P3))
     assert out["exhaustive"]["billable_s"] == pytest.approx(4 * FIXED_OVERHEAD_S + 150)
     # two at a time: jobs 1 and 2 start cold at 0; 3 takes job 1's pool, 4 job 2's; two pools kept 60 s
@@ -600,3 +609,16 @@ def test_warm_pools_are_refused_with_spot(tmp_path):
         load_spec({**FCN, "instance_types": [P3], "spot": True, "warm_pool_seconds": 60})
     with pytest.raises(SpecError, match="warm_pool_seconds"):
         load_spec({**FCN, "instance_types": [P3], "warm_pool_seconds": 3601})
+
+
+def test_the_text_says_how_much_of_each_bill_is_start_ups(tmp_path, logs):
+    text = CliRunner().invoke(
+        app, ["simulate", str(_spec(tmp_path, packing="per-instance")), "--from", str(logs)]
+    )
+    assert text.exit_code == 0, text.output
+    out = _simulate(_spec(tmp_path, packing="per-instance"), logs)
+    s, e = out["strategy"], out["exhaustive"]
+    said = " ".join(text.output.split())
+    assert f"Start-ups ({FIXED_OVERHEAD_S:g} s for each job that starts cold): the strategy's " in said
+    assert f"{100 * s['start_up_usd'] / s['cost_usd']:.1f} % of its cost; the exhaustive grid's" in said
+    assert f"{100 * e['start_up_usd'] / e['cost_usd']:.1f} % of its cost." in said

@@ -139,6 +139,7 @@ def _print(d: dict[str, Any]) -> None:
             f"{s['jobs']} jobs over {s['runs']} runs, {_usd(s['cost_usd'])}, {_dur(s['wall_s'])} "
             f"wall-clock. {exhaustive}"
         )
+    console.print(_start_ups(s, e), highlight=False)
     title = "what the strategy picks, and what the exhaustive grid shows"
     table = Table(title=title + (f" (time and cost{to})" if target else ""), show_lines=False)
     for col in ("", "strategy picks", "truth", "regret"):
@@ -169,6 +170,23 @@ def _print(d: dict[str, Any]) -> None:
     )
     console.print(f"Prices: {d['prices']}.")
     _print_left_out(console, d)
+
+
+def _start_ups(s: dict[str, Any], e: dict[str, Any]) -> str:
+    """How much of each bill is its jobs' start-up (the per-job overhead of a job that starts cold)."""
+    from trainsweep.cost import billing
+
+    def share(b: dict[str, Any]) -> str:
+        if b["cost_usd"]:
+            return f"{_usd(b['start_up_usd'])}, {_pct(b['start_up_usd'] / b['cost_usd'])} of its cost"
+        if b["billable_s"]:
+            return f"{_dur(b['start_up_s'])}, {_pct(b['start_up_s'] / b['billable_s'])} of its billable time"
+        return "none"
+
+    return (
+        f"Start-ups ({billing.FIXED_OVERHEAD_S:g} s for each job that starts cold): the strategy's "
+        f"{share(s)}; the exhaustive grid's {share(e)}."
+    )
 
 
 def _print_left_out(console: Any, d: dict[str, Any]) -> None:
