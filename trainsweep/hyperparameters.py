@@ -140,3 +140,11 @@ def parse_value(name: str, text: str) -> int | float | bool | str:
             raise ValueError(f"must be one of {', '.join(CHOICES[name])}, got {text!r}")
         return v
     return text
+
+
+def synthetic_workers_refused(fix: str) -> str:
+    """Why loader workers are refused for synthetic data (by ``plan`` and by the job), then ``fix``."""
+    return (
+        f"{NUM_WORKERS!r} feeds real data through loader worker processes; synthetic batches are made on "
+        f"the device: {fix}"
+    )

@@ -1178,8 +1178,9 @@ def _check_synthetic_workers(spec: SweepSpec) -> None:
         if given:
             raise _FieldError(
                 where,
-                f"{hp.NUM_WORKERS!r} feeds real data through loader worker processes; synthetic batches are "
-                "made on the device: set workload.synthetic: false and give the sweep data, or remove it",
+                hp.synthetic_workers_refused(
+                    "set workload.synthetic: false and give the sweep data, or remove it"
+                ),
             )
 
 

@@ -265,8 +265,7 @@ def _check_settings(raw: dict[str, str], settings: list[dict[str, Any]], synthet
     for setting in settings:
         if synthetic and (hp.NUM_WORKERS in setting or workers is not None):
             raise JobConfigError(
-                f"{hp.NUM_WORKERS!r} feeds real data through loader worker processes; synthetic batches are "
-                f"made on the device: set {hp.SYNTHETIC}=false and give the job data"
+                hp.synthetic_workers_refused(f"set {hp.SYNTHETIC}=false and give the job data")
             )
         for name in (hp.DTYPE, hp.COMPILE, hp.NUM_WORKERS):
             if name in setting:
